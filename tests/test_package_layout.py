@@ -1,0 +1,41 @@
+"""The top-level packages resolve inside this repo, not to same-named PyPI distributions.
+
+`agents`, `tools`, `memory`, `trainer` and `graphs` are all taken on PyPI (the OpenAI Agents SDK
+installs an import package literally named `agents`), so a stray install would shadow ours silently.
+"""
+
+import importlib
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ["harness", "memory", "tools", "agents", "graphs", "trainer"]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_package_resolves_inside_repo(name):
+    module = importlib.import_module(name)
+    assert Path(module.__file__).resolve().parent == REPO / name
+
+
+def test_packages_listed_explicitly_in_pyproject():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert sorted(config["tool"]["setuptools"]["packages"]) == sorted(PACKAGES)
+
+
+def test_packages_resolve_from_another_working_directory(tmp_path):
+    # The console script runs from anywhere: the installed (editable) project must still win.
+    code = "import " + ", ".join(PACKAGES) + "; print(agents.__file__, tools.__file__, memory.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    for path in out.stdout.split():
+        assert Path(path).resolve().is_relative_to(REPO)
+
+
+def test_evolver_side_imports_without_torch():
+    code = "import sys, harness, memory, tools, agents, graphs; print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

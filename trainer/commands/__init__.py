@@ -1,0 +1,1 @@
+"""CLI subcommands of `harnessrl`, one module per command group."""
