@@ -257,9 +257,9 @@ def validate_safe_pattern(pattern: str) -> None:
     """Refuse regex features that make matching super-linear or stateful.
 
     Allowed: literals, classes, anchors, alternation, groups, and quantifiers whose operand holds no
-    other quantifier. Refused: backreferences, lookarounds, conditionals, inline flags, nested
-    quantifiers such as `(a+)+`, and patterns over MAX_REGEX_CHARS. The timeout in `Regex.evaluate`
-    is the second line of defence.
+    other quantifier or alternation. Refused: backreferences, lookarounds, conditionals, inline flags,
+    nested quantifiers such as `(a+)+`, repeated alternation such as `(a|aa)*b`, and patterns over
+    MAX_REGEX_CHARS. The timeout in `Regex.evaluate` is the second line of defence.
     """
     if len(pattern) > MAX_REGEX_CHARS:
         raise ValueError(f"regex longer than {MAX_REGEX_CHARS} characters")
@@ -275,8 +275,10 @@ def validate_safe_pattern(pattern: str) -> None:
         re.compile(pattern)
     except re.error as e:
         raise ValueError(f"invalid regex: {e}") from None
-    # Walk groups: a quantified group must not contain a quantifier (no (a+)+, (a|b*)*).
-    depth_has_quant: list[bool] = [False]
+    # Walk groups: a repeated group (`*`, `+`, `{`) must contain neither a quantifier (no (a+)+) nor an
+    # alternation (no (a|aa)*b: overlapping alternatives under repetition backtrack exponentially too).
+    has_quant: list[bool] = [False]
+    has_alt: list[bool] = [False]
     i, quants = 0, set("*+?{")
     while i < len(pattern):
         c = pattern[i]
@@ -294,16 +296,25 @@ def validate_safe_pattern(pattern: str) -> None:
             i = j + 1
             continue
         if c == "(":
-            depth_has_quant.append(False)
+            has_quant.append(False)
+            has_alt.append(False)
         elif c == ")":
-            inner = depth_has_quant.pop() if len(depth_has_quant) > 1 else False
+            inner_q = has_quant.pop() if len(has_quant) > 1 else False
+            inner_a = has_alt.pop() if len(has_alt) > 1 else False
             follows = pattern[i + 1] if i + 1 < len(pattern) else ""
-            if inner and follows in "*+{":
+            repeated = follows != "" and follows in "*+{"  # ("" is "in" every string)
+            if inner_q and repeated:
                 raise ValueError("regex feature not allowed: nested quantifier")
-            if inner or follows in quants:
-                depth_has_quant[-1] = True
+            if inner_a and repeated:
+                raise ValueError("regex feature not allowed: repeated alternation")
+            if inner_q or follows in quants:
+                has_quant[-1] = True
+            if inner_a:
+                has_alt[-1] = True
+        elif c == "|":
+            has_alt[-1] = True
         elif c in "*+{" or (c == "?" and i > 0 and pattern[i - 1] not in "(*+?}"):
-            depth_has_quant[-1] = True
+            has_quant[-1] = True
         i += 1
 
 

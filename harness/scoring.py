@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.types import Criterion
 
-VerdictSource = Literal["check", "llm", "none"]
+# "none": no check and scored as unmet here; "skipped": left out of the aggregate by the judge (no LLM configured).
+VerdictSource = Literal["check", "llm", "none", "skipped"]
 
 
 class Verdict(BaseModel):

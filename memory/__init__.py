@@ -1,1 +1,27 @@
-"""memory package."""
+"""Training-time memory: Chroma collections of group summaries, failure events, attributions, proposals and
+task profiles, with our own offline embedding functions (SYSTEM.md §4).
+
+Importing this package registers `MiniLMEmbedding` and `HashEmbedding` with Chroma (so stored collections can
+be reopened) and does not import torch: the MiniLM model loads on first use.
+"""
+
+from memory.embeddings import HashEmbedding, MiniLMEmbedding, make_embedding
+from memory.records import (
+    KINDS,
+    OUTCOMES,
+    AttributionRecord,
+    EventRecord,
+    GroupSummary,
+    ProposalRecord,
+    Record,
+    ResponseSample,
+    TaskProfile,
+    record_from_metadata,
+)
+from memory.store import MemoryStoreError, SimilarCase, TrainingMemory
+
+__all__ = [
+    "KINDS", "OUTCOMES", "AttributionRecord", "EventRecord", "GroupSummary", "HashEmbedding", "MemoryStoreError",
+    "MiniLMEmbedding", "ProposalRecord", "Record", "ResponseSample", "SimilarCase", "TaskProfile", "TrainingMemory",
+    "make_embedding", "record_from_metadata",
+]

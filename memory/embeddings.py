@@ -10,8 +10,9 @@ persists with a collection (importing this module is enough; `memory/__init__` d
   `build_from_config` several times while creating a collection and each call must not reload 90 MB.
   torch is imported only on first use, so `import memory` stays light.
 - `HashEmbedding`: feature hashing of word unigrams and bigrams with blake2b (stable across processes
-  and Python versions, unlike `hash()`), signed buckets, L2-normalised. Deterministic, dependency-free,
-  and overlap-sensitive enough that "a query sharing words ranks that record first" holds in tests.
+  and Python versions, unlike `hash()`), L2-normalised. Buckets are unsigned counts, not the usual signed
+  hashing: signed collisions can cancel a shared word exactly (seen in practice at dim 256), while
+  unsigned ones only ever add similarity, so "a query sharing words with a record is closer to it" holds.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
 
 @register_embedding_function
 class HashEmbedding(EmbeddingFunction[Documents]):
-    """Deterministic feature-hashing embedding of case-folded word unigrams and bigrams."""
+    """Deterministic feature-hashing embedding of case-folded word unigrams and bigrams (unsigned buckets)."""
 
     def __init__(self, dim: int = 256) -> None:
         if dim < 8:
@@ -115,12 +116,8 @@ class HashEmbedding(EmbeddingFunction[Documents]):
         # A text without words still needs a non-zero vector: cosine distance to a zero vector is undefined.
         for f in feats or ["<empty>"]:
             h = int.from_bytes(hashlib.blake2b(f.encode("utf-8"), digest_size=8).digest(), "little")
-            vec[h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
-        norm = float(np.linalg.norm(vec))
-        if norm == 0.0:  # every feature cancelled out; fall back to a fixed direction
-            vec[0] = 1.0
-            norm = 1.0
-        return vec / norm
+            vec[h % self.dim] += 1.0
+        return vec / float(np.linalg.norm(vec))
 
     def __call__(self, input: Documents) -> Embeddings:
         return [self.embed_one(t) for t in input]

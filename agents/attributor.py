@@ -1,0 +1,123 @@
+"""The attributor: which harness interface's update can repair a failure event.
+
+Rule brain (the paper's routing prior, notes/paper-reconstruction.md §4): collapse_low -> guidance,
+collapse_high -> sampling, flat / spurious_* / stuffing / blind_criterion -> criteria,
+guidance_leak -> guidance. Two things move it off the prior, always with a note saying why:
+- a disabled interface (ablation) is skipped for the next one in the failure type's preference order;
+- memory (anti-oscillation): when this task already has `REJECTED_LIMIT` rejected proposals on the
+  preferred interface, the next interface is tried instead.
+
+LLM brain: the same inputs plus the prior go to the model; its answer must name an enabled
+interface, and cited evidence ids that are not in the evidence are dropped (hallucinations). If the
+model fails (timeout, malformed output, disabled interface) the rule attribution is used and the
+failure is recorded in `notes` (`source="llm_fallback"`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from agents import prompts
+from agents.llm import BrainError, ask_structured
+from agents.schemas import Attribution
+from harness.types import FailureEvent
+
+log = logging.getLogger(__name__)
+
+# Preference order per failure type: the first entry is the paper's prior, the rest are where to go
+# when memory says the prior keeps failing on this task.
+PREFERENCE: dict[str, tuple[str, ...]] = {
+    "collapse_low": ("guidance", "criteria", "sampling"),
+    "collapse_high": ("sampling", "criteria", "guidance"),
+    "flat": ("criteria", "guidance", "sampling"),
+    "spurious_length": ("criteria", "sampling", "guidance"),
+    "spurious_audit": ("criteria", "sampling", "guidance"),
+    "stuffing": ("criteria", "sampling", "guidance"),
+    "blind_criterion": ("criteria", "sampling", "guidance"),
+    "guidance_leak": ("guidance", "sampling", "criteria"),
+}
+DIAGNOSES: dict[str, str] = {
+    "collapse_low": "every rollout scores low: the policy never finds the rewarded behaviour, so the group has no advantage",
+    "collapse_high": "every rollout scores high: the task is saturated and teaches nothing",
+    "flat": "rollouts get the same partial score: the rubric is too coarse to tell them apart",
+    "spurious_length": "reward follows response length rather than content",
+    "spurious_audit": "training reward is up while the hidden audit score is flat or down: credit without content",
+    "stuffing": "rollouts repeat rubric keywords to collect credit",
+    "blind_criterion": "a criterion is always or never met, so it carries no signal",
+    "guidance_leak": "rollouts copy the hint: guidance reveals too much",
+}
+REJECTED_LIMIT = 2
+
+
+def rejected_counts(evidence: dict[str, Any]) -> dict[str, int]:
+    """Rejected proposals per interface on this task, from the memory evidence."""
+    counts: dict[str, int] = {}
+    for p in evidence.get("proposals", []):
+        if p.get("outcome") in ("rejected", "invalid"):
+            counts[p["interface"]] = counts.get(p["interface"], 0) + 1
+    return counts
+
+
+def rule_attribution(event: FailureEvent, evidence: dict[str, Any], enabled: list[str], *, use_memory: bool = True) -> Attribution:
+    order = PREFERENCE[event.type]
+    notes = [f"prior for {event.type}: {order[0]}"]
+    rejected = rejected_counts(evidence) if use_memory else {}
+    cited: list[str] = []
+    chosen: str | None = None
+    for iface in order:
+        if iface not in enabled:
+            notes.append(f"{iface} is disabled (ablation): skipped")
+            continue
+        if rejected.get(iface, 0) >= REJECTED_LIMIT and any(
+            i in enabled and rejected.get(i, 0) < REJECTED_LIMIT for i in order
+        ):
+            notes.append(f"memory: {rejected[iface]} rejected {iface} proposals on {event.task_id}: trying the next interface")
+            cited += [p["id"] for p in evidence.get("proposals", []) if p["interface"] == iface][-REJECTED_LIMIT:]
+            continue
+        chosen = iface
+        break
+    if chosen is None:  # every enabled interface failed repeatedly: go back to the best enabled one
+        chosen = next(i for i in order if i in enabled)
+        notes.append(f"every enabled interface was rejected before; using {chosen}")
+    diagnosis = DIAGNOSES[event.type]
+    if event.criterion_id:
+        diagnosis += f" (criterion {event.criterion_id})"
+    confidence = 0.8 if chosen == order[0] else 0.5
+    return Attribution(interface=chosen, diagnosis=diagnosis, confidence=confidence, evidence_ids=cited, source="rules", notes=notes)  # type: ignore[arg-type]
+
+
+def llm_attribution(
+    llm: BaseChatModel, event: FailureEvent, evidence: dict[str, Any], enabled: list[str], *, use_memory: bool = True
+) -> Attribution:
+    prior = rule_attribution(event, evidence, enabled, use_memory=use_memory)
+    system = prompts.render(prompts.ATTRIBUTOR_SYSTEM, enabled=", ".join(enabled))
+    user = prompts.render(
+        prompts.ATTRIBUTOR_USER,
+        event=event.model_dump_json(), task=json.dumps(evidence.get("task", {}), indent=1),
+        prior=prior.model_dump_json(include={"interface", "diagnosis", "notes"}),
+        history=_lines(evidence.get("history", []) if use_memory else []),
+        similar=_lines(evidence.get("similar", []) if use_memory else []),
+    )
+    try:
+        out = ask_structured(llm, Attribution, system, user)
+        if out.interface not in enabled:
+            raise BrainError(f"LLM chose interface {out.interface!r}, which is not enabled ({enabled})")
+    except BrainError as err:
+        log.warning("attributor LLM failed on %s: %s; using the rule prior", event.id, err)
+        return prior.model_copy(update={"source": "llm_fallback", "notes": [*prior.notes, f"LLM failed: {err}"]})
+    known = {r["id"] for r in evidence.get("history", [])} | {r["id"] for r in evidence.get("similar", [])} | {
+        p["id"] for p in evidence.get("proposals", [])
+    }
+    cited = [i for i in out.evidence_ids if i in known]
+    notes = [f"rule prior was {prior.interface}"]
+    if dropped := [i for i in out.evidence_ids if i not in known]:
+        notes.append(f"dropped evidence ids not in the evidence: {dropped}")
+    return out.model_copy(update={"evidence_ids": cited, "source": "llm", "notes": notes})
+
+
+def _lines(records: list[dict[str, Any]]) -> str:
+    return "\n".join(f"[{r['id']}] {r.get('document', '')}" for r in records) or "(none)"

@@ -1,0 +1,107 @@
+"""Run-time context of the harness evolver: everything the caller picks, as plain values.
+
+`EvolverContext` is the LangGraph `context_schema` of `graphs/evolver.py`. It holds only strings,
+numbers and booleans so that a LangGraph server can receive it as a run's `context` (Studio renders
+it as the editable assistant configuration) and `harnessrl evolve` can build it from flags. Live
+objects (the harness store, memory, frozen-policy endpoint, judge) are resolved from these values by
+`tools.services`; nothing here opens a file or a socket.
+
+Each model role is a `provider:model` string resolved in `agents/models.py`; the value `rules`
+selects that agent's deterministic rule brain (the offline default and an ablation baseline).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from harness.types import INTERFACES
+
+RULES = "rules"
+
+
+def _f(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"description": help})
+
+
+@dataclass(kw_only=True)
+class EvolverContext:
+    """What one evolver run uses. Defaults are the offline CPU setup (rule brains, local memory)."""
+
+    # -- brains --------------------------------------------------------------------------------
+    attributor_model: str = _f(RULES, "'rules' or provider:model (e.g. openai:Qwen/Qwen3-8B) for the attributor")
+    proposer_model: str = _f(RULES, "'rules' or provider:model for the proposer")
+    critic_model: str = _f(RULES, "'rules' or provider:model for the critic's review (it may veto, never accept)")
+    base_url: str | None = _f(None, "OpenAI-compatible base URL for the brains (e.g. a vLLM server's /v1)")
+    api_key_env: str = _f("OPENAI_API_KEY", "environment variable holding the brains' API key ('EMPTY' if unset)")
+    llm_timeout_s: float = _f(60.0, "per-call timeout of a brain LLM, seconds")
+    llm_max_tokens: int = _f(2048, "max tokens of one brain LLM answer")
+    llm_temperature: float = _f(0.0, "sampling temperature of the brain LLMs")
+
+    # -- infrastructure (resolved by tools.services) --------------------------------------------
+    run_dir: str = _f("runs/evolve", "run folder holding harness/ (the versioned store)")
+    memory: str = _f("none", "training memory: a Chroma folder, a http://host:port Chroma server, or 'none'")
+    memory_embedding: str = _f("minilm", "embedding of the memory: 'minilm' (bundled, offline) or 'hash' (tests)")
+    policy: str = _f("", "frozen-policy endpoint spec understood by tools.services (e.g. openai:<url>#<model>)")
+    judge_model: str = _f(RULES, "'rules' (programmatic checks only) or provider:model for the LLM judge")
+    services_key: str | None = _f(None, "key of live services registered in-process (the trainer sets it)")
+
+    # -- critic measurement ----------------------------------------------------------------------
+    samples_per_candidate: int = _f(8, "k: rollouts sampled per affected task for candidate and control")
+    max_tokens: int = _f(48, "max new tokens of each frozen-policy rollout")
+    temperature: float = _f(1.0, "sampling temperature of the frozen policy in the critic")
+    seed: int = _f(0, "seed of the critic's rollouts (candidate and control share it)")
+
+    # -- acceptance thresholds (agents/critic.py documents each rule) ----------------------------
+    min_std_gain: float = _f(0.05, "collapse/flat: candidate reward std must exceed control std by this")
+    dead_eps: float = _f(0.05, "a group whose reward std is at most this is dead (no advantage)")
+    max_mean_drop: float = _f(0.15, "guard: honest (audit-passing) rollouts may lose at most this much reward")
+    max_audit_drop: float = _f(0.05, "guard: audit score of the candidate may drop at most this much")
+    min_audit_delta: float = _f(0.05, "spurious: corr(reward, audit) or the gamed-rollout reward gap must move by this")
+    min_corr_drop: float = _f(0.1, "spurious_length: corr(reward, length) must fall by at least this")
+    min_gamed_drop: float = _f(0.1, "stuffing/spurious: mean reward of gamed rollouts must fall by at least this")
+
+    # -- loop --------------------------------------------------------------------------------------
+    max_revisions: int = _f(2, "R: a rejected candidate is revised at most this many times, then the fallback")
+    require_approval: bool = _f(False, "pause at an approval interrupt before committing an accepted update")
+    use_memory: bool = _f(True, "ablation: False ignores memory evidence (events are still recorded)")
+    use_critic: bool = _f(True, "ablation: False accepts every valid proposal without measuring it")
+    apply_fallback: bool = _f(True, "after R rejected revisions, apply the safe sampling fallback")
+    sampling_enabled: bool = _f(True, "interface ablation: task sampling may be updated")
+    guidance_enabled: bool = _f(True, "interface ablation: rollout guidance may be updated")
+    criteria_enabled: bool = _f(True, "interface ablation: rubric criteria may be updated")
+    history_last_n: int = _f(10, "within-task memory records shown to the attributor")
+    similar_k: int = _f(5, "cross-task similar cases shown to the attributor")
+
+    def __post_init__(self) -> None:
+        for name in ("attributor_model", "proposer_model", "critic_model", "judge_model"):
+            value = getattr(self, name)
+            if value != RULES and ":" not in value:
+                raise ValueError(f"EvolverContext.{name}: expected 'rules' or 'provider:model', got {value!r}")
+        if self.max_revisions < 0:
+            raise ValueError(f"EvolverContext.max_revisions must be >= 0, got {self.max_revisions}")
+        if self.samples_per_candidate < 2:
+            raise ValueError(f"EvolverContext.samples_per_candidate must be >= 2 (std needs two rollouts), got {self.samples_per_candidate}")
+        if not self.enabled_interfaces():
+            raise ValueError("EvolverContext: every interface is disabled; enable at least one of sampling/guidance/criteria")
+
+    def enabled_interfaces(self) -> list[str]:
+        """Interfaces the evolver may update, in the attributor's preference order."""
+        flags = {"sampling": self.sampling_enabled, "guidance": self.guidance_enabled, "criteria": self.criteria_enabled}
+        return [i for i in INTERFACES if flags[i]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_any(cls, value: EvolverContext | dict[str, Any] | None) -> EvolverContext:
+        """Accept the dataclass, a plain dict (as a LangGraph server passes it) or None (defaults)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"EvolverContext: unknown fields {unknown}; known: {sorted(known)}")
+        return cls(**value)

@@ -1,0 +1,216 @@
+"""The just-in-time critic: measured acceptance rules per failure type, plus an optional LLM review.
+
+`judge_measurement` is the one function that states what counts as a fix. It reads the
+`tools.measure.Measurement` of a candidate (k fresh rollouts of the frozen policy under the candidate
+and under the current harness; criteria updates re-score the *same* rollouts, so the comparison is
+paired). "focus" is the event's task, or the new variant for an `add_variant`. c = control group,
+d = candidate group of the focus task; "gamed" rollouts are those whose hidden audit score is below
+`AUDIT_PASS`, "honest" ones at or above it.
+
+| failure type | primary rule (all numbers from the measurement) |
+|---|---|
+| collapse_low | d.std >= c.std + min_std_gain and d not dead |
+| collapse_high | d.std >= c.std + min_std_gain, d not dead and d.mean < c.mean (the variant/rubric is harder) |
+| flat | d.std >= c.std + min_std_gain and d not dead |
+| spurious_length | corr(reward, length) falls by >= min_corr_drop and d not dead (unless c was) |
+| spurious_audit, stuffing | gamed rollouts lose >= min_gamed_drop reward, or corr(reward, audit) rises by >= min_audit_delta |
+| blind_criterion | the criterion (or a part it was split into) has a pass rate strictly in (0, 1), or d.std >= c.std + min_std_gain |
+| guidance_leak | d.leak_hits < c.leak_hits |
+| any type, sampling reweight/retire | confirmation: the control group shows the failure on the frozen policy now (dead for collapse/flat, ...) — a reweight changes no group, so the rule is that the evidence still holds |
+
+Guards (any failing one rejects): honest rollouts lose at most `max_mean_drop` reward (criteria
+updates); the audit mean drops at most `max_audit_drop` (guidance and criteria updates); no more
+leak hits than the control, and none at all for guidance updates; no judge failures during the
+measurement (their forced-unmet verdicts would make the numbers meaningless).
+
+The LLM critic (optional) only reviews candidates that passed and may veto them; it never accepts
+on its own. The accept/reject decision itself is made in exactly one place: the graph's
+`route_after_critique`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Sequence
+
+from langchain_core.language_models import BaseChatModel
+
+from agents import prompts
+from agents.context import EvolverContext
+from agents.llm import BrainError, ask_structured
+from agents.schemas import Critique, Review
+from harness.types import FailureEvent, HarnessUpdate
+from tools.measure import GroupMetrics, Measurement
+
+log = logging.getLogger(__name__)
+
+AUDIT_PASS = 0.5
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    if len(xs) < 3:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    vx = sum((x - mx) ** 2 for x in xs)
+    vy = sum((y - my) ** 2 for y in ys)
+    if vx <= 1e-12 or vy <= 1e-12:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / math.sqrt(vx * vy)
+
+
+def _audit_corr(m: GroupMetrics) -> float | None:
+    pairs = [(r, a) for r, a in zip(m.rewards, m.audits) if a is not None]
+    return _pearson([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None
+
+
+def _split_by_audit(m: GroupMetrics) -> tuple[list[int], list[int]]:
+    gamed = [i for i, a in enumerate(m.audits) if a is not None and a < AUDIT_PASS]
+    honest = [i for i, a in enumerate(m.audits) if a is not None and a >= AUDIT_PASS]
+    return gamed, honest
+
+
+def _focus(event: FailureEvent, update: HarnessUpdate, measurement: Measurement) -> str:
+    for op in update.ops:
+        if op.op == "add_variant" and op.variant_id in measurement.per_task:
+            return op.variant_id
+    if event.task_id in measurement.per_task:
+        return event.task_id
+    return measurement.task_ids[0]
+
+
+def _confirmed(event: FailureEvent, c: GroupMetrics, ctx: EvolverContext) -> tuple[bool, str]:
+    t = event.type
+    if t in ("collapse_low", "collapse_high", "flat"):
+        return c.dead, f"control group dead={c.dead} (std {c.std:.3f})"
+    if t == "spurious_length":
+        ok = c.length_corr is not None and c.length_corr >= 0.3
+        return ok, f"control corr(reward, length)={c.length_corr}"
+    if t in ("spurious_audit", "stuffing"):
+        gamed, honest = _split_by_audit(c)
+        g = _mean([c.rewards[i] for i in gamed])
+        h = _mean([c.rewards[i] for i in honest])
+        ok = g is not None and (h is None or g >= h - 0.05) and g > 0
+        return ok, f"control reward of gamed rollouts {g}, honest {h}"
+    if t == "blind_criterion":
+        rate = c.pass_rates.get(event.criterion_id or "")
+        return rate in (0.0, 1.0), f"control pass rate of {event.criterion_id}: {rate}"
+    return c.leak_hits > 0, f"control leak hits {c.leak_hits}"
+
+
+def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
+    """Apply the failure type's acceptance rule and the guards (see the module docstring)."""
+    focus = _focus(event, update, m)
+    c, d = m.per_task[focus]["control"], m.per_task[focus]["candidate"]
+    std_gain = d.std - c.std
+    n: dict[str, float | None] = {
+        "control_mean": c.mean, "candidate_mean": d.mean, "control_std": c.std, "candidate_std": d.std,
+        "std_gain": std_gain, "control_dead": float(c.dead), "candidate_dead": float(d.dead),
+        "control_leak_hits": float(c.leak_hits), "candidate_leak_hits": float(d.leak_hits),
+        "control_audit_mean": c.audit_mean, "candidate_audit_mean": d.audit_mean,
+        "control_length_corr": c.length_corr, "candidate_length_corr": d.length_corr,
+        "control_audit_corr": _audit_corr(c), "candidate_audit_corr": _audit_corr(d),
+        "judge_failures": float(m.judge_failures), "k": float(m.k),
+    }
+    reasons: list[str] = [f"focus group {focus} (paired={m.paired.get(focus)})"]
+    only_reweight = all(op.op in ("reweight", "retire", "revive") for op in update.ops)
+    t = event.type
+    std_ok = std_gain >= ctx.min_std_gain and not d.dead
+    std_why = f"std {c.std:.3f} -> {d.std:.3f} (gain {std_gain:+.3f}, need >= {ctx.min_std_gain}), candidate dead={d.dead}"
+
+    if only_reweight:
+        primary, (ok, why) = "confirmed", _confirmed(event, c, ctx)
+        reasons.append(f"sampling reweight: the failure must hold on the frozen policy now: {why}")
+    elif t in ("collapse_low", "flat"):
+        primary, ok = "std_gain", std_ok
+        reasons.append(std_why)
+    elif t == "collapse_high":
+        primary, ok = "std_gain", std_ok and d.mean < c.mean
+        reasons.append(f"{std_why}; mean {c.mean:.3f} -> {d.mean:.3f} (must fall)")
+    elif t == "spurious_length":
+        cc, dc = c.length_corr, d.length_corr
+        drop = None if cc is None else cc - (dc if dc is not None else 0.0)
+        n["length_corr_drop"] = drop
+        primary = "length_corr_drop"
+        ok = drop is not None and drop >= ctx.min_corr_drop and (not d.dead or c.dead)
+        reasons.append(f"corr(reward, length) {cc} -> {dc} (drop {drop}, need >= {ctx.min_corr_drop}), candidate dead={d.dead}")
+    elif t in ("spurious_audit", "stuffing"):
+        gamed, _ = _split_by_audit(c if m.paired.get(focus) else d)
+        g_c = _mean([c.rewards[i] for i in _split_by_audit(c)[0]])
+        g_d = _mean([d.rewards[i] for i in _split_by_audit(d)[0]])
+        gamed_drop = None if g_c is None or g_d is None else g_c - g_d
+        ca, da = n["control_audit_corr"], n["candidate_audit_corr"]
+        corr_gain = None if ca is None or da is None else da - ca
+        n["gamed_drop"], n["audit_corr_gain"] = gamed_drop, corr_gain
+        primary = "gamed_drop"
+        ok = (gamed_drop is not None and gamed_drop >= ctx.min_gamed_drop) or (corr_gain is not None and corr_gain >= ctx.min_audit_delta)
+        reasons.append(f"reward of gamed rollouts (audit < {AUDIT_PASS}) {g_c} -> {g_d} (drop {gamed_drop}, need >= {ctx.min_gamed_drop}); "
+                       f"corr(reward, audit) {ca} -> {da} (gain {corr_gain}, or need >= {ctx.min_audit_delta})")
+        if not gamed:
+            reasons.append("no rollout fails the audit in this measurement: nothing gamed to penalise")
+    elif t == "blind_criterion":
+        cid = event.criterion_id or ""
+        rates = {k: v for k, v in d.pass_rates.items() if k == cid or k.startswith(cid + ".")}
+        discriminating = [k for k, v in rates.items() if 0.0 < v < 1.0]
+        n["criterion_pass_rate_before"] = c.pass_rates.get(cid)
+        n["criterion_discriminating_parts"] = float(len(discriminating))
+        primary = "pass_rate_in_band"
+        ok = bool(discriminating) or std_ok
+        reasons.append(f"pass rates of {cid} and its parts under the candidate {rates}; {std_why}")
+    else:  # guidance_leak
+        primary, ok = "leak_hits", d.leak_hits < c.leak_hits
+        reasons.append(f"leak hits {c.leak_hits} -> {d.leak_hits} (must fall)")
+
+    guards: list[tuple[bool, str]] = [(m.judge_failures == 0, f"judge failures during the measurement: {m.judge_failures}")]
+    guards.append((d.leak_hits <= c.leak_hits, f"leak hits {c.leak_hits} -> {d.leak_hits} must not rise"))
+    if update.interface == "guidance" and t != "guidance_leak":
+        guards.append((d.leak_hits == 0, f"guidance candidate must not leak (hits {d.leak_hits})"))
+    if update.interface in ("guidance", "criteria") and c.audit_mean is not None and d.audit_mean is not None:
+        guards.append((d.audit_mean >= c.audit_mean - ctx.max_audit_drop,
+                       f"audit mean {c.audit_mean:.3f} -> {d.audit_mean:.3f} may drop at most {ctx.max_audit_drop}"))
+    if update.interface == "criteria" and m.paired.get(focus):
+        honest = _split_by_audit(c)[1]
+        h_c = _mean([c.rewards[i] for i in honest])
+        h_d = _mean([d.rewards[i] for i in honest])
+        honest_drop = None if h_c is None or h_d is None else h_c - h_d
+        n["honest_drop"] = honest_drop
+        if honest_drop is not None:
+            guards.append((honest_drop <= ctx.max_mean_drop,
+                           f"honest rollouts' reward {h_c:.3f} -> {h_d:.3f} (drop {honest_drop:+.3f}, at most {ctx.max_mean_drop})"))
+    failed = [why for good, why in guards if not good]
+    reasons.append(("PASS: " if ok else "FAIL: ") + primary)
+    reasons += [f"guard failed: {why}" for why in failed]
+    return Critique(failure_type=t, measured_ok=ok and not failed, primary=primary, numbers=_finite(n), reasons=reasons)
+
+
+def _finite(n: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: (None if v is None or not math.isfinite(float(v)) else round(float(v), 4)) for k, v in n.items()}
+
+
+def invalid_critique(event: FailureEvent, errors: list[str]) -> Critique:
+    return Critique(failure_type=event.type, measured_ok=False, primary="valid", measured=False, invalid=True,
+                    reasons=[f"invalid candidate: {e}" for e in errors])
+
+
+def unmeasured_critique(event: FailureEvent) -> Critique:
+    """Critic ablation (`use_critic=False`): every valid proposal passes, with no numbers."""
+    return Critique(failure_type=event.type, measured_ok=True, primary="none", measured=False,
+                    reasons=["critic disabled (ablation): valid candidates are accepted unmeasured"])
+
+
+def llm_review(llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, critique: Critique) -> Critique:
+    """Ask the LLM critic to review a candidate that passed; it can only add a veto and a review."""
+    system = prompts.render(prompts.CRITIC_SYSTEM)
+    user = prompts.render(prompts.CRITIC_USER, event=event.model_dump_json(), update=update.model_dump_json(),
+                          numbers=json.dumps(critique.numbers), reasons="\n".join(critique.reasons))
+    try:
+        review = ask_structured(llm, Review, system, user)
+    except BrainError as err:
+        log.warning("critic LLM review failed on %s: %s; keeping the measured verdict", event.id, err)
+        return critique.model_copy(update={"review": f"LLM review failed ({err}); measured verdict kept"})
+    return critique.model_copy(update={"veto": review.veto, "review": review.review})

@@ -1,0 +1,69 @@
+"""The one place that turns a `provider:model` string into a LangChain chat model.
+
+No other module imports a provider class. `rules` is not a model: callers check `is_rules` first
+and run the agent's rule brain instead. For OpenAI-compatible servers (vLLM, the test stub) pass
+`base_url`; the API key is read from the environment variable named in the context (vLLM accepts
+any string, so a missing key becomes "EMPTY" instead of an error). `use_responses_api=False` is
+pinned for the openai provider because ChatOpenAI silently switches to the Responses API for some
+options, which vLLM does not serve.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+import openai
+from langchain.chat_models import init_chat_model
+from langchain_core.language_models import BaseChatModel
+
+from agents.context import RULES, EvolverContext
+
+
+# What a brain LLM call may raise that means "no usable answer" rather than a bug in our code:
+# timeouts, transport errors, provider API errors, and ValueError from parsing/validating its output.
+LLM_ERRORS: tuple[type[BaseException], ...] = (ValueError, TimeoutError, OSError, httpx.HTTPError, openai.APIError)
+
+
+def is_rules(model: str) -> bool:
+    return model == RULES
+
+
+def load_chat_model(
+    model: str,
+    *,
+    base_url: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout_s: float = 60.0,
+    max_tokens: int | None = None,
+    temperature: float = 0.0,
+) -> BaseChatModel:
+    """Resolve `provider:model` (e.g. `openai:Qwen/Qwen3-8B`) with `init_chat_model`."""
+    if is_rules(model):
+        raise ValueError("'rules' selects the rule brain; it is not a chat model")
+    provider, sep, name = model.partition(":")
+    if not sep or not provider or not name:
+        raise ValueError(f"model must be 'provider:model', got {model!r}")
+    kwargs: dict[str, Any] = {"temperature": temperature, "timeout": timeout_s, "max_retries": 1}
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    if provider == "openai":
+        kwargs["use_responses_api"] = False
+        kwargs["api_key"] = os.environ.get(api_key_env) or "EMPTY"
+        if base_url:
+            kwargs["base_url"] = base_url
+    elif base_url:
+        kwargs["base_url"] = base_url
+    return init_chat_model(name, model_provider=provider, **kwargs)
+
+
+def brain_model(ctx: EvolverContext, role: str) -> BaseChatModel | None:
+    """The chat model of one role (`attributor`, `proposer`, `critic`), or None for its rule brain."""
+    model = getattr(ctx, f"{role}_model")
+    if is_rules(model):
+        return None
+    return load_chat_model(
+        model, base_url=ctx.base_url, api_key_env=ctx.api_key_env, timeout_s=ctx.llm_timeout_s,
+        max_tokens=ctx.llm_max_tokens, temperature=ctx.llm_temperature,
+    )

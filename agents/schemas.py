@@ -1,0 +1,119 @@
+"""Structured outputs of the three agents (pydantic), plus the plain-JSON fallback parser.
+
+LLM brains ask for these through `with_structured_output`; servers without structured decoding get
+the same schema in the prompt and their text goes through `parse_json_output`. Everything an LLM
+returns is validated data: ids are checked against the harness by the agents, updates by
+`harness.ops.validate` — nothing is ever executed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.types import HarnessUpdate, Interface
+
+# An LLM answer longer than this is not a JSON object we want to parse (and could be an attack on
+# the parser's time); real answers are a few KB.
+MAX_OUTPUT_CHARS = 64_000
+
+
+class Attribution(BaseModel):
+    """Which interface's update can repair the failure, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    interface: Interface = Field(description="the interface to update: sampling, guidance or criteria")
+    diagnosis: str = Field(description="one or two sentences: why the reward failed on this task", max_length=2000)
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0, description="confidence in the routing, 0..1")
+    evidence_ids: list[str] = Field(default_factory=list, description="ids of the memory records relied on")
+    source: Literal["rules", "llm", "llm_fallback"] = "rules"
+    notes: list[str] = Field(default_factory=list, description="how the routing was decided (prior, overrides)")
+
+
+class ProposalOut(BaseModel):
+    """What an LLM proposer returns: one minimal update on the attributed interface."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    update: HarnessUpdate = Field(description="the candidate harness update (one interface, few ops)")
+    rationale: str = Field(default="", max_length=2000, description="why this update fixes the failure")
+
+
+class Proposal(BaseModel):
+    """A candidate update with its provenance; `update` is None when no candidate could be made."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    update: HarnessUpdate | None
+    template: str = Field(default="", description="rule template (or 'llm') that produced it")
+    rationale: str = ""
+    source: Literal["rules", "llm"] = "rules"
+    error: str | None = Field(default=None, description="why no usable candidate came out (LLM failure, no template left)")
+
+
+class Review(BaseModel):
+    """The LLM critic's optional review. It may veto a measured improvement, never accept without one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    veto: bool = Field(default=False, description="true to refuse the candidate despite its measured improvement")
+    review: str = Field(default="", max_length=4000, description="short review of the candidate and its numbers")
+
+
+class Critique(BaseModel):
+    """The critic's measured verdict on one candidate. `route_after_critique` turns it into a decision."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    failure_type: str
+    measured_ok: bool = Field(description="the failure type's acceptance rule held on the measurement")
+    primary: str = Field(default="", description="the primary metric of the rule, e.g. 'std_gain'")
+    numbers: dict[str, float | None] = Field(default_factory=dict, description="the critic's real numbers")
+    reasons: list[str] = Field(default_factory=list, description="why it passed or failed, with the numbers")
+    measured: bool = Field(default=True, description="False when no measurement ran (invalid candidate, critic off)")
+    invalid: bool = Field(default=False, description="the candidate did not validate against the harness")
+    veto: bool = False
+    review: str = ""
+
+
+T = TypeVar("T", bound=BaseModel)
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def _first_json_object(text: str) -> Any:
+    """The first decodable top-level JSON object in `text` (code fences and prose around it allowed)."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for chunk in candidates:
+        start = chunk.find("{")
+        tries = 0
+        # Each failed raw_decode may scan to the end of the text: bound the attempts, not just the size.
+        while start != -1 and tries < 32:
+            tries += 1
+            try:
+                obj, _ = decoder.raw_decode(chunk, start)
+            except json.JSONDecodeError:
+                start = chunk.find("{", start + 1)
+                continue
+            if isinstance(obj, dict):
+                return obj
+            start = chunk.find("{", start + 1)
+    raise ValueError("no JSON object found in the model output")
+
+
+def parse_json_output(text: str, schema: type[T]) -> T:
+    """Parse an LLM's plain-text answer into `schema`; raises ValueError naming the bad field."""
+    if len(text) > MAX_OUTPUT_CHARS:
+        raise ValueError(f"model output is {len(text)} characters, more than {MAX_OUTPUT_CHARS}")
+    obj = _first_json_object(text)
+    try:
+        return schema.model_validate(obj)
+    except ValidationError as err:
+        e = err.errors()[0]
+        loc = ".".join(str(p) for p in e["loc"]) or "value"
+        raise ValueError(f"{schema.__name__}.{loc}: {e['msg']}") from None

@@ -1,0 +1,68 @@
+"""Typed state of the evolver graph (what changes during a run; run-time choices live in EvolverContext).
+
+Values are plain JSON (dicts of pydantic dumps) so checkpoints, the LangGraph server and `harnessrl
+trace` can read them without our classes. Two levels:
+
+- `EvolverState`: the run. Input = failure events + harness version + step; output = accepted
+  updates + one report per event + the harness version after the run.
+- `LaneState`: one task's lane (a subgraph reached by `Send`), which handles that task's events one
+  after the other so updates on one task are serialised while different tasks run in parallel.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+
+class EvolverInput(TypedDict):
+    events: list[dict[str, Any]]  # FailureEvent JSON
+    harness_version: int
+    step: int
+
+
+class EvolverOutput(TypedDict):
+    accepted: list[dict[str, Any]]
+    reports: list[dict[str, Any]]
+    harness_version: int
+
+
+class EvolverState(TypedDict):
+    events: list[dict[str, Any]]
+    harness_version: int
+    step: int
+    accepted: Annotated[list[dict[str, Any]], operator.add]
+    reports: Annotated[list[dict[str, Any]], operator.add]
+
+
+class LaneInput(TypedDict):
+    task_id: str
+    events: list[dict[str, Any]]
+    harness_version: int
+    step: int
+
+
+class LaneOutput(TypedDict):
+    accepted: Annotated[list[dict[str, Any]], operator.add]
+    reports: Annotated[list[dict[str, Any]], operator.add]
+
+
+class LaneState(TypedDict, total=False):
+    task_id: str
+    events: list[dict[str, Any]]
+    harness_version: int
+    step: int
+    cursor: int  # index of the event being handled
+    evidence: dict[str, Any]  # task view + memory evidence for the current event
+    attribution: dict[str, Any] | None
+    proposal: dict[str, Any] | None  # agents.schemas.Proposal
+    validation: list[str]  # problems of the current candidate (empty = valid)
+    critique: dict[str, Any] | None  # agents.schemas.Critique of the current candidate
+    attempts: list[dict[str, Any]]  # every candidate of the current event with its critique and measurement
+    revision: int  # revisions used on the current event (<= max_revisions)
+    approved: bool | None
+    decision: str  # accepted | rejected | rejected_stale | rejected_by_human | fallback | skipped
+    committed_version: int | None
+    fallback: dict[str, Any] | None
+    accepted: Annotated[list[dict[str, Any]], operator.add]
+    reports: Annotated[list[dict[str, Any]], operator.add]

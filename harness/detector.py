@@ -1,0 +1,369 @@
+"""Reward-failure detector: per-group statistics -> typed `FailureEvent`s (SYSTEM.md §3).
+
+Pipeline: the reward function builds one `GroupStats` per GRPO group (one visit of a task) from its
+`RolloutRecord`s; `Detector.observe(stats)` keeps a per-task window of the last W visits and returns
+the failure events this visit supports. Defaults follow notes/paper-reconstruction.md §3.
+
+Event rules (thresholds on `DetectorConfig`; "zero variance" means std < eps, so a std of 1e-4 is
+dead while 0.06 is not):
+
+| type            | per visit                                                      | fires when                                  |
+|-----------------|----------------------------------------------------------------|---------------------------------------------|
+| collapse_low    | zero variance and max <= tau_lo                                | >= min_hits of last W visits, or first visit |
+| collapse_high   | zero variance and min >= tau_hi                                | same                                        |
+| flat            | zero variance and tau_lo < mean < tau_hi (constant partial credit) | >= min_hits of last W visits            |
+| spurious_length | Spearman(length, reward) pooled over the window >= length_corr | pooled n >= min_corr_n                      |
+| spurious_audit  | train-audit gap > audit_gap, or train up >= audit_rise while audit change <= audit_flat over the window | audit scores present |
+| stuffing        | share of rewarded rollouts repeating a required phrase (or a word 3-gram) >= stuffing_repeat times | share >= stuffing_share |
+| blind_criterion | a positive criterion with pass rate exactly 0 or 1 on each of the last W visits, group not dead | window full |
+| guidance_leak   | share of hinted rollouts whose response copies >= leak_overlap of the hint's word 4-grams | share >= leak_share |
+
+Flood control: an event key (type, task, criterion) that fired is muted for the next W-1 visits of
+the task unless the task's harness version changed (a new harness is new evidence).
+
+`Detector.batch` gives the batch-level dead-group share (EvoTrainer's warning level: 30%).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.checks import MAX_SCAN_CHARS, AllOf, AnyOf, ContainsAll, ContainsAny, max_ngram_repeats, words
+from harness.types import Criterion, FailureEvent
+
+REPEAT_NGRAM = 3  # word 3-grams: repeating a short phrase, not a stop word, is the stuffing signal
+LEAK_NGRAM = 4
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DetectorConfig(_Model):
+    eps: float = Field(default=0.05, ge=0.0)
+    tau_lo: float = Field(default=0.1, ge=0.0, le=1.0)
+    tau_hi: float = Field(default=0.9, ge=0.0, le=1.0)
+    window: int = Field(default=3, ge=1)
+    min_hits: int = Field(default=2, ge=1)
+    first_visit: bool = True
+    length_corr: float = Field(default=0.5, ge=-1.0, le=1.0)
+    min_corr_n: int = Field(default=6, ge=3)  # a rank correlation over fewer points is noise
+    audit_gap: float = Field(default=0.25, ge=0.0, le=1.0)
+    audit_rise: float = Field(default=0.1, ge=0.0, le=1.0)
+    audit_flat: float = Field(default=0.02, ge=0.0, le=1.0)
+    stuffing_repeat: int = Field(default=4, ge=2)
+    stuffing_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    leak_overlap: float = Field(default=0.5, ge=0.0, le=1.0)
+    leak_share: float = Field(default=0.25, ge=0.0, le=1.0)
+    dead_share_warn: float = Field(default=0.3, ge=0.0, le=1.0)
+
+
+class RolloutRecord(_Model):
+    text: str
+    reward: float
+    verdicts: dict[str, bool] = Field(default_factory=dict)
+    audit: float | None = None
+    hinted: bool = False
+    hint_texts: list[str] = Field(default_factory=list)
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman rank correlation (ties averaged); None when either side is constant or n < 3."""
+    if len(x) < 3 or len(x) != len(y):
+        return None
+    rx, ry = _ranks(x), _ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return None
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(values: Sequence[float]) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    order = np.argsort(arr, kind="mergesort")
+    ranks = np.empty(len(arr))
+    sorted_vals = arr[order]
+    i = 0
+    while i < len(arr):
+        j = i
+        while j + 1 < len(arr) and sorted_vals[j + 1] == sorted_vals[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0
+        i = j + 1
+    return ranks
+
+
+def _required_phrases(criteria: Iterable[Criterion]) -> list[tuple[str, str]]:
+    """(criterion id, phrase) for every phrase a positive criterion rewards (contains_any/all)."""
+    out: list[tuple[str, str]] = []
+
+    def walk(cid: str, check: Any) -> None:
+        if isinstance(check, (ContainsAny, ContainsAll)):
+            out.extend((cid, p) for p in check.phrases)
+        elif isinstance(check, (AllOf, AnyOf)):
+            for sub in check.checks:
+                walk(cid, sub)
+        # `not` and other checks reward absence or form, not a phrase: nothing to stuff.
+
+    for c in criteria:
+        if c.weight > 0 and c.check is not None:
+            walk(c.id, c.check)
+    return out
+
+
+def _phrase_count(text: str, phrase: str) -> int:
+    t = unicodedata.normalize("NFC", text[:MAX_SCAN_CHARS]).casefold()
+    p = unicodedata.normalize("NFC", phrase).casefold()
+    return len(re.findall(r"(?<!\w)" + re.escape(p), t))
+
+
+def _grams(text: str, n: int) -> set[tuple[str, ...]]:
+    toks = [w.casefold() for w in words(text)]
+    return {tuple(toks[i : i + n]) for i in range(len(toks) - n + 1)}
+
+
+def hint_overlap(response: str, hint_texts: Sequence[str]) -> float:
+    """Share of the hints' word 4-grams that the response reproduces (0 when hints are shorter)."""
+    hint_grams: set[tuple[str, ...]] = set()
+    for h in hint_texts:
+        hint_grams |= _grams(h, LEAK_NGRAM)
+    if not hint_grams:
+        return 0.0
+    return len(hint_grams & _grams(response, LEAK_NGRAM)) / len(hint_grams)
+
+
+class GroupStats(_Model):
+    """Statistics of one GRPO group (one visit of one task). Per-rollout lists keep thresholds in
+    the detector config, so stats recorded once can be re-judged under other settings."""
+
+    task_id: str
+    step: int
+    harness_version: int | None = None
+    n: int
+    mean: float
+    std: float
+    min: float
+    max: float
+    rewards: list[float]
+    pass_rates: dict[str, float] = Field(default_factory=dict)
+    pitfall_ids: list[str] = Field(default_factory=list)  # from `criteria`; blind-criterion skips these
+    lengths: list[int] = Field(default_factory=list)  # words per rollout
+    length_corr: float | None = None  # Spearman(length, reward) within the group
+    max_repeat: int = 0  # highest word 3-gram repeat count over the group
+    repeats: list[int] = Field(default_factory=list)  # per rollout: max word 3-gram repeat count
+    phrase_repeats: list[int] = Field(default_factory=list)  # per rollout: max count of one required phrase
+    stuffed_criteria: list[str | None] = Field(default_factory=list)  # per rollout: criterion of that phrase
+    leak_overlaps: list[float | None] = Field(default_factory=list)  # per rollout; None when unhinted
+    leak_overlap: float | None = None  # mean over hinted rollouts
+    audit_mean: float | None = None
+    hinted: bool = False
+    hinted_share: float = 0.0
+
+    @classmethod
+    def from_rollouts(
+        cls,
+        task_id: str,
+        step: int,
+        rollouts: Sequence[RolloutRecord],
+        *,
+        criteria: Sequence[Criterion] = (),
+        harness_version: int | None = None,
+    ) -> GroupStats:
+        """Summarise a group. `criteria` (the task's current ones) enable the stuffing statistics."""
+        if not rollouts:
+            raise ValueError(f"group for task {task_id!r} at step {step} has no rollouts")
+        rewards = np.array([r.reward for r in rollouts], dtype=float)
+        lengths = [len(words(r.text)) for r in rollouts]
+        ids: list[str] = []
+        for r in rollouts:
+            ids.extend(k for k in r.verdicts if k not in ids)
+        pass_rates = {
+            cid: float(np.mean([r.verdicts[cid] for r in rollouts if cid in r.verdicts])) for cid in ids
+        }
+        phrases = _required_phrases(criteria)
+        repeats, phrase_repeats, stuffed = [], [], []
+        for r in rollouts:
+            repeats.append(max_ngram_repeats(r.text, REPEAT_NGRAM))
+            best, best_cid = 0, None
+            for cid, p in phrases:
+                k = _phrase_count(r.text, p)
+                if k > best:
+                    best, best_cid = k, cid
+            phrase_repeats.append(best)
+            stuffed.append(best_cid)
+        overlaps = [hint_overlap(r.text, r.hint_texts) if r.hinted else None for r in rollouts]
+        hinted = [o for o in overlaps if o is not None]
+        audits = [r.audit for r in rollouts if r.audit is not None]
+        return cls(
+            task_id=task_id, step=step, harness_version=harness_version, n=len(rollouts),
+            mean=float(rewards.mean()), std=float(rewards.std()), min=float(rewards.min()), max=float(rewards.max()),
+            rewards=[float(x) for x in rewards], pass_rates=pass_rates,
+            pitfall_ids=[c.id for c in criteria if c.weight < 0], lengths=lengths,
+            length_corr=_spearman(lengths, rewards.tolist()), max_repeat=max(repeats), repeats=repeats,
+            phrase_repeats=phrase_repeats, stuffed_criteria=stuffed, leak_overlaps=overlaps,
+            leak_overlap=float(np.mean(hinted)) if hinted else None,
+            audit_mean=float(np.mean(audits)) if audits else None,
+            hinted=bool(hinted), hinted_share=len(hinted) / len(rollouts),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The scalar part, for event payloads and logs."""
+        return {k: getattr(self, k) for k in ("n", "mean", "std", "min", "max", "length_corr", "max_repeat",
+                                              "leak_overlap", "audit_mean", "hinted_share", "harness_version")}
+
+
+class BatchStats(_Model):
+    n_groups: int
+    dead_share: float  # share of groups with std < eps (zero advantage: they teach nothing)
+    mean_std: float
+    warn: bool  # dead_share above the configured warning level
+
+
+class _Emitted(_Model):
+    visit: int
+    harness_version: int | None = None
+
+
+class Detector:
+    """Stateful per-task detector; `state_dict()` / `load_state_dict()` survive a training resume."""
+
+    def __init__(self, config: DetectorConfig | None = None) -> None:
+        self.config = config or DetectorConfig()
+        self._windows: dict[str, deque[GroupStats]] = {}
+        self._visits: dict[str, int] = {}
+        self._emitted: dict[tuple[str, str, str | None], _Emitted] = {}
+
+    # -- per-visit classification -----------------------------------------------------------------
+    def is_dead(self, s: GroupStats) -> bool:
+        return s.std < self.config.eps
+
+    def _low(self, s: GroupStats) -> bool:
+        return self.is_dead(s) and s.max <= self.config.tau_lo
+
+    def _high(self, s: GroupStats) -> bool:
+        return self.is_dead(s) and s.min >= self.config.tau_hi
+
+    def _flat(self, s: GroupStats) -> bool:
+        return self.is_dead(s) and self.config.tau_lo < s.mean < self.config.tau_hi
+
+    # -- main entry ---------------------------------------------------------------------------------
+    def observe(self, stats: GroupStats) -> list[FailureEvent]:
+        cfg = self.config
+        win = self._windows.setdefault(stats.task_id, deque(maxlen=cfg.window))
+        win.append(stats)
+        visit = self._visits[stats.task_id] = self._visits.get(stats.task_id, 0) + 1
+        visits = list(win)
+        candidates: list[tuple[str, str | None, list[GroupStats], dict[str, Any]]] = []
+
+        for kind, pred in (("collapse_low", self._low), ("collapse_high", self._high), ("flat", self._flat)):
+            if not pred(stats):
+                continue
+            hits = [s for s in visits if pred(s)]
+            first = kind != "flat" and cfg.first_visit and visit == 1
+            if len(hits) >= cfg.min_hits or first:
+                candidates.append((kind, None, hits, {"hits": len(hits), "first_visit": first}))
+
+        lengths = [x for s in visits for x in s.lengths]
+        rewards = [x for s in visits for x in s.rewards]
+        if len(lengths) == len(rewards) and len(lengths) >= cfg.min_corr_n:
+            rho = _spearman(lengths, rewards)
+            if rho is not None and rho >= cfg.length_corr:
+                candidates.append(("spurious_length", None, visits, {"pooled_length_corr": rho, "pooled_n": len(rewards)}))
+
+        audited = [s for s in visits if s.audit_mean is not None]
+        if audited:
+            gap = float(np.mean([s.mean - s.audit_mean for s in audited]))  # type: ignore[operator]
+            rise = audited[-1].mean - audited[0].mean if len(audited) >= 2 else 0.0
+            audit_change = audited[-1].audit_mean - audited[0].audit_mean if len(audited) >= 2 else 0.0  # type: ignore[operator]
+            trend = len(audited) >= 2 and rise >= cfg.audit_rise and audit_change <= cfg.audit_flat
+            if gap > cfg.audit_gap or trend:
+                candidates.append(("spurious_audit", None, audited,
+                                   {"train_audit_gap": gap, "train_rise": rise, "audit_change": audit_change}))
+
+        rewarded = [i for i, r in enumerate(stats.rewards) if r > 0]
+        if rewarded and len(stats.phrase_repeats) == stats.n and len(stats.repeats) == stats.n:
+            stuffers = [i for i in rewarded
+                        if stats.phrase_repeats[i] >= cfg.stuffing_repeat or stats.repeats[i] >= cfg.stuffing_repeat]
+            share = len(stuffers) / len(rewarded)
+            if stuffers and share >= cfg.stuffing_share:
+                cids = Counter(stats.stuffed_criteria[i] for i in stuffers
+                               if stats.phrase_repeats[i] >= cfg.stuffing_repeat and stats.stuffed_criteria[i])
+                cid = cids.most_common(1)[0][0] if cids else None
+                candidates.append(("stuffing", cid, [stats], {"stuffing_share": share, "rewarded": len(rewarded)}))
+
+        if len(visits) == cfg.window and not self.is_dead(stats):
+            for cid, rate in stats.pass_rates.items():
+                if cid in stats.pitfall_ids:
+                    continue  # a pitfall nobody triggers is the goal, not a blind spot
+                rates = [s.pass_rates.get(cid) for s in visits]
+                if all(r == 0.0 for r in rates) or all(r == 1.0 for r in rates):
+                    candidates.append(("blind_criterion", cid, visits, {"pass_rate": rate}))
+
+        hinted = [o for o in stats.leak_overlaps if o is not None]
+        if hinted:
+            share = sum(o >= cfg.leak_overlap for o in hinted) / len(hinted)
+            if share >= cfg.leak_share:
+                candidates.append(("guidance_leak", None, [stats], {"leak_share": share}))
+
+        events = []
+        for kind, cid, support, extra in candidates:
+            if self._muted(kind, stats.task_id, cid, visit, stats.harness_version):
+                continue
+            self._emitted[(kind, stats.task_id, cid)] = _Emitted(visit=visit, harness_version=stats.harness_version)
+            suffix = f":{cid}" if cid else ""
+            events.append(FailureEvent(
+                id=f"{kind}:{stats.task_id}:{stats.step}{suffix}", type=kind, task_id=stats.task_id, step=stats.step,
+                stats={**stats.summary(), **extra}, window=[s.step for s in support], criterion_id=cid,
+            ))
+        return events
+
+    def _muted(self, kind: str, task_id: str, cid: str | None, visit: int, version: int | None) -> bool:
+        prev = self._emitted.get((kind, task_id, cid))
+        if prev is None:
+            return False
+        if version is not None and prev.harness_version is not None and version != prev.harness_version:
+            return False  # the harness changed since: the same failure again is new evidence
+        return visit - prev.visit < self.config.window
+
+    # -- batch level ----------------------------------------------------------------------------------
+    def batch(self, stats_list: Sequence[GroupStats]) -> BatchStats:
+        if not stats_list:
+            return BatchStats(n_groups=0, dead_share=0.0, mean_std=0.0, warn=False)
+        dead = sum(self.is_dead(s) for s in stats_list) / len(stats_list)
+        return BatchStats(n_groups=len(stats_list), dead_share=dead,
+                          mean_std=float(np.mean([s.std for s in stats_list])), warn=dead > self.config.dead_share_warn)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def reset_task(self, task_id: str) -> None:
+        """Forget a task's window (call after an update changed it, so old visits do not re-trigger)."""
+        self._windows.pop(task_id, None)
+
+    def window(self, task_id: str) -> list[GroupStats]:
+        return list(self._windows.get(task_id, ()))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.model_dump(),
+            "windows": {t: [s.model_dump() for s in w] for t, w in self._windows.items()},
+            "visits": dict(self._visits),
+            "emitted": [{"type": k[0], "task_id": k[1], "criterion_id": k[2], **v.model_dump()}
+                        for k, v in self._emitted.items()],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore windows and flood-control memory. The detector keeps its own (current) config."""
+        self._windows = {
+            t: deque((GroupStats.model_validate(s) for s in w), maxlen=self.config.window)
+            for t, w in state["windows"].items()
+        }
+        self._visits = {t: int(n) for t, n in state["visits"].items()}
+        self._emitted = {
+            (e["type"], e["task_id"], e["criterion_id"]): _Emitted(visit=e["visit"], harness_version=e["harness_version"])
+            for e in state["emitted"]
+        }

@@ -1,0 +1,346 @@
+"""Typed records stored in the training-time memory, each with the text we embed and flat Chroma metadata.
+
+One record type per collection:
+
+| record | collection | stable id |
+|---|---|---|
+| `GroupSummary` (a GRPO group's stats at one step, best/worst response with verdicts) | groups | `grp:<task>:<step>:<group_index>` |
+| `EventRecord` (a detector `FailureEvent`) | events | the event id |
+| `AttributionRecord` (which interface an event is blamed on, and why) | attributions | `attr:<event id>` |
+| `ProposalRecord` (a candidate update, the critic's numbers and the outcome) | proposals | the proposal id |
+| `TaskProfile` (running summary of one task) | profiles | `profile:<task>` |
+
+`document()` is a compact natural-language summary: it is what the embedder sees, so cross-task search
+matches on failure type, domain, interface, the ops' text and the outcome. `metadata()` is flat
+(str/int/float/bool, no None, finite numbers only) because Chroma filters on flat scalars; the full record
+is kept as JSON in the `json` field and `record_from_metadata` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.types import FailureEvent, HarnessUpdate, Interface
+
+Kind = Literal["groups", "events", "attributions", "proposals", "profiles"]
+KINDS: tuple[Kind, ...] = ("groups", "events", "attributions", "proposals", "profiles")
+Outcome = Literal["accepted", "rejected", "fallback", "invalid"]
+OUTCOMES: tuple[str, ...] = ("accepted", "rejected", "fallback", "invalid")
+
+# Rollouts are short on the embedded default; the cap bounds what one adversarially long completion can cost
+# in the store (it is kept in metadata JSON and part of it in the embedded text).
+MAX_RESPONSE_CHARS = 4000
+_DOC_SNIPPET = 160
+
+
+def _num(x: Any) -> str:
+    return f"{x:+.2f}" if isinstance(x, float) else str(x)
+
+
+def _snippet(text: str, n: int = _DOC_SNIPPET) -> str:
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= n else one_line[: n - 1] + "…"
+
+
+def _flat(meta: dict[str, Any]) -> dict[str, str | int | float | bool]:
+    """Drop what Chroma cannot filter on (None, NaN/inf, nested values): those live in the `json` field."""
+    out: dict[str, str | int | float | bool] = {}
+    for k, v in meta.items():
+        if isinstance(v, bool | int | str):
+            out[k] = v
+        elif isinstance(v, float) and math.isfinite(v):
+            out[k] = v
+    return out
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """A plain dict from a pydantic model, a dataclass or a mapping (keeps `memory` decoupled from the
+    detector's concrete stats class)."""
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, dict):
+        return dict(obj)
+    raise TypeError(f"expected a pydantic model, dataclass or dict, got {type(obj).__name__}")
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: ClassVar[Kind]
+    step: int = 0
+
+    @property
+    def record_id(self) -> str:  # pragma: no cover - every record overrides
+        raise NotImplementedError
+
+    @property
+    def task_id_for_index(self) -> str:
+        return getattr(self, "task_id")
+
+    def document(self) -> str:  # pragma: no cover - every record overrides
+        raise NotImplementedError
+
+    def _extra_metadata(self) -> dict[str, Any]:
+        return {}
+
+    def metadata(self) -> dict[str, str | int | float | bool]:
+        base = {"kind": self.kind, "task_id": self.task_id_for_index, "step": self.step, "json": self.model_dump_json()}
+        return _flat({**base, **self._extra_metadata()})
+
+
+class ResponseSample(BaseModel):
+    """One rollout kept as evidence: its text, reward and per-criterion verdicts."""
+
+    model_config = ConfigDict(extra="ignore")  # a detector RolloutRecord carries more fields; we keep these
+    text: str
+    reward: float
+    verdicts: dict[str, bool] = Field(default_factory=dict)
+    audit: float | None = None
+
+    @classmethod
+    def of(cls, obj: Any) -> ResponseSample:
+        if isinstance(obj, ResponseSample):
+            return obj
+        d = _as_dict(obj)
+        d["text"] = str(d.get("text", ""))[:MAX_RESPONSE_CHARS]
+        return cls.model_validate(d)
+
+    def verdict_line(self) -> str:
+        met = [c for c, ok in self.verdicts.items() if ok]
+        unmet = [c for c, ok in self.verdicts.items() if not ok]
+        return f"met {','.join(met) or '-'}; unmet {','.join(unmet) or '-'}"
+
+
+class GroupSummary(_Record):
+    kind: ClassVar[Kind] = "groups"
+    task_id: str
+    harness_version: int = 0
+    group_index: int = 0  # a task may appear in more than one group at the same step
+    domain: str = ""
+    stats: dict[str, Any] = Field(default_factory=dict)  # harness.detector GroupStats as a dict
+    best: ResponseSample | None = None
+    worst: ResponseSample | None = None
+
+    @classmethod
+    def from_stats(
+        cls, stats: Any, best: Any = None, worst: Any = None, harness_version: int = 0, *, domain: str = "",
+        group_index: int = 0,
+    ) -> GroupSummary:
+        """From a detector `GroupStats` (or its dict) plus the best and worst rollouts of the group."""
+        d = _as_dict(stats)
+        for field in ("task_id", "step"):
+            if field not in d:
+                raise ValueError(f"group stats lack {field!r}: got keys {sorted(d)}")
+        return cls(
+            task_id=str(d["task_id"]), step=int(d["step"]), harness_version=harness_version, group_index=group_index,
+            domain=domain, stats=d, best=None if best is None else ResponseSample.of(best),
+            worst=None if worst is None else ResponseSample.of(worst),
+        )
+
+    @property
+    def record_id(self) -> str:
+        return f"grp:{self.task_id}:{self.step}:{self.group_index}"
+
+    def _stat(self, name: str) -> float | None:
+        v = self.stats.get(name)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    def document(self) -> str:
+        nums = [f"{k} {v:.2f}" for k in ("mean", "std", "min", "max") if (v := self._stat(k)) is not None]
+        where = self.task_id + (f" ({self.domain})" if self.domain else "")
+        parts = [f"group on {where} at step {self.step}: " + (", ".join(nums) or "no stats")]
+        if rates := self.stats.get("pass_rates"):
+            low = sorted(rates, key=lambda c: rates[c])[:3]
+            parts.append("hardest criteria " + ", ".join(f"{c} {rates[c]:.2f}" for c in low))
+        if self.best is not None:
+            parts.append(f"best ({self.best.reward:.2f}, {self.best.verdict_line()}): {_snippet(self.best.text)}")
+        if self.worst is not None:
+            parts.append(f"worst ({self.worst.reward:.2f}, {self.worst.verdict_line()}): {_snippet(self.worst.text)}")
+        return "; ".join(parts)
+
+    def _extra_metadata(self) -> dict[str, Any]:
+        return {
+            "harness_version": self.harness_version, "domain": self.domain,
+            **{k: v for k in ("mean", "std", "min", "max", "n") if (v := self._stat(k)) is not None},
+        }
+
+
+class EventRecord(_Record):
+    kind: ClassVar[Kind] = "events"
+    event: FailureEvent
+    domain: str = ""
+    harness_version: int = 0
+
+    def model_post_init(self, _: Any) -> None:
+        # The event carries its own step; keep the record's ordering key in step with it.
+        self.step = self.event.step
+
+    @property
+    def task_id(self) -> str:
+        return self.event.task_id
+
+    @property
+    def record_id(self) -> str:
+        return self.event.id
+
+    def document(self) -> str:
+        e = self.event
+        where = e.task_id + (f" ({self.domain})" if self.domain else "")
+        text = f"{e.type} on {where} at step {e.step}"
+        if e.criterion_id:
+            text += f", criterion {e.criterion_id}"
+        nums = [f"{k} {v:.2f}" for k, v in e.stats.items() if isinstance(v, float) and math.isfinite(v)][:6]
+        if nums:
+            text += ": " + ", ".join(nums)
+        if e.window:
+            text += f" over {len(e.window)} visits (steps {','.join(map(str, e.window))})"
+        return text
+
+    def _extra_metadata(self) -> dict[str, Any]:
+        return {
+            "failure_type": self.event.type, "domain": self.domain, "harness_version": self.harness_version,
+            "criterion_id": self.event.criterion_id,
+        }
+
+
+class AttributionRecord(_Record):
+    kind: ClassVar[Kind] = "attributions"
+    event_id: str
+    task_id: str
+    interface: Interface
+    diagnosis: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    evidence_ids: list[str] = Field(default_factory=list)
+    failure_type: str = ""
+    brain: str = ""  # "rule" or "llm"
+
+    @property
+    def record_id(self) -> str:
+        return f"attr:{self.event_id}"
+
+    def document(self) -> str:
+        ft = f"{self.failure_type} " if self.failure_type else ""
+        return (
+            f"{ft}on {self.task_id} attributed to {self.interface} (confidence {self.confidence:.2f}): "
+            f"{_snippet(self.diagnosis, 300)}"
+        )
+
+    def _extra_metadata(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id, "interface": self.interface, "confidence": self.confidence,
+            "failure_type": self.failure_type, "brain": self.brain,
+        }
+
+
+def _op_summary(update: HarnessUpdate) -> str:
+    """One short phrase per op, with the text a reader (and the embedder) needs: hint, criterion, weight."""
+    out = []
+    for op in update.ops:
+        d = op.model_dump()
+        detail = ""
+        for key in ("hint", "criterion"):
+            if isinstance(d.get(key), dict):
+                detail = d[key].get("text", "")
+        if not detail:
+            detail = d.get("text") or ""
+        if not detail and d.get("weight") is not None:
+            detail = f"weight {d['weight']}"
+        out.append(f"{op.op}" + (f" {_snippet(str(detail), 100)}" if detail else ""))
+    return "; ".join(out)
+
+
+class ProposalRecord(_Record):
+    kind: ClassVar[Kind] = "proposals"
+    proposal_id: str
+    event_id: str
+    task_id: str
+    failure_type: str
+    interface: Interface
+    update: HarnessUpdate | None = None  # a fallback may record no update at all
+    measurements: dict[str, Any] = Field(default_factory=dict)  # the critic's raw numbers
+    outcome: Outcome
+    reasons: list[str] = Field(default_factory=list)
+    deltas: dict[str, float] = Field(default_factory=dict)  # candidate minus control, e.g. {"std": 0.12}
+    revision: int = 0
+    harness_version: int = 0
+    domain: str = ""
+
+    @property
+    def record_id(self) -> str:
+        return self.proposal_id
+
+    def document(self) -> str:
+        where = self.task_id + (f" ({self.domain})" if self.domain else "")
+        text = f"{self.failure_type} on {where} at step {self.step}; proposal on {self.interface}"
+        if self.update is not None:
+            text += f": {_op_summary(self.update)}"
+        text += f"; outcome {self.outcome}"
+        if self.deltas:
+            text += " (" + ", ".join(f"{k} {_num(float(v))}" for k, v in self.deltas.items()) + ")"
+        if self.reasons:
+            text += "; " + _snippet("; ".join(self.reasons), 200)
+        return text
+
+    def _extra_metadata(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id, "failure_type": self.failure_type, "interface": self.interface,
+            "outcome": self.outcome, "revision": self.revision, "harness_version": self.harness_version,
+            "domain": self.domain, **{f"delta_{k}": float(v) for k, v in self.deltas.items()},
+        }
+
+
+class TaskProfile(_Record):
+    kind: ClassVar[Kind] = "profiles"
+    task_id: str
+    domain: str = ""
+    visits: int = 0
+    mean_history: list[float] = Field(default_factory=list)  # group mean per visit, oldest first (recent tail)
+    status: str = "active"
+    weight: float = 1.0
+    hints: int = 0
+    failure_counts: dict[str, int] = Field(default_factory=dict)
+    harness_version: int = 0
+
+    @property
+    def record_id(self) -> str:
+        return f"profile:{self.task_id}"
+
+    @property
+    def recent_mean(self) -> float | None:
+        tail = self.mean_history[-3:]
+        return sum(tail) / len(tail) if tail else None
+
+    def document(self) -> str:
+        text = f"task {self.task_id}" + (f" ({self.domain})" if self.domain else "")
+        text += f": {self.visits} visits, {self.status}, weight {self.weight:g}, {self.hints} hints"
+        if (m := self.recent_mean) is not None:
+            text += f", recent mean {m:.2f}"
+        if self.failure_counts:
+            text += "; failures " + ", ".join(f"{k} x{v}" for k, v in sorted(self.failure_counts.items()))
+        return text
+
+    def _extra_metadata(self) -> dict[str, Any]:
+        return {
+            "domain": self.domain, "visits": self.visits, "status": self.status, "weight": self.weight,
+            "recent_mean": self.recent_mean, "harness_version": self.harness_version,
+        }
+
+
+Record = GroupSummary | EventRecord | AttributionRecord | ProposalRecord | TaskProfile
+RECORD_TYPES: dict[str, type[_Record]] = {
+    "groups": GroupSummary, "events": EventRecord, "attributions": AttributionRecord, "proposals": ProposalRecord,
+    "profiles": TaskProfile,
+}
+
+
+def record_from_metadata(meta: dict[str, Any]) -> Record:
+    """Rebuild the typed record stored in a Chroma row's metadata."""
+    kind = meta.get("kind")
+    if kind not in RECORD_TYPES:
+        raise ValueError(f"memory row has unknown kind {kind!r} (metadata keys {sorted(meta)})")
+    return RECORD_TYPES[kind].model_validate_json(meta["json"])  # type: ignore[return-value]

@@ -1,0 +1,426 @@
+"""`TrainingMemory`: the evolver's Chroma-backed memory of groups, failure events, attributions, proposals
+and task profiles (SYSTEM.md §4).
+
+Two ways to reach Chroma, same API:
+
+- `TrainingMemory.persistent(path)`: a `PersistentClient` on a run folder. One writer per folder: we take an
+  exclusive `flock` on `<path>/harnessrl.lock` for the life of the store, so a second process (or a second
+  store in this process) fails fast with a `MemoryStoreError` instead of corrupting the sqlite/HNSW files.
+- `TrainingMemory.http(host, port)`: an `HttpClient` to a `chroma run --path <dir>` server, for when the
+  trainer, `langgraph dev` and scripts all need the memory at once.
+- `TrainingMemory.ephemeral()`: in-memory, for tests.
+
+Every collection is created and opened with our embedding function passed explicitly (never Chroma's
+default, which downloads a model); which one a store was built with is recorded in the collection metadata
+and a mismatch on reopen is an error, not a silent mix of vector spaces.
+
+Queries:
+- `task_history(task_id, last_n)`: within-task evidence, metadata filter on `task_id`, ordered by (step, seq).
+- `similar_cases(text, k, failure_type=, interface=, outcome=)`: cross-task evidence, semantic top-k over
+  proposals (accepted and rejected alike) with their outcome and measured deltas.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import chromadb
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+from chromadb.config import Settings
+from chromadb.errors import ChromaError
+
+from memory.embeddings import make_embedding
+from memory.records import (
+    KINDS,
+    AttributionRecord,
+    EventRecord,
+    GroupSummary,
+    Kind,
+    ProposalRecord,
+    Record,
+    TaskProfile,
+    record_from_metadata,
+)
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){0,127}$")
+LOCK_FILE = "harnessrl.lock"
+SNAPSHOT_FORMAT = "harnessrl-memory-v1"
+
+
+class MemoryStoreError(RuntimeError):
+    """The memory store cannot be opened or used; the message names the path/URL and what to do."""
+
+
+@dataclass(frozen=True)
+class SimilarCase:
+    """One cross-task hit: the stored record plus what the evolver needs at a glance."""
+
+    id: str
+    kind: str
+    task_id: str
+    distance: float
+    document: str
+    failure_type: str = ""
+    interface: str = ""
+    outcome: str = ""
+    deltas: dict[str, float] = field(default_factory=dict)
+    record: Record | None = None
+
+
+def _settings() -> Settings:
+    return Settings(anonymized_telemetry=False, allow_reset=False)
+
+
+def _where(**eq: Any) -> dict[str, Any] | None:
+    """Chroma `where` from equality filters, ignoring None; `$and` only when there are two or more."""
+    clauses = [{k: {"$eq": v}} for k, v in eq.items() if v is not None]
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+class TrainingMemory:
+    """Training-time memory over five Chroma collections. Build it with `persistent`, `http` or `ephemeral`."""
+
+    def __init__(
+        self, client: ClientAPI, *, embedding: Any = "minilm", run_id: str | None = None, location: str = "",
+        lock_fd: int | None = None,
+    ) -> None:
+        if run_id is not None and not _RUN_ID.match(run_id):
+            raise ValueError(
+                f"run_id {run_id!r} must be 1-128 chars of [A-Za-z0-9._-], start with a letter or digit, no '..'"
+            )
+        self._client = client
+        self._lock_fd = lock_fd
+        self.location = location
+        self.run_id = run_id
+        self.embedding = make_embedding(embedding)
+        self._seq_lock = threading.Lock()
+        self._last_seq = 0
+        self._closed = False
+        self._cols: dict[str, Collection] = {}
+        emb_meta = {
+            "harnessrl_embedding": self.embedding.name(),
+            "harnessrl_embedding_config": json.dumps(self.embedding.get_config(), sort_keys=True),
+        }
+        try:
+            for kind in KINDS:
+                name = f"{run_id}__{kind}" if run_id else kind
+                col = client.get_or_create_collection(
+                    name, embedding_function=self.embedding, metadata=emb_meta,
+                    configuration={"hnsw": {"space": "cosine"}},
+                )
+                stored = col.metadata or {}
+                if stored.get("harnessrl_embedding_config", emb_meta["harnessrl_embedding_config"]) != emb_meta[
+                    "harnessrl_embedding_config"
+                ]:
+                    raise MemoryStoreError(
+                        f"memory at {location}: collection {name!r} was built with embedding "
+                        f"{stored.get('harnessrl_embedding')} {stored.get('harnessrl_embedding_config')}, opened with "
+                        f"{emb_meta['harnessrl_embedding']} {emb_meta['harnessrl_embedding_config']}; open it with the "
+                        "same embedding (vectors from different embedders are not comparable)"
+                    )
+                self._cols[kind] = col
+        except ValueError as e:
+            self._abort()
+            if "Embedding function conflict" in str(e):
+                raise MemoryStoreError(
+                    f"memory at {location}: {e}. Open it with the embedding it was created with."
+                ) from e
+            raise
+        except ChromaError as e:
+            self._abort()
+            raise MemoryStoreError(
+                f"memory at {location}: cannot open its collections ({type(e).__name__}: {e}); if the folder is "
+                "corrupt, move it aside (or restore a snapshot with TrainingMemory.restore) and start again"
+            ) from e
+        except BaseException:
+            self._abort()
+            raise
+
+    # -- constructors ---------------------------------------------------------------------------------------
+    @classmethod
+    def persistent(cls, path: str | os.PathLike[str], embedding: Any = "minilm", run_id: str | None = None) -> TrainingMemory:
+        """A store in a run folder (created if missing), held exclusively by this object until `close()`."""
+        p = Path(path)
+        hint = "pass a writable folder (the run's memory/ directory)"
+        if p.exists() and not p.is_dir():
+            raise MemoryStoreError(f"memory path {p} exists and is not a folder; {hint}")
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+            fd = os.open(p / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise MemoryStoreError(f"memory path {p}: cannot create the folder or its lock file ({e}); {hint}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise MemoryStoreError(
+                f"memory at {p} is locked by another open store (pid {holder}); a Chroma folder has one writer. "
+                "Close the other store, or run `chroma run --path <folder>` and use TrainingMemory.http(...) from "
+                "every process"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            client = chromadb.PersistentClient(path=str(p), settings=_settings())
+        except (ChromaError, OSError) as e:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            raise MemoryStoreError(
+                f"memory at {p} cannot be opened by Chroma ({type(e).__name__}: {e}). If chroma.sqlite3 there is "
+                "corrupt, move the folder aside (or restore a snapshot with TrainingMemory.restore) and start again"
+            ) from e
+        return cls(client, embedding=embedding, run_id=run_id, location=str(p), lock_fd=fd)
+
+    @classmethod
+    def http(cls, host: str = "127.0.0.1", port: int = 8000, embedding: Any = "minilm", run_id: str | None = None,
+             ) -> TrainingMemory:
+        """A store on a running `chroma run` server (several processes may share it)."""
+        url = f"http://{host}:{port}"
+        try:
+            client = chromadb.HttpClient(host=host, port=port, settings=_settings())
+            client.heartbeat()
+        except Exception as e:  # noqa: BLE001 - any failure to reach the server is re-raised with the URL
+            raise MemoryStoreError(
+                f"no Chroma server at {url} ({type(e).__name__}: {e}); start one with "
+                f"`chroma run --path <folder> --host {host} --port {port}`"
+            ) from e
+        return cls(client, embedding=embedding, run_id=run_id, location=url)
+
+    @classmethod
+    def ephemeral(cls, embedding: Any = "hash", run_id: str | None = None) -> TrainingMemory:
+        """In-memory store for tests. Chroma shares one in-memory system per process, so give each test its own
+        `run_id` (a fresh one is made when omitted) to keep their collections apart."""
+        if run_id is None:
+            run_id = f"eph{time.time_ns()}{threading.get_ident() % 10_000}"
+        client = chromadb.EphemeralClient(settings=_settings())
+        return cls(client, embedding=embedding, run_id=run_id, location="ephemeral")
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _abort(self) -> None:
+        """Undo a half-finished open: close the client, then drop the folder lock."""
+        self._closed = True
+        try:
+            self._client.close()
+        finally:
+            self._release()
+
+    def close(self) -> None:
+        """Flush and release the folder (idempotent). The store cannot be used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        self._cols = {}
+        try:
+            self._client.close()
+        finally:
+            self._release()
+
+    def __enter__(self) -> TrainingMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _col(self, kind: str) -> Collection:
+        if self._closed:
+            raise MemoryStoreError(f"memory at {self.location} is closed")
+        try:
+            return self._cols[kind]
+        except KeyError:
+            raise ValueError(f"unknown memory collection {kind!r}; expected one of {list(KINDS)}") from None
+
+    def _next_seq(self) -> int:
+        # Insertion order breaks ties between records of the same step. Wall-clock nanoseconds keep the order
+        # meaningful across processes sharing a server; the max() keeps it strictly increasing in this one.
+        with self._seq_lock:
+            self._last_seq = max(time.time_ns(), self._last_seq + 1)
+            return self._last_seq
+
+    # -- writes (upserts on stable ids: recording the same thing twice is idempotent) -------------------------
+    def _put(self, records: Sequence[Record]) -> list[str]:
+        if not records:
+            return []
+        kind = records[0].kind
+        if any(r.kind != kind for r in records):
+            raise ValueError("_put takes records of one kind")
+        ids = [r.record_id for r in records]
+        metas = [{**r.metadata(), "seq": self._next_seq()} for r in records]
+        docs = [r.document() for r in records]
+        try:
+            self._col(kind).upsert(ids=ids, documents=docs, metadatas=metas)  # type: ignore[arg-type]
+        except ChromaError as e:
+            raise MemoryStoreError(f"memory at {self.location}: writing {len(ids)} {kind} failed: {e}") from e
+        return ids
+
+    def add_group(
+        self, summary: GroupSummary | Any, best: Any = None, worst: Any = None, harness_version: int = 0, **kw: Any
+    ) -> str:
+        """Record one group: a `GroupSummary`, or (detector `GroupStats`, best, worst, harness_version)."""
+        if not isinstance(summary, GroupSummary):
+            summary = GroupSummary.from_stats(summary, best, worst, harness_version, **kw)
+        return self._put([summary])[0]
+
+    def add_groups(self, summaries: Sequence[GroupSummary]) -> list[str]:
+        return self._put(list(summaries))
+
+    def add_event(self, event: EventRecord | Any, *, domain: str = "", harness_version: int = 0) -> str:
+        """Record a failure event: an `EventRecord` or a bare `harness.types.FailureEvent`."""
+        if not isinstance(event, EventRecord):
+            event = EventRecord(event=event, domain=domain, harness_version=harness_version)
+        return self._put([event])[0]
+
+    def add_events(self, events: Sequence[EventRecord]) -> list[str]:
+        return self._put(list(events))
+
+    def add_attribution(self, record: AttributionRecord) -> str:
+        return self._put([record])[0]
+
+    def add_proposal(self, record: ProposalRecord) -> str:
+        return self._put([record])[0]
+
+    def add_proposals(self, records: Sequence[ProposalRecord]) -> list[str]:
+        return self._put(list(records))
+
+    def upsert_profile(self, profile: TaskProfile) -> str:
+        return self._put([profile])[0]
+
+    upsert_task_profile = upsert_profile  # the name docs/ARCHITECTURE.md uses
+
+    # -- reads ----------------------------------------------------------------------------------------------
+    def _get(self, kind: str, where: dict[str, Any] | None, ids: list[str] | None = None) -> list[tuple[dict, Record]]:
+        try:
+            res = self._col(kind).get(ids=ids, where=where, include=["metadatas"])  # type: ignore[arg-type]
+        except ChromaError as e:
+            raise MemoryStoreError(f"memory at {self.location}: reading {kind} failed: {e}") from e
+        metas = res["metadatas"] or []
+        return [(dict(m), record_from_metadata(dict(m))) for m in metas]
+
+    def get(self, kind: Kind, record_id: str) -> Record | None:
+        rows = self._get(kind, None, ids=[record_id])
+        return rows[0][1] if rows else None
+
+    def profile(self, task_id: str) -> TaskProfile | None:
+        rec = self.get("profiles", f"profile:{task_id}")
+        return rec if isinstance(rec, TaskProfile) else None
+
+    def task_history(
+        self, task_id: str, last_n: int = 10, kinds: Iterable[Kind] = ("groups", "events", "proposals")
+    ) -> list[Record]:
+        """The last `last_n` records about one task across `kinds`, oldest first (by step, then insertion).
+        An unknown task id gives an empty list."""
+        if last_n <= 0:
+            return []
+        rows: list[tuple[dict, Record]] = []
+        for kind in kinds:
+            rows.extend(self._get(kind, {"task_id": {"$eq": task_id}}))
+        rows.sort(key=lambda r: (int(r[0].get("step", 0)), int(r[0].get("seq", 0))))
+        return [rec for _, rec in rows[-last_n:]]
+
+    def proposals_for(self, task_id: str, interface: str | None = None) -> list[ProposalRecord]:
+        """Every proposal recorded for a task (optionally on one interface), oldest first."""
+        rows = self._get("proposals", _where(task_id=task_id, interface=interface))
+        rows.sort(key=lambda r: (int(r[0].get("step", 0)), int(r[0].get("seq", 0))))
+        return [rec for _, rec in rows if isinstance(rec, ProposalRecord)]
+
+    def _query(self, kind: Kind, query_text: str, k: int, where: dict[str, Any] | None) -> list[SimilarCase]:
+        if k <= 0:
+            return []
+        try:
+            res = self._col(kind).query(
+                query_texts=[query_text], n_results=k, where=where, include=["metadatas", "documents", "distances"]
+            )
+        except ChromaError as e:
+            raise MemoryStoreError(f"memory at {self.location}: querying {kind} failed: {e}") from e
+        out = []
+        for rid, meta, doc, dist in zip(
+            res["ids"][0], (res["metadatas"] or [[]])[0], (res["documents"] or [[]])[0], (res["distances"] or [[]])[0]
+        ):
+            rec = record_from_metadata(dict(meta))
+            deltas = rec.deltas if isinstance(rec, ProposalRecord) else {}
+            out.append(SimilarCase(
+                id=rid, kind=kind, task_id=str(meta.get("task_id", "")), distance=float(dist), document=doc or "",
+                failure_type=str(meta.get("failure_type", "")), interface=str(meta.get("interface", "")),
+                outcome=str(meta.get("outcome", "")), deltas=dict(deltas), record=rec,
+            ))
+        return out
+
+    def similar_cases(
+        self, query_text: str, k: int = 5, failure_type: str | None = None, interface: str | None = None,
+        outcome: str | None = None, exclude_task: str | None = None,
+    ) -> list[SimilarCase]:
+        """Cross-task evidence: the `k` proposals nearest to `query_text` that match the filters, nearest first,
+        each with its outcome and measured deltas. `exclude_task` drops the asking task's own proposals."""
+        where = _where(failure_type=failure_type, interface=interface, outcome=outcome)
+        if exclude_task is not None:
+            clause = {"task_id": {"$ne": exclude_task}}
+            where = clause if where is None else {"$and": [*where.get("$and", [where]), clause]}
+        return self._query("proposals", query_text, k, where)
+
+    def similar_events(self, query_text: str, k: int = 5, failure_type: str | None = None) -> list[SimilarCase]:
+        """Failure events nearest to `query_text` (optionally of one type), nearest first."""
+        return self._query("events", query_text, k, _where(failure_type=failure_type))
+
+    def count(self) -> dict[str, int]:
+        return {kind: self._col(kind).count() for kind in KINDS}
+
+    # -- snapshots (engine-independent JSONL; resume restores the memory with the harness version) ------------
+    def snapshot(self, dest: str | os.PathLike[str]) -> Path:
+        """Write every record to a JSONL file atomically (temp file, fsync, rename). Embeddings are not stored:
+        `restore` recomputes them, which keeps the file small and portable across embedders of the same kind."""
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"format": SNAPSHOT_FORMAT, "embedding": self.embedding.name()}) + "\n")
+            for kind in KINDS:
+                rows = self._get(kind, None)
+                rows.sort(key=lambda r: (int(r[0].get("step", 0)), int(r[0].get("seq", 0))))
+                for _, rec in rows:
+                    f.write(json.dumps({"kind": kind, "record": rec.model_dump(mode="json")}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+        return dest
+
+    def restore(self, src: str | os.PathLike[str]) -> dict[str, int]:
+        """Upsert every record of a `snapshot` file into this store; returns how many per kind."""
+        from memory.records import RECORD_TYPES
+
+        src = Path(src)
+        by_kind: dict[str, list[Record]] = {k: [] for k in KINDS}
+        with open(src, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    if lineno == 1:
+                        if row.get("format") != SNAPSHOT_FORMAT:
+                            raise ValueError(f"format {row.get('format')!r}, expected {SNAPSHOT_FORMAT!r}")
+                        continue
+                    by_kind[row["kind"]].append(RECORD_TYPES[row["kind"]].model_validate(row["record"]))  # type: ignore[arg-type]
+                except (ValueError, KeyError) as e:
+                    raise MemoryStoreError(f"{src}:{lineno}: bad memory snapshot row: {e}") from e
+        for kind, recs in by_kind.items():
+            for i in range(0, len(recs), 256):
+                self._put(recs[i : i + 256])
+        return {k: len(v) for k, v in by_kind.items()}

@@ -1,0 +1,258 @@
+"""Agent tools and services: closed-over infrastructure, readable errors, real store/memory/HTTP.
+
+Real components: `HarnessStore` on a tmp folder, `TrainingMemory` (ephemeral Chroma, hash embedding),
+`OpenAIEndpoint` against the stdlib OpenAI stub, LangGraph's `ToolNode`. The policy in most tests is a
+scripted fake LLM (`ScriptedPolicy` from test_measure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from langchain_core.messages import AIMessage
+from langgraph.prebuilt import ToolNode
+
+from harness.store import HarnessStore
+from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from memory.records import EventRecord, ProposalRecord
+from memory.store import TrainingMemory
+from tests.fakes.fake_chat import FunctionChatModel
+from tests.test_measure import ScriptedPolicy, _crit, _mixed, _task
+from tools.agent_tools import make_tools
+from tools.judge import Judge
+from tools.services import Services, get_services, parse_policy, register_services, services_from_settings, unregister_services
+
+INFRA = {"store", "endpoint", "judge", "memory", "services", "step", "state", "detector_config"}
+EXPECTED_ARGS = {
+    "task_history": {"task_id", "last_n"},
+    "similar_cases": {"query", "failure_type", "interface", "k"},
+    "current_harness": {"task_id"},
+    "sample_policy": {"task_id", "n"},
+    "score_responses": {"task_id", "responses"},
+    "measure_candidate": {"update_json"},
+}
+
+
+def _state() -> HarnessState:
+    t = _task("a", reference="Drink two glasses of water")
+    t = t.model_copy(update={"criteria": [*t.criteria, _crit("txt", 2, None, kind="important")]})
+    return HarnessState.from_tasks([t, _task("b")])
+
+
+@pytest.fixture
+def services(tmp_path):
+    store = HarnessStore(tmp_path / "harness")
+    store.init(_state())
+    mem = TrainingMemory.ephemeral(embedding="hash")
+    yield Services(store=store, endpoint=ScriptedPolicy(_mixed), judge=Judge(None), memory=mem, sample_k=4, seed=5)
+    mem.close()
+
+
+def _tools(services, step=3):
+    return {t.name: t for t in make_tools(services, step)}
+
+
+def test_tool_schemas_hide_infrastructure(services):
+    tools = _tools(services)
+    assert set(tools) == set(EXPECTED_ARGS)
+    for name, tool in tools.items():
+        props = set(tool.tool_call_schema.model_json_schema()["properties"])
+        assert props == EXPECTED_ARGS[name], name
+        assert not props & INFRA
+        assert len(tool.description) > 80  # written for an LLM: says what it returns and when to use it
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("task_history", {"task_id": "nope"}),
+        ("current_harness", {"task_id": "nope"}),
+        ("sample_policy", {"task_id": "nope"}),
+        ("score_responses", {"task_id": "nope", "responses": ["x"]}),
+        ("measure_candidate", {"update_json": {"interface": "sampling", "ops": [{"op": "retire", "task_id": "nope"}]}}),
+    ],
+)
+def test_unknown_task_id_is_a_readable_error(services, name, args):
+    out = _tools(services)[name].invoke(args)
+    assert out.startswith("error: unknown task id 'nope'") and "a, b" in out
+
+
+def test_current_harness_shows_training_view_not_hidden_parts(services):
+    view = json.loads(_tools(services)["current_harness"].invoke({"task_id": "a"}))
+    assert [c["id"] for c in view["criteria"]] == ["water", "txt"]
+    assert view["sampling"] == {"weight": 1.0, "status": "active"} and view["harness_version"] == 0
+    text = json.dumps(view)
+    assert "doctor" not in text and "two glasses" not in text  # audit criteria and reference stay hidden
+    assert view["has_reference_answer"] is True
+
+
+def test_sample_policy_uses_current_hints_and_clamps_n(services):
+    services.store.commit(HarnessUpdate.model_validate(
+        {"interface": "guidance", "ops": [{"op": "add_hint", "task_id": "a", "hint": {"id": "h", "text": "Think."}}]}))
+    out = json.loads(_tools(services)["sample_policy"].invoke({"task_id": "a", "n": 100}))
+    assert len(out) == 16
+    call = services.endpoint.calls[-1]
+    assert call["n"] == 16 and call["seed"] == 5 and "Hint: Think." in call["batch"][0][-1]["content"]
+
+
+def test_score_responses_sync_and_async(services):
+    tool = _tools(services)["score_responses"]
+    out = json.loads(tool.invoke({"task_id": "a", "responses": ["water, see a doctor", "nothing"]}))
+    assert [r["score"] for r in out] == [1.0, 0.0] and [r["audit"] for r in out] == [1.0, 0.0]
+    assert out[0]["verdicts"]["txt"]["source"] == "skipped"
+    aout = json.loads(asyncio.run(tool.ainvoke({"task_id": "a", "responses": ["water"]})))
+    assert aout[0]["score"] == 1.0
+    assert tool.invoke({"task_id": "a", "responses": []}).startswith("error:")
+
+
+def test_score_responses_with_llm_judge(services):
+    services.judge = Judge(FunctionChatModel(respond=lambda m: '{"met": true, "reason": "fine"}'))
+    out = json.loads(_tools(services)["score_responses"].invoke({"task_id": "a", "responses": ["nothing"]}))
+    assert out[0]["verdicts"]["txt"] == {"met": True, "source": "llm", "reason": "fine"}
+    assert out[0]["score"] == pytest.approx(2 / 7)
+
+
+PITFALL = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "a", "criterion": {
+    "id": "guar", "text": "Promises a cure.", "weight": -3, "kind": "pitfall",
+    "check": {"type": "contains_any", "phrases": ["guaranteed"]}}}]}
+
+
+@pytest.mark.parametrize("as_string", [True, False])
+def test_measure_candidate_accepts_json_string_or_dict(services, as_string):
+    tool = _tools(services)["measure_candidate"]
+    out = json.loads(tool.invoke({"update_json": json.dumps(PITFALL) if as_string else PITFALL}))
+    assert out["deltas"]["mean"] == pytest.approx(-0.15) and out["k"] == 4
+    assert set(out["per_task"]["a"]) == {"control", "candidate"}
+    assert services.store.versions() == [0]  # measuring never commits
+
+
+def test_measure_candidate_async_path(services):
+    out = json.loads(asyncio.run(_tools(services)["measure_candidate"].ainvoke({"update_json": PITFALL})))
+    assert out["deltas"]["mean"] == pytest.approx(-0.15)
+
+
+@pytest.mark.parametrize(
+    ("update", "needle"),
+    [
+        ("{not json", "not a valid HarnessUpdate"),
+        ({"interface": "criteria", "ops": []}, "ops"),
+        ({"interface": "guidance", "ops": [{"op": "retire", "task_id": "a"}]}, "belongs to interface"),
+        ({"interface": "criteria", "ops": [{"op": "remove_criterion", "task_id": "a", "criterion_id": "zz"}]},
+         "cannot be applied: ops[0] (remove_criterion).criterion_id"),
+        ({"interface": "guidance", "ops": [{"op": "add_hint", "task_id": "a",
+                                            "hint": {"id": "h", "text": "Drink two glasses of water"}}]}, "reference answer"),
+    ],
+)
+def test_measure_candidate_bad_updates_are_readable(services, update, needle):
+    out = _tools(services)["measure_candidate"].invoke({"update_json": update})
+    assert out.startswith("error:") and needle in out
+    assert services.endpoint.calls == []
+
+
+def test_memory_tools(services):
+    ev = FailureEvent(id="e1", type="collapse_low", task_id="a", step=2, stats={"mean": 0.0})
+    services.memory.add_event(EventRecord(event=ev, domain="medical"))
+    services.memory.add_proposal(ProposalRecord(
+        proposal_id="p1", event_id="e0", task_id="b", failure_type="collapse_low", interface="guidance",
+        update=HarnessUpdate.model_validate({"interface": "guidance", "ops": [
+            {"op": "add_hint", "task_id": "b", "hint": {"id": "h", "text": "Mention hydration."}}]}),
+        outcome="accepted", deltas={"std": 0.3}, step=1))
+    tools = _tools(services)
+    hist = json.loads(tools["task_history"].invoke({"task_id": "a", "last_n": 5}))
+    assert hist == [{"kind": "events", "step": 2, "summary": hist[0]["summary"]}] and "collapse_low" in hist[0]["summary"]
+    cases = json.loads(tools["similar_cases"].invoke({"query": "collapse_low all zero", "failure_type": "collapse_low"}))
+    assert cases[0]["task_id"] == "b" and cases[0]["outcome"] == "accepted" and cases[0]["deltas"] == {"std": 0.3}
+    assert json.loads(tools["similar_cases"].invoke({"query": "x", "interface": "criteria"})) == []
+
+
+def test_memory_disabled_is_a_readable_error(services):
+    services.memory = None
+    tools = _tools(services)
+    assert tools["task_history"].invoke({"task_id": "a"}).startswith("error: training memory is disabled")
+    assert tools["similar_cases"].invoke({"query": "x"}).startswith("error: training memory is disabled")
+
+
+def test_tools_run_in_a_langgraph_tool_node(services):
+    node = ToolNode(make_tools(services, 0))
+    call = AIMessage(content="", tool_calls=[
+        {"name": "current_harness", "args": {"task_id": "b"}, "id": "c1"},
+        {"name": "measure_candidate", "args": {"update_json": json.dumps(PITFALL)}, "id": "c2"},
+    ])
+    out = asyncio.run(node.ainvoke({"messages": [call]}))["messages"]
+    assert json.loads(out[0].content)["task_id"] == "b"
+    assert json.loads(out[1].content)["deltas"]["mean"] == pytest.approx(-0.15)
+
+
+# -- services ------------------------------------------------------------------------------------
+def test_register_and_get_services(services):
+    register_services("run-x", services)
+    try:
+        assert get_services("run-x") is services
+        assert get_services({"services_key": "run-x", "run_dir": "ignored"}) is services
+    finally:
+        unregister_services("run-x")
+    with pytest.raises(KeyError, match="no services registered under 'run-x'"):
+        get_services("run-x")
+
+
+def test_services_from_settings_over_real_http(tmp_path, openai_stub):
+    HarnessStore(tmp_path / "harness").init(_state())
+    openai_stub.responder = lambda req: "water and rest"
+    ctx = {"run_dir": str(tmp_path), "memory": "none", "policy": f"openai:{openai_stub.base_url}#stub",
+           "judge_model": "rules", "samples_per_candidate": 3, "max_tokens": 8, "seed": 1, "critic_model": "rules"}
+    s = get_services(ctx)
+    assert get_services(dict(ctx)) is s  # built once per settings
+    assert (s.sample_k, s.max_tokens, s.memory) == (3, 8, None)
+    out = json.loads(make_tools(s, 0)["sample_policy"].invoke({"task_id": "a", "n": 2}) if False else
+                     {t.name: t for t in make_tools(s, 0)}["sample_policy"].invoke({"task_id": "a", "n": 2}))
+    assert out == ["water and rest", "water and rest"]
+    assert openai_stub.requests[-1]["n"] == 2
+
+
+def test_services_from_settings_judge_model_needs_a_factory(tmp_path):
+    HarnessStore(tmp_path / "harness").init(_state())
+    kw = {"run_dir": str(tmp_path), "policy": "openai:http://127.0.0.1:9/v1#m", "judge_model": "openai:judge"}
+    with pytest.raises(ValueError, match="chat_model_factory"):
+        services_from_settings(**kw)
+    seen = {}
+
+    def factory(spec, base_url=None):
+        seen.update(spec=spec, base_url=base_url)
+        return FunctionChatModel(respond=lambda m: "yes")
+
+    s = services_from_settings(**kw, base_url="http://judge/v1", chat_model_factory=factory)
+    assert seen == {"spec": "openai:judge", "base_url": "http://judge/v1"} and s.judge.llm is not None
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("local", "only available in process"),
+        ("local:/no/such/folder", "does not exist"),
+        ("openai:http://x/v1", "openai:<base_url>#<model>"),
+        ("vllm:foo", "expected openai"),
+        ("", "expected openai"),
+    ],
+)
+def test_bad_policy_specs(spec, needle):
+    with pytest.raises(ValueError, match=needle):
+        parse_policy(spec)
+
+
+def test_services_need_an_initialised_store_and_required_settings(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no harness versions"):
+        services_from_settings(run_dir=str(tmp_path), policy="openai:http://127.0.0.1:9/v1#m")
+    with pytest.raises(ValueError, match="policy"):
+        get_services({"run_dir": str(tmp_path), "policy": ""})
+
+
+def test_tools_package_import_is_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, tools, tools.judge, tools.measure, tools.services, tools.agent_tools; "
+            "bad = [m for m in ('torch', 'chromadb', 'transformers', 'trl') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

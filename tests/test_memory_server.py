@@ -1,0 +1,91 @@
+"""`TrainingMemory.http` against a real `chroma run` server on a free 127.0.0.1 port: two stores (as two
+processes would) share one memory, and a child process's writes are visible here."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from harness.types import FailureEvent
+from memory import EventRecord, TrainingMemory
+
+pytestmark = pytest.mark.chroma_server
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMA = Path(sys.executable).parent / "chroma"  # the Rust CLI shipped with the chromadb wheel
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def chroma_server(tmp_path):
+    port = _free_port()
+    log = open(tmp_path / "chroma.log", "wb")
+    proc = subprocess.Popen(
+        [str(CHROMA), "run", "--path", str(tmp_path / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,  # own group: we kill it and its children
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"chroma run did not come up on port {port}: {(tmp_path / 'chroma.log').read_text()}")
+            time.sleep(0.2)
+        yield port
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def _event(i: str, task: str, step: int) -> EventRecord:
+    return EventRecord(event=FailureEvent(id=i, type="collapse_high", task_id=task, step=step), domain="writing")
+
+
+def test_http_stores_share_one_memory(chroma_server):
+    a = TrainingMemory.http("127.0.0.1", chroma_server, embedding="hash", run_id="shared")
+    b = TrainingMemory.http("127.0.0.1", chroma_server, embedding="hash", run_id="shared")
+    try:
+        a.add_event(_event("e1", "poem-1", 3))
+        b.add_event(_event("e2", "poem-1", 5))
+        assert [r.record_id for r in a.task_history("poem-1")] == ["e1", "e2"]
+        assert b.count()["events"] == 2
+        assert [h.id for h in b.similar_events("collapse_high poem", k=1)] in (["e1"], ["e2"])
+    finally:
+        a.close()
+        b.close()
+
+
+def test_http_store_sees_another_process_writes(chroma_server):
+    code = (
+        "from harness.types import FailureEvent\nfrom memory import TrainingMemory\n"
+        f"m = TrainingMemory.http('127.0.0.1', {chroma_server}, embedding='hash')\n"
+        "m.add_event(FailureEvent(id='child', type='flat', task_id='ifeval-3', step=7))\nm.close()\n"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with TrainingMemory.http("127.0.0.1", chroma_server, embedding="hash") as m:
+        hist = m.task_history("ifeval-3")
+        assert [r.record_id for r in hist] == ["child"] and hist[0].event.type == "flat"

@@ -1,0 +1,245 @@
+"""LangChain tools the evolver's LLM agents call for evidence and measurements.
+
+`make_tools(services, step)` returns `StructuredTool`s whose infrastructure (harness store, memory,
+frozen policy, judge, training step) is closed over: the model only ever sees the arguments a
+reasoning agent should choose (task ids, queries, counts, an update), never a store or endpoint.
+
+Every tool returns a string (compact JSON, or a line starting with "error:"). Mistakes an agent can
+make — an unknown task id, an invalid update, memory switched off — come back as readable error
+strings it can act on, not as exceptions that would end its run. Infrastructure failures (the policy
+endpoint down, a corrupt store) do raise: the agent cannot fix those and the run must say so.
+
+Hidden information stays hidden: `current_harness` shows neither the audit criteria nor the reference
+answer (the evolver must not tune the harness to the yardstick that judges it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import ValidationError
+
+from harness.guidance import render_prompt
+from harness.ops import UpdateRejected
+from harness.types import HarnessState, HarnessUpdate
+from tools.measure import ameasure_candidate, measure_candidate
+from tools.services import Services
+
+MAX_SAMPLES = 16
+MAX_RESPONSES = 32
+MAX_TEXT_CHARS = 600  # per response echoed back to the agent
+MAX_HISTORY = 50
+MAX_SIMILAR = 20
+MAX_DOC_CHARS = 400
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _unknown(state: HarnessState, task_id: str) -> str:
+    known = state.active_task_ids()
+    shown = ", ".join(known[:20]) + (f", ... ({len(known)} active)" if len(known) > 20 else "")
+    return f"error: unknown task id {task_id!r}. Active task ids: {shown or '(none)'}"
+
+
+def _validate_update(update_json: str | dict) -> HarnessUpdate | str:
+    try:
+        if isinstance(update_json, str):
+            return HarnessUpdate.model_validate_json(update_json)
+        return HarnessUpdate.model_validate(update_json)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in err.errors()[:5]
+        )
+        return f"error: the update is not a valid HarnessUpdate: {problems}"
+
+
+def make_tools(services: Services, step: int) -> list[BaseTool]:
+    """The evolver's tools bound to `services` at training step `step`."""
+
+    def state() -> HarnessState:
+        return services.store.latest()
+
+    def measurement_prompt(st: HarnessState, task_id: str) -> list[dict]:
+        g = st.guidance_for(task_id)
+        return render_prompt(st.task(task_id), list(g.hints), g.schedule.placement)
+
+    # -- memory ----------------------------------------------------------------------------------
+    def task_history(task_id: str, last_n: int = 10) -> str:
+        """Recent history of one task from training memory, oldest first: group statistics per step
+        (mean, std, best/worst responses with verdicts), failure events, and past proposals with their
+        outcomes. Use it to see whether a failure is persistent and what was already tried on this task.
+
+        Args:
+            task_id: the task to look up (as in a failure event).
+            last_n: how many records to return (1-50).
+        """
+        st = state()
+        if not st.has_task(task_id):
+            return _unknown(st, task_id)
+        if services.memory is None:
+            return "error: training memory is disabled in this run; rely on the failure event and current_harness"
+        records = services.memory.task_history(task_id, max(1, min(int(last_n), MAX_HISTORY)))
+        return _dump([{"kind": r.kind, "step": r.step, "summary": r.document()[:MAX_DOC_CHARS]} for r in records])
+
+    def similar_cases(query: str, failure_type: str | None = None, interface: str | None = None, k: int = 5) -> str:
+        """Cross-task evidence: past proposals on other tasks most similar to `query`, each with its
+        interface, outcome (accepted/rejected/fallback) and measured deltas (candidate minus control).
+        Use it to learn which kinds of fixes worked for this kind of failure.
+
+        Args:
+            query: a short description of the failure or fix, e.g. "collapse_low on a medical task, all rollouts score 0".
+            failure_type: optional filter, one of collapse_low, collapse_high, flat, spurious_length,
+                spurious_audit, stuffing, blind_criterion, guidance_leak.
+            interface: optional filter: sampling, guidance or criteria.
+            k: number of cases (1-20).
+        """
+        if services.memory is None:
+            return "error: training memory is disabled in this run; no cross-task evidence is available"
+        cases = services.memory.similar_cases(query, max(1, min(int(k), MAX_SIMILAR)), failure_type=failure_type,
+                                              interface=interface)
+        return _dump([{"task_id": c.task_id, "failure_type": c.failure_type, "interface": c.interface,
+                       "outcome": c.outcome, "deltas": c.deltas, "distance": round(c.distance, 4),
+                       "summary": c.document[:MAX_DOC_CHARS]} for c in cases])
+
+    # -- harness ---------------------------------------------------------------------------------
+    def current_harness(task_id: str) -> str:
+        """The task as training currently sees it: prompt, rubric criteria (id, text, weight, kind,
+        programmatic check), guidance hints and reveal schedule, sampling weight and status, parent and
+        variants. Read it before proposing an update: ops must reference existing ids.
+
+        Args:
+            task_id: the task (or variant) id.
+        """
+        st = state()
+        if not st.has_task(task_id):
+            return _unknown(st, task_id)
+        task = st.task(task_id)
+        g = st.guidance_for(task_id)
+        sampling = st.sampling.get(task_id)
+        return _dump({
+            "harness_version": st.version, "task_id": task.id, "domain": task.domain, "parent_id": task.parent_id,
+            "prompt": [m.model_dump() for m in task.prompt],
+            "criteria": [c.model_dump(mode="json", exclude_none=True, exclude={"origin"}) for c in task.criteria],
+            "hints": [h.model_dump(mode="json") for h in g.hints], "schedule": g.schedule.model_dump(mode="json"),
+            "sampling": None if sampling is None else sampling.model_dump(mode="json"),
+            "variants": sorted(v.id for v in st.variants.values() if v.parent_id == task_id),
+            "has_reference_answer": task.reference_answer is not None,
+        })
+
+    # -- frozen policy and judge ---------------------------------------------------------------------
+    def sample_policy(task_id: str, n: int = 4) -> str:
+        """Sample responses to a task from the frozen policy (the checkpoint training paused at), with the
+        task's current hints shown. Use it to see what the policy actually writes.
+
+        Args:
+            task_id: the task id.
+            n: number of responses (1-16).
+        """
+        st = state()
+        if not st.has_task(task_id):
+            return _unknown(st, task_id)
+        n = max(1, min(int(n), MAX_SAMPLES))
+        [texts] = services.endpoint.sample([measurement_prompt(st, task_id)], n=n, max_tokens=services.max_tokens,
+                                           temperature=services.temperature, seed=services.seed)
+        return _dump([t[:MAX_TEXT_CHARS] for t in texts])
+
+    def _score_view(st: HarnessState, task_id: str, responses: list[str], results: list, audits: list) -> str:
+        return _dump([
+            {"response": r[:120], "score": round(res.score, 4), "audit": None if a is None else round(a, 4),
+             "verdicts": {cid: {"met": v.met, "source": v.source, "reason": v.reason[:160]} for cid, v in res.verdicts.items()}}
+            for r, res, a in zip(responses, results, audits)
+        ])
+
+    def _check_responses(st: HarnessState, task_id: str, responses: list[str]) -> str | None:
+        if not st.has_task(task_id):
+            return _unknown(st, task_id)
+        if not responses:
+            return "error: give at least one response to score"
+        if len(responses) > MAX_RESPONSES:
+            return f"error: at most {MAX_RESPONSES} responses per call, got {len(responses)}"
+        return None
+
+    def score_responses(task_id: str, responses: list[str]) -> str:
+        """Score responses against the task's current rubric: total score in [0, 1], one verdict per
+        criterion (met, source: check/llm/skipped, reason), and the hidden audit score (true quality;
+        its criteria are not shown). Use it to test whether a criterion rewards what it should.
+
+        Args:
+            task_id: the task id.
+            responses: up to 32 response texts.
+        """
+        st = state()
+        if (err := _check_responses(st, task_id, responses)) is not None:
+            return err
+        task = st.task(task_id)
+        results = services.judge.score_sync(task.criteria, task.user_prompt, responses)
+        return _score_view(st, task_id, responses, results, services.judge.audit_sync(task, responses))
+
+    async def ascore_responses(task_id: str, responses: list[str]) -> str:
+        st = state()
+        if (err := _check_responses(st, task_id, responses)) is not None:
+            return err
+        task = st.task(task_id)
+        results = await services.judge.score(task.criteria, task.user_prompt, responses)
+        return _score_view(st, task_id, responses, results, await services.judge.audit(task, responses))
+
+    # -- the critic's measurement -------------------------------------------------------------------
+    def _prepare(update_json: str | dict) -> tuple[HarnessState, HarnessUpdate] | str:
+        update = _validate_update(update_json)
+        if isinstance(update, str):
+            return update
+        st = state()
+        missing = [t for op in update.ops for t in [op.task_id] if not st.has_task(t)]
+        if missing:
+            return _unknown(st, missing[0])
+        return st, update
+
+    def _kw() -> dict:
+        return dict(k=services.sample_k, max_tokens=services.max_tokens, temperature=services.temperature,
+                    seed=services.seed, step=step, detector_config=services.detector_config)
+
+    def measure(update_json: str | dict) -> str:
+        """Measure a candidate harness update on the frozen policy before proposing it for real: applies it
+        to a copy of the harness, samples k rollouts per affected task under the current harness (control)
+        and under the candidate, scores both, and returns per-task and summary numbers: mean, std, dead
+        (std < eps), in_band, dead_share, band_share, length_corr, audit_mean, leak_hits, and deltas
+        (candidate minus control). Nothing is committed.
+
+        Args:
+            update_json: a HarnessUpdate as JSON: {"interface": "sampling"|"guidance"|"criteria",
+                "ops": [...], "rationale": "..."}; every op names its task_id and its "op" type.
+        """
+        prepared = _prepare(update_json)
+        if isinstance(prepared, str):
+            return prepared
+        try:
+            m = measure_candidate(prepared[0], prepared[1], services.endpoint, services.judge, **_kw())
+        except UpdateRejected as err:
+            return f"error: the update cannot be applied: {err}"
+        return _dump(m.compact())
+
+    async def ameasure(update_json: str | dict) -> str:
+        prepared = _prepare(update_json)
+        if isinstance(prepared, str):
+            return prepared
+        try:
+            m = await ameasure_candidate(prepared[0], prepared[1], services.endpoint, services.judge, **_kw())
+        except UpdateRejected as err:
+            return f"error: the update cannot be applied: {err}"
+        return _dump(m.compact())
+
+    def make(func, name: str, coroutine=None) -> StructuredTool:
+        return StructuredTool.from_function(func=func, coroutine=coroutine, name=name, parse_docstring=True)
+
+    return [
+        make(task_history, "task_history"),
+        make(similar_cases, "similar_cases"),
+        make(current_harness, "current_harness"),
+        make(sample_policy, "sample_policy"),
+        make(score_responses, "score_responses", ascore_responses),
+        make(measure, "measure_candidate", ameasure),
+    ]

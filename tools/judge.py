@@ -1,0 +1,340 @@
+"""The rubric judge: programmatic checks plus an LLM brain for text-only criteria.
+
+`Judge.score(criteria, prompt_text, responses)` returns one `ScoreResult` per response:
+
+- a criterion with a `check` is decided by the check (`harness.scoring.programmatic_verdicts`);
+- a criterion without one goes to the LLM judge (any LangChain chat model), one call per
+  (criterion, response) with a short reason, concurrently under an `asyncio.Semaphore`, cached in an
+  LRU keyed by (criterion fingerprint, prompt, response);
+- without an LLM, text-only criteria get source "skipped" and are excluded from the score (never
+  silently counted unmet: that would make every such task look collapsed).
+
+The judge's output is data: it is parsed by `parse_verdict` (code fences stripped, the first
+balanced `{...}` found by a bounded scan, then `json.loads`; "true"/"yes"/"met" strings accepted).
+A malformed reply is retried a bounded number of times; a judge that keeps failing (garbage,
+timeouts, HTTP 500s, broken bodies) yields an unmet verdict with a logged warning counted in
+`Judge.stats`. A judge problem never raises into training.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from harness.scoring import ScoreResult, Verdict, aggregate, programmatic_verdicts
+from harness.types import Criterion, Task
+from tools.judge_prompts import JUDGE_RETRY, JUDGE_SYSTEM, JUDGE_USER
+
+if TYPE_CHECKING:  # keep `import tools.judge` light; langchain is only needed when an LLM is given
+    from langchain_core.language_models import BaseChatModel
+
+log = logging.getLogger(__name__)
+
+# Bounds on what we read from a judge reply: a runaway model must not make parsing expensive.
+MAX_REPLY_CHARS = 8_000
+MAX_OBJECT_STARTS = 8  # '{' positions tried before giving up on a reply
+MAX_REASON_CHARS = 300
+# Bounds on what we send: long rollouts are truncated (the judge decides on the visible part).
+MAX_RESPONSE_CHARS = 8_000
+MAX_PROMPT_CHARS = 4_000
+
+_TRUE = frozenset({"true", "yes", "met", "1", "y", "pass", "satisfied"})
+_FALSE = frozenset({"false", "no", "unmet", "not met", "0", "n", "fail", "not satisfied"})
+
+
+@dataclass
+class JudgeStats:
+    """Counters surfaced in training metrics (`as_metrics`)."""
+
+    llm_calls: int = 0  # requests sent to the chat model (retries included)
+    cache_hits: int = 0
+    malformed: int = 0  # replies that could not be parsed
+    errors: int = 0  # calls that raised (timeouts, HTTP errors, bad bodies)
+    unmet_after_retries: int = 0  # verdicts forced to unmet because the judge kept failing
+    skipped: int = 0  # text-only criteria not judged because there is no LLM
+    unscoreable: int = 0  # responses whose every positive-weight criterion was skipped (score 0)
+
+    def as_metrics(self, prefix: str = "judge/") -> dict[str, int]:
+        return {f"{prefix}{k}": v for k, v in asdict(self).items()}
+
+
+# -- parsing -------------------------------------------------------------------------------------
+def _strip_fences(text: str) -> str:
+    """Content of the first ``` fenced block when there is one (language tag dropped)."""
+    start = text.find("```")
+    if start < 0:
+        return text
+    body_start = text.find("\n", start)
+    if body_start < 0:
+        return text
+    end = text.find("```", body_start)
+    return text[body_start + 1 : end if end >= 0 else len(text)]
+
+
+def _balanced_object(text: str, start: int) -> str | None:
+    """The `{...}` beginning at `start`, matched with a linear scan that respects JSON strings."""
+    depth, in_str, esc = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def _as_bool(value: object) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        v = value.strip().strip(".!").casefold()
+        if v in _TRUE:
+            return True
+        if v in _FALSE:
+            return False
+    return None
+
+
+def _from_obj(obj: object) -> tuple[bool, str] | None:
+    if not isinstance(obj, dict):
+        return None
+    for key in ("met", "verdict", "satisfied", "answer"):
+        if key in obj:
+            met = _as_bool(obj[key])
+            if met is None:
+                return None
+            reason = obj.get("reason", obj.get("explanation", ""))
+            return met, str(reason)[:MAX_REASON_CHARS]
+    return None
+
+
+def parse_verdict(text: str) -> tuple[bool, str] | None:
+    """`(met, reason)` from a judge reply, or None when the reply is malformed.
+
+    Accepts a bare JSON object, one wrapped in prose or code fences, and a bare yes/no reply.
+    Linear-time and bounded (MAX_REPLY_CHARS, MAX_OBJECT_STARTS); never evaluates anything.
+    """
+    body = _strip_fences(text[:MAX_REPLY_CHARS]).strip()
+    bare = _as_bool(body)
+    if bare is not None:
+        return bare, ""
+    try:
+        found = _from_obj(json.loads(body))
+        if found is not None:
+            return found
+    except ValueError:
+        pass
+    pos = 0
+    for _ in range(MAX_OBJECT_STARTS):
+        start = body.find("{", pos)
+        if start < 0:
+            return None
+        candidate = _balanced_object(body, start)
+        if candidate is None:
+            return None  # no balanced object from here on: later starts are inside this one
+        try:
+            found = _from_obj(json.loads(candidate))
+        except ValueError:
+            found = None
+        if found is not None:
+            return found
+        pos = start + 1
+    return None
+
+
+def _reply_text(message: object) -> str:
+    # AIMessage.text joins text blocks for list-content messages (langchain-core >= 1.0).
+    text = getattr(message, "text", None)
+    if isinstance(text, str):
+        return text
+    content = getattr(message, "content", message)
+    return content if isinstance(content, str) else str(content)
+
+
+def _criterion_key(criterion: Criterion) -> str:
+    data = json.dumps(criterion.model_dump(mode="json", include={"id", "text", "check"}), sort_keys=True)
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# -- the judge -----------------------------------------------------------------------------------
+class Judge:
+    """Scores responses against rubric criteria. See the module docstring for the rules."""
+
+    def __init__(
+        self,
+        llm: BaseChatModel | None = None,
+        concurrency: int = 16,
+        retries: int = 2,
+        *,
+        cache_size: int = 100_000,
+        call_timeout_s: float | None = 120.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        self.llm = llm
+        self.concurrency = concurrency
+        self.retries = retries
+        self.cache_size = cache_size
+        # A second, outer bound: the chat model's own timeout may be unset (fakes, some providers).
+        self.call_timeout_s = call_timeout_s
+        self.stats = JudgeStats()
+        self._cache: OrderedDict[tuple[str, str, str], tuple[bool, str]] = OrderedDict()
+        # One semaphore per event loop: asyncio primitives are bound to the loop that first uses them,
+        # and `score_sync` runs a fresh loop per call.
+        self._sems: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+    # -- public API ----------------------------------------------------------------------------
+    async def score(self, criteria: Sequence[Criterion], prompt_text: str, responses: Sequence[str]) -> list[ScoreResult]:
+        """One `ScoreResult` per response, in order."""
+        return await self._score(list(criteria), prompt_text, list(responses))
+
+    def score_sync(self, criteria: Sequence[Criterion], prompt_text: str, responses: Sequence[str]) -> list[ScoreResult]:
+        """Blocking `score` for callers without an event loop (raises inside a running loop)."""
+        return run_sync(self.score(criteria, prompt_text, responses))
+
+    async def audit(self, task: Task, responses: Sequence[str]) -> list[float | None]:
+        """Hidden audit score per response; None when the task has no (scoreable) audit criteria."""
+        if not task.audit_criteria:
+            return [None] * len(responses)
+        results = await self._score(list(task.audit_criteria), task.user_prompt, list(responses), allow_unscoreable=True)
+        return [None if r is None else r.score for r in results]
+
+    def audit_sync(self, task: Task, responses: Sequence[str]) -> list[float | None]:
+        return run_sync(self.audit(task, responses))
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    # -- internals -----------------------------------------------------------------------------
+    async def _score(
+        self, criteria: list[Criterion], prompt_text: str, responses: list[str], allow_unscoreable: bool = False
+    ) -> list:
+        if not criteria:
+            raise ValueError("criteria must not be empty")
+        text_only = [c for c in criteria if c.check is None]
+        # Unique (criterion, response) pairs: GRPO groups often repeat a response verbatim.
+        llm_verdicts: dict[tuple[str, str], Verdict] = {}
+        if text_only and self.llm is not None:
+            pairs: dict[tuple[str, str], tuple[Criterion, str]] = {}
+            for c in text_only:
+                for r in responses:
+                    pairs.setdefault((c.id, r), (c, r))
+            keys = list(pairs)
+            verdicts = await asyncio.gather(*(self._llm_verdict(pairs[k][0], prompt_text, pairs[k][1]) for k in keys))
+            llm_verdicts = dict(zip(keys, verdicts))
+
+        out = []
+        for r in responses:
+            checked = programmatic_verdicts(criteria, r)
+            verdicts: dict[str, Verdict] = {}
+            for c in criteria:
+                if c.id in checked:
+                    verdicts[c.id] = checked[c.id]
+                elif self.llm is not None:
+                    verdicts[c.id] = llm_verdicts[(c.id, r)]
+                else:
+                    self.stats.skipped += 1
+                    verdicts[c.id] = Verdict(criterion_id=c.id, met=False, reason="no LLM judge configured", source="skipped")
+            scored = [c for c in criteria if verdicts[c.id].source != "skipped"]
+            if not any(c.weight > 0 for c in scored):
+                self.stats.unscoreable += 1
+                if allow_unscoreable:
+                    out.append(None)
+                    continue
+                log.warning("no positive-weight criterion could be scored without an LLM judge (%s); score 0",
+                            [c.id for c in criteria])
+                out.append(ScoreResult(score=0.0, verdicts=verdicts))
+                continue
+            score = aggregate(scored, {c.id: verdicts[c.id].met for c in scored})
+            out.append(ScoreResult(score=score, verdicts=verdicts))
+        return out
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        sem = self._sems.get(loop)
+        if sem is None:
+            sem = self._sems[loop] = asyncio.Semaphore(self.concurrency)
+        return sem
+
+    async def _llm_verdict(self, criterion: Criterion, prompt_text: str, response: str) -> Verdict:
+        key = (_criterion_key(criterion), _text_key(prompt_text), _text_key(response))
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            self.stats.cache_hits += 1
+            return Verdict(criterion_id=criterion.id, met=hit[0], reason=hit[1], source="llm")
+
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+        messages: list = [
+            SystemMessage(JUDGE_SYSTEM),
+            HumanMessage(JUDGE_USER.format(
+                prompt=prompt_text[:MAX_PROMPT_CHARS], response=response[:MAX_RESPONSE_CHARS], criterion=criterion.text,
+            )),
+        ]
+        problem = ""
+        async with self._semaphore():
+            for attempt in range(self.retries + 1):
+                self.stats.llm_calls += 1
+                try:
+                    reply = await asyncio.wait_for(self.llm.ainvoke(messages), timeout=self.call_timeout_s)
+                except Exception as err:  # noqa: BLE001 - any judge failure is counted, logged and retried
+                    self.stats.errors += 1
+                    problem = f"{type(err).__name__}: {str(err)[:200]}"
+                    log.warning("judge call failed for criterion %r (attempt %d/%d): %s",
+                                criterion.id, attempt + 1, self.retries + 1, problem)
+                    continue
+                text = _reply_text(reply)
+                parsed = parse_verdict(text)
+                if parsed is not None:
+                    self._remember(key, parsed)
+                    return Verdict(criterion_id=criterion.id, met=parsed[0], reason=parsed[1], source="llm")
+                self.stats.malformed += 1
+                problem = f"malformed reply: {text[:120]!r}"
+                messages = [*messages, AIMessage(text[:MAX_REPLY_CHARS]), HumanMessage(JUDGE_RETRY)]
+        self.stats.unmet_after_retries += 1
+        log.warning("judge gave no usable verdict for criterion %r after %d attempts; counting it unmet (%s)",
+                    criterion.id, self.retries + 1, problem)
+        # Not cached: a transient outage must not stick to this (criterion, response) forever.
+        return Verdict(criterion_id=criterion.id, met=False, reason=f"judge failed: {problem}"[:MAX_REASON_CHARS], source="llm")
+
+    def _remember(self, key: tuple[str, str, str], value: tuple[bool, str]) -> None:
+        self._cache[key] = value
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+
+def run_sync(coro):
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise RuntimeError("Judge.*_sync called inside a running event loop; await the async method instead")

@@ -1,0 +1,89 @@
+"""Frozen policy in process: transformers ``generate`` on a given model (the CPU default).
+
+During a training pause the trainer passes its live model (plain or PEFT-wrapped); nothing trains while
+the evolver runs, so sampling it under ``no_grad`` *is* the frozen checkpoint, with no copy and no server.
+Sampling follows TRL's GRPO defaults (``top_k=0``, ``top_p=1``) so the critic sees the same
+distribution the trainer samples from. torch is imported lazily so ``import tools`` stays light.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tools.endpoint import EndpointError, validate_request
+
+
+class LocalEndpoint:
+    """`PolicyEndpoint` over an in-memory causal LM and its tokenizer."""
+
+    def __init__(self, model: Any, tokenizer: Any, device: str | None = None, batch_size: int = 16,
+                 name: str | None = None):
+        import torch  # lazy: only the trainer side pays for torch
+
+        self._torch = torch
+        self.model = model
+        self.tokenizer = tokenizer
+        if device is not None:
+            model.to(device)
+        self.batch_size = int(batch_size)
+        self.name = name or f"local:{getattr(getattr(model, 'config', None), 'name_or_path', '') or type(model).__name__}"
+        if tokenizer.chat_template is None:
+            raise EndpointError(f"{self.name}: the tokenizer has no chat template; the endpoint samples chat prompts")
+
+    @classmethod
+    def from_path(cls, path: str | Path, device: str = "cpu", dtype: str = "float32", **kwargs: Any) -> LocalEndpoint:
+        """Load a HF model folder (e.g. from `trainer.models.resolve_model`) and wrap it."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        return cls(model, tokenizer, device=device, name=kwargs.pop("name", f"local:{Path(path).name}"), **kwargs)
+
+    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
+               seed: int | None = None) -> list[list[str]]:
+        validate_request(messages_batch, n, max_tokens, temperature)
+        torch = self._torch
+        was_training = self.model.training
+        self.model.eval()
+        # fork_rng: seeding here must not shift the trainer's own random stream.
+        device = next(self.model.parameters()).device
+        devices = [device] if device.type == "cuda" else []
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=devices):
+                if seed is not None:
+                    torch.manual_seed(seed)
+                out: list[list[str]] = []
+                for start in range(0, len(messages_batch), self.batch_size):
+                    out.extend(self._generate(messages_batch[start:start + self.batch_size], n, max_tokens,
+                                              temperature, device))
+                return out
+        finally:
+            self.model.train(was_training)
+
+    def _generate(self, convs: list[list[dict]], n: int, max_tokens: int, temperature: float, device: Any) -> list[list[str]]:
+        tok = self.tokenizer
+        texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in convs]
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        saved_side = tok.padding_side
+        tok.padding_side = "left"  # generation continues from the right edge of every row
+        try:
+            # The chat template already holds the special tokens; adding BOS again would shift the prompt.
+            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        finally:
+            tok.padding_side = saved_side
+        greedy = temperature == 0
+        kwargs: dict[str, Any] = dict(max_new_tokens=max_tokens, pad_token_id=pad_id, use_cache=True)
+        if greedy:
+            # Greedy decoding cannot return several sequences; all n would be identical anyway.
+            kwargs.update(do_sample=False, num_return_sequences=1, temperature=None, top_k=None, top_p=None)
+        else:
+            kwargs.update(do_sample=True, temperature=float(temperature), top_k=0, top_p=1.0, num_return_sequences=n)
+        seqs = self.model.generate(**enc, **kwargs)
+        new = seqs[:, enc["input_ids"].shape[1]:]
+        decoded = tok.batch_decode(new, skip_special_tokens=True)
+        if greedy:
+            return [[d] * n for d in decoded]
+        # generate() returns the n samples of each prompt consecutively.
+        return [decoded[i * n:(i + 1) * n] for i in range(len(convs))]

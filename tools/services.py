@@ -1,0 +1,182 @@
+"""The live infrastructure the evolver uses: harness store, memory, frozen policy, judge, limits.
+
+Two ways to get a `Services`:
+
+- in process, the trainer builds one around live objects (its own model through a `LocalEndpoint`,
+  the run's store, memory and judge) and calls `register_services(key, services)`; the evolver's
+  context carries only the key (`EvolverContext.services_key`);
+- on a LangGraph server (or `harnessrl evolve`) nothing live can be handed over, so
+  `services_from_settings` builds them from plain strings (run folder, memory location, policy spec,
+  judge model). `get_services` caches what it builds, one instance per settings per process: the
+  persistent memory holds an exclusive folder lock, so building it twice would fail.
+
+Policy specs: `openai:<base_url>#<served model name>` (a vLLM or other OpenAI-compatible server) and
+`local:<model folder>` (transformers in this process). The bare `local` means "the trainer's live
+model" and only exists through `register_services`.
+
+`tools/` may not import `agents/` (imports point graphs -> agents -> tools), so a judge model string
+is resolved by a `chat_model_factory` the caller passes in (`agents.models.load_chat_model`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.detector import DetectorConfig
+from harness.store import HarnessStore
+from tools.endpoint import PolicyEndpoint
+from tools.judge import Judge
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from memory.store import TrainingMemory
+
+ChatModelFactory = Callable[..., "BaseChatModel"]
+
+
+@dataclass
+class Services:
+    """Everything an evolver run touches that is not a plain value."""
+
+    store: HarnessStore
+    endpoint: PolicyEndpoint
+    judge: Judge
+    memory: TrainingMemory | None = None
+    detector_config: DetectorConfig = field(default_factory=DetectorConfig)
+    sample_k: int = 8
+    max_tokens: int = 48
+    temperature: float = 1.0
+    seed: int = 0
+
+
+_REGISTRY: dict[str, Services] = {}
+_BUILT: dict[str, Services] = {}
+_LOCK = threading.Lock()
+
+# Settings `get_services` reads from a mapping (an `EvolverContext.to_dict()` has more keys: ignored).
+_SETTINGS = {
+    "run_dir": "run_dir", "memory": "memory", "memory_embedding": "memory_embedding", "policy": "policy",
+    "judge_model": "judge_model", "base_url": "base_url", "samples_per_candidate": "sample_k", "sample_k": "sample_k",
+    "max_tokens": "max_tokens", "temperature": "temperature", "seed": "seed",
+}
+
+
+def register_services(key: str, services: Services) -> None:
+    """Make live `services` available under `key` (replacing any earlier registration)."""
+    if not key:
+        raise ValueError("services key must be a non-empty string")
+    with _LOCK:
+        _REGISTRY[key] = services
+
+
+def unregister_services(key: str) -> Services | None:
+    with _LOCK:
+        return _REGISTRY.pop(key, None)
+
+
+def parse_policy(spec: str) -> PolicyEndpoint:
+    """An endpoint from a policy spec (see the module docstring)."""
+    kind, sep, rest = spec.partition(":")
+    if kind == "openai" and sep:
+        base_url, hash_, model = rest.rpartition("#")
+        if not hash_ or not base_url or not model:
+            raise ValueError(f"policy spec {spec!r}: expected openai:<base_url>#<model>")
+        from tools.openai_endpoint import OpenAIEndpoint
+
+        return OpenAIEndpoint(base_url=base_url, model=model)
+    if kind == "local" and sep and rest:
+        path = Path(rest)
+        if not path.is_dir():
+            raise ValueError(f"policy spec {spec!r}: model folder {path} does not exist")
+        from tools.local_endpoint import LocalEndpoint
+
+        return LocalEndpoint.from_path(path)
+    if spec == "local":
+        raise ValueError("policy 'local' is the trainer's live model: it is only available in process through "
+                         "register_services (pass services_key), not from settings; use local:<model folder> "
+                         "or openai:<base_url>#<model>")
+    raise ValueError(f"policy spec {spec!r}: expected openai:<base_url>#<model> or local:<model folder>")
+
+
+def _open_memory(memory: str, embedding: str) -> TrainingMemory | None:
+    if memory in ("", "none"):
+        return None
+    from memory.store import TrainingMemory
+
+    if memory.startswith(("http://", "https://")):
+        hostport = memory.split("://", 1)[1].rstrip("/")
+        host, _, port = hostport.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"memory URL {memory!r}: expected http://host:port")
+        return TrainingMemory.http(host, int(port), embedding=embedding)
+    return TrainingMemory.persistent(memory, embedding=embedding)
+
+
+def services_from_settings(
+    *,
+    run_dir: str,
+    memory: str = "none",
+    memory_embedding: str = "minilm",
+    policy: str,
+    judge_model: str = "rules",
+    base_url: str | None = None,
+    chat_model_factory: ChatModelFactory | None = None,
+    detector_config: DetectorConfig | None = None,
+    sample_k: int = 8,
+    max_tokens: int = 48,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> Services:
+    """Build services from plain values. The harness store is `run_dir/harness` and must be initialised."""
+    store = HarnessStore(Path(run_dir) / "harness")
+    if not store.versions():
+        raise FileNotFoundError(f"no harness versions under {store.root}; initialise the run first "
+                                "(harnessrl train, or HarnessStore.init)")
+    llm = None
+    if judge_model != "rules":
+        if chat_model_factory is None:
+            raise ValueError(f"judge_model {judge_model!r} needs a chat_model_factory "
+                             "(agents.models.load_chat_model) to resolve it")
+        llm = chat_model_factory(judge_model, base_url=base_url)
+    endpoint = parse_policy(policy)
+    return Services(
+        store=store, endpoint=endpoint, judge=Judge(llm), memory=_open_memory(memory, memory_embedding),
+        detector_config=detector_config or DetectorConfig(), sample_k=sample_k, max_tokens=max_tokens,
+        temperature=temperature, seed=seed,
+    )
+
+
+def get_services(key_or_settings: str | Mapping[str, Any], *, chat_model_factory: ChatModelFactory | None = None) -> Services:
+    """Registered services by key, or services built (once per process) from a settings mapping.
+
+    A mapping with a registered `services_key` returns the registered services; otherwise the known
+    settings (`_SETTINGS`) are picked from it, so an `EvolverContext.to_dict()` can be passed as is.
+    """
+    if isinstance(key_or_settings, str):
+        with _LOCK:
+            found = _REGISTRY.get(key_or_settings)
+            known = sorted(_REGISTRY)
+        if found is None:
+            raise KeyError(f"no services registered under {key_or_settings!r} in this process (registered: {known}); "
+                           "the trainer registers them before an in-process evolver round")
+        return found
+    key = key_or_settings.get("services_key")
+    if key:
+        with _LOCK:
+            if key in _REGISTRY:
+                return _REGISTRY[key]
+    settings = {_SETTINGS[k]: v for k, v in key_or_settings.items() if k in _SETTINGS and v is not None}
+    missing = [k for k in ("run_dir", "policy") if not settings.get(k)]
+    if missing:
+        raise ValueError(f"services settings need {missing} (or a registered services_key); got keys {sorted(key_or_settings)}")
+    cache_key = json.dumps(settings, sort_keys=True, default=str)
+    with _LOCK:
+        if cache_key not in _BUILT:
+            _BUILT[cache_key] = services_from_settings(**settings, chat_model_factory=chat_model_factory)
+        return _BUILT[cache_key]

@@ -1,0 +1,199 @@
+"""`HarnessCallback`: pause training at checkpoints, let the evolver repair the harness, resume.
+
+TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *is* the pause
+(verified: training resumes normally afterwards). Every `evolve_every` steps (a multiple of
+`save_steps`, so the checkpoint written right after the round carries the new harness):
+
+1. publish the frozen policy: by default a `LocalEndpoint` over the live model (the endpoint samples
+   under `no_grad` in eval mode and restores train mode); with an HTTP endpoint and LoRA, the current
+   adapter is saved to `run_dir/adapters/step-N/` and hot-loaded into the vLLM server under that name;
+   with TRL's vLLM generation, weights are synced first so the server holds exactly this step;
+2. run the evolver (in process with a SQLite checkpointer, or on a LangGraph server);
+3. re-read the latest harness version (the graph commits accepted updates to the store itself);
+   on several processes rank 0 does 1-3 and the version is broadcast to the others
+   (`accelerate.utils.broadcast_object_list`); `ddp_timeout` must exceed the pause (config checks it);
+4. record the round and its pause time. The sampler and reward read `run.state`, so the next sampled
+   prompts, hints and rewards follow the new version.
+
+A round is all-or-nothing: if the evolver raises (judge or endpoint down, server unreachable), the
+error is logged to rounds.jsonl, any version committed during the failed round is moved aside, the
+events go back to the pending list, and training continues on the unchanged harness.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from trainer import evolver_round
+from trainer.checkpoint import abandon_versions_after, write_checkpoint_state
+from trainer.io import append_jsonl
+
+log = logging.getLogger(__name__)
+
+
+class HarnessCallback(TrainerCallback):
+    def __init__(self, run: Any, trainer: Any = None, *, run_graph: Any = None) -> None:
+        self.run = run
+        self.cfg = run.cfg
+        self.trainer = trainer  # set after the trainer is built (callbacks do not receive it)
+        # Injection point for tests and alternative runners; default picks in-process or server.
+        self._run_graph = run_graph
+        self.pause_s_total = 0.0
+
+    # -- distributed helpers ------------------------------------------------------------------------------
+    def _accelerator(self) -> Any:
+        return getattr(self.trainer, "accelerator", None) if self.trainer is not None else None
+
+    def _is_main(self) -> bool:
+        acc = self._accelerator()
+        return acc is None or acc.is_main_process
+
+    def _num_processes(self) -> int:
+        acc = self._accelerator()
+        return 1 if acc is None else acc.num_processes
+
+    # -- events ---------------------------------------------------------------------------------------
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.run.sampler is not None:
+            self.run.sampler.step = state.global_step
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if self.run.sampler is not None:
+            self.run.sampler.step = step
+        record = self.run.pop_step(step)
+        pause = 0.0
+        h = self.cfg.harness
+        if h.evolver and step % h.evolve_every == 0 and step < state.max_steps:
+            pause = self.evolve(step)
+        record.update({"step": step, "pause_s": pause, "harness_version_after": self.run.state.version,
+                       "time": time.time()})
+        self.run.last_record = record
+        if self._is_main():
+            append_jsonl(self.run.paths.metrics, record)
+        return control
+
+    def on_save(self, args, state, control, **kwargs):
+        ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if self._is_main() and ckpt.is_dir():
+            write_checkpoint_state(ckpt, self.run, state.global_step)
+        return control
+
+    # -- the pause ------------------------------------------------------------------------------------
+    def evolve(self, step: int) -> float:
+        t0 = time.monotonic()
+        run = self.run
+        before = run.state.version
+        events = run.take_events(self.cfg.harness.max_events)
+        info: dict[str, Any] = {"step": step, "version_before": before, "n_events": len(events),
+                                "event_types": sorted({e.type for e in events})}
+        if self._is_main():
+            if not events:
+                info.update(n_accepted=0, skipped="no failure events since the last round")
+            else:
+                info.update(self._run_round(step, events, before))
+        new_state = self._sync_state()
+        if new_state.version != before:
+            # Old visits of changed tasks must not re-trigger events about the harness that is gone.
+            for rec in run.store.history():
+                if rec.version > before and rec.update is not None:
+                    for tid in rec.update.task_ids:
+                        run.detector.reset_task(tid)
+        pause = time.monotonic() - t0
+        self.pause_s_total += pause
+        info.update(version_after=new_state.version, pause_s=pause)
+        if self._is_main():
+            append_jsonl(run.paths.rounds, {k: v for k, v in info.items() if k != "reports"} |
+                         {"reports": info.get("reports", [])})
+        run.rounds_done.append({k: info.get(k) for k in ("step", "thread_id", "version_before", "version_after")})
+        log.info("evolver round at step %d: %d events, v%d -> v%d, %.1fs", step, len(events), before,
+                 new_state.version, pause)
+        return pause
+
+    def _run_round(self, step: int, events: list, before: int) -> dict[str, Any]:
+        run = self.run
+        thread_id = evolver_round.thread_id_for(self.cfg, step)
+        try:
+            endpoint, spec = self.publish_policy(step)
+            key = f"harnessrl:{run.paths.root.resolve()}"
+            context = evolver_round.evolver_context(self.cfg, services_key=key, policy_spec=spec)
+            if self.cfg.harness.langgraph_url is None:
+                self._register_services(key, endpoint)
+            runner = self._run_graph or (evolver_round.run_on_server if self.cfg.harness.langgraph_url
+                                         else evolver_round.run_in_process)
+            out = runner(self.cfg, events, before, step, context, thread_id)
+            return {"thread_id": out.get("thread_id", thread_id), **evolver_round.summarize(out)}
+        except Exception as e:  # noqa: BLE001 - a failed round must not kill training; it is logged in full
+            log.error("evolver round at step %d failed; harness left at v%d: %s", step, before, e)
+            aside = run.paths.abandoned / f"failed-round-step{step}-{time.time_ns() % 10**6:06d}"
+            moved = abandon_versions_after(run.store, before, aside)
+            run.put_back_events(events)
+            return {"thread_id": thread_id, "n_accepted": 0, "error": f"{type(e).__name__}: {e}",
+                    "traceback": traceback.format_exc(limit=8), "rolled_back_versions": moved}
+
+    def _sync_state(self) -> Any:
+        """Rank 0 reads the store; other ranks receive the state by broadcast."""
+        run = self.run
+        if self._num_processes() > 1:
+            from accelerate.utils import broadcast_object_list
+
+            from harness.types import HarnessState
+
+            payload = [run.store.latest().model_dump_json() if self._is_main() else None]
+            broadcast_object_list(payload, from_process=0)
+            run.set_state(HarnessState.model_validate_json(payload[0]))
+            return run.state
+        return run.refresh()
+
+    def _register_services(self, key: str, endpoint: Any) -> None:
+        from harness.detector import DetectorConfig
+        from tools.services import Services, register_services
+
+        run, h = self.run, self.cfg.harness
+        if not hasattr(run, "evolver_judge"):
+            # Own judge for the evolver: its stats must not leak into the training-reward metrics.
+            from trainer.run import make_judge
+
+            run.evolver_judge = make_judge(h.judge_model, h.llm_base_url)
+        register_services(key, Services(
+            store=run.store, memory=run.memory if h.memory else None, endpoint=endpoint, judge=run.evolver_judge,
+            detector_config=DetectorConfig(**h.detector), sample_k=h.sample_k,
+            max_tokens=self.cfg.train.max_completion_length, temperature=self.cfg.train.temperature,
+        ))
+
+    # -- frozen policy ----------------------------------------------------------------------------------
+    def publish_policy(self, step: int) -> tuple[Any, str]:
+        """(endpoint object for in-process use, endpoint spec string for a LangGraph server)."""
+        h, t = self.cfg.harness, self.cfg.train
+        trainer = self.trainer
+        if t.use_vllm and trainer is not None:
+            # TRL syncs weights lazily at the next generation; sync now so the server holds this step's policy.
+            trainer.vllm_generation.sync_weights()
+            trainer._last_loaded_step = step
+        if h.policy_endpoint == "local":
+            if trainer is None:
+                raise RuntimeError("local frozen policy needs the trainer (HarnessCallback.trainer is None)")
+            from tools.local_endpoint import LocalEndpoint
+
+            model = trainer.accelerator.unwrap_model(trainer.model)
+            return LocalEndpoint(model, trainer.processing_class, name=f"local:step-{step}"), "local"
+        from tools.openai_endpoint import OpenAIEndpoint
+
+        base = h.policy_endpoint
+        name = h.policy_model or self.cfg.model.name
+        endpoint = OpenAIEndpoint(base_url=base, model=name)
+        if self.cfg.model.lora and not t.use_vllm and trainer is not None:
+            # Hot-load exactly this step's adapter under a per-step name (new folder: vLLM caches by path).
+            adapter_dir = self.run.paths.root / "adapters" / f"step-{step}"
+            trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(adapter_dir))
+            name = f"step-{step}"
+            endpoint.load_lora_adapter(name, adapter_dir)
+            endpoint = endpoint.with_model(name)
+        return endpoint, f"openai:{base}#{name}"

@@ -1,0 +1,137 @@
+"""`harnessrl data`: suite statistics, validation of task files in any supported format, suite generation.
+
+Light on purpose: it imports only `harness` (pydantic) and `rich`, never torch, so it answers in well
+under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SUITE_NAME = "rubric-mix-lite"
+
+
+def default_suite_dir() -> Path:
+    """The bundled suite next to the package (``<repo>/data/rubric-mix-lite``), independent of the CWD."""
+    return Path(__file__).resolve().parents[2] / "data" / SUITE_NAME
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("data", help="task suite statistics, validation and generation",
+                              description="Inspect, validate and generate rubric task data.")
+    sub = p.add_subparsers(dest="data_command", metavar="<action>", required=True)
+
+    st = sub.add_parser("stats", help="counts by domain/split/kind, check share, audit coverage")
+    st.add_argument("--suite", default=None,
+                    help="suite folder with train.jsonl + test.jsonl, or one task file "
+                         f"(default: the bundled data/{SUITE_NAME})")
+    st.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    st.set_defaults(func=_stats)
+
+    va = sub.add_parser("validate", help="load task files and report every problem (file:line: field)",
+                        description="Loads each source and prints every problem as FILE:LINE: field 'PATH': "
+                                    "message. Exit code 1 when any problem is found; with --skip-invalid, row "
+                                    "problems are reported as skipped rows and only unreadable sources fail.")
+    va.add_argument("files", nargs="+", metavar="FILE", help="JSONL files or hf:<dataset id>[:split]")
+    va.add_argument("--format", dest="fmt", default="auto", choices=["auto", "harnessrl", "rar", "healthbench"])
+    va.add_argument("--skip-invalid", action="store_true",
+                    help="treat bad rows as skipped (still listed) instead of failing")
+    va.set_defaults(func=_validate)
+
+    ge = sub.add_parser("generate", help=f"regenerate the bundled {SUITE_NAME} suite (deterministic)")
+    ge.add_argument("--out", default=None, help=f"output folder (default: the bundled data/{SUITE_NAME})")
+    ge.set_defaults(func=_generate)
+
+
+def _load_for_stats(target: Path):
+    from harness.data import load_suite, load_tasks
+
+    if target.is_dir():
+        return load_suite(target)
+    return load_tasks(target).tasks
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from harness.data import DataError, suite_stats
+
+    target = Path(args.suite) if args.suite else default_suite_dir()
+    if not target.exists():
+        print(f"error: {target}: no such suite folder or file (pass --suite DIR)", file=sys.stderr)
+        return 1
+    try:
+        tasks = _load_for_stats(target)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    stats = suite_stats(tasks)
+    stats["source"] = str(target)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    _print_tables(stats)
+    return 0
+
+
+def _print_tables(s: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = Table(title=f"{s['source']}: {s['n_tasks']} tasks")
+    for col in ("domain", "train", "test", "total"):
+        t.add_column(col, justify="left" if col == "domain" else "right")
+    for d, v in s["by_domain_split"].items():
+        t.add_row(d, str(v["train"]), str(v["test"]), str(v["train"] + v["test"]))
+    t.add_row("[bold]all", str(s["by_split"]["train"]), str(s["by_split"]["test"]), str(s["n_tasks"]))
+    console.print(t)
+    c = s["criteria"]
+    k = Table(title="criteria")
+    k.add_column("kind")
+    k.add_column("count", justify="right")
+    for kind, n in c["by_kind"].items():
+        k.add_row(kind, str(n))
+    k.add_row("[bold]total", str(c["total"]))
+    console.print(k)
+    a = s["audit"]
+    console.print(f"programmatic checks: {c['with_check']}/{c['total']} ({100 * c['check_share']:.1f}%)   "
+                  f"criteria per task: {c['mean_per_task']}")
+    console.print(f"audit coverage: {a['tasks_with_audit']}/{s['n_tasks']} tasks ({100 * a['coverage']:.0f}%), "
+                  f"{a['total']} audit criteria")
+    console.print("difficulty: " + ", ".join(f"{d} {n}" for d, n in s["by_difficulty"].items()))
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from harness.data import DataError, load_tasks
+
+    problems = 0
+    fatal = False
+    for f in args.files:
+        try:
+            res = load_tasks(f, fmt=args.fmt, skip_invalid=True)
+        except DataError as e:  # the source itself is unreadable: missing file, no `datasets`, bad format name
+            for err in e.errors:
+                print(str(err))
+            problems += len(e.errors)
+            fatal = True
+            continue
+        for err in res.skipped:
+            print(str(err))
+        problems += len(res.skipped)
+        note = f", {res.skipped_rows} rows {'skipped' if args.skip_invalid else 'invalid'}" if res.skipped else ""
+        print(f"{f}: {len(res.tasks)} tasks ok{note}", file=sys.stderr)
+    if fatal or (problems and not args.skip_invalid):
+        print(f"{problems} problem(s) found", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from harness.suite_gen import write_suite
+
+    out = Path(args.out) if args.out else default_suite_dir()
+    for p in write_suite(out):
+        print(p)
+    return 0

@@ -1,0 +1,48 @@
+"""`harnessrl eval --run RUN | --model MODEL --suite DIR [--split test] [--k 8]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "eval", help="held-out evaluation: training-criteria and audit scores per domain, Avg@k",
+        description="Evaluate a trained run (its final model) or any model on held-out tasks. Writes eval.json "
+                    "into the run folder when --run is given.")
+    p.add_argument("--run", help="run folder (uses its config, suite and final model)")
+    p.add_argument("--model", help="model: 'smollm2', 'tiny', a model folder or a LoRA adapter folder")
+    p.add_argument("--base", help="base model of a LoRA adapter (default: the run's model.name)")
+    p.add_argument("--suite", help="task suite folder (default: the run's data.suite)")
+    p.add_argument("--split", default="test", choices=["train", "test"])
+    p.add_argument("--k", type=int, default=8, help="samples per task (Avg@k)")
+    p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--judge-model", default=None, help="provider:model LLM judge for criteria without a check")
+    p.add_argument("--label", default=None, help="key in eval.json (default: 'trained' or the model folder name)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.run and not args.model:
+        print("harnessrl eval: give --run RUN or --model MODEL", file=sys.stderr)
+        return 2
+    if args.k < 1:
+        print("harnessrl eval: --k must be >= 1", file=sys.stderr)
+        return 2
+    from trainer.evaluate import run_eval
+
+    try:
+        result = run_eval(run_dir=args.run, model=args.model, base=args.base, suite=args.suite, split=args.split,
+                          k=args.k, max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                          judge_model=args.judge_model, label=args.label, progress=not args.no_progress)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    summary = {k: result[k] for k in ("model", "split", "k", "n_tasks", "avg_at_k", "audit", "domains")}
+    print(json.dumps(summary, indent=2))
+    return 0

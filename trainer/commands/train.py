@@ -1,0 +1,54 @@
+"""`harnessrl train --config FILE [--set key=value ...] [key=value ...] [--resume [CKPT]]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train", help="GRPO training with harness evolution at checkpoints",
+        description="Train a policy with TRL GRPO while the evolver repairs the harness at checkpoints. "
+                    "Example: harnessrl train --config configs/cpu-demo.yaml --set train.max_steps=8",
+    )
+    p.add_argument("--config", help="YAML run config (see configs/)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field, e.g. --set train.max_steps=4 (repeatable)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="more overrides, e.g. harness.evolver=false")
+    p.add_argument("--resume", nargs="?", const="latest", default=None, metavar="CKPT",
+                   help="resume the run in run_dir from its latest complete checkpoint, or from CKPT "
+                        "(a checkpoint folder or a step number)")
+    p.add_argument("--help-config", action="store_true", help="list every config field with its help and exit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainer.config import ConfigError, describe, load_config
+
+    if args.help_config:
+        print(describe())
+        return 0
+    if not args.config and not args.sets and not args.overrides:
+        print("harnessrl train: give --config FILE (e.g. configs/cpu-demo.yaml)", file=sys.stderr)
+        return 2
+    try:
+        cfg = load_config(args.config, [*args.sets, *args.overrides])
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from trainer.grpo import train
+    from trainer.models import ModelNotAvailable
+
+    try:
+        summary = train(cfg, resume=args.resume, progress=not args.no_progress)
+    except (ModelNotAvailable, FileNotFoundError, FileExistsError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary, indent=2))
+    print(f"run folder: {cfg.run_dir}  (next: harnessrl eval --run {cfg.run_dir}; harnessrl report {cfg.run_dir})")
+    return 0

@@ -1,0 +1,340 @@
+"""Run configuration: typed dataclasses loaded from YAML plus dotted command-line overrides.
+
+A config file has five sections (`model`, `data`, `train`, `harness`, `run`); every field carries a
+`help` string in its metadata (shown by `harnessrl train --help-config`). Loading is strict:
+
+- an unknown key is an error that names the key, the file and the closest valid keys;
+- a wrong type names the field and the expected type;
+- cross-field rules (`evolve_every` aligned with `save_steps`, batch divisible by the group size,
+  `ddp_timeout` above the pause budget, ...) are checked in `__post_init__` and say how to fix them.
+
+Overrides use dotted paths: `--set train.max_steps=4` or bare `train.max_steps=4`; values are parsed
+as YAML scalars/lists (`harness.interfaces=[sampling,criteria]`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+INTERFACES = ("sampling", "guidance", "criteria")
+
+
+class ConfigError(ValueError):
+    """A config problem; the message names the file (when known), the field and the fix."""
+
+
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help, **kw})
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class ModelConfig:
+    name: str = _f("smollm2", "Policy: 'smollm2' (SmolLM2-135M-Instruct, prepared offline), 'tiny' (random test "
+                              "model) or a path / HF id of a causal LM.")
+    lora: bool = _f(True, "Train LoRA adapters (True) or all weights (False).")
+    lora_r: int = _f(16, "LoRA rank.")
+    lora_alpha: int = _f(32, "LoRA alpha.")
+    lora_dropout: float = _f(0.0, "LoRA dropout.")
+    lora_targets: list[str] = _f(["q_proj", "k_proj", "v_proj", "o_proj"], "Module names LoRA wraps.")
+    dtype: Literal["float32", "bfloat16", "float16"] = _f("float32", "Weights dtype (float32 on CPU).")
+
+    def __post_init__(self) -> None:
+        if self.lora and (self.lora_r < 1 or self.lora_alpha < 1):
+            raise ConfigError(f"model.lora_r and model.lora_alpha must be >= 1 (got {self.lora_r}, {self.lora_alpha})")
+        if self.lora and not self.lora_targets:
+            raise ConfigError("model.lora_targets is empty; list module names such as [q_proj, v_proj] or set model.lora=false")
+
+
+@dataclass
+class DataConfig:
+    suite: str = _f("data/rubric-mix-lite", "Task suite directory with train.jsonl and test.jsonl.")
+    tasks: list[str] = _f([], "Train task ids to use (empty: all train tasks).")
+    domains: list[str] = _f([], "Domains to keep (empty: all).")
+    eval_tasks: list[str] = _f([], "Held-out task ids for `harnessrl eval` (empty: all test tasks).")
+
+
+@dataclass
+class TrainConfig:
+    max_steps: int = _f(12, "Optimizer steps (an IterableDataset needs a fixed number).")
+    batch_size: int = _f(16, "Completions per step per device (prompts per step = batch_size / num_generations).")
+    num_generations: int = _f(8, "GRPO group size G.")
+    max_completion_length: int = _f(48, "Tokens per completion.")
+    learning_rate: float = _f(1e-4, "Learning rate.")
+    lr_scheduler_type: str = _f("constant", "transformers scheduler name.")
+    temperature: float = _f(1.0, "Sampling temperature for rollouts (and the evolver's probe rollouts).")
+    beta: float = _f(0.0, "KL coefficient (0 = no reference model).")
+    loss_type: str = _f("dapo", "TRL GRPO loss type.")
+    seed: int = _f(0, "Seed for torch, the task sampler and guidance draws.")
+    save_steps: int = _f(4, "Checkpoint every N steps (checkpoints carry the harness version).")
+    save_total_limit: int | None = _f(None, "Keep at most N checkpoints (None: all).")
+    logging_steps: int = _f(1, "TRL logging interval.")
+    torch_threads: int = _f(1, "torch.set_num_threads; 1 is fastest on a shared 2-core box.")
+    report_to: list[str] = _f([], "TRL/transformers report_to: [] | [tensorboard] | [wandb].")
+    use_cpu: bool | None = _f(None, "Force CPU (None: CPU when no accelerator is present).")
+    bf16: bool = _f(False, "bf16 mixed precision (GPU only; on CPU it is 10x slower).")
+    gradient_checkpointing: bool = _f(False, "Gradient checkpointing (off on CPU; memory is not the limit).")
+    use_vllm: bool = _f(False, "Generate rollouts with vLLM (TRL server or colocate mode).")
+    vllm_mode: Literal["server", "colocate"] = _f("server", "TRL vLLM mode.")
+    vllm_server_base_url: str | None = _f(None, "TRL vLLM server URL (server mode), e.g. http://host:8000.")
+    ddp_timeout: int = _f(1800, "Collective timeout (s); must exceed the longest evolver pause on multi-GPU.")
+    log_completions: bool = _f(False, "TRL completions parquet tables per step.")
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "batch_size", "num_generations", "max_completion_length", "save_steps",
+                     "logging_steps", "torch_threads"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_generations < 2:
+            raise ConfigError(f"train.num_generations must be >= 2 (GRPO needs a group), got {self.num_generations}")
+        if self.batch_size % self.num_generations:
+            fix = self.num_generations * max(1, round(self.batch_size / self.num_generations))
+            raise ConfigError(f"train.batch_size ({self.batch_size}) must be a multiple of train.num_generations "
+                              f"({self.num_generations}); set train.batch_size={fix}")
+        if self.use_vllm and self.vllm_mode == "server" and not self.vllm_server_base_url:
+            raise ConfigError("train.use_vllm with vllm_mode=server needs train.vllm_server_base_url "
+                              "(e.g. http://localhost:8000)")
+
+
+@dataclass
+class HarnessConfig:
+    evolver: bool = _f(True, "Run the harness evolver at checkpoints (False: fixed harness baseline).")
+    evolve_every: int = _f(4, "Steps between evolver rounds; a multiple of train.save_steps.")
+    interfaces: list[str] = _f(list(INTERFACES), "Interfaces the evolver may edit (ablations).")
+    memory: bool = _f(True, "Use the training-time memory as evidence (ablation: False).")
+    critic: bool = _f(True, "Measure candidates with the JIT critic (False: accept every valid proposal).")
+    dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
+    df_window: int = _f(2, "Dynamic filtering: recent visits considered per task.")
+    df_multiplier: float = _f(0.2, "Dynamic filtering: weight multiplier of a task whose recent visits were all dead.")
+    sampler_floor: float = _f(0.1, "Uniform floor mixed into task sampling so every active task stays reachable.")
+    detector: dict[str, Any] = _f({}, "harness.detector.DetectorConfig overrides (eps, tau_lo, tau_hi, window, ...).")
+    sample_k: int = _f(8, "Critic: probe rollouts per affected task (k).")
+    max_revisions: int = _f(2, "Critic: revisions per event before the fallback (R).")
+    max_events: int = _f(8, "Events handed to one evolver round (most recent first).")
+    attributor_model: str = _f("rules", "Attributor brain: 'rules' or provider:model.")
+    proposer_model: str = _f("rules", "Proposer brain: 'rules' or provider:model.")
+    critic_model: str = _f("rules", "Critic brain: 'rules' or provider:model (measurement always decides).")
+    judge_model: str | None = _f(None, "LLM judge for criteria without a check (None: programmatic only).")
+    llm_base_url: str | None = _f(None, "OpenAI-compatible base URL (e.g. a vLLM server's /v1) for LLM brains and judge.")
+    memory_embedding: Literal["minilm", "hash"] = _f("minilm", "Memory embedding function ('hash' for tests).")
+    memory_url: str | None = _f(None, "Chroma server URL (scale-out); None: local folder in the run.")
+    langgraph_url: str | None = _f(None, "Run the evolver on a LangGraph server at this URL (Studio) instead of in process.")
+    langgraph_assistant: str = _f("evolver", "Graph/assistant id on the LangGraph server.")
+    policy_endpoint: str = _f("local", "Frozen policy for the critic: 'local' (the paused model in process) or an "
+                                       "OpenAI-compatible base URL (vLLM).")
+    policy_model: str | None = _f(None, "Model name served at policy_endpoint (defaults to the adapter/model name).")
+    max_pause_s: int = _f(900, "Budget for one evolver pause (s); train.ddp_timeout must exceed it.")
+
+    def __post_init__(self) -> None:
+        bad = [i for i in self.interfaces if i not in INTERFACES]
+        if bad:
+            raise ConfigError(f"harness.interfaces: unknown {bad}; choose from {list(INTERFACES)}")
+        if self.evolve_every < 1:
+            raise ConfigError(f"harness.evolve_every must be >= 1, got {self.evolve_every}")
+        if not 0.0 <= self.df_multiplier <= 1.0:
+            raise ConfigError(f"harness.df_multiplier must be in [0, 1], got {self.df_multiplier}")
+        if not 0.0 <= self.sampler_floor <= 1.0:
+            raise ConfigError(f"harness.sampler_floor must be in [0, 1], got {self.sampler_floor}")
+        if self.sample_k < 2:
+            raise ConfigError(f"harness.sample_k must be >= 2 (the critic needs a group), got {self.sample_k}")
+        if self.langgraph_url and self.policy_endpoint == "local":
+            raise ConfigError("harness.langgraph_url needs an HTTP frozen policy: a LangGraph server cannot reach the "
+                              "in-process model; set harness.policy_endpoint to an OpenAI-compatible URL (vLLM)")
+        if self.detector:
+            from harness.detector import DetectorConfig
+
+            try:
+                DetectorConfig(**self.detector)
+            except Exception as e:  # pydantic names the field; we name the section
+                raise ConfigError(f"harness.detector: {e}") from e
+
+
+@dataclass
+class RunConfig:
+    run_dir: str = _f("runs/demo", "Run folder (config, harness versions, logs, memory, checkpoints, report).")
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
+
+    def __post_init__(self) -> None:
+        h, t = self.harness, self.train
+        if h.evolver and h.evolve_every % t.save_steps:
+            raise ConfigError(
+                f"harness.evolve_every ({h.evolve_every}) must be a multiple of train.save_steps ({t.save_steps}) so "
+                f"every evolver round is followed by a checkpoint carrying the new harness; "
+                f"set train.save_steps={_largest_divisor(h.evolve_every, t.save_steps)}")
+        if h.evolver and t.ddp_timeout <= h.max_pause_s:
+            raise ConfigError(f"train.ddp_timeout ({t.ddp_timeout}s) must exceed harness.max_pause_s ({h.max_pause_s}s) "
+                              f"or other ranks time out while rank 0 runs the evolver; set train.ddp_timeout="
+                              f"{h.max_pause_s * 2}")
+        if h.policy_endpoint != "local" and not h.policy_endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"harness.policy_endpoint must be 'local' or an http(s) URL, got {h.policy_endpoint!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def run_path(self) -> Path:
+        return Path(self.run_dir)
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+SECTIONS: dict[str, type] = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "harness": HarnessConfig}
+
+
+# -- loading ----------------------------------------------------------------------------------------
+def _suggest(key: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(key, options, n=3, cutoff=0.5)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else f"; valid keys: {sorted(options)}"
+
+
+def _check_type(path: str, value: Any, annotation: Any, where: str) -> Any:
+    """Validate (and lightly coerce int->float) one value against its annotation."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _check_type(path, value, a, where)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise errors[0] if len(errors) == 1 else ConfigError(f"{where}{path}: {value!r} does not match {annotation}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{where}{path}: {value!r} is not one of {list(args)}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}{path}: expected a list, got {type(value).__name__} {value!r}")
+        return [_check_type(f"{path}[{i}]", v, args[0], where) for i, v in enumerate(value)] if args else value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}{path}: expected a mapping, got {type(value).__name__} {value!r}")
+        return value
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation in (int, float) and isinstance(value, bool):
+        raise ConfigError(f"{where}{path}: expected {annotation.__name__}, got a boolean {value!r}")
+    if annotation in (int, float, str, bool) and not isinstance(value, annotation):
+        raise ConfigError(f"{where}{path}: expected {annotation.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in names:
+            raise ConfigError(f"{where}unknown key '{prefix}{key}'{_suggest(key, names)}")
+        if dataclasses.is_dataclass(hints[key]):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}{prefix}{key}: expected a mapping (section), got {value!r}")
+            kwargs[key] = _build(hints[key], value, f"{prefix}{key}.", where)
+        else:
+            kwargs[key] = _check_type(f"{prefix}{key}", value, hints[key], where)
+    try:
+        return cls(**kwargs)
+    except ConfigError as e:
+        raise ConfigError(f"{where}{e}") from None
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`train.max_steps=4` -> (["train", "max_steps"], 4). Values are YAML scalars/lists."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like section.key=value (e.g. train.max_steps=4)")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"override {text!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {text!r}: value is not valid YAML ({e})") from None
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    out = _deepcopy(data)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = out
+        for part in path[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"override {text!r}: {part!r} is not a section")
+            node = nxt
+        node[path[-1]] = value
+    return out
+
+
+def _deepcopy(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _deepcopy(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_deepcopy(v) for v in d]
+    return d
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Load a YAML run config, apply dotted overrides, validate. Errors name the file and the field."""
+    data: dict[str, Any] = {}
+    where = ""
+    if path is not None:
+        p = Path(path)
+        where = f"{p}: "
+        if not p.is_file():
+            raise ConfigError(f"config file {p} not found (see configs/ for presets)")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{where}invalid YAML: {e}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{where}top level must be a mapping of sections, got {type(loaded).__name__}")
+        data = loaded
+    if overrides:
+        data = apply_overrides(data, overrides)
+        where = f"{where}(with overrides {overrides}) " if where else f"overrides {overrides}: "
+    return _build(RunConfig, data, "", where)
+
+
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """Rebuild a config saved as a dict (e.g. a run's config.yaml)."""
+    return _build(RunConfig, data, "", "")
+
+
+def save_config(cfg: RunConfig, path: Path) -> None:
+    from trainer.io import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+def describe() -> str:
+    """Every field with its default and help text (for `harnessrl train --help-config`)."""
+    lines = ["run_dir: " + dataclasses.fields(RunConfig)[0].metadata["help"]]
+    for section, cls in SECTIONS.items():
+        lines.append(f"\n[{section}]")
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            lines.append(f"  {section}.{f.name} = {default!r}\n      {f.metadata.get('help', '')}")
+    return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""Held-out evaluation: training-criteria score and hidden audit score per domain, Avg@k.
+
+For every test task (never edited by the evolver: `harness.ops` refuses ops on test tasks) the policy
+samples k responses at the training temperature with `top_k=0` (TRL's sampling, so eval and training
+see the same distribution) and no hints. Avg@k = the mean score of the k samples, averaged over tasks;
+`audit` is the same for the hidden audit criteria (None where a task has none). Results go to
+`run_dir/eval.json` (one entry per evaluated model label, so base and trained can sit side by side).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainer.io import atomic_write_json
+
+
+def _load_model(model_dir: Path, base: str | None, dtype: str = "float32") -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if (model_dir / "adapter_config.json").is_file():
+        from peft import PeftModel
+
+        from trainer.models import resolve_model
+
+        base_dir = resolve_model(base or "smollm2")
+        model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=getattr(torch, dtype))
+        model = PeftModel.from_pretrained(model, str(model_dir)).merge_and_unload()  # merged: plain-model speed
+        tok = AutoTokenizer.from_pretrained(base_dir, padding_side="left")
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
+        tok = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+    return model, tok
+
+
+def evaluate(tasks: list, endpoint: Any, judge: Any, *, k: int, max_tokens: int, temperature: float, seed: int,
+             progress: bool = True) -> dict[str, Any]:
+    """Score `tasks` (held-out) with `endpoint`; returns per-task, per-domain and overall Avg@k."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.guidance import render_prompt
+
+    per_task: dict[str, dict[str, Any]] = {}
+    with Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[info]}"), disable=not progress) as bar:
+        job = bar.add_task("eval", total=len(tasks), info="")
+        for i, task in enumerate(tasks):
+            responses = endpoint.sample([render_prompt(task, [])], n=k, max_tokens=max_tokens,
+                                        temperature=temperature, seed=seed + i)[0]
+            scores = [r.score for r in judge.score_sync(task.criteria, task.user_prompt, responses)]
+            audits = [a for a in judge.audit_sync(task, responses) if a is not None]
+            per_task[task.id] = {"domain": task.domain, "avg": float(np.mean(scores)), "scores": scores,
+                                 "audit": float(np.mean(audits)) if audits else None,
+                                 "pass_at_k": float(max(scores) >= 1.0)}
+            bar.update(job, advance=1, info=f"{task.id}: {per_task[task.id]['avg']:.2f}")
+    domains: dict[str, dict[str, Any]] = {}
+    for d in sorted({v["domain"] for v in per_task.values()}):
+        rows = [v for v in per_task.values() if v["domain"] == d]
+        audits = [v["audit"] for v in rows if v["audit"] is not None]
+        domains[d] = {"n_tasks": len(rows), "avg_at_k": float(np.mean([v["avg"] for v in rows])),
+                      "audit": float(np.mean(audits)) if audits else None}
+    all_audits = [v["audit"] for v in per_task.values() if v["audit"] is not None]
+    return {"k": k, "n_tasks": len(per_task), "avg_at_k": float(np.mean([v["avg"] for v in per_task.values()])),
+            "audit": float(np.mean(all_audits)) if all_audits else None, "domains": domains, "tasks": per_task}
+
+
+def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite: str | None, split: str, k: int,
+             max_tokens: int | None, temperature: float | None, seed: int, judge_model: str | None,
+             label: str | None, progress: bool = True, torch_threads: int = 1) -> dict[str, Any]:
+    import torch
+
+    from harness.data import load_suite
+    from tools.local_endpoint import LocalEndpoint
+    from trainer.config import config_from_dict
+    from trainer.models import resolve_model
+    from trainer.run import make_judge
+
+    torch.set_num_threads(torch_threads)
+    cfg = None
+    if run_dir is not None:
+        import yaml
+
+        cfg = config_from_dict(yaml.safe_load((Path(run_dir) / "config.yaml").read_text()))
+    suite_dir = suite or (cfg.data.suite if cfg else None)
+    if suite_dir is None:
+        raise ValueError("eval needs --run RUN or --suite DIR")
+    tasks = [t for t in load_suite(suite_dir) if t.split == split]
+    if cfg and split == "test" and cfg.data.eval_tasks:
+        tasks = [t for t in tasks if t.id in set(cfg.data.eval_tasks)]
+    if cfg and cfg.data.domains:
+        tasks = [t for t in tasks if t.domain in cfg.data.domains]
+    if not tasks:
+        raise ValueError(f"no {split} tasks in {suite_dir}")
+    if model is None:
+        if run_dir is None:
+            raise ValueError("eval needs --run RUN or --model MODEL")
+        model = str(Path(run_dir) / "final")
+        if not Path(model).is_dir():
+            raise FileNotFoundError(f"{model} not found: the run has not finished; pass --model <checkpoint folder>")
+    base = base or (cfg.model.name if cfg else None)
+    model_dir = Path(model) if Path(model).is_dir() else resolve_model(model)
+    m, tok = _load_model(model_dir, base, cfg.model.dtype if cfg else "float32")
+    endpoint = LocalEndpoint(m, tok, name=f"local:{model_dir.name}")
+    t0 = time.monotonic()
+    result = evaluate(tasks, endpoint, make_judge(judge_model or (cfg.harness.judge_model if cfg else None)), k=k,
+                      max_tokens=max_tokens or (cfg.train.max_completion_length if cfg else 48),
+                      temperature=temperature if temperature is not None else (cfg.train.temperature if cfg else 1.0),
+                      seed=seed, progress=progress)
+    result.update(model=str(model_dir), split=split, seconds=time.monotonic() - t0)
+    if run_dir is not None:
+        import json
+
+        out = Path(run_dir) / "eval.json"
+        data = json.loads(out.read_text()) if out.is_file() else {}
+        data[label or ("trained" if model_dir.name == "final" else model_dir.name)] = result
+        atomic_write_json(out, data)
+    return result

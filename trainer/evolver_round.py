@@ -1,0 +1,103 @@
+"""One evolver round during a training pause: build the context, run the graph, report what changed.
+
+Two ways to run the graph (`harness.langgraph_url`):
+
+- in process (default): `graphs.evolver.builder` compiled with a `SqliteSaver` on `run_dir/evolver.sqlite`,
+  one thread per round (`thread_id` recorded in rounds.jsonl and the checkpoint), live objects (the
+  trainer's own model as a `LocalEndpoint`, the run's store, memory and judge) handed over through
+  `tools.services.register_services` under a per-run key named in the context;
+- on a LangGraph server (`langgraph dev` / Studio): `langgraph_sdk` creates a thread per round and waits
+  for the run; the server builds its services from the plain context values (run_dir, memory, policy
+  URL), so the frozen policy must be an HTTP endpoint there.
+
+Either way the graph's commit node writes accepted updates to the run's `HarnessStore`; the caller
+re-reads the latest version afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from typing import Any
+
+from harness.types import FailureEvent
+from trainer.config import RunConfig
+
+log = logging.getLogger(__name__)
+
+
+def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: str = "") -> Any:
+    """Config → `agents.context.EvolverContext` (ablation switches included)."""
+    from agents.context import EvolverContext
+
+    h = cfg.harness
+    memory = "none"
+    if h.memory_url:
+        memory = h.memory_url
+    elif cfg.harness.memory:
+        memory = str(cfg.run_path / "memory")
+    return EvolverContext(
+        attributor_model=h.attributor_model, proposer_model=h.proposer_model, critic_model=h.critic_model,
+        base_url=h.llm_base_url, run_dir=str(cfg.run_path), memory=memory, memory_embedding=h.memory_embedding,
+        policy=policy_spec, judge_model=h.judge_model or "rules", services_key=services_key,
+        samples_per_candidate=h.sample_k, max_tokens=cfg.train.max_completion_length,
+        temperature=cfg.train.temperature, seed=cfg.train.seed, max_revisions=h.max_revisions,
+        use_memory=h.memory, use_critic=h.critic,
+        sampling_enabled="sampling" in h.interfaces, guidance_enabled="guidance" in h.interfaces,
+        criteria_enabled="criteria" in h.interfaces,
+    )
+
+
+def thread_id_for(cfg: RunConfig, step: int) -> str:
+    # Unique per attempt: a resumed run that repeats the round at `step` must not continue the old thread.
+    return f"{cfg.run_path.name}-step{step:06d}-{time.time_ns() % 10**12:012d}"
+
+
+def run_in_process(cfg: RunConfig, events: list[FailureEvent], harness_version: int, step: int, context: Any,
+                   thread_id: str) -> dict[str, Any]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from graphs.evolver import builder
+
+    conn = sqlite3.connect(str(cfg.run_path / "evolver.sqlite"), check_same_thread=False)
+    try:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        out = graph.invoke(
+            {"events": [e.model_dump(mode="json") for e in events], "harness_version": harness_version, "step": step},
+            {"configurable": {"thread_id": thread_id}},
+            context=context,
+        )
+    finally:
+        conn.close()
+    return dict(out)
+
+
+def run_on_server(cfg: RunConfig, events: list[FailureEvent], harness_version: int, step: int, context: Any,
+                  thread_id: str) -> dict[str, Any]:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=cfg.harness.langgraph_url)
+    thread = client.threads.create(metadata={"run_dir": str(cfg.run_path), "step": step, "round": thread_id})
+    out = client.runs.wait(
+        thread["thread_id"], cfg.harness.langgraph_assistant,
+        input={"events": [e.model_dump(mode="json") for e in events], "harness_version": harness_version, "step": step},
+        context=context.to_dict(), raise_error=True,
+    )
+    if not isinstance(out, dict):
+        raise RuntimeError(f"LangGraph server at {cfg.harness.langgraph_url} returned {type(out).__name__}, not a state")
+    out["thread_id"] = thread["thread_id"]
+    return out
+
+
+def summarize(out: dict[str, Any]) -> dict[str, Any]:
+    """Counts for rounds.jsonl from the graph's output (accepted updates + per-event reports)."""
+    accepted = out.get("accepted") or []
+    reports = out.get("reports") or []
+    outcomes: dict[str, int] = {}
+    for r in reports:
+        key = str(r.get("outcome", "unknown")) if isinstance(r, dict) else "unknown"
+        outcomes[key] = outcomes.get(key, 0) + 1
+    interfaces = [a.get("interface") if isinstance(a, dict) else getattr(a, "interface", None) for a in accepted]
+    return {"n_accepted": len(accepted), "accepted_interfaces": interfaces, "outcomes": outcomes,
+            "reports": reports}

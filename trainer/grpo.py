@@ -1,0 +1,118 @@
+"""Wiring: config -> model, harness run, sampler dataset, reward, callbacks -> TRL `GRPOTrainer`.
+
+`train(cfg, resume=None)` is what `harnessrl train` calls. With `resume`, the run folder is first
+rolled back to the checkpoint (`trainer.checkpoint.restore`: harness version, memory, detector,
+sampler, logs) and TRL resumes model/optimizer/scheduler/rng state from the same folder. TRL's data
+skipping is off (`ignore_data_skip`): it would replay the sampler; ours restores its rng instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from trainer.config import RunConfig, save_config
+
+log = logging.getLogger(__name__)
+
+
+def load_policy(cfg: RunConfig) -> tuple[Any, Any, Path]:
+    """(model, tokenizer, folder). Named models are prepared on first use (trainer.models)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.models import resolve_model
+
+    folder = resolve_model(cfg.model.name)
+    tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, cfg.model.dtype))
+    return model, tokenizer, folder
+
+
+def grpo_args(cfg: RunConfig) -> Any:
+    import torch
+    from trl import GRPOConfig
+
+    t = cfg.train
+    use_cpu = t.use_cpu if t.use_cpu is not None else not torch.cuda.is_available()
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(cfg.run_path / "checkpoints"),
+        per_device_train_batch_size=t.batch_size, num_generations=t.num_generations,
+        max_completion_length=t.max_completion_length, max_steps=t.max_steps, learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler_type, beta=t.beta, loss_type=t.loss_type, temperature=t.temperature,
+        top_k=0, top_p=1.0, seed=t.seed, logging_steps=t.logging_steps,
+        save_strategy="steps", save_steps=t.save_steps, save_total_limit=t.save_total_limit,
+        report_to=list(t.report_to) or "none",
+        use_cpu=use_cpu, bf16=t.bf16 and not use_cpu, gradient_checkpointing=t.gradient_checkpointing,
+        shuffle_dataset=False,  # the harness sampler owns randomness; a shuffle buffer would hide updates
+        dataloader_num_workers=0, ignore_data_skip=True, ddp_timeout=t.ddp_timeout, disable_tqdm=True,
+        log_completions=t.log_completions, use_vllm=t.use_vllm,
+    )
+    if t.use_vllm:
+        kwargs.update(vllm_mode=t.vllm_mode)
+        if t.vllm_server_base_url:
+            kwargs.update(vllm_server_base_url=t.vllm_server_base_url)
+    return GRPOConfig(**kwargs)
+
+
+def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: bool = True,
+                  run_graph: Any = None, judge: Any = None) -> tuple[Any, Any, Any]:
+    """(trainer, run, harness_callback). `run_graph`/`judge` are injection points for tests."""
+    import torch
+    from peft import LoraConfig
+    from trl import GRPOTrainer
+
+    from trainer.callback import HarnessCallback
+    from trainer.checkpoint import restore
+    from trainer.progress import RichTrainProgress
+    from trainer.reward import RubricReward
+    from trainer.run import HarnessRun
+    from trainer.sampler import HarnessSampler, make_dataset
+
+    torch.set_num_threads(cfg.train.torch_threads)
+    model, tokenizer, _ = load_policy(cfg)  # before touching the run folder: a missing model fails first
+    run = HarnessRun(cfg, judge=judge, open_memory=resume_from is None)
+    h = cfg.harness
+    sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor, dynamic_filtering=h.dynamic_filtering,
+                             df_window=h.df_window, df_multiplier=h.df_multiplier)
+    if resume_from is not None:
+        summary = restore(run, resume_from)
+        log.warning("resuming from %s", summary)
+    else:
+        save_config(cfg, run.paths.config)
+    peft_config = None
+    if cfg.model.lora:
+        peft_config = LoraConfig(r=cfg.model.lora_r, lora_alpha=cfg.model.lora_alpha, lora_dropout=cfg.model.lora_dropout,
+                                 target_modules=list(cfg.model.lora_targets), task_type="CAUSAL_LM")
+    callback = HarnessCallback(run, run_graph=run_graph)
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer,
+        reward_funcs=[RubricReward(run, cfg.train.num_generations)],
+        args=grpo_args(cfg), train_dataset=make_dataset(sampler), peft_config=peft_config,
+        callbacks=[callback, RichTrainProgress(run, enabled=progress)],
+    )
+    callback.trainer = trainer
+    return trainer, run, callback
+
+
+def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, run_graph: Any = None,
+          judge: Any = None) -> dict[str, Any]:
+    """Run GRPO with harness evolution; returns a summary (steps, versions, pause time)."""
+    from trainer.checkpoint import find_checkpoint
+
+    ckpt = find_checkpoint(cfg.run_path, resume) if resume is not None else None
+    if ckpt is None and (cfg.run_path / "checkpoints").is_dir() and any((cfg.run_path / "checkpoints").iterdir()):
+        raise FileExistsError(f"run folder {cfg.run_path} already has checkpoints; pass --resume to continue it or "
+                              f"choose another run_dir (e.g. --set run_dir={cfg.run_path}-2)")
+    trainer, run, callback = build_trainer(cfg, resume_from=ckpt, progress=progress, run_graph=run_graph, judge=judge)
+    try:
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+        final = cfg.run_path / "final"
+        trainer.save_model(str(final))
+        return {"run_dir": str(cfg.run_path), "steps": trainer.state.global_step, "harness_version": run.state.version,
+                "pause_s": callback.pause_s_total, "final_model": str(final)}
+    finally:
+        run.close()

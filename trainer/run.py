@@ -1,0 +1,215 @@
+"""The live state of one training run, shared by the sampler, the reward and the callback.
+
+`HarnessRun` owns the run folder and the objects that outlive a single step:
+
+    run_dir/
+      config.yaml          resolved config (written at start)
+      harness/             HarnessStore: versions/vNNNNNN.json + updates.jsonl (committed updates)
+      events.jsonl         failure events from the detector (one line each)
+      metrics.jsonl        one line per training step (reward, std, dead share, version, pause seconds, ...)
+      rounds.jsonl         one line per evolver round (events in, accepted, pause, error, thread id)
+      memory/              Chroma training memory (TrainingMemory.persistent)
+      evolver.sqlite       LangGraph SqliteSaver checkpoints of every evolver round (one thread per round)
+      checkpoints/         TRL checkpoints; each checkpoint-N/ also holds harness_version.json + memory.jsonl
+      abandoned/           harness versions / memory moved aside by a resume or a failed round
+      eval.json, report.html
+
+`state` is the harness version training uses *now*; the callback replaces it after an evolver round
+(or from a broadcast on other ranks). Earlier versions are loaded on demand (`state_for`) because a
+row carries the version it was sampled under and must be scored under that version's rubric.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.detector import Detector, DetectorConfig
+from harness.store import HarnessStore
+from harness.types import FailureEvent, HarnessState
+from trainer.config import RunConfig, save_config
+from trainer.io import append_jsonl
+
+log = logging.getLogger(__name__)
+
+# Process-wide registry so a pickled RubricReward can find the live run again (same process) by run_dir.
+_RUNS: dict[str, HarnessRun] = {}
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+
+    @property
+    def config(self) -> Path: return self.root / "config.yaml"
+    @property
+    def harness(self) -> Path: return self.root / "harness"
+    @property
+    def events(self) -> Path: return self.root / "events.jsonl"
+    @property
+    def metrics(self) -> Path: return self.root / "metrics.jsonl"
+    @property
+    def rounds(self) -> Path: return self.root / "rounds.jsonl"
+    @property
+    def memory(self) -> Path: return self.root / "memory"
+    @property
+    def evolver_db(self) -> Path: return self.root / "evolver.sqlite"
+    @property
+    def checkpoints(self) -> Path: return self.root / "checkpoints"
+    @property
+    def abandoned(self) -> Path: return self.root / "abandoned"
+    @property
+    def eval(self) -> Path: return self.root / "eval.json"
+    @property
+    def report(self) -> Path: return self.root / "report.html"
+
+
+def load_train_tasks(cfg: RunConfig) -> list:
+    """The suite filtered by `data.tasks` / `data.domains` (test tasks are kept for eval)."""
+    from harness.data import load_suite
+
+    suite = Path(cfg.data.suite)
+    if not suite.is_dir():
+        raise FileNotFoundError(f"data.suite: task suite folder {suite} not found (expected train.jsonl and test.jsonl "
+                                f"inside; the bundled suite is data/rubric-mix-lite)")
+    tasks = load_suite(suite)
+    if cfg.data.domains:
+        known = sorted({t.domain for t in tasks})
+        bad = [d for d in cfg.data.domains if d not in known]
+        if bad:
+            raise ValueError(f"data.domains: unknown {bad} in {suite}; domains there: {known}")
+        tasks = [t for t in tasks if t.domain in cfg.data.domains]
+    if cfg.data.tasks:
+        train_ids = {t.id for t in tasks if t.split == "train"}
+        bad = [t for t in cfg.data.tasks if t not in train_ids]
+        if bad:
+            raise ValueError(f"data.tasks: {bad} are not train tasks of {suite} (after the domain filter)")
+        keep = set(cfg.data.tasks)
+        tasks = [t for t in tasks if t.split == "test" or t.id in keep]
+    if not any(t.split == "train" for t in tasks):
+        raise ValueError(f"no train tasks left in {suite} after data.domains/data.tasks filters")
+    return tasks
+
+
+class HarnessRun:
+    """Run folder + harness store + detector + memory + judge + the per-step/per-round buffers."""
+
+    def __init__(self, cfg: RunConfig, *, memory: Any = None, judge: Any = None, open_memory: bool = True) -> None:
+        self.cfg = cfg
+        self.paths = RunPaths(Path(cfg.run_dir))
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        self.store = HarnessStore(self.paths.harness)
+        if not self.store.versions():
+            self.store.init(HarnessState.from_tasks(load_train_tasks(cfg)))
+            save_config(cfg, self.paths.config)
+        self._state = self.store.latest()
+        self._versions: OrderedDict[int, HarnessState] = OrderedDict()
+        self.detector = Detector(DetectorConfig(**cfg.harness.detector))
+        self.memory = memory if memory is not None else (self._open_memory() if open_memory else None)
+        self.judge = judge if judge is not None else self._make_judge()
+        self.lock = threading.Lock()  # the reward runs on TRL's async-loop thread, the callback on the main one
+        self.pending_events: list[FailureEvent] = []
+        self.step_metrics: dict[int, dict[str, Any]] = {}
+        self.sampler: Any = None  # set by trainer.sampler.HarnessSampler
+        self.rounds_done: list[dict[str, Any]] = []
+        self.last_record: dict[str, Any] = {}  # last metrics.jsonl line (progress bar)
+        self.group_counts: dict[tuple[str, int], int] = {}  # (task, step) -> groups seen: memory record ids
+        _RUNS[str(self.paths.root.resolve())] = self
+
+    # -- live objects -----------------------------------------------------------------------------------
+    def _open_memory(self) -> Any:
+        from memory.store import TrainingMemory
+
+        h = self.cfg.harness
+        if h.memory_url:
+            from urllib.parse import urlparse
+
+            u = urlparse(h.memory_url)
+            return TrainingMemory.http(u.hostname or "127.0.0.1", u.port or 8000, embedding=h.memory_embedding)
+        return TrainingMemory.persistent(self.paths.memory, embedding=h.memory_embedding)
+
+    def _make_judge(self) -> Any:
+        return make_judge(self.cfg.harness.judge_model, self.cfg.harness.llm_base_url)
+
+    @classmethod
+    def lookup(cls, run_dir: str | Path) -> HarnessRun | None:
+        return _RUNS.get(str(Path(run_dir).resolve()))
+
+    def close(self) -> None:
+        if self.memory is not None:
+            self.memory.close()
+        _RUNS.pop(str(self.paths.root.resolve()), None)
+
+    # -- harness versions ---------------------------------------------------------------------------------
+    @property
+    def state(self) -> HarnessState:
+        return self._state
+
+    def set_state(self, state: HarnessState) -> None:
+        self._state = state
+        self._versions[state.version] = state
+
+    def refresh(self) -> HarnessState:
+        """Re-read the latest committed version (the evolver graph commits to the store itself)."""
+        self.set_state(self.store.latest())
+        return self._state
+
+    def state_for(self, version: int) -> HarnessState:
+        if version == self._state.version:
+            return self._state
+        if version not in self._versions:
+            self._versions[version] = self.store.load(version)
+            while len(self._versions) > 8:  # rows lag at most one batch: a few versions suffice
+                self._versions.popitem(last=False)
+        return self._versions[version]
+
+    # -- buffers ------------------------------------------------------------------------------------------
+    def add_events(self, events: list[FailureEvent], harness_version: int) -> None:
+        for e in events:
+            append_jsonl(self.paths.events, {"harness_version": harness_version, **e.model_dump(mode="json")})
+            if self.memory is not None:
+                domain = self._domain(e.task_id)
+                self.memory.add_event(e, domain=domain, harness_version=harness_version)
+        with self.lock:
+            self.pending_events.extend(events)
+
+    def take_events(self, limit: int) -> list[FailureEvent]:
+        """Events since the last round, most recent first, at most `limit` (the rest wait for the next round)."""
+        with self.lock:
+            ordered = sorted(self.pending_events, key=lambda e: e.step, reverse=True)
+            taken, rest = ordered[:limit], ordered[limit:]
+            self.pending_events = rest
+        return taken
+
+    def put_back_events(self, events: list[FailureEvent]) -> None:
+        with self.lock:
+            self.pending_events = list(events) + self.pending_events
+
+    def record_step(self, step: int, values: dict[str, Any]) -> None:
+        with self.lock:
+            self.step_metrics.setdefault(step, {}).update(values)
+
+    def pop_step(self, step: int) -> dict[str, Any]:
+        with self.lock:
+            return self.step_metrics.pop(step, {})
+
+    def _domain(self, task_id: str) -> str:
+        try:
+            return self._state.task(task_id).domain
+        except KeyError:
+            return ""
+
+
+def make_judge(judge_model: str | None, base_url: str | None = None) -> Any:
+    """The rubric judge: programmatic checks, plus an LLM for text-only criteria when a model is set."""
+    from tools.judge import Judge
+
+    if not judge_model or judge_model == "rules":
+        return Judge()
+    from agents.models import load_chat_model
+
+    return Judge(llm=load_chat_model(judge_model, base_url=base_url))
