@@ -87,13 +87,16 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def _timed(fn, reps: int) -> tuple[float, float]:
-    lat = []
+def _timed(fn, reps: int) -> tuple[float, float, float]:
+    """Wall p50, wall p95 and CPU-time p50 in ms. CPU time (this process, all threads) separates the work a
+    query costs from time spent waiting for a core on the shared box."""
+    lat, cpu = [], []
     for _ in range(reps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
         lat.append((time.perf_counter() - t) * 1000)
-    return _pct(lat, 0.5), _pct(lat, 0.95)
+        cpu.append((time.process_time() - c) * 1000)
+    return _pct(lat, 0.5), _pct(lat, 0.95), _pct(cpu, 0.5)
 
 
 def bench(embedding: str, sizes: list[int], reps: int, batch: int, workdir: Path) -> list[dict]:
@@ -106,12 +109,12 @@ def bench(embedding: str, sizes: list[int], reps: int, batch: int, workdir: Path
         stored = 0
         for size in sorted(sizes):
             todo = list(range(stored, size))
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for j in range(0, len(todo), batch):
                 pairs = [_make(i, rng, tasks) for i in todo[j : j + batch]]
                 store.add_events([e for e, _ in pairs])
                 store.add_proposals([p for _, p in pairs])
-            insert_s = time.perf_counter() - t0
+            insert_s, insert_cpu = time.perf_counter() - t0, time.process_time() - c0
             stored = size
             counts = store.count()
             task_ids = [t for t, _ in tasks]
@@ -134,7 +137,8 @@ def bench(embedding: str, sizes: list[int], reps: int, batch: int, workdir: Path
                 single.append((time.perf_counter() - t) * 1000)
             rows.append({
                 "embedding": embedding, "events": counts["events"], "proposals": counts["proposals"],
-                "insert_rps": 2 * len(todo) / insert_s, "single_p50": _pct(single, 0.5),
+                "insert_rps": 2 * len(todo) / insert_s, "insert_cpu_ms": insert_cpu * 1000 / (2 * len(todo)),
+                "single_p50": _pct(single, 0.5),
                 "within": _timed(within, reps), "cross": _timed(cross, reps),
                 "cross_unfiltered": _timed(lambda: cross(False), reps),
             })
@@ -164,15 +168,17 @@ def machine() -> str:
 
 def table(rows: list[dict]) -> str:
     out = [
-        "| embedder | events | proposals | insert (records/s, batches of 64) | single insert p50 (ms) "
-        "| within-task p50 / p95 (ms) | cross-task filtered p50 / p95 (ms) | cross-task unfiltered p50 / p95 (ms) |",
+        "| embedder | events | proposals | insert, batches of 64 (records/s; CPU ms/record) | single insert p50 (ms) "
+        "| within-task p50 / p95 (ms) | cross-task filtered p50 / p95 (ms); CPU p50 "
+        "| cross-task unfiltered p50 / p95 (ms); CPU p50 |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
-            f"| {r['embedding']} | {r['events']:,} | {r['proposals']:,} | {r['insert_rps']:.0f} | {r['single_p50']:.1f} "
-            f"| {r['within'][0]:.1f} / {r['within'][1]:.1f} | {r['cross'][0]:.1f} / {r['cross'][1]:.1f} "
-            f"| {r['cross_unfiltered'][0]:.1f} / {r['cross_unfiltered'][1]:.1f} |"
+            f"| {r['embedding']} | {r['events']:,} | {r['proposals']:,} | {r['insert_rps']:.0f}; {r['insert_cpu_ms']:.1f} "
+            f"| {r['single_p50']:.1f} | {r['within'][0]:.1f} / {r['within'][1]:.1f} "
+            f"| {r['cross'][0]:.1f} / {r['cross'][1]:.1f}; {r['cross'][2]:.1f} "
+            f"| {r['cross_unfiltered'][0]:.1f} / {r['cross_unfiltered'][1]:.1f}; {r['cross_unfiltered'][2]:.1f} |"
         )
     return "\n".join(out)
 
@@ -210,9 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     big = [r for r in rows if r["embedding"] == "minilm" and r["events"] == max(args.sizes)]
     verdict = ""
     if big:
-        p50 = big[0]["cross"][0]
+        p50, cpu = big[0]["cross"][0], big[0]["cross"][2]
         verdict = (f"Target (cross-task query p50 under {TARGET_MS:.0f} ms at {max(args.sizes):,} events, MiniLM): "
-                   f"**{p50:.1f} ms, {'met' if p50 < TARGET_MS else 'NOT met'}**.")
+                   f"wall p50 **{p50:.1f} ms, {'met' if p50 < TARGET_MS else 'NOT met'}**; CPU time p50 {cpu:.1f} ms "
+                   f"({'under' if cpu < TARGET_MS else 'over'} the target without the wait for a shared core).")
     cmd = "OMP_NUM_THREADS={} .venv/bin/python benchmarks/memory_bench.py {}".format(
         os.environ.get("OMP_NUM_THREADS", "unset"), shlex.join(sys.argv[1:]))
     section = "\n\n".join([

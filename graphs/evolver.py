@@ -19,7 +19,6 @@ endpoint, judge) comes from `tools.services`, selected by the plain values of `E
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any, Literal
 
@@ -35,7 +34,7 @@ from graphs.state import EvolverInput, EvolverOutput, EvolverState, LaneInput, L
 from harness.ops import UpdateRejected, validate as validate_update
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
-from tools.measure import ameasure_candidate
+from tools.measure import measure_candidate
 from tools.services import Services, get_services
 
 log = logging.getLogger(__name__)
@@ -177,8 +176,12 @@ def validate(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     return {"validation": errors}
 
 
-async def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
-    """Measure the candidate on the frozen policy and apply the failure type's rule (agents/critic.py)."""
+def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    """Measure the candidate on the frozen policy and apply the failure type's rule (agents/critic.py).
+
+    Synchronous on purpose: the whole graph then runs under `invoke` with a `SqliteSaver` (the trainer
+    and `harnessrl evolve`) and under a server's async loop, which runs sync nodes in worker threads.
+    """
     ctx, event = _ctx(runtime), _event(state)
     prop = Proposal.model_validate(state["proposal"])
     measurement: dict[str, Any] | None = None
@@ -189,7 +192,7 @@ async def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[s
     else:
         svc = _services(ctx)
         try:
-            m = await ameasure_candidate(
+            m = measure_candidate(
                 svc.store.latest(), prop.update, svc.endpoint, svc.judge, k=ctx.samples_per_candidate,
                 max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed, step=state["step"],
                 detector_config=svc.detector_config)
@@ -200,7 +203,7 @@ async def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[s
             crit = critic.judge_measurement(event, prop.update, m, ctx)
             llm = brain_model(ctx, "critic")
             if crit.measured_ok and llm is not None:
-                crit = await asyncio.to_thread(critic.llm_review, llm, event, prop.update, crit)
+                crit = critic.llm_review(llm, event, prop.update, crit)
     attempt = {"revision": state["revision"], "template": prop.template, "source": prop.source,
                "update": None if prop.update is None else prop.update.model_dump(mode="json"),
                "error": prop.error, "critique": crit.model_dump(mode="json"), "measurement": measurement}

@@ -12,17 +12,19 @@ import json
 
 import pytest
 from langchain_core.messages import AIMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from harness.store import HarnessStore
-from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from harness.types import Criterion, FailureEvent, HarnessState, HarnessUpdate, Message, Task
 from memory.records import EventRecord, ProposalRecord
 from memory.store import TrainingMemory
-from tests.fakes.fake_chat import FunctionChatModel
-from tests.test_measure import ScriptedPolicy, _crit, _mixed, _task
+from tests.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
 from tools.agent_tools import make_tools
 from tools.judge import Judge
-from tools.services import Services, get_services, parse_policy, register_services, services_from_settings, unregister_services
+from tools.services import (
+    Services, get_services, parse_policy, register_services, services_from_settings, unregister_services,
+)
 
 INFRA = {"store", "endpoint", "judge", "memory", "services", "step", "state", "detector_config"}
 EXPECTED_ARGS = {
@@ -33,6 +35,22 @@ EXPECTED_ARGS = {
     "score_responses": {"task_id", "responses"},
     "measure_candidate": {"update_json"},
 }
+
+
+def _crit(cid, weight=5.0, check=None, kind=None):
+    return Criterion(id=cid, text=f"criterion {cid}", weight=weight, kind=kind or ("pitfall" if weight < 0 else "essential"),
+                     check=check)
+
+
+def _task(tid, reference=None):
+    return Task(id=tid, domain="medical", prompt=[Message(role="user", content="How do I treat a mild headache?")],
+                criteria=[_crit("water", 5, {"type": "contains_any", "phrases": ["water"]})],
+                audit_criteria=[_crit("doctor", 5, {"type": "contains_any", "phrases": ["doctor"]})],
+                reference_answer=reference)
+
+
+def _mixed(prompt, i):
+    return ["drink water, guaranteed", "rest a while", "water helps", "sleep"][i % 4]
 
 
 def _state() -> HarnessState:
@@ -111,7 +129,7 @@ def test_score_responses_with_llm_judge(services):
     services.judge = Judge(FunctionChatModel(respond=lambda m: '{"met": true, "reason": "fine"}'))
     out = json.loads(_tools(services)["score_responses"].invoke({"task_id": "a", "responses": ["nothing"]}))
     assert out[0]["verdicts"]["txt"] == {"met": True, "source": "llm", "reason": "fine"}
-    assert out[0]["score"] == pytest.approx(2 / 7)
+    assert out[0]["score"] == pytest.approx(2 / 7, abs=1e-4)
 
 
 PITFALL = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "a", "criterion": {
@@ -175,12 +193,16 @@ def test_memory_disabled_is_a_readable_error(services):
 
 
 def test_tools_run_in_a_langgraph_tool_node(services):
-    node = ToolNode(make_tools(services, 0))
+    builder = StateGraph(MessagesState)
+    builder.add_node("tools", ToolNode(make_tools(services, 0)))
+    builder.add_edge(START, "tools")
+    builder.add_edge("tools", END)
+    graph = builder.compile()
     call = AIMessage(content="", tool_calls=[
         {"name": "current_harness", "args": {"task_id": "b"}, "id": "c1"},
         {"name": "measure_candidate", "args": {"update_json": json.dumps(PITFALL)}, "id": "c2"},
     ])
-    out = asyncio.run(node.ainvoke({"messages": [call]}))["messages"]
+    out = asyncio.run(graph.ainvoke({"messages": [call]}))["messages"][1:]
     assert json.loads(out[0].content)["task_id"] == "b"
     assert json.loads(out[1].content)["deltas"]["mean"] == pytest.approx(-0.15)
 
@@ -205,8 +227,7 @@ def test_services_from_settings_over_real_http(tmp_path, openai_stub):
     s = get_services(ctx)
     assert get_services(dict(ctx)) is s  # built once per settings
     assert (s.sample_k, s.max_tokens, s.memory) == (3, 8, None)
-    out = json.loads(make_tools(s, 0)["sample_policy"].invoke({"task_id": "a", "n": 2}) if False else
-                     {t.name: t for t in make_tools(s, 0)}["sample_policy"].invoke({"task_id": "a", "n": 2}))
+    out = json.loads(_tools(s)["sample_policy"].invoke({"task_id": "a", "n": 2}))
     assert out == ["water and rest", "water and rest"]
     assert openai_stub.requests[-1]["n"] == 2
 

@@ -11,6 +11,7 @@ import pytest
 from harness.detector import DetectorConfig
 from harness.ops import UpdateRejected, apply
 from harness.types import Criterion, Guidance, HarnessState, HarnessUpdate, Hint, Message, Schedule, Task
+from tests.fakes.fake_chat import ScriptedPolicy
 from tools.judge import Judge
 from tools.measure import measure_candidate
 
@@ -29,20 +30,6 @@ def _task(tid, prompt="How do I treat a mild headache?", reference=None):
         audit_criteria=[_crit("doctor", 5, {"type": "contains_any", "phrases": ["doctor"]})],
         reference_answer=reference,
     )
-
-
-class ScriptedPolicy:
-    """Fake frozen policy: k completions per prompt chosen by `reply(prompt_text, i)`; records calls."""
-
-    name = "scripted"
-
-    def __init__(self, reply):
-        self.reply = reply
-        self.calls: list[dict] = []
-
-    def sample(self, messages_batch, n=1, max_tokens=64, temperature=1.0, seed=None):
-        self.calls.append({"batch": messages_batch, "n": n, "seed": seed})
-        return [[self.reply(conv[-1]["content"], i) for i in range(n)] for conv in messages_batch]
 
 
 def _mixed(prompt, i):

@@ -167,6 +167,19 @@ def test_group_summary_accepts_dataclass_stats_and_caps_response_text():
     assert len(g.best.text) == MAX_RESPONSE_CHARS
 
 
+def test_add_group_takes_the_detectors_real_stats_and_rollouts(mem):
+    from harness.detector import GroupStats, RolloutRecord
+
+    rollouts = [RolloutRecord(text="What?", reward=0.0, verdicts={"c1": False}, hinted=True, hint_texts=["h"]),
+                RolloutRecord(text="Warfarin raises bleeding risk.", reward=1.0, verdicts={"c1": True})]
+    stats = GroupStats.from_rollouts("med-3", 12, rollouts, harness_version=1)
+    rid = mem.add_group(stats, best=rollouts[1], worst=rollouts[0], harness_version=1, domain="medical", group_index=1)
+    (got,) = mem.task_history("med-3")
+    assert rid == got.record_id == "grp:med-3:12:1"
+    assert got.stats["rewards"] == [0.0, 1.0] and got.best.text.startswith("Warfarin") and got.worst.verdicts == {"c1": False}
+    assert "best (1.00, met c1; unmet -)" in got.document()
+
+
 def test_group_summary_names_the_missing_field():
     with pytest.raises(ValueError, match="lack 'task_id'"):
         GroupSummary.from_stats({"step": 1, "mean": 0.0})

@@ -91,9 +91,9 @@ class HarnessCallback(TrainerCallback):
         t0 = time.monotonic()
         run = self.run
         before = run.state.version
-        events = run.take_events(self.cfg.harness.max_events)
+        events, stale = self._drop_stale(run.take_events(self.cfg.harness.max_events))
         info: dict[str, Any] = {"step": step, "version_before": before, "n_events": len(events),
-                                "event_types": sorted({e.type for e in events})}
+                                "event_types": sorted({e.type for e in events}), "n_stale": len(stale)}
         if self._is_main():
             if not events:
                 info.update(n_accepted=0, skipped="no failure events since the last round")
@@ -116,6 +116,20 @@ class HarnessCallback(TrainerCallback):
         log.info("evolver round at step %d: %d events, v%d -> v%d, %.1fs", step, len(events), before,
                  new_state.version, pause)
         return pause
+
+    def _drop_stale(self, events: list) -> tuple[list, list]:
+        """Split off events about a harness that is gone: rows sampled before an update (the dataloader
+        prefetches one batch) still report the old failure of a task the update already changed."""
+        touched: dict[str, int] = {}  # task -> newest version whose update touched it
+        for rec in self.run.store.history():
+            if rec.update is not None:
+                for tid in rec.update.task_ids:
+                    touched[tid] = max(touched.get(tid, 0), rec.version)
+        fresh, stale = [], []
+        for e in events:
+            v = e.stats.get("harness_version")
+            (stale if v is not None and touched.get(e.task_id, -1) > int(v) else fresh).append(e)
+        return fresh, stale
 
     def _run_round(self, step: int, events: list, before: int) -> dict[str, Any]:
         run = self.run

@@ -16,8 +16,8 @@ re-reads the latest version afterwards.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import sqlite3
 import time
 from typing import Any
 
@@ -56,21 +56,20 @@ def thread_id_for(cfg: RunConfig, step: int) -> str:
 
 def run_in_process(cfg: RunConfig, events: list[FailureEvent], harness_version: int, step: int, context: Any,
                    thread_id: str) -> dict[str, Any]:
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     from graphs.evolver import builder
 
-    conn = sqlite3.connect(str(cfg.run_path / "evolver.sqlite"), check_same_thread=False)
-    try:
-        graph = builder.compile(checkpointer=SqliteSaver(conn))
-        out = graph.invoke(
-            {"events": [e.model_dump(mode="json") for e in events], "harness_version": harness_version, "step": step},
-            {"configurable": {"thread_id": thread_id}},
-            context=context,
-        )
-    finally:
-        conn.close()
-    return dict(out)
+    inputs = {"events": [e.model_dump(mode="json") for e in events], "harness_version": harness_version, "step": step}
+
+    async def go() -> Any:
+        # The graph has async nodes (the critic measures concurrently), so it runs under ainvoke with the
+        # async SQLite saver; the callback thread has no running loop (TRL's loop lives in its own thread).
+        async with AsyncSqliteSaver.from_conn_string(str(cfg.run_path / "evolver.sqlite")) as saver:
+            graph = builder.compile(checkpointer=saver)
+            return await graph.ainvoke(inputs, {"configurable": {"thread_id": thread_id}}, context=context)
+
+    return dict(asyncio.run(go()))
 
 
 def run_on_server(cfg: RunConfig, events: list[FailureEvent], harness_version: int, step: int, context: Any,
@@ -95,9 +94,16 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
     accepted = out.get("accepted") or []
     reports = out.get("reports") or []
     outcomes: dict[str, int] = {}
+    slim = []
     for r in reports:
-        key = str(r.get("outcome", "unknown")) if isinstance(r, dict) else "unknown"
+        key = str(r.get("decision", "unknown"))
         outcomes[key] = outcomes.get(key, 0) + 1
-    interfaces = [a.get("interface") if isinstance(a, dict) else getattr(a, "interface", None) for a in accepted]
-    return {"n_accepted": len(accepted), "accepted_interfaces": interfaces, "outcomes": outcomes,
-            "reports": reports}
+        # Keep the per-event essentials in rounds.jsonl; full attempts live in evolver.sqlite and memory.
+        slim.append({k: r.get(k) for k in ("event_id", "task_id", "failure_type", "decision", "interface",
+                                           "revisions", "committed_version", "note")} |
+                    {"attempts": [{"template": a.get("template"), "numbers": (a.get("critique") or {}).get("numbers"),
+                                   "reasons": (a.get("critique") or {}).get("reasons")}
+                                  for a in r.get("attempts") or [] if isinstance(a, dict)]})
+    by_event = {r.get("event_id"): r.get("interface") for r in reports}
+    interfaces = [by_event.get(a.get("event_id")) for a in accepted]
+    return {"n_accepted": len(accepted), "accepted_interfaces": interfaces, "outcomes": outcomes, "reports": slim}

@@ -5,6 +5,8 @@
   It yields pre-baked replies in call order; strings become `AIMessage(content=...)`, and
   `tool_reply(name, args)` builds an `AIMessage` with a tool call (name a pydantic class to satisfy
   `with_structured_output`). Order is call order, so use it where calls are sequential.
+- `ScriptedPolicy`: a fake frozen policy behind the `PolicyEndpoint` protocol, completions chosen
+  from the prompt, for exact critic/measurement numbers.
 - `FunctionChatModel`: the reply is computed from the request messages by a function, with an
   optional `asyncio.sleep` latency on the async path. Replies then do not depend on call order, which
   concurrent callers (the judge) need; the latency makes concurrency measurable (benchmarks).
@@ -79,3 +81,19 @@ class FunctionChatModel(BaseChatModel):
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FunctionChatModel:  # noqa: ARG002
         return self
+
+
+class ScriptedPolicy:
+    """Fake frozen policy (`tools.endpoint.PolicyEndpoint`): completion i of a conversation is
+    `reply(last user message, i)`; every call is recorded in `calls`."""
+
+    name = "scripted"
+
+    def __init__(self, reply: Callable[[str, int], str]):
+        self.reply = reply
+        self.calls: list[dict] = []
+
+    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
+               seed: int | None = None) -> list[list[str]]:
+        self.calls.append({"batch": messages_batch, "n": n, "seed": seed})
+        return [[self.reply(conv[-1]["content"], i) for i in range(n)] for conv in messages_batch]

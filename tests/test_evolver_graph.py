@@ -1,0 +1,186 @@
+"""The evolver graph end to end: rule brains, real store/memory/judge/measurement, scripted frozen policy.
+
+Each failure type goes through the whole graph; where the scripted policy makes the outcome certain
+the test asserts the decision, and every test checks that the report carries the critic's real
+numbers (the same ones the measurement produced). Also: bounded revisions with feedback, the
+fallback, approval interrupts, and resuming an interrupted run from its SQLite checkpoint.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+from graphs.evolver import builder, graph
+from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
+
+HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
+
+
+def _run(g, events, key, thread="t", **ctx):
+    context = {"services_key": key, "samples_per_candidate": 4, **ctx}
+    return g.invoke({"events": events, "harness_version": 0, "step": 10}, {"configurable": {"thread_id": thread}},
+                    context=context)
+
+
+def _check_numbers(report):
+    """Every measured attempt's critique numbers are the measurement's (not invented)."""
+    for a in report["attempts"]:
+        m = a["measurement"]
+        if m is None:
+            assert not a["critique"]["measured"]
+            continue
+        n = a["critique"]["numbers"]
+        groups = [sides["candidate"] for sides in m["per_task"].values()]
+        assert any(abs(g["std"] - n["candidate_std"]) < 1e-3 for g in groups)
+        assert n["k"] == 4 and all(len(g["rewards"]) == 4 for g in groups)
+
+
+def _policy_hints_help(prompt, i):
+    if "Hint:" in prompt:
+        return HONEST if i % 2 == 0 else "I am not sure."
+    return "I am not sure."
+
+
+def _policy_saturated(prompt, i):
+    if "bullet points" in prompt and i % 2 == 0:
+        return "- drink water\n- rest in a dark room\n- see a doctor"
+    return HONEST
+
+
+def _policy_stuffing(prompt, i):
+    return "water water water water water rest dark" if i % 2 == 0 else HONEST
+
+
+def _policy_blind(prompt, i):
+    return HONEST if i % 2 == 0 else "water water water water rest dark"
+
+
+CASES = [
+    # (event, policy, expected decision, expected first template)
+    (event("e-low", "collapse_low", "med-1", mean=0.0, std=0.0), _policy_hints_help, "accepted", "hint"),
+    (event("e-high", "collapse_high", "med-1", mean=1.0, std=0.0), _policy_saturated, "accepted", "variant:bullets3"),
+    (event("e-stuff", "stuffing", "med-1", criterion_id="water"), _policy_stuffing, "accepted", "tighten_repeat"),
+    (event("e-blind", "blind_criterion", "med-1", criterion_id="len", pass_rate=1.0), _policy_blind, "accepted", "blind_edit"),
+    (event("e-low2", "collapse_low", "med-1", mean=0.0, std=0.0), lambda p, i: "I am not sure.", "fallback", "hint"),
+]
+
+
+@pytest.mark.parametrize(("ev", "policy", "decision", "template"), CASES, ids=[c[0]["id"] for c in CASES])
+def test_failure_type_decided_on_measured_numbers(tmp_path, ev, policy, decision, template):
+    key, svc = make_run(tmp_path, PromptPolicy(policy))
+    out = _run(graph, [ev], key)
+    (report,) = out["reports"]
+    assert report["decision"] == decision, report["attempts"][-1]["critique"]["reasons"]
+    assert report["attempts"][0]["template"] == template
+    _check_numbers(report)
+    assert len(report["attempts"]) <= 3  # R = 2 revisions
+    if decision == "accepted":
+        (acc,) = out["accepted"]
+        assert acc["version"] == 1 == out["harness_version"] == svc.store.latest().version
+        assert svc.store.history()[-1].meta["event_id"] == ev["id"]
+        assert report["attempts"][-1]["critique"]["measured_ok"] is True
+    else:
+        assert out["accepted"] == []
+        assert [a["critique"]["measured_ok"] for a in report["attempts"]] == [False, False, False]
+        assert report["revisions"] == 2
+        assert report["fallback"]["applied"] is True
+        assert svc.store.latest().sampling["med-1"].weight == 0.5
+    outcomes = [p.outcome for p in svc.memory.proposals_for("med-1")]
+    assert outcomes[-1] == ("accepted" if decision == "accepted" else "fallback")
+
+
+@pytest.mark.parametrize("etype", ["flat", "spurious_length", "spurious_audit", "guidance_leak"])
+def test_other_failure_types_end_with_a_decision(tmp_path, etype):
+    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: [HONEST, "water water water", "Rest.", "no idea at all"][i % 4]))
+    out = _run(graph, [event(f"e-{etype}", etype, "med-2")], key)
+    (report,) = out["reports"]
+    assert report["decision"] in ("accepted", "fallback", "rejected")
+    assert report["attempts"], "at least one candidate was made and judged"
+    _check_numbers(report)
+    assert svc.store.latest().version == len(svc.store.history())
+
+
+def test_revisions_use_feedback_and_are_bounded(tmp_path):
+    # The policy never writes bullets/numbers/...: every variant is dead, each revision tries another constraint.
+    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: HONEST))
+    out = _run(graph, [event("e1", "collapse_high", "med-1", mean=1.0)], key, max_revisions=1)
+    (report,) = out["reports"]
+    templates = [a["template"] for a in report["attempts"]]
+    assert len(templates) == 2 and len(set(templates)) == 2 and all(t.startswith("variant:") for t in templates)
+    assert report["decision"] == "fallback" and svc.store.latest().sampling["med-1"].status == "retired"
+
+
+def test_events_fan_out_per_task_and_serialise_within_a_task(tmp_path):
+    key, svc = make_run(tmp_path, PromptPolicy(_policy_stuffing))
+    events = [event("a1", "stuffing", "med-1", criterion_id="water"), event("b1", "collapse_low", "med-2"),
+              event("a2", "blind_criterion", "med-1", criterion_id="len", pass_rate=1.0), event("z", "flat", "nope")]
+    out = _run(graph, events, key)
+    by_id = {r["event_id"]: r for r in out["reports"]}
+    assert set(by_id) == {"a1", "b1", "a2", "z"}
+    assert by_id["z"]["decision"] == "skipped" and "unknown task" in by_id["z"]["note"]
+    # Each commit is one version on top of the latest: versions are dense and the log matches.
+    versions = [r.version for r in svc.store.history()]
+    assert versions == list(range(1, len(versions) + 1)) and out["harness_version"] == svc.store.latest().version
+
+
+@pytest.mark.parametrize("answer, decision", [({"approve": True}, "accepted"), (False, "rejected_by_human")])
+def test_approval_interrupt_and_resume(tmp_path, answer, decision):
+    key, svc = make_run(tmp_path, PromptPolicy(_policy_stuffing))
+    g = builder.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "approve"}}
+    ctx = {"services_key": key, "samples_per_candidate": 4, "require_approval": True}
+    first = g.invoke({"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10},
+                     cfg, context=ctx)
+    assert "__interrupt__" in first and svc.store.latest().version == 0
+    payload = first["__interrupt__"][0].value
+    assert payload["critique"]["measured_ok"] is True and payload["proposal"]["template"] == "tighten_repeat"
+    out = g.invoke(Command(resume=answer), cfg, context=ctx)
+    assert out["reports"][0]["decision"] == decision
+    assert svc.store.latest().version == (1 if decision == "accepted" else 0)
+
+
+def test_critic_ablation_accepts_valid_proposals_unmeasured(tmp_path):
+    policy = PromptPolicy(lambda p, i: "I am not sure.")
+    key, svc = make_run(tmp_path, policy)
+    out = _run(graph, [event("e1", "collapse_low", "med-1")], key, use_critic=False)
+    assert out["reports"][0]["decision"] == "accepted" and policy.calls == 0
+    assert out["reports"][0]["attempts"][0]["measurement"] is None
+
+
+def test_disabled_interface_is_skipped(tmp_path):
+    key, _ = make_run(tmp_path, PromptPolicy(_policy_stuffing))
+    out = _run(graph, [event("e1", "collapse_low", "med-1")], key, guidance_enabled=False)
+    report = out["reports"][0]
+    assert report["interface"] == "criteria"
+    assert any("disabled" in n for n in report["attribution"]["notes"])
+
+
+def test_interrupted_run_resumes_from_sqlite_checkpoint(tmp_path):
+    calls = {"n": 0}
+
+    def flaky(prompt, i):
+        if i == 0:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise ConnectionError("policy server went away")
+        return _policy_stuffing(prompt, i)
+
+    key, svc = make_run(tmp_path, PromptPolicy(flaky))
+    db = tmp_path / "evolver.sqlite"
+    cfg = {"configurable": {"thread_id": "run-1"}}
+    ctx = {"services_key": key, "samples_per_candidate": 4}
+    inp = {"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10}
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        with pytest.raises(ConnectionError):
+            builder.compile(checkpointer=saver).invoke(inp, cfg, context=ctx)
+    assert svc.store.latest().version == 0
+    # A new process would open the same file: a new saver, resume with input None.
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        g = builder.compile(checkpointer=saver)
+        out = g.invoke(None, cfg, context=ctx)
+        history = list(g.get_state_history(cfg))
+    assert out["reports"][0]["decision"] == "accepted" and svc.store.latest().version == 1
+    assert len(history) >= 3
