@@ -1,8 +1,12 @@
 """Calling a brain LLM for a pydantic answer: structured output first, plain JSON as the fallback.
 
-`ask_structured` tries `with_structured_output(schema, include_raw=True)` (json_schema on OpenAI-
-compatible servers such as vLLM); when the model cannot do structured output (NotImplementedError)
-or its answer does not parse, the raw text goes through `agents.schemas.parse_json_output`. Any
+`ask_structured` asks through `with_structured_output(<the schema as JSON schema>, include_raw=True)`
+(guided json_schema decoding on OpenAI-compatible servers such as vLLM; a tool call on models that
+bind tools) and validates the decoded dict with pydantic itself. The JSON-schema dict, not the
+pydantic class, is passed on purpose: with the class, ChatOpenAI parses inside the client and a bad
+answer raises before we can see the raw text. When the model cannot do structured output
+(NotImplementedError) or its answer does not decode, the raw text goes through
+`agents.schemas.parse_json_output`. Any
 failure surfaces as `BrainError` with the reason, so the calling agent can record it and fall back
 to a safe behaviour: an LLM that times out or answers garbage never reaches the harness.
 """
@@ -17,7 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel
 
 from agents.models import LLM_ERRORS
-from agents.schemas import parse_json_output
+from agents.schemas import parse_json_output, validate_output
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -37,13 +41,13 @@ def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str) 
     messages = [SystemMessage(system), HumanMessage(user)]
     try:
         try:
-            structured = llm.with_structured_output(schema, include_raw=True)
+            structured = llm.with_structured_output(schema.model_json_schema(), include_raw=True)
         except NotImplementedError:
             # Models without structured output (plain fakes, some servers): ask and parse the text.
             return parse_json_output(_text(llm.invoke(messages)), schema)
         out = structured.invoke(messages)
-        if out.get("parsed") is not None:
-            return out["parsed"]
+        if isinstance(out.get("parsed"), dict):
+            return validate_output(out["parsed"], schema)
         raw = out.get("raw")
         log.warning("structured output did not parse (%s); trying the plain-JSON parser", out.get("parsing_error"))
         return parse_json_output(_text(raw), schema)

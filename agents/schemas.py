@@ -110,7 +110,11 @@ def parse_json_output(text: str, schema: type[T]) -> T:
     """Parse an LLM's plain-text answer into `schema`; raises ValueError naming the bad field."""
     if len(text) > MAX_OUTPUT_CHARS:
         raise ValueError(f"model output is {len(text)} characters, more than {MAX_OUTPUT_CHARS}")
-    obj = _first_json_object(text)
+    return validate_output(_first_json_object(text), schema)
+
+
+def validate_output(obj: Any, schema: type[T]) -> T:
+    """Validate an already-decoded answer; the error names the schema and the first bad field."""
     try:
         return schema.model_validate(obj)
     except ValidationError as err:

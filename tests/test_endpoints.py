@@ -66,9 +66,11 @@ def test_model_override_and_with_model_hit_that_name(endpoint, openai_stub):
     endpoint.sample([CONV], model="step-3")
     adapter = endpoint.with_model("step-4")
     adapter.sample([CONV])
-    adapter.close()  # shares the pool: closing the derived one must not close the original
     endpoint.sample([CONV])
     assert [r["model"] for r in openai_stub.requests] == ["step-3", "step-4", "stub"]
+    adapter.close()  # a view on the same pool: closing it closes the original too
+    with pytest.raises(RuntimeError):
+        endpoint.sample([CONV])
 
 
 def test_retries_on_500_then_succeeds(endpoint, openai_stub):

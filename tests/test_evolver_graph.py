@@ -8,6 +8,8 @@ fallback, approval interrupts, and resuming an interrupted run from its SQLite c
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -184,3 +186,26 @@ def test_interrupted_run_resumes_from_sqlite_checkpoint(tmp_path):
         history = list(g.get_state_history(cfg))
     assert out["reports"][0]["decision"] == "accepted" and svc.store.latest().version == 1
     assert len(history) >= 3
+
+
+def test_llm_proposer_over_http_bad_outputs_cost_revisions_not_the_harness(tmp_path, openai_stub):
+    key, svc = make_run(tmp_path, PromptPolicy(_policy_stuffing))
+    tight = {"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 8},
+                                          {"type": "max_repeated_ngram", "n": 1, "max_count": 3}]}
+
+    def reply(ops):
+        return json.dumps({"update": {"interface": "criteria", "ops": ops}, "rationale": "r"})
+
+    openai_stub.script([
+        "sorry, I cannot produce JSON today",
+        reply([{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": {"type": "python", "code": "1"}}]),
+        reply([{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": tight}]),
+    ])
+    out = _run(graph, [event("e1", "stuffing", "med-1", criterion_id="water")], key, proposer_model="openai:stub",
+               base_url=openai_stub.base_url, llm_timeout_s=5)
+    (report,) = out["reports"]
+    errors = [a["error"] for a in report["attempts"]]
+    assert "no JSON object" in errors[0] and "ProposalOut.update" in errors[1] and errors[2] is None
+    assert [a["critique"]["invalid"] for a in report["attempts"]] == [True, True, False]
+    assert report["decision"] == "accepted" and [r.version for r in svc.store.history()] == [1]
+    assert [p.outcome for p in svc.memory.proposals_for("med-1")] == ["invalid", "invalid", "accepted"]

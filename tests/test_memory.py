@@ -188,14 +188,15 @@ def test_group_summary_names_the_missing_field():
 # -- writes and queries ---------------------------------------------------------------------------------------
 def test_task_history_orders_by_step_then_insertion_and_keeps_last_n(mem):
     mem.add_event(_event("e-late", "t1", 20))
+    mem.add_event(_event("e-first", "t1", 10))  # same step as the group below, recorded before it
     mem.add_group({"task_id": "t1", "step": 10, "mean": 0.0, "std": 0.0})
     mem.add_event(_event("e-early", "t1", 10))  # same step as the group, recorded after it
     mem.add_proposal(_proposal("p-t1", "t1", 20))
     mem.add_event(_event("e-other", "t2", 15))
     hist = mem.task_history("t1", last_n=10)
-    assert [r.record_id for r in hist] == ["grp:t1:10:0", "e-early", "e-late", "p-t1"]
+    assert [r.record_id for r in hist] == ["e-first", "grp:t1:10:0", "e-early", "e-late", "p-t1"]
     assert [r.record_id for r in mem.task_history("t1", last_n=2)] == ["e-late", "p-t1"]
-    assert [r.record_id for r in mem.task_history("t1", kinds=("events",))] == ["e-early", "e-late"]
+    assert [r.record_id for r in mem.task_history("t1", kinds=("events",))] == ["e-first", "e-early", "e-late"]
     assert mem.task_history("no-such-task") == []
     assert mem.task_history("t1", last_n=0) == []
 

@@ -24,7 +24,12 @@ def test_package_resolves_inside_repo(name):
 
 def test_packages_listed_explicitly_in_pyproject():
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert sorted(config["tool"]["setuptools"]["packages"]) == sorted(PACKAGES)
+    listed = config["tool"]["setuptools"]["packages"]
+    assert sorted(p for p in listed if "." not in p) == sorted(PACKAGES)
+    # Subpackages must be listed too, or a wheel install silently drops them.
+    on_disk = {str(d.relative_to(REPO)).replace("/", ".") for p in PACKAGES for d in (REPO / p).rglob("*")
+               if d.is_dir() and (d / "__init__.py").exists()}
+    assert on_disk <= set(listed)
 
 
 def test_packages_resolve_from_another_working_directory(tmp_path):

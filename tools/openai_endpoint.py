@@ -46,7 +46,6 @@ class OpenAIEndpoint:
         self._client = httpx.Client(base_url=self.root, timeout=httpx.Timeout(self.timeout),
                                     headers={"Authorization": f"Bearer {api_key}"},
                                     limits=httpx.Limits(max_connections=self.concurrency))
-        self._owns_client = True
 
     @property
     def name(self) -> str:
@@ -58,10 +57,13 @@ class OpenAIEndpoint:
     # ---------------------------------------------------------------------------------- sampling
 
     def with_model(self, model: str) -> OpenAIEndpoint:
-        """The same server under another served name (e.g. a hot-loaded adapter); shares the connection pool."""
+        """The same server under another served name (e.g. a hot-loaded adapter).
+
+        A view: it shares the connection pool, so closing either endpoint closes both. That lets callers
+        keep only the adapter view (``ep = ep.with_model(name)``) and still close it.
+        """
         other = copy.copy(self)
         other.model = model
-        other._owns_client = False
         return other
 
     def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
@@ -113,8 +115,7 @@ class OpenAIEndpoint:
         self._request("POST", "/v1/unload_lora_adapter", {"lora_name": name}, idempotent=False, expect_json=False)
 
     def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
+        self._client.close()
 
     def __enter__(self) -> OpenAIEndpoint:
         return self

@@ -233,6 +233,11 @@ def _check_type(path: str, value: Any, annotation: Any, where: str) -> Any:
         return value
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if annotation is float and isinstance(value, str):
+        try:  # YAML 1.1 reads "1e-3" (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
     if annotation in (int, float) and isinstance(value, bool):
         raise ConfigError(f"{where}{path}: expected {annotation.__name__}, got a boolean {value!r}")
     if annotation in (int, float, str, bool) and not isinstance(value, annotation):

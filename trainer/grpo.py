@@ -104,9 +104,11 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
     from trainer.checkpoint import find_checkpoint
 
     ckpt = find_checkpoint(cfg.run_path, resume) if resume is not None else None
-    if ckpt is None and (cfg.run_path / "checkpoints").is_dir() and any((cfg.run_path / "checkpoints").iterdir()):
-        raise FileExistsError(f"run folder {cfg.run_path} already has checkpoints; pass --resume to continue it or "
-                              f"choose another run_dir (e.g. --set run_dir={cfg.run_path}-2)")
+    if ckpt is None and (cfg.run_path / "harness" / "versions").is_dir():
+        # A fresh run must start from harness v0 with an empty memory; never mix two runs in one folder.
+        raise FileExistsError(f"run folder {cfg.run_path} is already used by a run; pass --resume to continue it from "
+                              f"its last checkpoint, delete the folder, or choose another run_dir "
+                              f"(e.g. --set run_dir={cfg.run_path}-2)")
     trainer, run, callback = build_trainer(cfg, resume_from=ckpt, progress=progress, run_graph=run_graph, judge=judge)
     try:
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)

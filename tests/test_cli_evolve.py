@@ -1,0 +1,71 @@
+"""`harnessrl evolve` on the recorded snapshot, then `harnessrl trace` on its checkpoints.
+
+Fast path: the frozen policy is the OpenAI stub server over real HTTP (`openai:<url>#stub`). Slow
+path: the tiny model through `LocalEndpoint` (k=4, 16 tokens).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from trainer.cli import main
+
+SNAPSHOT = Path(__file__).parent / "fixtures" / "evolver_snapshot"
+HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
+
+
+def test_evolve_snapshot_then_trace(tmp_path, openai_stub, capsys):
+    counter = itertools.count()
+    openai_stub.responder = lambda request: "water water water water water rest" if next(counter) % 2 else HONEST
+    run_dir = tmp_path / "run"
+    rc = main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"openai:{openai_stub.base_url}#stub",
+               "--k", "4", "--max-tokens", "16", "--thread", "t1", "--json", str(tmp_path / "out.json")])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "snap-stuffing-med-1" in printed and "accepted:" in printed
+    out = json.loads((tmp_path / "out.json").read_text())
+    by_event = {r["event_id"]: r for r in out["reports"]}
+    assert set(by_event) == {"snap-stuffing-med-1", "snap-low-med-2", "snap-high-geo-1"}
+    # Half the rollouts stuff "water" and fail the audit: tightening the criterion is measured and accepted.
+    assert by_event["snap-stuffing-med-1"]["decision"] == "accepted"
+    numbers = by_event["snap-stuffing-med-1"]["attempts"][-1]["critique"]["numbers"]
+    assert numbers["gamed_drop"] > 0.1 and numbers["k"] == 4
+    assert out["harness_version"] == sum(1 for r in out["reports"] if r["committed_version"])
+    # The fixture itself is untouched: the run works on its own copy.
+    assert sorted(p.name for p in (SNAPSHOT / "harness" / "versions").iterdir()) == ["v000000.json"]
+
+    page = tmp_path / "trace.html"
+    assert main(["trace", str(run_dir), "--thread", "t1", "--out", str(page)]) == 0
+    text = page.read_text()
+    assert "<svg" in text and "graph TD" in text  # drawn locally + mermaid source
+    for needle in ("gather_evidence", "critique", "fallback", "snap-stuffing-med-1", "gamed_drop"):
+        assert needle in text
+    assert "<script" not in text and "cdn" not in text.lower()
+
+
+def test_trace_unknown_thread_is_a_clear_error(tmp_path, openai_stub):
+    openai_stub.responder = lambda request: HONEST
+    run_dir = tmp_path / "run"
+    main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"openai:{openai_stub.base_url}#stub",
+          "--k", "2", "--max-revisions", "0", "--thread", "t1"])
+    with pytest.raises(ValueError, match="thread 'nope' has no checkpoints"):
+        main(["trace", str(run_dir), "--thread", "nope", "--out", str(tmp_path / "x.html")])
+
+
+@pytest.mark.slow
+def test_evolve_with_tiny_model_on_local_endpoint(tmp_path, tiny_model_dir, capsys):
+    run_dir = tmp_path / "run"
+    rc = main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"local:{tiny_model_dir}", "--k", "4",
+               "--max-tokens", "16", "--max-revisions", "0", "--memory", str(tmp_path / "mem"), "--memory-embedding", "hash",
+               "--thread", "tiny", "--json", str(tmp_path / "out.json")])
+    assert rc == 0
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert len(out["reports"]) == 3
+    for r in out["reports"]:
+        assert r["decision"] in ("accepted", "fallback", "rejected")
+        (attempt,) = r["attempts"]  # --max-revisions 0
+        assert attempt["measurement"]["k"] == 4 and attempt["critique"]["measured"]

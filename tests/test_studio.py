@@ -1,0 +1,144 @@
+"""Studio path: a real `langgraph dev` server runs the evolver from `langgraph.json`, driven via `langgraph_sdk`.
+
+Offline: LANGSMITH_TRACING=false, LANGGRAPH_CLI_NO_ANALYTICS=1, the frozen policy and the LLM brain are the
+OpenAI stub server of this test process (the server reaches it over HTTP). The server log goes to a temp
+folder (a log inside the project would trip hot reload) and the server runs in its own process group, which
+is killed afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.studio
+
+REPO = Path(__file__).resolve().parents[1]
+SNAPSHOT = REPO / "tests" / "fixtures" / "evolver_snapshot"
+HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
+TIGHT = {"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 8},
+                                      {"type": "max_repeated_ngram", "n": 1, "max_count": 3}]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    langgraph = Path(sys.executable).parent / "langgraph"
+    if not langgraph.exists():
+        pytest.fail(f"{langgraph} missing: install the dev extra (langgraph-cli[inmem])")
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("studio") / "langgraph-dev.log"
+    env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1", "PYTHONPATH": str(REPO),
+           "OMP_NUM_THREADS": "1"}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port),
+                                 "--config", "langgraph.json"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"langgraph dev exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"langgraph dev not ready after 90 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture
+def stub(openai_stub):
+    """Policy replies alternate stuffing/honest; structured requests (the LLM proposer) get a valid update."""
+    counter = itertools.count()
+
+    def respond(request):
+        if "response_format" in request:
+            return {"update": {"interface": "criteria", "ops": [
+                {"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": TIGHT}]}, "rationale": "llm"}
+        return "water water water water water rest" if next(counter) % 2 else HONEST
+
+    openai_stub.responder = respond
+    return openai_stub
+
+
+def _context(tmp_path, stub, name, **extra):
+    run_dir = tmp_path / name
+    shutil.copytree(SNAPSHOT / "harness", run_dir / "harness")
+    return {"run_dir": str(run_dir), "policy": f"openai:{stub.base_url}#stub", "memory": "none",
+            "samples_per_candidate": 4, "max_tokens": 16, **extra}
+
+
+def _input(*event_ids):
+    data = json.loads((SNAPSHOT / "events.json").read_text())
+    data["events"] = [e for e in data["events"] if not event_ids or e["id"] in event_ids]
+    return data
+
+
+def test_evolver_on_langgraph_dev(server, stub, tmp_path):
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server)
+    assert any(a["graph_id"] == "evolver" for a in client.assistants.search())
+
+    # 1. A run on the recorded snapshot, then its state history.
+    thread = client.threads.create()["thread_id"]
+    out = client.runs.wait(thread, "evolver", input=_input(), context=_context(tmp_path, stub, "base"))
+    assert {r["event_id"] for r in out["reports"]} == {e["id"] for e in _input()["events"]}
+    stuffing = next(r for r in out["reports"] if r["event_id"] == "snap-stuffing-med-1")
+    assert stuffing["decision"] == "accepted" and stuffing["attempts"][-1]["critique"]["numbers"]["k"] == 4
+    history = client.threads.get_history(thread, limit=50)
+    assert len(history) >= 3 and history[0]["values"]["reports"]
+
+    # 2. Two assistants that differ only in the proposer brain.
+    rules = client.assistants.create(graph_id="evolver", name="rules-brains", context={"proposer_model": "rules"})
+    llm = client.assistants.create(graph_id="evolver", name="llm-proposer",
+                                   context={"proposer_model": "openai:stub", "base_url": stub.base_url})
+    n_structured = sum("response_format" in r for r in stub.requests)
+    for assistant, name in ((rules, "a-rules"), (llm, "a-llm")):
+        t = client.threads.create()["thread_id"]
+        res = client.runs.wait(t, assistant["assistant_id"], input=_input("snap-stuffing-med-1"),
+                               context=_context(tmp_path, stub, name))
+        attempt = res["reports"][0]["attempts"][-1]
+        assert res["reports"][0]["decision"] == "accepted"
+        assert attempt["source"] == ("rules" if assistant is rules else "llm")
+    assert sum("response_format" in r for r in stub.requests) == n_structured + 1  # only the LLM assistant asked
+
+    # 3. Approval: the run pauses at the interrupt; resuming commits the update.
+    t = client.threads.create()["thread_id"]
+    ctx = _context(tmp_path, stub, "approve", require_approval=True)
+    client.runs.wait(t, "evolver", input=_input("snap-stuffing-med-1"), context=ctx)
+    state = client.threads.get_state(t)
+    interrupts = [i for task in state["tasks"] for i in task.get("interrupts", [])]
+    assert len(interrupts) == 1 and interrupts[0]["value"]["critique"]["measured_ok"] is True
+    assert not (Path(ctx["run_dir"]) / "harness" / "versions" / "v000001.json").exists()
+    done = client.runs.wait(t, "evolver", command={"resume": {"approve": True}}, context=ctx)
+    assert done["reports"][0]["decision"] == "accepted"
+    assert (Path(ctx["run_dir"]) / "harness" / "versions" / "v000001.json").exists()

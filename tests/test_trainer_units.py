@@ -1,0 +1,249 @@
+"""Trainer pieces without a training loop: sampler, reward, callback pause (incl. failures), broadcast, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+from types import SimpleNamespace
+
+import pytest
+
+from harness.types import AddHint, FailureEvent, HarnessUpdate, Hint, Reweight, Schedule, SetSchedule
+from memory.store import TrainingMemory
+from test_trainer_support import tiny_config
+from trainer.callback import HarnessCallback
+from trainer.checkpoint import abandon_versions_after, read_state, restore, write_checkpoint_state
+from trainer.reward import RubricReward
+from trainer.run import HarnessRun
+from trainer.sampler import HarnessSampler, make_dataset
+
+
+@pytest.fixture
+def run(tmp_path):
+    cfg = tiny_config(tmp_path)
+    r = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
+    HarnessSampler(r, seed=0)
+    yield r
+    r.close()
+
+
+def _hint_update(task_id="t-paris", text="The answer is a city on the Seine."):
+    return HarnessUpdate(interface="guidance", ops=[
+        AddHint(task_id=task_id, hint=Hint(id="h1", text=text)),
+        SetSchedule(task_id=task_id, schedule=Schedule(mode="constant")),
+    ])
+
+
+def _only(run, task_id):
+    for tid in run.state.active_task_ids():
+        if tid != task_id:
+            run.store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id=tid, weight=0.0)]))
+    run.refresh()
+
+
+# -- sampler ---------------------------------------------------------------------------------------------
+def test_sampler_rows_follow_the_current_harness(run):
+    _only(run, "t-paris")
+    row = run.sampler.draw_row()
+    assert row["task_id"] == "t-paris" and not row["hinted"] and "Hint:" not in row["prompt"][-1]["content"]
+    run.store.commit(_hint_update())
+    run.refresh()  # what the callback does after a round
+    row = run.sampler.draw_row()
+    assert row["harness_version"] == run.state.version and row["hinted"]
+    assert row["prompt"][-1]["content"].endswith("Hint: The answer is a city on the Seine.")
+
+
+def test_trl_repeats_each_row_into_one_group(run):
+    from trl.trainer.utils import repeat_iterable_dataset
+
+    ds = repeat_iterable_dataset(make_dataset(run.sampler), mini_repeat_count=4, batch_size=2)
+    rows = [r for _, r in zip(range(16), ds)]
+    for g in range(4):
+        group = rows[4 * g:4 * g + 4]
+        assert len({(r["task_id"], r["harness_version"]) for r in group}) == 1
+
+
+def test_dynamic_filtering_downweights_dead_tasks(tmp_path):
+    cfg = tiny_config(tmp_path)
+    r = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
+    s = HarnessSampler(r, seed=0, dynamic_filtering=True, df_window=2, df_multiplier=0.1)
+    before = s.core.weights()["t-paris"]
+    s.observe_group("t-paris", dead=True)
+    assert s.core.weights()["t-paris"] == pytest.approx(before)  # one dead visit is not enough
+    s.observe_group("t-paris", dead=True)
+    assert s.core.weights()["t-paris"] < before / 2
+    s.observe_group("t-paris", dead=False)
+    assert s.core.weights()["t-paris"] == pytest.approx(before)
+    r.close()
+
+
+# -- reward ----------------------------------------------------------------------------------------------
+def _call(reward, run, task_ids, texts, versions, step=0):
+    n = len(texts)
+    metrics: dict = {}
+    out = asyncio.run(reward(
+        prompts=[[{"role": "user", "content": "x"}]] * n, completions=[[{"role": "assistant", "content": t}] for t in texts],
+        task_id=task_ids, harness_version=versions, hinted=[False] * n, hint_text=[""] * n,
+        trainer_state=SimpleNamespace(global_step=step), log_extra=lambda *a: None,
+        log_metric=lambda k, v: metrics.setdefault(k, v)))
+    return out, metrics
+
+
+def test_reward_scores_groups_feeds_detector_memory_and_metrics(run):
+    reward = RubricReward(run, num_generations=4)
+    texts = ["Paris is the capital."] * 2 + ["No idea."] * 2 + ["nothing"] * 4
+    out, metrics = _call(reward, run, ["t-paris"] * 4 + ["t-photo"] * 4, texts, [0] * 8)
+    assert out[:4] == [1.0, 1.0, 0.0, 0.0] and out[4:] == [0.0] * 4
+    assert metrics["pass_rate/t-paris/c1"] == 0.5
+    events = run.take_events(10)
+    assert [(e.type, e.task_id) for e in events] == [("collapse_low", "t-photo")]  # first-visit all-0 group
+    rec = run.pop_step(1)
+    assert rec["dead_share"] == 0.5 and rec["harness_version"] == 0 and rec["reward"] == pytest.approx(0.25)
+    assert run.memory.count()["groups"] == 2
+    assert json.loads(run.paths.events.read_text().splitlines()[0])["task_id"] == "t-photo"
+
+
+def test_reward_uses_the_rubric_of_the_rows_version(run):
+    from harness.types import AddCriterion, Criterion
+
+    run.store.commit(HarnessUpdate(interface="criteria", ops=[AddCriterion(task_id="t-paris", criterion=Criterion(
+        id="c9", text="Ends with !", weight=5, kind="essential", check={"type": "ends_with", "text": "!"}))]))
+    run.refresh()
+    reward = RubricReward(run, num_generations=2)
+    old, _ = _call(reward, run, ["t-paris"] * 2, ["Paris.", "Paris."], [0, 0])
+    new, _ = _call(reward, run, ["t-paris"] * 2, ["Paris.", "Paris."], [1, 1], step=1)
+    assert old == [1.0, 1.0] and new == [0.5, 0.5]
+
+
+def test_reward_refuses_rows_that_are_not_groups(run):
+    reward = RubricReward(run, num_generations=2)
+    with pytest.raises(ValueError, match="not one group"):
+        _call(reward, run, ["t-paris", "t-photo"], ["a", "b"], [0, 0])
+
+
+def test_reward_is_picklable_and_finds_the_live_run(run):
+    reward = RubricReward(run, num_generations=4)
+    clone = pickle.loads(pickle.dumps(reward))
+    assert clone.__name__ == "rubric" and clone.run is run
+
+
+# -- callback: pause, failures, broadcast ----------------------------------------------------------------------
+def _event(task_id="t-paris", step=2, version=0):
+    return FailureEvent(id=f"collapse_low:{task_id}:{step}", type="collapse_low", task_id=task_id, step=step,
+                        stats={"harness_version": version})
+
+
+def test_round_applies_committed_update_and_records_pause(run):
+    def graph(cfg, events, version, step, context, thread_id):
+        assert context.services_key and context.guidance_enabled and context.use_critic
+        run.store.commit(_hint_update(), step=step)
+        return {"accepted": [{"event_id": events[0].id}], "reports": [
+            {"event_id": events[0].id, "task_id": "t-paris", "decision": "accepted", "interface": "guidance", "attempts": []}]}
+
+    cb = HarnessCallback(run, run_graph=graph)
+    cb.publish_policy = lambda step: (object(), "local")
+    cb._register_services = lambda key, endpoint: None
+    _only(run, "t-paris")
+    before = run.state.version
+    run.add_events([_event(version=before)], harness_version=before)
+    pause = cb.evolve(2)
+    assert run.state.version == before + 1 and pause >= 0
+    rounds = [json.loads(x) for x in run.paths.rounds.read_text().splitlines()]
+    assert rounds[0]["n_accepted"] == 1 and rounds[0]["accepted_interfaces"] == ["guidance"]
+    row = run.sampler.draw_row()  # the next sampled prompt follows the new version
+    assert row["harness_version"] == before + 1 and row["hinted"]
+
+
+@pytest.mark.parametrize("commit_first", [False, True])
+def test_failed_round_leaves_harness_unchanged(run, commit_first):
+    def graph(cfg, events, version, step, context, thread_id):
+        if commit_first:  # a partial round: one update committed, then the judge/endpoint fails
+            run.store.commit(_hint_update(), step=step)
+        raise ConnectionError("judge endpoint unreachable")
+
+    cb = HarnessCallback(run, run_graph=graph)
+    cb.publish_policy = lambda step: (object(), "local")
+    cb._register_services = lambda key, endpoint: None
+    run.add_events([_event()], harness_version=0)
+    cb.evolve(2)
+    assert run.state.version == 0 and run.store.versions() == [0]
+    rnd = json.loads(run.paths.rounds.read_text().splitlines()[0])
+    assert "ConnectionError" in rnd["error"] and rnd["rolled_back_versions"] == ([1] if commit_first else [])
+    assert [e.id for e in run.take_events(5)] == ["collapse_low:t-paris:2"]  # kept for the next round
+
+
+def test_real_graph_with_failing_endpoint_keeps_harness(run):
+    """The evolver graph itself, with a frozen policy that is down: no update, training goes on."""
+    from tools.endpoint import EndpointError
+
+    class Down:
+        name = "down"
+
+        def sample(self, *a, **k):
+            raise EndpointError("policy endpoint down")
+
+    cb = HarnessCallback(run)
+    cb.publish_policy = lambda step: (Down(), "local")
+    run.add_events([_event("t-paris")], harness_version=0)
+    cb.evolve(2)
+    assert run.store.versions()[-1] == run.state.version
+    rnd = json.loads(run.paths.rounds.read_text().splitlines()[0])
+    assert rnd["n_accepted"] == 0
+    # Either the graph reported the failure per event or the round failed as a whole; no version was accepted.
+    assert all(r["decision"] != "accepted" for r in rnd.get("reports", []))
+
+
+def test_stale_events_are_dropped(run):
+    run.store.commit(_hint_update())
+    run.refresh()
+    cb = HarnessCallback(run)
+    fresh, stale = cb._drop_stale([_event(version=0), _event("t-photo", version=0), _event(version=1)])
+    assert [e.task_id for e in stale] == ["t-paris"] and len(fresh) == 2
+
+
+def test_broadcast_path_single_process(run):
+    """Rank 0 serialises the new state and broadcast_object_list hands it to every rank (here: one)."""
+    run.store.commit(_hint_update())
+    cb = HarnessCallback(run)
+    cb._num_processes = lambda: 2  # take the multi-process code path
+    state = cb._sync_state()
+    assert state.version == 1 and run.state.version == 1 and run.state.guidance_for("t-paris").hints
+
+
+# -- checkpoint / resume ------------------------------------------------------------------------------------
+def test_checkpoint_state_and_restore(tmp_path):
+    cfg = tiny_config(tmp_path)
+    r = HarnessRun(cfg)  # persistent memory in the run folder
+    HarnessSampler(r, seed=0)
+    reward = RubricReward(r, num_generations=2)
+    _call(reward, r, ["t-paris"] * 2, ["no", "no"], [0, 0], step=0)
+    ckpt = cfg.run_path / "checkpoints" / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    write_checkpoint_state(ckpt, r, step=2)
+    groups_at_ckpt = r.memory.count()["groups"]
+    # after the checkpoint: a new version, more memory, more log lines
+    r.store.commit(_hint_update(), step=3)
+    _call(reward, r, ["t-photo"] * 2, ["no", "no"], [1, 1], step=2)
+    r.paths.metrics.write_text(json.dumps({"step": 1}) + "\n" + json.dumps({"step": 3}) + "\n")
+    assert r.memory.count()["groups"] == groups_at_ckpt + 1
+    r.close()
+
+    r2 = HarnessRun(cfg, open_memory=False)
+    HarnessSampler(r2, seed=0)
+    summary = restore(r2, ckpt)
+    assert summary["abandoned_versions"] == [1] and r2.state.version == 0 and r2.store.versions() == [0]
+    assert r2.memory.count()["groups"] == groups_at_ckpt
+    assert [json.loads(x)["step"] for x in r2.paths.metrics.read_text().splitlines()] == [1]
+    assert read_state(ckpt)["harness_version"] == 0
+    assert (r2.paths.abandoned / summary["aside"].split("/")[-1] / "versions" / "v000001.json").is_file()
+    r2.close()
+
+
+def test_abandon_versions_after_keeps_log_consistent(run):
+    run.store.commit(_hint_update())
+    run.store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id="t-any", weight=2.0)]))
+    moved = abandon_versions_after(run.store, 1, run.paths.abandoned / "x")
+    assert moved == [2] and run.store.versions() == [0, 1]
+    assert [rec.version for rec in run.store.history()] == [1]
+    assert run.store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id="t-any", weight=3.0)])).version == 2
