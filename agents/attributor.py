@@ -7,7 +7,8 @@ guidance_leak -> guidance. Two things move it off the prior, always with a note 
 - memory (anti-oscillation): when this task already has `REJECTED_LIMIT` rejected proposals on the
   preferred interface, the next interface is tried instead.
 
-LLM brain: the same inputs plus the prior go to the model; its answer must name an enabled
+LLM brain: the same inputs plus the prior go to the model, which may first look things up with its
+tools (task_history, similar_cases, current_harness; memory tools only with use_memory); its answer must name an enabled
 interface, and cited evidence ids that are not in the evidence are dropped (hallucinations). If the
 model fails (timeout, malformed output, disabled interface) the rule attribution is used and the
 failure is recorded in `notes` (`source="llm_fallback"`).
@@ -22,7 +23,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from agents import prompts
-from agents.llm import BrainError, ask_structured
+from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Attribution
 from harness.types import FailureEvent
 
@@ -91,7 +92,8 @@ def rule_attribution(event: FailureEvent, evidence: dict[str, Any], enabled: lis
 
 
 def llm_attribution(
-    llm: BaseChatModel, event: FailureEvent, evidence: dict[str, Any], enabled: list[str], *, use_memory: bool = True
+    llm: BaseChatModel, event: FailureEvent, evidence: dict[str, Any], enabled: list[str], *, use_memory: bool = True,
+    toolbox: ToolBox | None = None,
 ) -> Attribution:
     prior = rule_attribution(event, evidence, enabled, use_memory=use_memory)
     system = prompts.render(prompts.ATTRIBUTOR_SYSTEM, enabled=", ".join(enabled))
@@ -103,7 +105,7 @@ def llm_attribution(
         similar=_lines(evidence.get("similar", []) if use_memory else []),
     )
     try:
-        out = ask_structured(llm, Attribution, system, user)
+        out = ask_with_tools(llm, Attribution, system, user, toolbox)
         if out.interface not in enabled:
             raise BrainError(f"LLM chose interface {out.interface!r}, which is not enabled ({enabled})")
     except BrainError as err:

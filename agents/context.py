@@ -37,6 +37,7 @@ class EvolverContext:
     llm_timeout_s: float = _f(60.0, "per-call timeout of a brain LLM, seconds")
     llm_max_tokens: int = _f(2048, "max tokens of one brain LLM answer")
     llm_temperature: float = _f(0.0, "sampling temperature of the brain LLMs")
+    max_tool_rounds: int = _f(3, "turns of memory/policy tool calls an LLM brain may make before its answer (0: none)")
 
     # -- infrastructure (resolved by tools.services) --------------------------------------------
     run_dir: str = _f("runs/evolve", "run folder holding harness/ (the versioned store)")
@@ -80,6 +81,8 @@ class EvolverContext:
                 raise ValueError(f"EvolverContext.{name}: expected 'rules' or 'provider:model', got {value!r}")
         if self.max_revisions < 0:
             raise ValueError(f"EvolverContext.max_revisions must be >= 0, got {self.max_revisions}")
+        if self.max_tool_rounds < 0:
+            raise ValueError(f"EvolverContext.max_tool_rounds must be >= 0, got {self.max_tool_rounds}")
         if self.samples_per_candidate < 2:
             raise ValueError(f"EvolverContext.samples_per_candidate must be >= 2 (std needs two rollouts), got {self.samples_per_candidate}")
         if not self.enabled_interfaces():

@@ -39,7 +39,7 @@ from langchain_core.language_models import BaseChatModel
 
 from agents import prompts
 from agents.context import EvolverContext
-from agents.llm import BrainError, ask_structured
+from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Critique, Review
 from harness.types import FailureEvent, HarnessUpdate
 from tools.measure import GroupMetrics, Measurement
@@ -203,13 +203,17 @@ def unmeasured_critique(event: FailureEvent) -> Critique:
                     reasons=["critic disabled (ablation): valid candidates are accepted unmeasured"])
 
 
-def llm_review(llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, critique: Critique) -> Critique:
-    """Ask the LLM critic to review a candidate that passed; it can only add a veto and a review."""
+def llm_review(llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, critique: Critique,
+               toolbox: ToolBox | None = None) -> Critique:
+    """Ask the LLM critic to review a candidate that passed; it can only add a veto and a review.
+
+    Its tools (sample_policy, score_responses) read the frozen policy and the current rubric; it has no
+    measurement tool, and nothing it answers can turn a failed measurement into an acceptance."""
     system = prompts.render(prompts.CRITIC_SYSTEM)
     user = prompts.render(prompts.CRITIC_USER, event=event.model_dump_json(), update=update.model_dump_json(),
                           numbers=json.dumps(critique.numbers), reasons="\n".join(critique.reasons))
     try:
-        review = ask_structured(llm, Review, system, user)
+        review = ask_with_tools(llm, Review, system, user, toolbox)
     except BrainError as err:
         log.warning("critic LLM review failed on %s: %s; keeping the measured verdict", event.id, err)
         return critique.model_copy(update={"review": f"LLM review failed ({err}); measured verdict kept"})

@@ -1,4 +1,4 @@
-"""Calling a brain LLM for a pydantic answer: structured output first, plain JSON as the fallback.
+"""Calling a brain LLM for a pydantic answer, optionally after a bounded loop of tool calls.
 
 `ask_structured` asks through `with_structured_output(<the schema as JSON schema>, include_raw=True)`
 (guided json_schema decoding on OpenAI-compatible servers such as vLLM; a tool call on models that
@@ -6,25 +6,60 @@ bind tools) and validates the decoded dict with pydantic itself. The JSON-schema
 pydantic class, is passed on purpose: with the class, ChatOpenAI parses inside the client and a bad
 answer raises before we can see the raw text. When the model cannot do structured output
 (NotImplementedError) or its answer does not decode, the raw text goes through
-`agents.schemas.parse_json_output`. Any
-failure surfaces as `BrainError` with the reason, so the calling agent can record it and fall back
-to a safe behaviour: an LLM that times out or answers garbage never reaches the harness.
+`agents.schemas.parse_json_output`.
+
+`ask_with_tools` first lets the model call the memory/policy tools of its role (`ToolBox`, built from
+`tools.agent_tools.make_tools`) for at most `max_rounds` turns:
+
+- each turn the model (with the tools bound) either calls tools or answers; an answer without tool
+  calls that parses as the schema is the final answer (no second call for a model that answered);
+- tool calls run by name with the tool validating its own arguments; an unknown tool, bad or
+  unparseable arguments, or too many calls in one turn become a `ToolMessage` with a readable error
+  the model can act on, never an exception; results are cut to `MAX_TOOL_RESULT_CHARS`;
+- when the rounds are used up, or the model's free answer does not parse, the final answer is
+  forced through the structured path on the whole conversation (guided decoding on vLLM, plain-JSON
+  fallback); models that cannot bind tools (NotImplementedError) go straight to `ask_structured`.
+
+Every call is recorded on the `ToolBox` (round, name, args, truncated result, error flag) so the
+graph can put it in the lane state, the trace and Studio. Any failure of the model or of the
+infrastructure behind a tool (timeout, transport error, malformed or invalid output) surfaces as
+`BrainError`, so the calling agent records it and falls back to its rule brain: an LLM that times
+out or answers garbage never reaches the harness.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool, ToolException
+from pydantic import BaseModel, ValidationError
 
+from agents import prompts
 from agents.models import LLM_ERRORS
 from agents.schemas import parse_json_output, validate_output
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
+
+# Bounds on what tool use adds to a conversation: a few KB per result, a handful of calls per turn.
+MAX_TOOL_RESULT_CHARS = 4000
+MAX_CALLS_PER_ROUND = 6
+MAX_RECORD_CHARS = 600  # per result / args in the recorded trace (state, checkpoints, Studio)
+
+# Tools each role may call. measure_candidate is nobody's: the graph's critique node runs the
+# measurement itself, so no LLM can produce (or fake) the numbers a candidate is accepted on.
+ROLE_TOOLS: dict[str, tuple[str, ...]] = {
+    "attributor": ("task_history", "similar_cases", "current_harness"),
+    "proposer": ("current_harness", "task_history", "similar_cases", "sample_policy", "score_responses"),
+    "critic": ("sample_policy", "score_responses"),
+}
+MEMORY_TOOLS = frozenset({"task_history", "similar_cases"})
 
 
 class BrainError(RuntimeError):
@@ -37,8 +72,73 @@ def _text(message: object) -> str:
     return str(message)
 
 
-def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str) -> T:
-    messages = [SystemMessage(system), HumanMessage(user)]
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters cut)"
+
+
+@dataclass
+class ToolBox:
+    """The tools one agent may call in one node run, the round limit, and the record of calls made."""
+
+    tools: list[BaseTool]
+    max_rounds: int = 3
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def for_role(cls, role: str, tools: Sequence[BaseTool], *, use_memory: bool, max_rounds: int) -> ToolBox:
+        """The role's subset of `tools` (from `make_tools`); memory tools only when `use_memory`."""
+        if role not in ROLE_TOOLS:
+            raise ValueError(f"ToolBox.for_role: unknown role {role!r}; known: {sorted(ROLE_TOOLS)}")
+        by_name = {t.name: t for t in tools}
+        wanted = [n for n in ROLE_TOOLS[role] if use_memory or n not in MEMORY_TOOLS]
+        if missing := [n for n in wanted if n not in by_name]:
+            raise ValueError(f"ToolBox.for_role({role!r}): tools {missing} not among {sorted(by_name)}")
+        return cls([by_name[n] for n in wanted], max_rounds)
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+    def _execute(self, name: str, args: Any) -> tuple[str, bool]:
+        tool = next((t for t in self.tools if t.name == name), None)
+        if tool is None:
+            return f"error: unknown tool {name!r}; the tools you can call are {self.names}", True
+        try:
+            out = tool.invoke(args)
+        except ValidationError as err:  # the tool's own argument schema said no
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(args)'}: {e['msg']}" for e in err.errors()[:5])
+            return f"error: bad arguments for {name}: {problems}", True
+        except ToolException as err:
+            return f"error: {name} failed: {err}", True
+        text = out if isinstance(out, str) else json.dumps(out, default=str)
+        return text, text.startswith("error:")
+
+    def run_calls(self, reply: AIMessage, round_no: int) -> list[ToolMessage]:
+        """Execute the tool calls of one model turn; one ToolMessage per call id (APIs require it)."""
+        answers: list[ToolMessage] = []
+        for i, call in enumerate(reply.tool_calls):
+            name, args = call["name"], call["args"]
+            if i >= MAX_CALLS_PER_ROUND:
+                text, error = f"error: not run: at most {MAX_CALLS_PER_ROUND} tool calls per turn", True
+            else:
+                text, error = self._execute(name, args)
+            answers.append(ToolMessage(_clip(text, MAX_TOOL_RESULT_CHARS), tool_call_id=call.get("id") or "", name=name))
+            self._record(round_no, name, args, text, error)
+        for call in reply.invalid_tool_calls:  # arguments that were not even JSON
+            name = call.get("name") or "?"
+            text = f"error: the arguments of {name} are not a valid JSON object: {str(call.get('args'))[:200]}"
+            answers.append(ToolMessage(text, tool_call_id=call.get("id") or "", name=name))
+            self._record(round_no, name, call.get("args"), text, True)
+        return answers
+
+    def _record(self, round_no: int, name: str, args: Any, result: str, error: bool) -> None:
+        dumped = json.dumps(args, default=str, ensure_ascii=False)
+        self.calls.append({"round": round_no, "name": name,
+                           "args": json.loads(dumped) if len(dumped) <= MAX_RECORD_CHARS else _clip(dumped, MAX_RECORD_CHARS),
+                           "result": _clip(result, MAX_RECORD_CHARS), "error": error})
+
+
+def _ask_structured_messages(llm: BaseChatModel, schema: type[T], messages: list[BaseMessage]) -> T:
     try:
         try:
             structured = llm.with_structured_output(schema.model_json_schema(), include_raw=True)
@@ -53,3 +153,36 @@ def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str) 
         return parse_json_output(_text(raw), schema)
     except LLM_ERRORS as err:
         raise BrainError(f"{type(err).__name__}: {err}") from err
+
+
+def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str) -> T:
+    return _ask_structured_messages(llm, schema, [SystemMessage(system), HumanMessage(user)])
+
+
+def ask_with_tools(llm: BaseChatModel, schema: type[T], system: str, user: str, toolbox: ToolBox | None) -> T:
+    """`ask_structured` after at most `toolbox.max_rounds` turns of tool calls (see the module docstring)."""
+    if toolbox is None or not toolbox.tools or toolbox.max_rounds <= 0:
+        return ask_structured(llm, schema, system, user)
+    try:
+        bound = llm.bind_tools(toolbox.tools)
+    except NotImplementedError:
+        return ask_structured(llm, schema, system, user)
+    note = prompts.render(prompts.TOOLS_NOTE, tools=", ".join(toolbox.names), rounds=toolbox.max_rounds)
+    messages: list[BaseMessage] = [SystemMessage(f"{system}\n\n{note}"), HumanMessage(user)]
+    try:
+        for round_no in range(1, toolbox.max_rounds + 1):
+            reply = bound.invoke(messages)
+            messages.append(reply)
+            if not isinstance(reply, AIMessage) or not (reply.tool_calls or reply.invalid_tool_calls):
+                try:
+                    return parse_json_output(_text(reply), schema)
+                except ValueError as err:
+                    log.info("free answer did not parse (%s); asking for the %s with structured output", err, schema.__name__)
+                    break
+            messages += toolbox.run_calls(reply, round_no)
+        else:
+            log.info("tool rounds used up (%d); asking for the final %s", toolbox.max_rounds, schema.__name__)
+    except LLM_ERRORS as err:
+        raise BrainError(f"{type(err).__name__}: {err}") from err
+    messages.append(HumanMessage(prompts.render(prompts.TOOLS_DONE)))
+    return _ask_structured_messages(llm, schema, messages)

@@ -76,6 +76,14 @@ CRITIC_USER = """<event>
 </rule_verdict>"""
 
 
+# Appended to a role's system prompt when it is offered tools (agents/llm.py `ask_with_tools`).
+TOOLS_NOTE = """Before answering you may call the tools offered to you ({tools}) to check evidence; you get at most {rounds} rounds of tool calls.
+When you have what you need, reply with the JSON object only, without a tool call."""
+
+# Sent when the tool rounds are used up, before the final structured answer.
+TOOLS_DONE = """No more tool calls: answer now with the ONE JSON object asked for above."""
+
+
 def render(template: str, **values: object) -> str:
     """Fill a prompt; the supplied names must match the template's placeholders exactly."""
     names = {f for _, f, _, _ in string.Formatter().parse(template) if f}

@@ -13,7 +13,8 @@ much reward uses a lower word floor). The templates make real updates:
 - criteria: word floors and repetition limits on stuffed / format-only criteria (`all_of`), pitfall
   criteria, tightening or loosening blind criteria, graded splits of coarse criteria.
 
-LLM brain: the model writes the update as JSON; anything that does not parse or names unknown tasks
+LLM brain: the model may first call its tools (current_harness, task_history, similar_cases,
+sample_policy, score_responses), then writes the update as JSON; anything that does not parse or names unknown tasks
 or criteria becomes `Proposal(update=None, error=...)` that the critic rejects as invalid, so a
 hallucinating model costs a revision, never a corrupt harness.
 """
@@ -29,7 +30,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from agents import prompts, rules_bank as bank
-from agents.llm import BrainError, ask_structured
+from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Attribution, Proposal, ProposalOut
 from harness.guidance import hint_leaks_reference
 from harness.types import (
@@ -429,14 +430,14 @@ def _task_view(task: Task, state: HarnessState) -> dict[str, Any]:
 
 
 def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attribution, state: HarnessState,
-                 attempts: list[dict[str, Any]]) -> Proposal:
+                 attempts: list[dict[str, Any]], toolbox: ToolBox | None = None) -> Proposal:
     task = state.task(event.task_id)
     feedback = [{"template": a["template"], "update": a.get("update"), "critique": a.get("critique")} for a in attempts]
     system = prompts.render(prompts.PROPOSER_SYSTEM, interface=attribution.interface, task_id=task.id)
     user = prompts.render(prompts.PROPOSER_USER, event=event.model_dump_json(), attribution=attribution.model_dump_json(),
                           task=json.dumps(_task_view(task, state), indent=1), feedback=json.dumps(feedback, indent=1) if feedback else "(first attempt)")
     try:
-        out = ask_structured(llm, ProposalOut, system, user)
+        out = ask_with_tools(llm, ProposalOut, system, user, toolbox)
     except BrainError as err:
         log.warning("proposer LLM failed on %s: %s", event.id, err)
         return Proposal(update=None, template="llm", source="llm", error=f"LLM proposer failed: {err}")

@@ -193,17 +193,34 @@ def plan(args: argparse.Namespace) -> list[Job]:
 
 
 # -- worker (runs in its own process unless --jobs 0) ------------------------------------------------------
-class RecordingEndpoint:
-    """Wraps a `PolicyEndpoint`, keeping every response so lengths can be paired with the eval scores."""
+class BatchedEvalEndpoint:
+    """Samples every eval prompt in ONE batched call on first use, then answers `evaluate`'s per-task calls
+    from that batch, in order; keeps the responses for the length statistics.
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    Why: `trainer.evaluate.evaluate` asks for one task at a time (k sequences per generate call); on this CPU
+    one batched call over all eval tasks costs about half as much per sequence (measured: 28.7 s for 1 task x 4
+    vs 12.7 s per task for 10 tasks x 4, 48 tokens). The one difference: a single sampling seed for the batch
+    instead of evaluate's per-task `seed + i`; every model still sees the same random numbers.
+    """
+
+    def __init__(self, inner: Any, prompts: list[list[dict]], n: int, max_tokens: int, temperature: float,
+                 seed: int) -> None:
+        self.inner, self.prompts = inner, prompts
+        self.n, self.max_tokens, self.temperature, self.seed = n, max_tokens, temperature, seed
+        self._batch: list[list[str]] | None = None
         self.responses: list[list[str]] = []
 
     def sample(self, messages_batch, n=1, max_tokens=64, temperature=1.0, seed=None):
-        out = self.inner.sample(messages_batch, n=n, max_tokens=max_tokens, temperature=temperature, seed=seed)
-        self.responses.extend(out)
-        return out
+        i = len(self.responses)
+        if (i >= len(self.prompts) or messages_batch != [self.prompts[i]] or n != self.n
+                or max_tokens != self.max_tokens or temperature != self.temperature):
+            raise RuntimeError(f"BatchedEvalEndpoint: call {i} does not match the prepared batch "
+                               f"(n={n}, max_tokens={max_tokens}, temperature={temperature}); evaluate() changed?")
+        if self._batch is None:
+            self._batch = self.inner.sample(self.prompts, n=self.n, max_tokens=self.max_tokens,
+                                            temperature=self.temperature, seed=self.seed)
+        self.responses.append(self._batch[i])
+        return [self._batch[i]]
 
 
 def length_stats(result: dict[str, Any], responses: list[list[str]]) -> dict[str, Any]:
@@ -232,9 +249,13 @@ def eval_model(model_dir: Path, base: str | None, job: Job, tasks: list, judge: 
     from tools.local_endpoint import LocalEndpoint
     from trainer.evaluate import _load_model, evaluate
 
+    from harness.guidance import render_prompt
+
     t0 = time.monotonic()
     model, tok = _load_model(model_dir, base, dtype)
-    endpoint = RecordingEndpoint(LocalEndpoint(model, tok, name=f"local:{model_dir.name}"))
+    endpoint = BatchedEvalEndpoint(LocalEndpoint(model, tok, name=f"local:{model_dir.name}"),
+                                   [render_prompt(t, []) for t in tasks], job.eval_k, job.max_tokens, temperature,
+                                   job.eval_seed)
     res = evaluate(tasks, endpoint, judge, k=job.eval_k, max_tokens=job.max_tokens, temperature=temperature,
                    seed=job.eval_seed, progress=False)
     return {"avg_at_k": res["avg_at_k"], "audit": res["audit"], "domains": res["domains"],

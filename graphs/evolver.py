@@ -28,12 +28,14 @@ from langgraph.types import Send, interrupt
 
 from agents import attributor, critic, proposer
 from agents.context import EvolverContext
+from agents.llm import ToolBox
 from agents.models import brain_model, load_chat_model
 from agents.schemas import Attribution, Critique, Proposal
 from graphs.state import EvolverInput, EvolverOutput, EvolverState, LaneInput, LaneOutput, LaneState
 from harness.ops import UpdateRejected, validate as validate_update
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
+from tools.agent_tools import make_tools
 from tools.measure import measure_candidate
 from tools.services import Services, get_services
 
@@ -51,6 +53,18 @@ def _services(ctx: EvolverContext) -> Services:
     if ctx.services_key:
         return get_services(ctx.services_key)
     return get_services(ctx.to_dict(), chat_model_factory=load_chat_model)
+
+
+def _toolbox(ctx: EvolverContext, svc: Services, role: str, step: int) -> ToolBox:
+    """The LLM brain's tools for `role`; memory tools only when memory is on and used (ablation)."""
+    return ToolBox.for_role(role, make_tools(svc, step), use_memory=ctx.use_memory and svc.memory is not None,
+                            max_rounds=ctx.max_tool_rounds)
+
+
+def _tool_log(state: LaneState, agent: str, box: ToolBox) -> list[dict[str, Any]]:
+    """The event's tool calls so far plus `box`'s, tagged with agent and revision (trace and Studio)."""
+    rev = state.get("revision", 0)
+    return [*state.get("tool_calls", []), *({"agent": agent, "revision": rev, **c} for c in box.calls)]
 
 
 def _event(state: LaneState) -> FailureEvent:
@@ -89,7 +103,7 @@ def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[
     svc = _services(ctx)
     harness = svc.store.latest()
     reset = {"attempts": [], "revision": 0, "proposal": None, "critique": None, "validation": [], "approved": None,
-             "decision": "", "committed_version": None, "fallback": None, "attribution": None}
+             "decision": "", "committed_version": None, "fallback": None, "attribution": None, "tool_calls": []}
     if event.task_id == "*" or not harness.has_task(event.task_id):
         why = "batch-level event: no per-task update" if event.task_id == "*" else f"unknown task {event.task_id!r} in harness v{harness.version}"
         return {**reset, "evidence": {"error": why, "harness_version": harness.version}}
@@ -126,29 +140,37 @@ def attribute(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, A
     ctx, event = _ctx(runtime), _event(state)
     enabled = ctx.enabled_interfaces()
     llm = brain_model(ctx, "attributor")
+    svc = _services(ctx)
+    out: dict[str, Any] = {}
     if llm is None:
         att = attributor.rule_attribution(event, state["evidence"], enabled, use_memory=ctx.use_memory)
     else:
-        att = attributor.llm_attribution(llm, event, state["evidence"], enabled, use_memory=ctx.use_memory)
-    mem = _services(ctx).memory
+        box = _toolbox(ctx, svc, "attributor", state["step"])
+        att = attributor.llm_attribution(llm, event, state["evidence"], enabled, use_memory=ctx.use_memory, toolbox=box)
+        out["tool_calls"] = _tool_log(state, "attributor", box)
+    mem = svc.memory
     if mem is not None:
         mem.add_attribution(AttributionRecord(
             event_id=event.id, task_id=event.task_id, step=event.step, interface=att.interface, diagnosis=att.diagnosis,
             confidence=att.confidence, evidence_ids=att.evidence_ids, failure_type=event.type,
             brain="rule" if att.source == "rules" else "llm"))
-    return {"attribution": att.model_dump(mode="json")}
+    return {**out, "attribution": att.model_dump(mode="json")}
 
 
 def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     ctx, event = _ctx(runtime), _event(state)
     att = Attribution.model_validate(state["attribution"])
-    harness = _services(ctx).store.latest()
+    svc = _services(ctx)
+    harness = svc.store.latest()
     llm = brain_model(ctx, "proposer")
+    out: dict[str, Any] = {}
     if llm is None:
         prop = proposer.rule_proposal(event, att, harness, state["attempts"], state["step"], state["evidence"].get("unmet"))
     else:
-        prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"])
-    return {"proposal": prop.model_dump(mode="json"), "critique": None}
+        box = _toolbox(ctx, svc, "proposer", state["step"])
+        prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"], toolbox=box)
+        out["tool_calls"] = _tool_log(state, "proposer", box)
+    return {**out, "proposal": prop.model_dump(mode="json"), "critique": None}
 
 
 def _gates(update: HarnessUpdate, event: FailureEvent, att: Attribution, ctx: EvolverContext) -> list[str]:
@@ -185,6 +207,7 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     ctx, event = _ctx(runtime), _event(state)
     prop = Proposal.model_validate(state["proposal"])
     measurement: dict[str, Any] | None = None
+    out: dict[str, Any] = {}
     if state["validation"] or prop.update is None:
         crit = critic.invalid_critique(event, state["validation"])
     elif not ctx.use_critic:
@@ -203,11 +226,13 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
             crit = critic.judge_measurement(event, prop.update, m, ctx)
             llm = brain_model(ctx, "critic")
             if crit.measured_ok and llm is not None:
-                crit = critic.llm_review(llm, event, prop.update, crit)
+                box = _toolbox(ctx, svc, "critic", state["step"])
+                crit = critic.llm_review(llm, event, prop.update, crit, toolbox=box)
+                out["tool_calls"] = _tool_log(state, "critic", box)
     attempt = {"revision": state["revision"], "template": prop.template, "source": prop.source,
                "update": None if prop.update is None else prop.update.model_dump(mode="json"),
                "error": prop.error, "critique": crit.model_dump(mode="json"), "measurement": measurement}
-    return {"critique": crit.model_dump(mode="json"), "attempts": [*state["attempts"], attempt]}
+    return {**out, "critique": crit.model_dump(mode="json"), "attempts": [*state["attempts"], attempt]}
 
 
 def route_after_critique(state: LaneState, runtime: Runtime[EvolverContext]) -> Literal["approve", "commit", "revise", "fallback"]:
@@ -308,6 +333,7 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
         "interface": None if att is None else att["interface"], "attribution": att,
         "revisions": state.get("revision", 0), "committed_version": state.get("committed_version"),
         "attempts": attempts, "fallback": state.get("fallback"), "note": state["evidence"].get("error"),
+        "tool_calls": state.get("tool_calls", []),
     }
     accepted = []
     if decision == "accepted":

@@ -64,5 +64,6 @@ class LaneState(TypedDict, total=False):
     decision: str  # accepted | rejected | rejected_stale | rejected_by_human | fallback | skipped
     committed_version: int | None
     fallback: dict[str, Any] | None
+    tool_calls: list[dict[str, Any]]  # LLM brains' tool calls on the current event (agent, revision, name, args, result)
     accepted: Annotated[list[dict[str, Any]], operator.add]
     reports: Annotated[list[dict[str, Any]], operator.add]

@@ -143,16 +143,18 @@ def _decisions(final: dict[str, Any]) -> str:
         for a in r.get("attempts") or [{}]:
             crit = a.get("critique") or {}
             n = crit.get("numbers") or {}
+            tools = [f"{c['agent']}:{c['name']}" + (" (error)" if c.get("error") else "")
+                     for c in r.get("tool_calls") or [] if c.get("revision") == a.get("revision")]
             rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in (
                 html.escape(r["event_id"]), html.escape(r["task_id"]), html.escape(r["failure_type"]), _fmt(r.get("interface")),
-                _fmt(a.get("revision")), _fmt(a.get("template")),
+                _fmt(a.get("revision")), _fmt(a.get("template")), html.escape(", ".join(tools)) or "–",
                 f"{_fmt(n.get('control_std'))} → {_fmt(n.get('candidate_std'))}",
                 f"{_fmt(n.get('control_mean'))} → {_fmt(n.get('candidate_mean'))}",
                 "pass" if crit.get("measured_ok") else "fail",
                 html.escape("; ".join(crit.get("reasons", []))[:400]),
                 f"<b>{html.escape(r['decision'])}</b>" + (f" v{r['committed_version']}" if r.get("committed_version") else ""),
             )) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("event", "task", "type", "interface", "rev", "template", "std", "mean",
+    head = "".join(f"<th>{h}</th>" for h in ("event", "task", "type", "interface", "rev", "template", "LLM tool calls", "std", "mean",
                                               "rule", "critic's reasons", "decision"))
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 

@@ -526,9 +526,9 @@ def gen_science(rng: random.Random) -> list[dict]:
         else:
             # Hidden rubric item: the rare term is not asked for in the prompt (the chess/zugzwang pattern).
             p = f"Tell me about {topic}, and end your answer with a question."
+            # No easy partial-credit item here, so the base policy gets genuine all-0 groups (collapse_low).
             crits = [crit("essential", f"Mentions the key term '{rare}'.", any_(rare)),
                      crit("important", "Ends with a genuine question.", ends("?", min_words=10)),
-                     crit("optional", f"Correctly {key_d}.", any_(*key)),
                      crit("pitfall", f"States a misconception: {mis_d}.", any_(*mis), -3.0)]
             tmpl = "sci_hidden_term"
         # No reference: the topic's reference sentence does not use the rare term this variant requires.
@@ -620,11 +620,14 @@ def gen_writing(rng: random.Random) -> list[dict]:
                      crit("optional", "Is a short poem (10 to 60 words).", wc(10, 60))]
         elif hard == "lipogram":
             letter = rng.choice(LIPOGRAM_LETTERS)
+            if all(letter in t for t in terms):  # keep it possible: some topic word must avoid the letter
+                letter = next(ch for ch in LIPOGRAM_LETTERS if any(ch not in t for t in terms))
             p = f"Write two sentences about {topic} without using the letter '{letter}' anywhere."
-            crits = [crit("essential", f"Never uses the letter '{letter}' and still writes at least 8 words.",
-                          {"type": "forbid_chars", "chars": letter, "min_words": 8}),
-                     crit("important", f"The text {tdesc}.", any_(*terms)),
-                     crit("optional", "Uses two sentences.", sc(2, 2))]
+            # One combined criterion (like the spike's sun lipogram): no partial credit, an all-fail task.
+            crits = [crit("essential", f"Writes at least 8 words about {topic} without ever using the letter "
+                                       f"'{letter}'.",
+                          all_of({"type": "forbid_chars", "chars": letter, "min_words": 8}, any_(*terms))),
+                     crit("pitfall", "Opens with chatty preamble instead of the text.", PREAMBLE, -1.0)]
         else:
             word = rng.choice(ACROSTIC)
             p = (f"Write an acrostic poem about {topic} for the word {word}: the first letters of the "

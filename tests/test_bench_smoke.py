@@ -121,6 +121,37 @@ def test_length_stats_within_task_correlation():
     assert flat["length_corr"] is None and flat["mean_words"] == 1.0
 
 
+class _FakePolicy:
+    """Stands in for the LLM policy: deterministic responses, counts calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def sample(self, messages_batch, n=1, max_tokens=64, temperature=1.0, seed=None):
+        self.calls.append((len(messages_batch), n, seed))
+        return [[f"answer {j} " + "word " * (i + j) for j in range(n)] for i in range(len(messages_batch))]
+
+
+def test_batched_eval_endpoint_with_the_trainers_evaluate():
+    from harness.data import load_suite
+    from harness.guidance import render_prompt
+    from tools.judge import Judge
+    from trainer.evaluate import evaluate
+
+    by_id = {t.id: t for t in load_suite(ROOT / "data" / "rubric-mix-lite") if t.split == "test"}
+    tasks = [by_id[t] for t in compare.pick_eval_tasks(str(ROOT / "data" / "rubric-mix-lite"), 1)]
+    inner = _FakePolicy()
+    ep = compare.BatchedEvalEndpoint(inner, [render_prompt(t, []) for t in tasks], 3, 16, 1.0, 7)
+    res = evaluate(tasks, ep, Judge(), k=3, max_tokens=16, temperature=1.0, seed=7, progress=False)
+    assert inner.calls == [(len(tasks), 3, 7)]  # one batched call for every task
+    assert [len(r) for r in ep.responses] == [3] * len(tasks) and ep.responses[1][0] == "answer 0 word "
+    assert set(res["tasks"]) == {t.id for t in tasks}
+    stats = compare.length_stats(res, ep.responses)
+    assert stats["mean_words"] > 1
+    with pytest.raises(RuntimeError, match="does not match"):
+        ep.sample([render_prompt(tasks[0], [])], n=3, max_tokens=16, temperature=1.0)  # past the end
+
+
 def _jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 

@@ -202,7 +202,7 @@ def test_llm_proposer_over_http_bad_outputs_cost_revisions_not_the_harness(tmp_p
         reply([{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": tight}]),
     ])
     out = _run(graph, [event("e1", "stuffing", "med-1", criterion_id="water")], key, proposer_model="openai:stub",
-               base_url=openai_stub.base_url, llm_timeout_s=5)
+               base_url=openai_stub.base_url, llm_timeout_s=5, max_tool_rounds=0)  # one request per proposal
     (report,) = out["reports"]
     errors = [a["error"] for a in report["attempts"]]
     assert "no JSON object" in errors[0] and "ProposalOut.update" in errors[1] and errors[2] is None

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.slow
 STEPS = 6
 # guidance off: a random model cannot follow a hint, so collapse_low is routed to the criteria interface,
 # where the loosened length check is measurably better on the frozen policy (see test_trainer_support).
-OVERRIDES = (f"train.max_steps={STEPS}", "data.tasks=[t-long,t-any]", "harness.interfaces=[sampling,criteria]")
+OVERRIDES = (f"train.max_steps={STEPS}", "data.tasks=[t-long,t-any]", "harness.interfaces=[sampling,criteria]",
+             "harness.sample_k=8")
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +38,14 @@ def test_rounds_accept_an_update_that_changes_following_rewards(trained):
     assert [r["step"] for r in rounds] == [2, 4]  # evolve_every=2, none after the last step
     accepted = [(r["step"], rep) for r in rounds for rep in r["reports"] if rep["decision"] == "accepted"]
     assert accepted, rounds
-    step, rep = next((s, rep) for s, rep in accepted if rep["task_id"] == "t-long")
+    step, rep = next((s, rep) for s, rep in accepted if rep["task_id"] == "t-long" and rep["interface"] == "criteria")
     version = rep["committed_version"]
-    assert rep["interface"] == "criteria" and rep["attempts"][-1]["template"] == "loosen_hardest"
+    assert rep["attempts"][-1]["template"] == "loosen_hardest"
     # The committed harness holds the loosened criterion ...
     from harness.store import HarnessStore
 
     store = HarnessStore(cfg.run_path / "harness")
-    assert store.load(version).criteria("t-long")[0].check.min < 20
+    assert store.load(version).criteria("t-long")[0].check.min < 18
     # ... and rewards of t-long groups sampled under it are no longer all zero, while before they were.
     metrics = read_jsonl(cfg.run_path / "metrics.jsonl")
     before = [m for r in metrics for t, m in zip(r["tasks"], r["group_means"]) if t == "t-long" and r["harness_version"] < version]

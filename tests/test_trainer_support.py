@@ -19,13 +19,13 @@ def _task(tid: str, prompt: str, criteria: list[dict], split: str = "train", dom
 
 # A random 2M-parameter model never writes "Paris"/"photosynthesis" (collapse_low, all-0 groups) and
 # always stays under 10,000 words (collapse_high, all-1 groups): both failures are certain.
-# `t-long`: 16 tokens of the tiny model give 5-13 words (measured: median 8), so "at least 20 words" is
-# never met (collapse_low), while the rule proposer's loosened check (min 10) is met by some rollouts:
-# the critic measures a std gain on the frozen policy and accepts it.
+# `t-long`: 16 tokens of the tiny model give 5-13 words (measured on 64 samples: median 8), so "at least
+# 18 words" is never met (collapse_low), while the rule proposer's loosened check (min 9) is met by about
+# half of the rollouts: with k=8 the critic measures a std gain on the frozen policy and accepts it.
 TINY_TASKS = [
     _task("t-long", "Write a long essay about rivers.", [
-        {"id": "c1", "text": "At least 20 words", "weight": 5, "kind": "essential",
-         "check": {"type": "word_count", "min": 20}}]),
+        {"id": "c1", "text": "At least 18 words", "weight": 5, "kind": "essential",
+         "check": {"type": "word_count", "min": 18}}]),
     _task("t-paris", "What is the capital of France?", [
         {"id": "c1", "text": "Names Paris", "weight": 5, "kind": "essential",
          "check": {"type": "contains_any", "phrases": ["Paris"]}}], domain="science"),

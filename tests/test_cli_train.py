@@ -1,0 +1,87 @@
+"""`harnessrl train/eval/report` from the command line: errors that say how to fix, SIGKILL + --resume,
+and (slow) a few steps of the SmolLM2 demo config."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_trainer_support import REPO, write_suite
+from trainer.cli import main
+from trainer.io import read_jsonl
+
+
+def test_bad_config_exits_2_naming_field_and_fix(tmp_path, capsys):
+    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), "--set", "harness.evolve_every=3"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "harness.evolve_every" in err and "set train.save_steps=1" in err
+
+
+def test_unknown_key_suggests_the_right_one(capsys):
+    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), "train.num_generation=4"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "unknown key 'train.num_generation'" in err and "num_generations" in err
+
+
+def test_missing_model_says_how_to_prepare(tmp_path, capsys):
+    suite = write_suite(tmp_path / "suite")
+    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={tmp_path / 'run'}",
+               f"data.suite={suite}", f"model.name={tmp_path / 'no-such-model'}", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "harnessrl models prepare" in err
+    assert not (tmp_path / "run").exists()  # nothing written before the model is found
+
+
+def test_fresh_run_refuses_a_used_folder(tmp_path, capsys):
+    suite = write_suite(tmp_path / "suite")
+    (tmp_path / "run" / "harness" / "versions").mkdir(parents=True)
+    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={tmp_path / 'run'}",
+               f"data.suite={suite}", "--no-progress"])
+    assert rc == 1 and "--resume" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_finishes_the_run(tmp_path):
+    suite = write_suite(tmp_path / "suite")
+    run_dir = tmp_path / "run"
+    args = ["--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
+            "train.max_steps=40", "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "trainer.cli", "train", *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    marker = run_dir / "checkpoints" / "checkpoint-4" / "harness_version.json"
+    deadline = time.monotonic() + 240
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout"
+    os.killpg(proc.pid, signal.SIGKILL)  # mid-run, no cleanup: locks die with the process
+    proc.wait()
+    killed_at = max(r["step"] for r in read_jsonl(run_dir / "metrics.jsonl"))
+    assert killed_at < 40
+
+    rc = main(["train", "--resume", *args[:-1], "train.max_steps=8", "--no-progress"])
+    assert rc == 0
+    steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")]
+    assert steps[-1] == 8 and len(steps) == len(set(steps)), steps  # steps after the checkpoint were replayed once
+    from trainer.checkpoint import read_state
+
+    assert read_state(run_dir / "checkpoints" / "checkpoint-8")["step"] == 8
+
+
+@pytest.mark.slow
+def test_smollm2_demo_config_runs_a_few_steps(tmp_path):
+    """The real demo policy (SmolLM2-135M + LoRA) on the bundled suite: 2 steps, one evolver round."""
+    rc = main(["train", "--config", str(REPO / "configs" / "cpu-demo.yaml"), f"run_dir={tmp_path / 'run'}",
+               "train.max_steps=3", "train.save_steps=2", "harness.evolve_every=2", "train.batch_size=4",
+               "train.num_generations=2", "train.max_completion_length=16", "harness.sample_k=2",
+               "harness.max_events=1", "harness.memory_embedding=hash", "--no-progress"])
+    assert rc == 0
+    assert len(read_jsonl(tmp_path / "run" / "metrics.jsonl")) == 3
+    assert [r["step"] for r in read_jsonl(tmp_path / "run" / "rounds.jsonl")] == [2]
+    assert (tmp_path / "run" / "final" / "adapter_config.json").is_file()
