@@ -164,15 +164,16 @@ def common_overrides(args: argparse.Namespace, preset: Preset) -> list[str]:
             "train.save_total_limit=null", *args.sets]
 
 
-def plan(args: argparse.Namespace) -> list[Job]:
+def plan(args: argparse.Namespace, code_root: Path = ROOT) -> list[Job]:
+    """Jobs in run order. Config and suite paths point into `code_root` (a frozen snapshot of the code)."""
     preset = PRESETS[args.preset]
     import yaml
 
-    base_cfg = yaml.safe_load((ROOT / preset.config).read_text())
-    suite = str(ROOT / base_cfg["data"]["suite"])
+    base_cfg = yaml.safe_load((code_root / preset.config).read_text())
+    suite = str(code_root / base_cfg["data"]["suite"])
     eval_tasks = pick_eval_tasks(suite, args.eval_per_domain)
     out = Path(args.out)
-    shared = dict(config=str(ROOT / preset.config), eval_tasks=eval_tasks, eval_k=args.eval_k,
+    shared = dict(config=str(code_root / preset.config), eval_tasks=eval_tasks, eval_k=args.eval_k,
                   max_tokens=args.max_tokens, eval_seed=args.eval_seed)
     jobs = [Job(kind="base", name="base", overrides=[f"data.suite={suite}"], run_dir=str(out / "runs" / "base"),
                 model=base_cfg["model"]["name"], **shared)]
@@ -365,6 +366,39 @@ def run_job(job: Job) -> dict[str, Any]:
 
 
 # -- orchestration -----------------------------------------------------------------------------------------
+SNAPSHOT_PATHS = ("agents", "graphs", "harness", "memory", "tools", "trainer", "configs", "data/rubric-mix-lite",
+                  "benchmarks/compare.py")
+
+
+def snapshot_code(out: Path) -> Path:
+    """Copy the code the workers run into OUT/code: the repository keeps changing while a benchmark runs
+    (an hour on a shared checkout), and every arm must run the same code. Workers put the snapshot first
+    on sys.path, ahead of the editable install (whose finder comes after the path finder)."""
+    import shutil
+
+    dest = out / "code"
+    if dest.exists():
+        return dest  # resumed benchmark: keep the code the finished runs used
+    tmp = out / f".code-{os.getpid()}"
+    for rel in SNAPSHOT_PATHS:
+        src, dst = ROOT / rel, tmp / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(src, dst)
+    tmp.rename(dest)
+    return dest
+
+
+def git_state() -> dict[str, Any]:
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    changed = git("status", "--porcelain").splitlines()
+    return {"head": git("rev-parse", "--short", "HEAD"), "changed_files": len(changed)}
+
+
 def _prepare_dir(job: Job) -> bool:
     """True if the job must run. A folder left by an interrupted job is moved aside (kept, never deleted)."""
     run_dir = Path(job.run_dir)
@@ -377,7 +411,8 @@ def _prepare_dir(job: Job) -> bool:
     return True
 
 
-def execute(jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None) -> dict[str, str]:
+def execute(jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None,
+            code_root: Path = ROOT) -> dict[str, str]:
     """Run the jobs; returns {name: status} (done, reused, failed: ..., not run: time budget)."""
     status: dict[str, str] = {}
     todo: list[Job] = []
@@ -412,7 +447,7 @@ def execute(jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None)
             spec = logs / f"{job.name}.job.json"
             atomic_write_json(spec, asdict(job))
             log = open(logs / f"{job.name}.log", "w")  # noqa: SIM115 - closed when the process ends
-            proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", str(spec)],
+            proc = subprocess.Popen([sys.executable, str(code_root / "benchmarks" / "compare.py"), "--worker", str(spec)],
                                     stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
             running[job.name] = (proc, job, time.monotonic(), log)
             print(f"[bench] started {job.name} (pid {proc.pid}, log {logs / (job.name + '.log')})", flush=True)
@@ -606,6 +641,8 @@ def render(results: dict[str, Any], report: Path) -> str:
               f"- Command: `{results['command']}`",
               f"- Started {results['started']}, finished {results['finished']}; runtime {results['runtime_s'] / 60:.1f} min "
               f"(wall, {results['jobs']} parallel job(s), shared 2-core machine).",
+              f"- Code: commit {results['git']['head']} plus {results['git']['changed_files']} uncommitted changes, "
+              f"frozen into `<out>/code` for the whole run (every arm runs the same code).",
               f"- Config `{b['config']}`; per arm: {b['steps']} steps x {b['batch']} completions "
               f"({b['batch'] // b['group']} prompts x G={b['group']}), evolver every {b['evolve_every']} steps, "
               f"checkpoint + held-out eval every {b['eval_every']} steps.",
@@ -716,7 +753,7 @@ def build_results(args: argparse.Namespace, jobs: list[Job], status: dict[str, s
     results = {
         "preset": args.preset, "command": args.command, "started": started,
         "finished": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "runtime_s": runtime_s,
-        "jobs": args.jobs, "status": status, "base": base, "runs": runs, "arms": arm_sum,
+        "jobs": args.jobs, "git": args.git, "status": status, "base": base, "runs": runs, "arms": arm_sum,
         "targets": targets(by_arm, arm_sum), "plot_dir": str(report.parent / "plots"),
         "budget": {"config": PRESETS[args.preset].config, "steps": args.steps, "batch": args.batch, "group": args.group,
                    "evolve_every": args.evolve_every, "eval_every": args.eval_every, "eval_tasks": jobs[0].eval_tasks,
@@ -807,17 +844,20 @@ def main(argv: list[str] | None = None) -> int:
     args.command = "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py " + " ".join(shlex.quote(a) for a in argv)
     out, report = Path(args.out), Path(args.report)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = plan(args)
+    code_root = snapshot_code(out) if args.jobs > 0 and not args.render_only else ROOT
+    jobs = plan(args, code_root)
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    args.git = git_state()
     t0 = time.monotonic()
     status = {} if args.render_only else execute(jobs, args.jobs, out,
-                                                  None if args.stop_after is None else args.stop_after * 60)
+                                                  None if args.stop_after is None else args.stop_after * 60, code_root)
     runtime = time.monotonic() - t0
     if args.render_only:
         prev = out / "results.json"
         if prev.is_file():  # keep the original run's timing and command
             old = json.loads(prev.read_text())
             started, runtime, args.command = old["started"], old["runtime_s"], old["command"]
+            args.git = old.get("git", args.git)
             status = {k: v for k, v in old["status"].items()}
     results = build_results(args, jobs, status, started, runtime, report)
     atomic_write_json(out / "results.json", results)

@@ -214,6 +214,7 @@ def test_render_keeps_the_hand_written_analysis(tmp_path):
     report = tmp_path / "RESULTS.md"
     report.write_text(f"old\n{compare.ANALYSIS_BEGIN}\n## Analysis\nkept text\n{compare.ANALYSIS_END}\n")
     results = {"preset": "tiny", "command": "cmd", "started": "s", "finished": "f", "runtime_s": 60.0, "jobs": 1,
+               "git": {"head": "abc1234", "changed_files": 3},
                "status": {"base": "done"}, "base": None, "runs": [], "arms": {}, "targets": [], "plots": [],
                "plot_dir": str(tmp_path / "plots"),
                "budget": {"config": "c", "steps": 2, "batch": 8, "group": 4, "evolve_every": 1, "eval_every": 1,
