@@ -52,7 +52,6 @@ def test_parse_arms_rejects_unknown(text):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--preset", "tiny", "--evolve-every", "4", "--eval-every", "3"], "must divide"),
     (["--preset", "tiny", "--batch", "6", "--group", "4"], "multiple of"),
     (["--preset", "tiny", "--steps", "0"], "--steps must be >= 1"),
 ])
@@ -101,6 +100,14 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
         assert (h.evolver, h.dynamic_filtering, len(h.interfaces), h.memory, h.critic) == expect, job.arm
         if job.arm.startswith("no-") and job.arm[3:] in compare.INTERFACES:
             assert job.arm[3:] not in h.interfaces
+
+
+@pytest.mark.parametrize("evolve, every, expected", [(2, 4, 2), (4, 4, 4), (3, 4, 1), (4, 2, 2)])
+def test_checkpoints_serve_both_the_evolver_and_the_evals(tmp_path, evolve, every, expected):
+    args = _args(tmp_path, "--evolve-every", str(evolve), "--eval-every", str(every))
+    assert compare.save_steps(args) == expected
+    job = compare.plan(args)[1]
+    assert f"train.save_steps={expected}" in job.overrides and job.eval_every == every
 
 
 def test_eval_subset_is_fixed_and_covers_every_domain():

@@ -55,9 +55,12 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
                 proposals_by_interface.setdefault(iface, {}).setdefault(out, 0)
                 proposals_by_interface[iface][out] += 1
     accepted: dict[str, int] = {}
+    committed: dict[str, int] = {}
     for u in data["updates"]:
         iface = u["update"]["interface"]
-        accepted[iface] = accepted.get(iface, 0) + 1
+        committed[iface] = committed.get(iface, 0) + 1
+        if not (u.get("meta") or {}).get("fallback"):  # fallbacks are committed but not critic-accepted
+            accepted[iface] = accepted.get(iface, 0) + 1
     m = data["metrics"]
     total_pause = sum(float(x.get("pause_s", 0.0)) for x in m)
     span = (m[-1]["time"] - m[0]["time"]) if len(m) > 1 and "time" in m[0] else 0.0
@@ -66,7 +69,8 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
         "event_types": _count(e.get("type") for e in data["events"]),
         "rounds": len(data["rounds"]), "rounds_failed": sum(1 for r in data["rounds"] if r.get("error")),
         "outcomes": outcomes, "proposals_by_interface": proposals_by_interface,
-        "accepted_by_interface": accepted, "accepted_total": len(data["updates"]),
+        "accepted_by_interface": accepted, "accepted_total": sum(accepted.values()),
+        "committed_by_interface": committed, "committed_total": len(data["updates"]),
         "pause_s": total_pause, "pause_share": (total_pause / span) if span > 0 else None,
         "judge_warnings": sum(int(x.get("judge_warnings", 0)) for x in m),
     }
