@@ -3,9 +3,9 @@
 Every arm is one `harnessrl train` run (through `trainer.grpo.train`, the function the CLI calls) of the
 same preset config, differing only in the `harness.*` overrides below; arms share seeds, data, batch,
 group size and step budget. Each run checkpoints at every evolver round and every `--eval-every` steps;
-afterwards the checkpoints at multiples of `--eval-every`, the final one and the base model (step 0) are scored on the same fixed subset of held-out tasks with
-`trainer.evaluate.evaluate` (k samples, the training temperature, seeded identically for every model, so
-arms are compared with common random numbers). From the run folder (`metrics.jsonl`, `rounds.jsonl`,
+afterwards the checkpoints at multiples of `--eval-every`, the last one and the base model (step 0) are
+scored on one fixed subset of held-out tasks with `trainer.evaluate.evaluate` (k samples, the training
+temperature, the same sampling seed for every model, so arms are compared with common random numbers). From the run folder (`metrics.jsonl`, `rounds.jsonl`,
 `events.jsonl`) it collects zero-variance share, pause time, evolver proposals per interface and judge
 warnings. The report (`--report`, Markdown) holds the tables, the targets check and the plots; the raw
 numbers go to `<out>/results.json`.
@@ -24,8 +24,8 @@ Jobs run as separate processes (`--jobs N` at a time, one torch thread each); `-
 in this process (tests). Finished runs are reused: rerunning the same command after an interruption
 only runs what is missing; `--render-only` rebuilds the report from finished runs.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py --preset smollm2 --steps 24 --seeds 0,1 \\
-        --arms all --out runs/bench --jobs 1 --report benchmarks/RESULTS.md
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py --preset smollm2 --steps 8 --seeds 0,1 \\
+        --arms all --jobs 2 --stop-after 85 --out runs/bench --report benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -785,7 +785,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "checkpoints on a fixed held-out subset, and write a Markdown report with plots.",
         epilog="Arms: " + ", ".join(f"{a} ({ARMS[a].label})" for a in ARMS) + ".\n"
                "Example (the real benchmark):\n  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py --preset smollm2 "
-               "--steps 24 --seeds 0,1 --arms all --jobs 1 --out runs/bench --report benchmarks/RESULTS.md\n"
+               "--steps 8 --seeds 0,1 --arms all --jobs 2 --out runs/bench --report benchmarks/RESULTS.md\n"
                "Example (smoke, seconds):\n  .venv/bin/python benchmarks/compare.py --preset tiny --steps 2 --arms all "
                "--jobs 0 --out /tmp/bench-tiny")
     p.add_argument("--preset", choices=list(PRESETS), default="smollm2",

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Order here is the order in `--help`.
-COMMAND_MODULES = ("data", "models", "train", "eval", "report", "evolve", "trace", "bench")
+COMMAND_MODULES = ("data", "models", "train", "eval", "report", "evolve", "trace")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,13 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"trainer.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"trainer.commands.{name}":
-                continue  # command not built yet in this checkout
-            raise
-        module.add_parser(sub)
+        importlib.import_module(f"trainer.commands.{name}").add_parser(sub)
     return parser
 
 
