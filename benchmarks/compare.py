@@ -334,9 +334,15 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
     per_iface = {i: {"proposals": 0, "accepted": 0, "rejected": 0} for i in INTERFACES}
     decisions: dict[str, int] = {}
     fallbacks = errors = 0
+    fails: dict[str, int] = {}  # the critic's failed checks ("FAIL: std_gain") per interface
     for r in rounds:
         errors += 1 if r.get("error") else 0
         for rep in r.get("reports", []):
+            for att in rep.get("attempts") or []:
+                for reason in att.get("reasons") or []:
+                    if reason.startswith("FAIL"):
+                        key = f"{rep.get('interface')}: {reason.split(':', 1)[-1].strip()}"
+                        fails[key] = fails.get(key, 0) + 1
             decision = str(rep.get("decision"))
             decisions[decision] = decisions.get(decision, 0) + 1
             fallbacks += decision == "fallback"
@@ -362,7 +368,7 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,
         "judge_warnings": int(sum(m.get("judge_warnings", 0) for m in metrics)),
         "rounds": len(rounds), "round_errors": errors, "decisions": decisions, "fallbacks": fallbacks,
-        "per_interface": per_iface, "event_types": event_types,
+        "per_interface": per_iface, "event_types": event_types, "critic_fails": fails,
         "spurious_events": sum(event_types.get(t, 0) for t in SPURIOUS_EVENTS),
     }
 
@@ -749,6 +755,7 @@ def collect(jobs: list[Job], status: dict[str, str]) -> tuple[dict[str, Any] | N
         if job.kind == "base":
             base = data
         else:
+            data.update(collect_run(Path(job.run_dir)))  # re-read here: --render-only picks up new measures
             runs.append(data)
     for r in runs:
         r["summary"] = run_summary(r, base)
@@ -784,6 +791,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train every arm (same seeds, data and step budget) through the HarnessRL trainer, evaluate "
                     "checkpoints on a fixed held-out subset, and write a Markdown report with plots.",
         epilog="Arms: " + ", ".join(f"{a} ({ARMS[a].label})" for a in ARMS) + ".\n"
+               "Presets (defaults of the budget options):\n" + "".join(
+                   f"  {n}: {p.config}, {p.steps} steps, batch {p.batch}, G={p.group}, evolver every {p.evolve_every}, "
+                   f"eval every {p.eval_every} ({p.eval_per_domain}/domain, k={p.eval_k}, {p.max_tokens} tokens)"
+                   f"{', ' + ' '.join(p.extra) if p.extra else ''}\n" for n, p in PRESETS.items()) +
                "Example (the real benchmark):\n  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py --preset smollm2 "
                "--steps 8 --seeds 0,1 --arms all --jobs 2 --out runs/bench --report benchmarks/RESULTS.md\n"
                "Example (smoke, seconds):\n  .venv/bin/python benchmarks/compare.py --preset tiny --steps 2 --arms all "
