@@ -88,17 +88,21 @@ class Preset:
     eval_per_domain: int  # held-out tasks per domain in the fixed eval subset
     eval_k: int
     max_tokens: int
+    train_per_domain: int = 0  # training pool: this many train tasks per domain (0 = every train task)
     extra: tuple[str, ...] = ()  # preset-specific overrides applied to every arm
 
 
 PRESETS: dict[str, Preset] = {
     # SmolLM2-135M-Instruct + LoRA (configs/cpu-demo.yaml): the real benchmark.
     # Sized for about an hour for all arms on a *shared* 2-core box, where one step took 40-100 s.
+    # The training pool is small (2 tasks per domain) so that tasks are *revisited* within the budget: with all
+    # 255 train tasks, 16 groups per run almost never revisit a task, so no per-task repair can act (measured).
     "smollm2": Preset("configs/cpu-demo.yaml", steps=8, batch=8, group=4, evolve_every=2, eval_every=4,
-                      eval_per_domain=2, eval_k=4, max_tokens=48, extra=("harness.max_events=3",)),
+                      eval_per_domain=2, eval_k=4, max_tokens=48, train_per_domain=2,
+                      extra=("harness.max_events=3",)),
     # Random tiny model (configs/tiny.yaml): exercises every code path in seconds; numbers are meaningless.
     "tiny": Preset("configs/tiny.yaml", steps=2, batch=8, group=4, evolve_every=1, eval_every=1,
-                   eval_per_domain=1, eval_k=2, max_tokens=16,
+                   eval_per_domain=1, eval_k=2, max_tokens=16, train_per_domain=2,
                    extra=("harness.max_events=2", "harness.sample_k=2", "harness.max_revisions=0")),
 }
 
@@ -144,13 +148,13 @@ def parse_arms(text: str) -> list[str]:
     return names
 
 
-def pick_eval_tasks(suite: str, per_domain: int, seed: int = 0) -> list[str]:
-    """A fixed, seeded subset of held-out tasks, `per_domain` from every domain (mixed difficulty)."""
+def pick_eval_tasks(suite: str, per_domain: int, seed: int = 0, split: str = "test") -> list[str]:
+    """A fixed, seeded subset of `split` tasks, `per_domain` from every domain (mixed difficulty)."""
     import random
 
     from harness.data import load_suite
 
-    tasks = [t for t in load_suite(suite) if t.split == "test"]
+    tasks = [t for t in load_suite(suite) if t.split == split]
     picked: list[str] = []
     for domain in sorted({t.domain for t in tasks}):
         ids = sorted(t.id for t in tasks if t.domain == domain)
@@ -179,6 +183,8 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT) -> list[Job]:
     base_cfg = yaml.safe_load((code_root / preset.config).read_text())
     suite = str(code_root / base_cfg["data"]["suite"])
     eval_tasks = pick_eval_tasks(suite, args.eval_per_domain)
+    pool = [f"data.tasks=[{','.join(pick_eval_tasks(suite, args.train_per_domain, split='train'))}]"] \
+        if args.train_per_domain else []
     out = Path(args.out)
     shared = dict(config=str(code_root / preset.config), eval_tasks=eval_tasks, eval_k=args.eval_k,
                   eval_every=args.eval_every,
@@ -195,7 +201,7 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT) -> list[Job]:
     for arm, seed in order:
         name = f"{arm}-s{seed}"
         run_dir = out / "runs" / name
-        overrides = [*common_overrides(args, preset), *ARMS[arm].overrides, f"train.seed={seed}",
+        overrides = [*common_overrides(args, preset), *pool, *ARMS[arm].overrides, f"train.seed={seed}",
                      f"data.suite={suite}", f"run_dir={run_dir}"]
         jobs.append(Job(kind="arm", name=name, overrides=overrides, run_dir=str(run_dir), arm=arm, seed=seed, **shared))
     return jobs
@@ -358,6 +364,16 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
     for e in events:
         event_types[e["type"]] = event_types.get(e["type"], 0) + 1
     times = [m["time"] for m in metrics if "time" in m]
+    # Can a repair act? Only if its task is drawn again after the round (rows sampled from step+2 on:
+    # the dataloader prefetches one batch). Count the groups on updated tasks (or their variants) after it.
+    updates = read_jsonl(run_dir / "harness" / "updates.jsonl")
+    revisits = 0
+    for u in updates:
+        touched = {op["task_id"] for op in u["update"]["ops"]}
+        for m in metrics:
+            if m["step"] > u["step"] + 1:
+                revisits += sum(1 for t in m.get("tasks", []) if t.split(".")[0] in touched)
+    late = [m for m in metrics if m["step"] > len(metrics) // 2]
     return {
         "steps": [{"step": m["step"], "reward": m.get("reward"), "reward_std": m.get("reward_std"),
                    "dead_share": m.get("dead_share"), "n_groups": m.get("n_groups"), "pause_s": m.get("pause_s", 0.0),
@@ -370,6 +386,9 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "rounds": len(rounds), "round_errors": errors, "decisions": decisions, "fallbacks": fallbacks,
         "per_interface": per_iface, "event_types": event_types, "critic_fails": fails,
         "spurious_events": sum(event_types.get(t, 0) for t in SPURIOUS_EVENTS),
+        "updates": len(updates), "updated_task_revisits": revisits,
+        "hinted_share": _mean([m.get("hinted_share") for m in metrics]),
+        "train_reward_late": _mean([m.get("reward") for m in late]),
     }
 
 
@@ -664,6 +683,7 @@ def render(results: dict[str, Any], report: Path) -> str:
               f"- Config `{b['config']}`; per arm: {b['steps']} steps x {b['batch']} completions "
               f"({b['batch'] // b['group']} prompts x G={b['group']}), evolver every {b['evolve_every']} steps, "
               f"held-out eval every {b['eval_every']} steps and at the last step.",
+              f"- Training pool: {'all train tasks' if not b.get('train_per_domain') else str(b['train_per_domain']) + ' train tasks per domain, `' + b['train_pool'] + '`'}.",
               f"- Held-out eval: fixed subset of {len(b['eval_tasks'])} test tasks ({b['eval_per_domain']} per domain), "
               f"k={b['eval_k']} samples, {b['max_tokens']} tokens, training temperature, eval seed {b['eval_seed']} "
               f"(same random numbers for every model). Scores are Avg@k on 0-100.",
@@ -703,8 +723,9 @@ def render(results: dict[str, Any], report: Path) -> str:
                  for d in domains]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines += ["", "## Evolver (summed over seeds): proposals / accepted / rejected per interface", "",
-              "| arm | rounds | sampling | guidance | criteria | fallbacks | round errors | spurious events | events |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| arm | rounds | sampling | guidance | criteria | fallbacks | committed updates | groups on updated "
+              "tasks after the update | hinted rollouts | round errors | spurious events | events |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm, s in arm_sum.items():
         runs = [r for r in results["runs"] if r["arm"] == arm]
         ev: dict[str, int] = {}
@@ -715,9 +736,20 @@ def render(results: dict[str, Any], report: Path) -> str:
         cells = [f"{pi[i]['proposals']} / {pi[i]['accepted']} / {pi[i]['rejected']}" for i in INTERFACES]
         lines.append(f"| {arm} | {sum(r['summary']['rounds'] for r in runs)} | " + " | ".join(cells) +
                      f" | {sum(r['summary']['fallbacks'] for r in runs)} | "
+                     f"{sum(r.get('updates', 0) for r in runs)} | {sum(r.get('updated_task_revisits', 0) for r in runs)} | "
+                     f"{_fmt(_mean([r.get('hinted_share') for r in runs]), 2)} | "
                      f"{sum(r['summary']['round_errors'] for r in runs)} | "
                      f"{sum(r['summary']['spurious_events'] for r in runs)} | "
                      f"{', '.join(f'{k} {v}' for k, v in sorted(ev.items())) or '–'} |")
+    lines += ["", "Critic checks that failed (per interface, summed over seeds):", ""]
+    for arm in arm_sum:
+        fails: dict[str, int] = {}
+        for r in results["runs"]:
+            if r["arm"] == arm:
+                for k, v in r.get("critic_fails", {}).items():
+                    fails[k] = fails.get(k, 0) + v
+        if fails:
+            lines.append(f"- {arm}: " + ", ".join(f"{k} x{v}" for k, v in sorted(fails.items())))
     lines += ["", "## Targets (aims, measured as is)", "", "| target | measured | met? | note |", "|---|---|---|---|"]
     for t in results["targets"]:
         met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**no**")
@@ -750,6 +782,8 @@ def collect(jobs: list[Job], status: dict[str, str]) -> tuple[dict[str, Any] | N
         if not f.is_file():
             status.setdefault(job.name, "not run")
             continue
+        if status.get(job.name, "reused").startswith(("failed", "not run")):
+            status[job.name] = "done (by a later invocation)"  # --render-only after a rerun filled the gap
         status.setdefault(job.name, "reused")
         data = json.loads(f.read_text())
         if job.kind == "base":
@@ -777,7 +811,8 @@ def build_results(args: argparse.Namespace, jobs: list[Job], status: dict[str, s
         "budget": {"config": PRESETS[args.preset].config, "steps": args.steps, "batch": args.batch, "group": args.group,
                    "evolve_every": args.evolve_every, "eval_every": args.eval_every, "eval_tasks": jobs[0].eval_tasks,
                    "eval_per_domain": args.eval_per_domain, "eval_k": args.eval_k, "max_tokens": args.max_tokens,
-                   "eval_seed": args.eval_seed, "seeds": args.seeds,
+                   "eval_seed": args.eval_seed, "seeds": args.seeds, "train_per_domain": args.train_per_domain,
+                   "train_pool": next((o for o in jobs[-1].overrides if o.startswith("data.tasks=")), "all"),
                    "ablation_seeds": args.ablation_seeds if args.ablation_seeds is not None else args.seeds[:1]},
     }
     results["plots"] = plots(results, Path(results["plot_dir"])) if runs else []
@@ -793,7 +828,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Arms: " + ", ".join(f"{a} ({ARMS[a].label})" for a in ARMS) + ".\n"
                "Presets (defaults of the budget options):\n" + "".join(
                    f"  {n}: {p.config}, {p.steps} steps, batch {p.batch}, G={p.group}, evolver every {p.evolve_every}, "
-                   f"eval every {p.eval_every} ({p.eval_per_domain}/domain, k={p.eval_k}, {p.max_tokens} tokens)"
+                   f"eval every {p.eval_every} ({p.eval_per_domain}/domain, k={p.eval_k}, {p.max_tokens} tokens), "
+                   f"train pool {p.train_per_domain or 'all'}/domain"
                    f"{', ' + ' '.join(p.extra) if p.extra else ''}\n" for n, p in PRESETS.items()) +
                "Example (the real benchmark):\n  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py --preset smollm2 "
                "--steps 8 --seeds 0,1 --arms all --jobs 2 --out runs/bench --report benchmarks/RESULTS.md\n"
@@ -822,6 +858,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "interval (and the last step)")
     p.add_argument("--eval-per-domain", type=int, help="held-out tasks per domain in the fixed eval subset")
     p.add_argument("--eval-k", type=int, help="samples per eval task (Avg@k)")
+    p.add_argument("--train-per-domain", type=int,
+                   help="training pool: train tasks per domain, a fixed seeded pick (0 = all train tasks)")
     p.add_argument("--eval-seed", type=int, default=1234, help="sampling seed of every eval (default 1234)")
     p.add_argument("--max-tokens", type=int, help="completion tokens in training and eval (default from the preset)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
@@ -835,7 +873,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     preset = PRESETS[args.preset]
-    for name in ("steps", "batch", "group", "evolve_every", "eval_every", "eval_per_domain", "eval_k", "max_tokens"):
+    for name in ("steps", "batch", "group", "evolve_every", "eval_every", "eval_per_domain", "eval_k", "max_tokens",
+                 "train_per_domain"):
         if getattr(args, name) is None:
             setattr(args, name, getattr(preset, name))
     problems = []

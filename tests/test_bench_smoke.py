@@ -165,15 +165,23 @@ def _jsonl(path: Path, rows: list[dict]) -> None:
 
 def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
     _jsonl(tmp_path / "metrics.jsonl", [
-        {"step": 1, "dead_share": 1.0, "n_groups": 2, "pause_s": 0.0, "judge_warnings": 1, "time": 10.0},
-        {"step": 2, "dead_share": 0.5, "n_groups": 2, "pause_s": 4.0, "judge_warnings": 0, "time": 20.0},
+        {"step": 1, "dead_share": 1.0, "n_groups": 2, "pause_s": 0.0, "judge_warnings": 1, "time": 10.0,
+         "tasks": ["a", "b"], "reward": 0.2, "hinted_share": 0.0},
+        {"step": 2, "dead_share": 0.5, "n_groups": 2, "pause_s": 4.0, "judge_warnings": 0, "time": 20.0,
+         "tasks": ["a.v1-x", "b"], "reward": 0.6, "hinted_share": 0.5},
     ])
     _jsonl(tmp_path / "rounds.jsonl", [{"step": 2, "reports": [
-        {"interface": "guidance", "decision": "accepted", "attempts": [{}, {}]},
+        {"interface": "guidance", "decision": "accepted",
+         "attempts": [{"reasons": ["std 0.1 -> 0.1", "FAIL: std_gain"]}, {"reasons": ["PASS: std_gain"]}]},
         {"interface": "criteria", "decision": "fallback", "attempts": [{}]},
         {"interface": None, "decision": "skipped", "attempts": []},
     ]}, {"step": 4, "error": "RuntimeError: endpoint down", "reports": []}])
     _jsonl(tmp_path / "events.jsonl", [{"type": "collapse_low"}, {"type": "spurious_length"}, {"type": "stuffing"}])
+    (tmp_path / "harness").mkdir()
+    _jsonl(tmp_path / "harness" / "updates.jsonl", [
+        {"step": 0, "update": {"ops": [{"task_id": "a"}]}},  # rows of steps >= 2 follow it: step 2 draws a.v1
+        {"step": 2, "update": {"ops": [{"task_id": "b"}]}},  # no step after 3: never revisited
+    ])
     got = compare.collect_run(tmp_path)
     assert got["zero_var_share"] == pytest.approx(0.75)
     assert got["pause_s"] == 4.0 and got["judge_warnings"] == 1 and got["loop_s"] == 10.0
@@ -182,6 +190,9 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
     assert got["per_interface"]["sampling"] == {"proposals": 0, "accepted": 0, "rejected": 0}
     assert got["fallbacks"] == 1 and got["rounds"] == 2 and got["round_errors"] == 1
     assert got["spurious_events"] == 2
+    assert got["critic_fails"] == {"guidance: std_gain": 1}
+    assert got["updates"] == 2 and got["updated_task_revisits"] == 1
+    assert got["hinted_share"] == pytest.approx(0.25) and got["train_reward_late"] == pytest.approx(0.6)
 
 
 def _fake_run(arm, seed, curve, zero_var=0.4, pause=5.0, wall=100.0):

@@ -43,7 +43,44 @@ def test_fresh_run_refuses_a_used_folder(tmp_path, capsys):
     (tmp_path / "run" / "harness" / "versions").mkdir(parents=True)
     rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={tmp_path / 'run'}",
                f"data.suite={suite}", "--no-progress"])
-    assert rc == 1 and "--resume" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert rc == 1 and "--resume" in err and "--overwrite" in err
+
+
+def test_overwrite_starts_afresh_in_a_used_folder(tmp_path, capsys):
+    suite = write_suite(tmp_path / "suite")
+    run_dir = tmp_path / "run"
+    (run_dir / "harness" / "versions").mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text('{"step": 99}\n')
+    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
+               "train.max_steps=2", "harness.evolver=false", "harness.memory_embedding=hash", "--overwrite",
+               "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2]  # the old run's lines are gone
+
+
+@pytest.mark.parametrize("entries,refused", [
+    (["config.yaml", "harness/versions/v000000.json", "memory/x", "report.html"], False),
+    (["config.yaml", "pyproject.toml"], True),  # run_dir=. by mistake must not delete a checkout
+])
+def test_clear_run_folder_deletes_only_run_folders(tmp_path, entries, refused):
+    from trainer.grpo import clear_run_folder
+
+    for e in entries:
+        (tmp_path / "run" / e).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "run" / e).write_text("x")
+    if refused:
+        with pytest.raises(FileExistsError, match="pyproject.toml"):
+            clear_run_folder(tmp_path / "run")
+        assert (tmp_path / "run" / "config.yaml").exists()
+    else:
+        clear_run_folder(tmp_path / "run")
+        assert not (tmp_path / "run").exists()
+
+
+def test_overwrite_and_resume_exclude_each_other(capsys):
+    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), "--overwrite", "--resume"])
+    assert rc == 2 and "--overwrite" in capsys.readouterr().err
 
 
 @pytest.mark.slow

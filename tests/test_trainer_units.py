@@ -96,7 +96,7 @@ def test_reward_scores_groups_feeds_detector_memory_and_metrics(run):
     out, metrics = _call(reward, run, ["t-paris"] * 4 + ["t-photo"] * 4, texts, [0] * 8)
     assert out[:4] == [1.0, 1.0, 0.0, 0.0] and out[4:] == [0.0] * 4
     assert metrics["pass_rate/t-paris/c1"] == 0.5
-    events = run.take_events(10)
+    events = run.take_events(10).taken
     assert [(e.type, e.task_id) for e in events] == [("collapse_low", "t-photo")]  # first-visit all-0 group
     rec = run.pop_step(1)
     assert rec["dead_share"] == 0.5 and rec["harness_version"] == 0 and rec["reward"] == pytest.approx(0.25)
@@ -170,7 +170,7 @@ def test_failed_round_leaves_harness_unchanged(run, commit_first):
     assert run.state.version == 0 and run.store.versions() == [0]
     rnd = json.loads(run.paths.rounds.read_text().splitlines()[0])
     assert "ConnectionError" in rnd["error"] and rnd["rolled_back_versions"] == ([1] if commit_first else [])
-    assert [e.id for e in run.take_events(5)] == ["collapse_low:t-paris:2"]  # kept for the next round
+    assert [e.id for e in run.take_events(5).taken] == ["collapse_low:t-paris:2"]  # kept for the next round
 
 
 def test_real_graph_with_failing_endpoint_keeps_harness(run):
@@ -198,8 +198,33 @@ def test_stale_events_are_dropped(run):
     run.store.commit(_hint_update())
     run.refresh()
     cb = HarnessCallback(run)
-    fresh, stale = cb._drop_stale([_event(version=0), _event("t-photo", version=0), _event(version=1)])
-    assert [e.task_id for e in stale] == ["t-paris"] and len(fresh) == 2
+    run.add_events([_event(version=0), _event("t-photo", version=0), _event(version=1, step=1)], harness_version=0)
+    taken, superseded, stale = run.take_events(10, is_stale=cb._stale_check())
+    assert [(e.task_id, e.stats["harness_version"]) for e in stale] == [("t-paris", 0)]
+    assert sorted((e.task_id, e.stats["harness_version"]) for e in taken) == [("t-paris", 1), ("t-photo", 0)]
+    assert superseded == [] and run.pending_events == []
+
+
+def _typed(kind, task_id, step):
+    return FailureEvent(id=f"{kind}:{task_id}:{step}", type=kind, task_id=task_id, step=step,
+                        stats={"harness_version": 0}, window=[step])
+
+
+@pytest.mark.parametrize("pending,limit,taken,superseded,waiting", [
+    # one event per task: the most urgent type wins, older/less urgent ones on that task are superseded
+    ([("collapse_low", "a", 3), ("stuffing", "a", 1), ("flat", "a", 4)], 5, ["stuffing:a:1"], 2, 0),
+    # reward hacking before dead groups before diagnostics; within a class the most recent first
+    ([("flat", "b", 9), ("collapse_low", "a", 2), ("collapse_high", "c", 5), ("spurious_length", "d", 1)], 5,
+     ["spurious_length:d:1", "collapse_high:c:5", "collapse_low:a:2", "flat:b:9"], 0, 0),
+    # batch-level events go last; beyond the limit they wait for the next round
+    ([("collapse_low", "*", 9), ("collapse_low", "a", 1), ("flat", "b", 2)], 2, ["collapse_low:a:1", "flat:b:2"], 0, 1),
+])
+def test_take_events_prioritises_and_dedupes(run, pending, limit, taken, superseded, waiting):
+    with run.lock:
+        run.pending_events = [_typed(*p) for p in pending]
+    got = run.take_events(limit)
+    assert [e.id for e in got.taken] == taken
+    assert len(got.superseded) == superseded and len(run.pending_events) == waiting
 
 
 def test_broadcast_path_single_process(run):

@@ -8,6 +8,7 @@ distribution the trainer samples from. torch is imported lazily so ``import tool
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,10 @@ class LocalEndpoint:
         if device is not None:
             model.to(device)
         self.batch_size = int(batch_size)
+        # torch's RNG and the model's train/eval flag are process-wide: concurrent calls (the evolver runs one
+        # lane per task in threads) would interleave their seeds and could restore the trainer's RNG wrongly.
+        # One CPU-bound generate at a time is also no slower on a shared 2-core box.
+        self._lock = threading.Lock()
         self.name = name or f"local:{getattr(getattr(model, 'config', None), 'name_or_path', '') or type(model).__name__}"
         if tokenizer.chat_template is None:
             raise EndpointError(f"{self.name}: the tokenizer has no chat template; the endpoint samples chat prompts")
@@ -44,6 +49,11 @@ class LocalEndpoint:
     def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
                seed: int | None = None) -> list[list[str]]:
         validate_request(messages_batch, n, max_tokens, temperature)
+        with self._lock:
+            return self._sample(messages_batch, n, max_tokens, temperature, seed)
+
+    def _sample(self, messages_batch: list[list[dict]], n: int, max_tokens: int, temperature: float,
+                seed: int | None) -> list[list[str]]:
         torch = self._torch
         was_training = self.model.training
         self.model.eval()

@@ -5,7 +5,8 @@ TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *
 `save_steps`, so the checkpoint written right after the round carries the new harness):
 
 1. publish the frozen policy: by default a `LocalEndpoint` over the live model (the endpoint samples
-   under `no_grad` in eval mode and restores train mode); with an HTTP endpoint and LoRA, the current
+   under `no_grad` in eval mode and restores train mode), memoising repeated seeded requests within
+   the round (`trainer/frozen.py`); with an HTTP endpoint and LoRA, the current
    adapter is saved to `run_dir/adapters/step-N/` and hot-loaded into the vLLM server under that name;
    with TRL's vLLM generation, weights are synced first so the server holds exactly this step;
 2. run the evolver (in process with a SQLite checkpointer, or on a LangGraph server);
@@ -32,6 +33,7 @@ from transformers import TrainerCallback
 
 from trainer import evolver_round
 from trainer.checkpoint import abandon_versions_after, write_checkpoint_state
+from trainer.frozen import MemoEndpoint
 from trainer.io import append_jsonl
 
 log = logging.getLogger(__name__)
@@ -91,9 +93,10 @@ class HarnessCallback(TrainerCallback):
         t0 = time.monotonic()
         run = self.run
         before = run.state.version
-        events, stale = self._drop_stale(run.take_events(self.cfg.harness.max_events))
+        events, superseded, stale = run.take_events(self.cfg.harness.max_events, is_stale=self._stale_check())
         info: dict[str, Any] = {"step": step, "version_before": before, "n_events": len(events),
-                                "event_types": sorted({e.type for e in events}), "n_stale": len(stale)}
+                                "event_types": sorted({e.type for e in events}), "n_stale": len(stale),
+                                "n_superseded": len(superseded), "n_waiting": len(run.pending_events)}
         if self._is_main():
             if not events:
                 info.update(n_accepted=0, skipped="no failure events since the last round")
@@ -117,33 +120,38 @@ class HarnessCallback(TrainerCallback):
                  new_state.version, pause)
         return pause
 
-    def _drop_stale(self, events: list) -> tuple[list, list]:
-        """Split off events about a harness that is gone: rows sampled before an update (the dataloader
+    def _stale_check(self) -> Any:
+        """A predicate for events about a harness that is gone: rows sampled before an update (the dataloader
         prefetches one batch) still report the old failure of a task the update already changed."""
         touched: dict[str, int] = {}  # task -> newest version whose update touched it
         for rec in self.run.store.history():
             if rec.update is not None:
                 for tid in rec.update.task_ids:
                     touched[tid] = max(touched.get(tid, 0), rec.version)
-        fresh, stale = [], []
-        for e in events:
+
+        def is_stale(e: Any) -> bool:
             v = e.stats.get("harness_version")
-            (stale if v is not None and touched.get(e.task_id, -1) > int(v) else fresh).append(e)
-        return fresh, stale
+            return v is not None and touched.get(e.task_id, -1) > int(v)
+
+        return is_stale
 
     def _run_round(self, step: int, events: list, before: int) -> dict[str, Any]:
         run = self.run
         thread_id = evolver_round.thread_id_for(self.cfg, step)
+        key = f"harnessrl:{run.paths.root.resolve()}"
         try:
+            t0 = time.monotonic()
             endpoint, spec = self.publish_policy(step)
-            key = f"harnessrl:{run.paths.root.resolve()}"
+            publish_s = time.monotonic() - t0
             context = evolver_round.evolver_context(self.cfg, services_key=key, policy_spec=spec)
             if self.cfg.harness.langgraph_url is None:
                 self._register_services(key, endpoint)
             runner = self._run_graph or (evolver_round.run_on_server if self.cfg.harness.langgraph_url
                                          else evolver_round.run_in_process)
             out = runner(self.cfg, events, before, step, context, thread_id)
-            return {"thread_id": out.get("thread_id", thread_id), **evolver_round.summarize(out)}
+            stats = endpoint.stats() if isinstance(endpoint, MemoEndpoint) else {}
+            return {"thread_id": out.get("thread_id", thread_id), "publish_s": round(publish_s, 2), **stats,
+                    **evolver_round.summarize(out)}
         except Exception as e:  # noqa: BLE001 - a failed round must not kill training; it is logged in full
             log.error("evolver round at step %d failed; harness left at v%d: %s", step, before, e)
             aside = run.paths.abandoned / f"failed-round-step{step}-{time.time_ns() % 10**6:06d}"
@@ -151,6 +159,11 @@ class HarnessCallback(TrainerCallback):
             run.put_back_events(events)
             return {"thread_id": thread_id, "n_accepted": 0, "error": f"{type(e).__name__}: {e}",
                     "traceback": traceback.format_exc(limit=8), "rolled_back_versions": moved}
+        finally:
+            # The frozen policy and its memo belong to this round only.
+            from tools.services import unregister_services
+
+            unregister_services(key)
 
     def _sync_state(self) -> Any:
         """Rank 0 reads the store; other ranks receive the state by broadcast."""
@@ -197,7 +210,7 @@ class HarnessCallback(TrainerCallback):
             from tools.local_endpoint import LocalEndpoint
 
             model = trainer.accelerator.unwrap_model(trainer.model)
-            return LocalEndpoint(model, trainer.processing_class, name=f"local:step-{step}"), "local"
+            return MemoEndpoint(LocalEndpoint(model, trainer.processing_class, name=f"local:step-{step}")), "local"
         from tools.openai_endpoint import OpenAIEndpoint
 
         base = h.policy_endpoint
@@ -210,4 +223,4 @@ class HarnessCallback(TrainerCallback):
             name = f"step-{step}"
             endpoint.load_lora_adapter(name, adapter_dir)
             endpoint = endpoint.with_model(name)
-        return endpoint, f"openai:{base}#{name}"
+        return MemoEndpoint(endpoint), f"openai:{base}#{name}"

@@ -119,7 +119,8 @@ class HarnessConfig:
     detector: dict[str, Any] = _f({}, "harness.detector.DetectorConfig overrides (eps, tau_lo, tau_hi, window, ...).")
     sample_k: int = _f(8, "Critic: probe rollouts per affected task (k).")
     max_revisions: int = _f(2, "Critic: revisions per event before the fallback (R).")
-    max_events: int = _f(8, "Events handed to one evolver round (most recent first).")
+    max_events: int = _f(8, "Events handed to one evolver round: one per task, reward hacking before dead groups, "
+                            "then most recent first (each costs the critic fresh rollouts: this bounds the pause).")
     attributor_model: str = _f("rules", "Attributor brain: 'rules' or provider:model.")
     proposer_model: str = _f("rules", "Proposer brain: 'rules' or provider:model.")
     critic_model: str = _f("rules", "Critic brain: 'rules' or provider:model (measurement always decides).")

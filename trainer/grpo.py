@@ -98,17 +98,45 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
     return trainer, run, callback
 
 
+# What `harnessrl train` writes into a run folder; `overwrite` only deletes folders made of these.
+RUN_ENTRIES = {"config.yaml", "harness", "events.jsonl", "metrics.jsonl", "rounds.jsonl", "memory", "evolver.sqlite",
+               "checkpoints", "abandoned", "adapters", "final", "logs", "eval.json", "report.html"}
+
+
+def clear_run_folder(run_dir: Path) -> None:
+    """Delete a previous run's folder for a fresh start; refuse a folder holding anything a run does not write
+    (a mistyped run_dir such as `.` must not delete a checkout)."""
+    import shutil
+
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise FileExistsError(f"run_dir {run_dir} exists and is not a folder")
+    foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_ENTRIES and not p.name.startswith("."))
+    if foreign:
+        raise FileExistsError(f"refusing to overwrite {run_dir}: it holds {foreign[:5]}, which a harnessrl run does not "
+                              f"write; delete it yourself or choose another run_dir")
+    shutil.rmtree(run_dir)
+
+
 def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, run_graph: Any = None,
-          judge: Any = None) -> dict[str, Any]:
-    """Run GRPO with harness evolution; returns a summary (steps, versions, pause time)."""
+          judge: Any = None, overwrite: bool = False) -> dict[str, Any]:
+    """Run GRPO with harness evolution; returns a summary (steps, versions, pause time).
+
+    `overwrite=True` deletes a previous run in `cfg.run_dir` first (not with `resume`)."""
     from trainer.checkpoint import find_checkpoint
 
+    if overwrite and resume is not None:
+        raise ValueError("overwrite and resume exclude each other: resume continues the run in run_dir, "
+                         "overwrite deletes it")
+    if overwrite:
+        clear_run_folder(cfg.run_path)
     ckpt = find_checkpoint(cfg.run_path, resume) if resume is not None else None
     if ckpt is None and (cfg.run_path / "harness" / "versions").is_dir():
         # A fresh run must start from harness v0 with an empty memory; never mix two runs in one folder.
         raise FileExistsError(f"run folder {cfg.run_path} is already used by a run; pass --resume to continue it from "
-                              f"its last checkpoint, delete the folder, or choose another run_dir "
-                              f"(e.g. --set run_dir={cfg.run_path}-2)")
+                              f"its last checkpoint, --overwrite to delete it and start afresh, or choose another "
+                              f"run_dir (e.g. --set run_dir={cfg.run_path}-2)")
     trainer, run, callback = build_trainer(cfg, resume_from=ckpt, progress=progress, run_graph=run_graph, judge=judge)
     try:
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)

@@ -23,21 +23,34 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.detector import Detector, DetectorConfig
 from harness.store import HarnessStore
-from harness.types import FailureEvent, HarnessState
+from harness.types import FAILURE_TYPES, FailureEvent, HarnessState
 from trainer.config import RunConfig, save_config
 from trainer.io import append_jsonl
 
 log = logging.getLogger(__name__)
 
+# Which failures a round repairs first when there are more than `harness.max_events`: reward hacking
+# (it teaches the wrong behaviour) before dead groups (they teach nothing) before diagnostics. Batch-level
+# events (task "*") come last: the evolver records them but cannot update a task for them.
+EVENT_PRIORITY = {"spurious_audit": 0, "stuffing": 0, "spurious_length": 1, "guidance_leak": 1,
+                  "collapse_low": 2, "collapse_high": 2, "flat": 3, "blind_criterion": 3}
+
 # Process-wide registry so a pickled RubricReward can find the live run again (same process) by run_dir.
 _RUNS: dict[str, HarnessRun] = {}
+
+
+class RoundEvents(NamedTuple):
+    taken: list[FailureEvent]  # handed to the evolver round
+    superseded: list[FailureEvent]  # another event on the same task was taken
+    stale: list[FailureEvent]  # about a harness version an update already replaced
 
 
 @dataclass(frozen=True)
@@ -177,13 +190,32 @@ class HarnessRun:
         with self.lock:
             self.pending_events.extend(events)
 
-    def take_events(self, limit: int) -> list[FailureEvent]:
-        """Events since the last round, most recent first, at most `limit` (the rest wait for the next round)."""
+    def take_events(self, limit: int, is_stale: Callable[[FailureEvent], bool] | None = None) -> RoundEvents:
+        """Events for the next round: stale ones dropped, one event per task, at most `limit`.
+
+        A round repairs a task once: of several events on one task the most urgent (then most recent)
+        is taken and the others are superseded (dropped: the detector fires again if the failure
+        persists under the repaired harness). Tasks are ordered by `EVENT_PRIORITY`, then recency;
+        events beyond `limit` wait for the next round. Each event costs the critic fresh rollouts, so
+        the limit is what bounds the pause.
+        """
+        def rank(e: FailureEvent) -> tuple[int, int]:
+            return EVENT_PRIORITY.get(e.type, len(FAILURE_TYPES)) + (100 if e.task_id == "*" else 0), -e.step
+
         with self.lock:
-            ordered = sorted(self.pending_events, key=lambda e: e.step, reverse=True)
-            taken, rest = ordered[:limit], ordered[limit:]
-            self.pending_events = rest
-        return taken
+            best: dict[str, FailureEvent] = {}
+            superseded: list[FailureEvent] = []
+            stale: list[FailureEvent] = []
+            for e in sorted(self.pending_events, key=rank):
+                if is_stale is not None and is_stale(e):
+                    stale.append(e)
+                elif e.task_id in best:
+                    superseded.append(e)
+                else:
+                    best[e.task_id] = e
+            ordered = list(best.values())
+            self.pending_events = ordered[limit:]
+        return RoundEvents(ordered[:limit], superseded, stale)
 
     def put_back_events(self, events: list[FailureEvent]) -> None:
         with self.lock:

@@ -21,6 +21,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--batch-size", type=int, default=16,
+                   help="tasks per generate call (batched decoding is much cheaper per sequence on a CPU; "
+                        "1 = one call per task, seeded seed+i)")
     p.add_argument("--judge-model", default=None, help="provider:model LLM judge for criteria without a check")
     p.add_argument("--label", default=None, help="key in eval.json (default: 'trained' or the model folder name)")
     p.add_argument("--no-progress", action="store_true")
@@ -31,15 +34,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.run and not args.model:
         print("harnessrl eval: give --run RUN or --model MODEL", file=sys.stderr)
         return 2
-    if args.k < 1:
-        print("harnessrl eval: --k must be >= 1", file=sys.stderr)
+    if args.k < 1 or args.batch_size < 1:
+        print("harnessrl eval: --k and --batch-size must be >= 1", file=sys.stderr)
         return 2
     from trainer.evaluate import run_eval
 
     try:
         result = run_eval(run_dir=args.run, model=args.model, base=args.base, suite=args.suite, split=args.split,
                           k=args.k, max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-                          judge_model=args.judge_model, label=args.label, progress=not args.no_progress)
+                          judge_model=args.judge_model, label=args.label, progress=not args.no_progress,
+                          batch_size=args.batch_size)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

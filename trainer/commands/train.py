@@ -1,4 +1,4 @@
-"""`harnessrl train --config FILE [--set key=value ...] [key=value ...] [--resume [CKPT]]`."""
+"""`harnessrl train --config FILE [--set key=value ...] [key=value ...] [--resume [CKPT] | --overwrite]`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", nargs="?", const="latest", default=None, metavar="CKPT",
                    help="resume the run in run_dir from its latest complete checkpoint, or from CKPT "
                         "(a checkpoint folder or a step number)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh: delete a previous run in run_dir first (only files a run writes)")
     p.add_argument("--help-config", action="store_true", help="list every config field with its help and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.set_defaults(func=run)
@@ -44,8 +46,12 @@ def run(args: argparse.Namespace) -> int:
     from trainer.grpo import train
     from trainer.models import ModelNotAvailable
 
+    if args.overwrite and args.resume is not None:
+        print("harnessrl train: --overwrite deletes the run that --resume would continue; pass one of them",
+              file=sys.stderr)
+        return 2
     try:
-        summary = train(cfg, resume=args.resume, progress=not args.no_progress)
+        summary = train(cfg, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite)
     except (ModelNotAvailable, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

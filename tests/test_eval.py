@@ -1,0 +1,119 @@
+"""`harnessrl eval` / `trainer.evaluate`: held-out Avg@k and audit score per domain, eval.json, LoRA adapters.
+
+No training loop is needed: a run folder is its resolved config plus a `final/` model, which is what
+`harnessrl train` leaves; here `final/` is the tiny model itself or a LoRA adapter saved on top of it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from test_trainer_support import tiny_config
+from trainer.cli import main
+from trainer.config import save_config
+from trainer.evaluate import evaluate
+
+
+class ScriptedEndpoint:
+    """A fake policy that answers each prompt with a fixed list (the judge is real)."""
+
+    name = "scripted"
+
+    def __init__(self, by_prompt):
+        self.by_prompt = by_prompt
+        self.calls = []
+
+    def sample(self, messages_batch, n=1, max_tokens=64, temperature=1.0, seed=None):
+        self.calls.append((len(messages_batch), n, seed))
+        return [self.by_prompt[conv[-1]["content"]][:n] for conv in messages_batch]
+
+
+def _tasks(tmp_path):
+    from harness.data import load_suite
+
+    cfg = tiny_config(tmp_path)
+    return [t for t in load_suite(cfg.data.suite) if t.split == "test"]
+
+
+@pytest.mark.parametrize("batch_size,calls", [(1, [(1, 4, 7), (1, 4, 8)]), (2, [(2, 4, 7)]), (16, [(2, 4, 7)])])
+def test_evaluate_scores_avg_at_k_and_audit_per_domain(tmp_path, batch_size, calls):
+    from tools.judge import Judge
+
+    tasks = _tasks(tmp_path)  # e-paris (science, audit "non-empty"), e-any (writing, no audit criteria)
+    ep = ScriptedEndpoint({"Name the capital of France.": ["Paris.", "", "Lyon", "Paris!"],
+                           "Write something.": ["a", "b", "c", "d"]})
+    res = evaluate(tasks, ep, Judge(), k=4, max_tokens=8, temperature=1.0, seed=7, progress=False,
+                   batch_size=batch_size)
+    assert res["k"] == 4 and res["n_tasks"] == 2
+    paris = res["tasks"]["e-paris"]
+    assert paris["scores"] == [1.0, 0.0, 0.0, 1.0] and paris["avg"] == 0.5 and paris["pass_at_k"] == 1.0
+    assert paris["audit"] == pytest.approx(0.75)  # the empty answer fails the hidden "non-empty" audit
+    assert res["tasks"]["e-any"]["audit"] is None  # no audit criteria: no number, not a zero
+    assert res["domains"]["science"] == {"n_tasks": 1, "avg_at_k": 0.5, "audit": pytest.approx(0.75)}
+    assert res["domains"]["writing"]["avg_at_k"] == 1.0 and res["domains"]["writing"]["audit"] is None
+    assert res["avg_at_k"] == pytest.approx(0.75) and res["audit"] == pytest.approx(0.75)
+    assert ep.calls == calls  # (prompts, k, seed) per call: seed + index of the call's first task
+    assert all("Hint:" not in t.user_prompt for t in tasks)
+
+
+def _run_folder(tmp_path, tiny_model_dir, lora: bool):
+    cfg = tiny_config(tmp_path, "model.lora=true" if lora else "model.lora=false", "train.max_completion_length=8")
+    cfg.run_path.mkdir(parents=True)
+    save_config(cfg, cfg.run_path / "config.yaml")
+    final = cfg.run_path / "final"
+    if lora:
+        import torch
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM
+
+        base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+        peft = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                               task_type="CAUSAL_LM"))
+        peft.save_pretrained(str(final))  # adapter files only, as GRPOTrainer.save_model writes for LoRA
+        assert not (final / "config.json").exists()
+    else:
+        shutil.copytree(tiny_model_dir, final)
+    return cfg
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_cli_eval_of_a_run_writes_eval_json(tmp_path, tiny_model_dir, capsys, lora):
+    cfg = _run_folder(tmp_path, tiny_model_dir, lora)
+    rc = main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    summary = json.loads(out.out[out.out.index("{"):])
+    assert summary["n_tasks"] == 2 and summary["k"] == 2 and set(summary["domains"]) == {"science", "writing"}
+    saved = json.loads((cfg.run_path / "eval.json").read_text())
+    res = saved["trained"]
+    assert res["k"] == 2 and all(len(t["scores"]) == 2 for t in res["tasks"].values())
+    assert res["tasks"]["e-any"]["avg"] == 1.0  # "under 10000 words" holds for any 8-token answer
+    assert 0.0 <= res["domains"]["science"]["avg_at_k"] <= 1.0 and res["domains"]["science"]["audit"] is not None
+
+    # A second model goes next to the first under its own label; the first result stays.
+    rc = main(["eval", "--run", str(cfg.run_path), "--model", "tiny", "--label", "base", "--k", "2", "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    assert set(json.loads((cfg.run_path / "eval.json").read_text())) == {"trained", "base"}
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["eval", "--k", "2"], "give --run RUN or --model MODEL"),
+    (["eval", "--run", "{tmp}/nope", "--k", "2"], "written by `harnessrl train`"),
+    (["eval", "--model", "tiny", "--k", "0"], "--k and --batch-size must be >= 1"),
+    (["eval", "--model", "tiny", "--batch-size", "0"], "--k and --batch-size must be >= 1"),
+    (["eval", "--model", "tiny", "--k", "2"], "--suite"),
+])
+def test_cli_eval_errors_say_what_to_do(tmp_path, capsys, argv, fragment):
+    rc = main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert rc in (1, 2)
+    assert fragment in capsys.readouterr().err
+
+
+def test_cli_eval_of_an_unfinished_run_names_the_checkpoint_option(tmp_path, tiny_model_dir, capsys):
+    cfg = _run_folder(tmp_path, tiny_model_dir, lora=False)
+    shutil.rmtree(cfg.run_path / "final")
+    rc = main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress"])
+    assert rc == 1 and "--model" in capsys.readouterr().err
