@@ -128,6 +128,7 @@ def ensure_onnx_model(model_dir: str | os.PathLike[str], cache_root: Path | None
             raise OnnxExportError(f"cannot create the ONNX cache folder {root} ({e}); set HARNESSRL_CACHE") from e
         try:
             _export(model_dir, tmp / ONNX_FILE)
+            tmp.chmod(0o755)  # mkdtemp makes it private; the finished cache folder is an ordinary readable one
             (tmp / "source.json").write_text(json.dumps({"model_dir": str(model_dir), "recipe": EXPORT_RECIPE,
                                                         "opset": OPSET}))
             try:
