@@ -38,9 +38,11 @@ test: install vllm-env  ## install everything and run the whole test suite (what
 test-fast: install  ## offline unit tests only (no slow, vLLM, Studio or Chroma-server tests)
 	$(PY) -m pytest -q -m "not slow and not vllm and not studio and not chroma_server"
 
-demo: install  ## prepare SmolLM2 and run configs/cpu-demo.yaml; prints where the report is
+demo: install  ## prepare SmolLM2, train configs/cpu-demo.yaml, evaluate, write the report and print its path
 	$(PY) -m trainer.cli models prepare --which smollm2
-	$(PY) -m trainer.cli train --config configs/cpu-demo.yaml
+	$(PY) -m trainer.cli train --config configs/cpu-demo.yaml --overwrite
+	$(PY) -m trainer.cli eval --run runs/cpu-demo --k 2
+	$(PY) -m trainer.cli report runs/cpu-demo
 
 studio: install  ## serve the evolver graph for LangGraph Studio on 127.0.0.1:$(PORT)
 	$(VENV)/bin/langgraph dev --no-browser --port $(PORT)
