@@ -9,25 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.store import atomic_write_text as _atomic_write_text
+
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """`harness.store.atomic_write_text`, creating the parent folder first (run folders grow lazily)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _atomic_write_text(path, text)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
