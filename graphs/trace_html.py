@@ -4,7 +4,9 @@ No CDN and no JavaScript library: the graph is laid out here (layers by longest 
 back edges drawn dashed) and drawn as inline SVG, with the `draw_mermaid()` source included for
 anyone who wants to paste it into a Mermaid renderer. Below it, every checkpoint of the run and of
 each task lane: the node that ran, the state it read (inputs) and what it wrote (outputs, from the
-checkpoint's pending writes), then the final per-event decisions with the critic's numbers.
+checkpoint's pending writes), then the per-event decisions: one row per attempt with the critic's
+numbers and that attempt's own outcome (rejected → revised, rejected → fallback vN, accepted vN), next
+to the event's final decision.
 """
 
 from __future__ import annotations
@@ -137,26 +139,88 @@ def _fmt(v: Any) -> str:
     return "–" if v is None else (f"{v:.3f}" if isinstance(v, float) else html.escape(str(v)))
 
 
+def _verdict(crit: dict[str, Any]) -> str:
+    """The critic's verdict on one candidate, before routing."""
+    if crit.get("invalid"):
+        return "invalid"
+    if crit.get("veto"):
+        return "vetoed"
+    return "passed" if crit.get("measured_ok") else "rejected"
+
+
+def attempt_outcome(report: dict[str, Any], index: int) -> str:
+    """What happened to attempt `index` of an event, as opposed to the event's final decision.
+
+    Only the last attempt can be the one committed; every earlier one was rejected and revised
+    (`route_after_critique` revises after any failing candidate until R, then falls back).
+    """
+    attempts = report.get("attempts") or []
+    verdict = _verdict(attempts[index].get("critique") or {})
+    if index < len(attempts) - 1:
+        return f"{verdict} → revised"
+    decision, version = report.get("decision", ""), report.get("committed_version")
+    if decision == "accepted":
+        return f"accepted v{version}"
+    if decision == "fallback":
+        return f"{verdict} → fallback v{version}"
+    if decision == "rejected_stale":
+        return f"{verdict} → stale at commit"
+    if decision == "rejected_by_human":
+        return f"{verdict} → rejected by human"
+    fb = report.get("fallback") or {}
+    if decision == "rejected" and fb and not fb.get("applied"):
+        return f"{verdict} → fallback not applied"
+    return f"{verdict} → no change" if decision == "rejected" else f"{verdict} → {decision}"
+
+
+def final_decision(report: dict[str, Any]) -> str:
+    """The event's final decision (one per event), e.g. 'fallback v3' or 'rejected'."""
+    version = report.get("committed_version")
+    return report.get("decision", "") + (f" v{version}" if version else "")
+
+
 def _decisions(final: dict[str, Any]) -> str:
+    """One row per attempt with its own outcome; the event columns and final decision span its rows."""
     rows = []
     for r in final.get("reports", []):
-        for a in r.get("attempts") or [{}]:
+        attempts = r.get("attempts") or []
+        fb = r.get("fallback") or {}
+        n_rows = max(1, len(attempts)) + (1 if fb else 0)
+        span = f' rowspan="{n_rows}"' if n_rows > 1 else ""
+        event_cells = "".join(f"<td{span}>{x}</td>" for x in (
+            html.escape(r["event_id"]), html.escape(r["task_id"]), html.escape(r["failure_type"]),
+            _fmt(r.get("interface"))))
+        final_cell = f"<td{span} class=final><b>{html.escape(final_decision(r))}</b></td>"
+        if not attempts:  # skipped (batch-level event, unknown task) or no candidate at all
+            note = html.escape(r.get("note") or "no candidate")
+            rows.append(f"<tr>{event_cells}<td colspan=7>{note}</td><td>–</td>{final_cell}</tr>")
+        for i, a in enumerate(attempts):
             crit = a.get("critique") or {}
             n = crit.get("numbers") or {}
             tools = [f"{c['agent']}:{c['name']}" + (" (error)" if c.get("error") else "")
                      for c in r.get("tool_calls") or [] if c.get("revision") == a.get("revision")]
-            rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in (
-                html.escape(r["event_id"]), html.escape(r["task_id"]), html.escape(r["failure_type"]), _fmt(r.get("interface")),
+            outcome = attempt_outcome(r, i)
+            css = "ok" if outcome.startswith("accepted") else "no"
+            cells = "".join(f"<td>{x}</td>" for x in (
                 _fmt(a.get("revision")), _fmt(a.get("template")), html.escape(", ".join(tools)) or "–",
                 f"{_fmt(n.get('control_std'))} → {_fmt(n.get('candidate_std'))}",
                 f"{_fmt(n.get('control_mean'))} → {_fmt(n.get('candidate_mean'))}",
                 "pass" if crit.get("measured_ok") else "fail",
                 html.escape("; ".join(crit.get("reasons", []))[:400]),
-                f"<b>{html.escape(r['decision'])}</b>" + (f" v{r['committed_version']}" if r.get("committed_version") else ""),
-            )) + "</tr>")
+            )) + f"<td class={css}>{html.escape(outcome)}</td>"
+            rows.append("<tr>" + (event_cells if i == 0 else "") + cells + (final_cell if i == 0 else "") + "</tr>")
+        if fb:  # the safe sampling change after R rejections is not a critic attempt: its own row
+            upd = fb.get("update") or {}
+            ops = ", ".join(f"{o.get('op')}({o.get('task_id', '')})" for o in upd.get("ops") or [])
+            errors = "; ".join(map(str, fb.get("errors") or []))
+            status = f"committed v{fb['version']}" if fb.get("applied") else f"not applied: {errors}"
+            # the event cells and final decision were emitted (with rowspan) by the first row above
+            rows.append(f"<tr><td>–</td><td>fallback</td><td>–</td><td colspan=3>{html.escape(ops) or '–'}</td>"
+                        f"<td>{html.escape(str(upd.get('rationale', ''))[:400])}</td>"
+                        f"<td class=fb>{html.escape(status)}</td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("event", "task", "type", "interface", "rev", "template", "LLM tool calls", "std", "mean",
-                                              "rule", "critic's reasons", "decision"))
-    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+                                              "rule", "critic's reasons", "attempt outcome", "final decision"))
+    return f"<table class=decisions><tr>{head}</tr>{''.join(rows)}</table>"
 
 
 def render_html(trace: dict[str, Any], drawable: Any, mermaid: str) -> str:
@@ -176,7 +240,9 @@ def render_html(trace: dict[str, Any], drawable: Any, mermaid: str) -> str:
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>evolver trace {html.escape(trace['thread_id'])}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1400px}}pre{{background:#f6f6f6;padding:.5em;overflow:auto;max-height:30em;font-size:11px}}
 table{{border-collapse:collapse;font-size:12px}}td,th{{border:1px solid #ccc;padding:3px 6px;vertical-align:top}}
-.cols{{display:flex;gap:1em}}.cols>div{{flex:1;min-width:0}}details{{margin:.2em 0}}</style></head><body>
+.cols{{display:flex;gap:1em}}.cols>div{{flex:1;min-width:0}}details{{margin:.2em 0}}
+td.ok{{background:#e7f6e7}}td.no{{background:#fbecec}}td.fb{{background:#fff6dd}}
+td.final{{background:#f3f3fb}}</style></head><body>
 <h1>Evolver trace: thread {html.escape(trace['thread_id'])}</h1>
 <p>checkpoints from <code>{html.escape(trace['db'])}</code>; harness version after the run: <b>{_fmt(final.get('harness_version'))}</b>,
 accepted updates: <b>{len(final.get('accepted', []))}</b>.</p>

@@ -91,6 +91,7 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
         cfg = load_config(job.config, job.overrides)
         h = cfg.harness
         assert cfg.train.seed == 3 and cfg.run_dir == job.run_dir
+        assert len(cfg.data.tasks) == 10  # the tiny preset's pool: 2 train tasks per domain, the same for every arm
         expect = {
             "fixed": (False, False, 3, True, True), "dynfilter": (False, True, 3, True, True),
             "harnessrl": (True, False, 3, True, True), "no-sampling": (True, False, 2, True, True),

@@ -45,6 +45,15 @@ def test_evolve_snapshot_then_trace(tmp_path, openai_stub, capsys):
     for needle in ("gather_evidence", "critique", "fallback", "snap-stuffing-med-1", "gamed_drop"):
         assert needle in text
     assert "<script" not in text and "cdn" not in text.lower()
+    # Decisions: each attempt row carries its own outcome; the event's final decision appears once per event.
+    decisions = text[text.index("<h2>Decisions</h2>"):text.index("<h2>Steps</h2>")]
+    fell_back = [r for r in out["reports"] if r["decision"] == "fallback"]
+    assert fell_back and all(len(r["attempts"]) > 1 for r in fell_back)
+    assert decisions.count("rejected → revised") == sum(len(r["attempts"]) - 1 for r in fell_back)
+    for r in fell_back:
+        assert decisions.count(f"rejected → fallback v{r['committed_version']}") == 1
+        assert decisions.count(f"<b>fallback v{r['committed_version']}</b>") == 1
+    assert f"accepted v{by_event['snap-stuffing-med-1']['committed_version']}</td>" in decisions
 
 
 def test_trace_unknown_thread_is_a_clear_error(tmp_path, openai_stub):

@@ -1,9 +1,11 @@
 """`report.html` for a run folder: one self-contained page, plots embedded as base64 PNG.
 
-Sections: reward and reward std per step (with harness-update markers), dead-group share, harness
-updates over time by interface and outcome (committed updates from `harness/updates.jsonl`, per-event
-outcomes from `rounds.jsonl`), held-out eval per domain (`eval.json`), pause-time share, judge
-warnings, and tables of rounds and committed updates. Reads only files; no torch.
+Sections: a key/value summary, event counts per failure type and decision, proposals and committed
+versions per interface, reward and reward std per step (with harness-update markers), dead-group share,
+harness updates over time by interface and outcome (accepted by the critic, fallback = committed without
+the critic's acceptance, not accepted; committed versions from `harness/updates.jsonl`, whose meta flags
+fallbacks, per-event decisions from `rounds.jsonl`), held-out eval per domain (`eval.json`), pause-time
+share, judge warnings, and tables of rounds and committed updates. Reads only files; no torch.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.types import INTERFACES
 from trainer.io import atomic_write_text, read_jsonl
 
 
@@ -41,26 +44,45 @@ def collect(run_dir: Path) -> dict[str, Any]:
     }
 
 
+# Per-event decisions written by the evolver's `record` node; everything that is neither accepted by the
+# critic nor a committed fallback (rejected, rejected_stale, rejected_by_human, skipped) left the harness as it was.
+COMMITTING = ("accepted", "fallback")
+
+
+def _reports(data: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """(round step, per-event report) for every report in rounds.jsonl."""
+    return [(int(r["step"]), rep) for r in data["rounds"] for rep in r.get("reports") or [] if isinstance(rep, dict)]
+
+
+def is_fallback(update: dict[str, Any]) -> bool:
+    """A committed version the critic did not accept: the safe sampling change after R rejected candidates."""
+    return bool((update.get("meta") or {}).get("fallback"))
+
+
 def summary(data: dict[str, Any]) -> dict[str, Any]:
-    """Counts a reader wants first (and the README's demo numbers)."""
+    """Counts a reader wants first (and the README's demo numbers).
+
+    `*_by_interface` of committed versions use the committed update's interface (a fallback is always a
+    sampling change); `proposals_by_interface` counts per-event decisions by the attributed interface.
+    """
     outcomes: dict[str, int] = {}
-    proposals_by_interface: dict[str, dict[str, int]] = {}
     for r in data["rounds"]:
         for k, v in (r.get("outcomes") or {}).items():
             outcomes[k] = outcomes.get(k, 0) + v
-        for rep in r.get("reports") or []:
-            if isinstance(rep, dict):
-                iface = str(rep.get("interface") or "none")
-                out = str(rep.get("decision", "unknown"))
-                proposals_by_interface.setdefault(iface, {}).setdefault(out, 0)
-                proposals_by_interface[iface][out] += 1
+    proposals_by_interface: dict[str, dict[str, int]] = {}
+    for _step, rep in _reports(data):
+        iface = str(rep.get("interface") or "none")
+        out = str(rep.get("decision", "unknown"))
+        proposals_by_interface.setdefault(iface, {}).setdefault(out, 0)
+        proposals_by_interface[iface][out] += 1
     accepted: dict[str, int] = {}
+    fallback: dict[str, int] = {}
     committed: dict[str, int] = {}
     for u in data["updates"]:
         iface = u["update"]["interface"]
         committed[iface] = committed.get(iface, 0) + 1
-        if not (u.get("meta") or {}).get("fallback"):  # fallbacks are committed but not critic-accepted
-            accepted[iface] = accepted.get(iface, 0) + 1
+        into = fallback if is_fallback(u) else accepted  # fallbacks are committed but not critic-accepted
+        into[iface] = into.get(iface, 0) + 1
     m = data["metrics"]
     total_pause = sum(float(x.get("pause_s", 0.0)) for x in m)
     span = (m[-1]["time"] - m[0]["time"]) if len(m) > 1 and "time" in m[0] else 0.0
@@ -70,10 +92,62 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
         "rounds": len(data["rounds"]), "rounds_failed": sum(1 for r in data["rounds"] if r.get("error")),
         "outcomes": outcomes, "proposals_by_interface": proposals_by_interface,
         "accepted_by_interface": accepted, "accepted_total": sum(accepted.values()),
+        "fallback_by_interface": fallback, "fallback_total": sum(fallback.values()),
         "committed_by_interface": committed, "committed_total": len(data["updates"]),
         "pause_s": total_pause, "pause_share": (total_pause / span) if span > 0 else None,
         "judge_warnings": sum(int(x.get("judge_warnings", 0)) for x in m),
     }
+
+
+_IFACE_COLS = ("proposals", "accepted", "fallback", "rejected", "committed (accepted)", "committed (fallback)")
+
+
+def interface_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per interface: events attributed to it and their decisions, and the versions committed on it.
+
+    A fallback is counted twice on purpose: under the attributed interface as the event's decision, and
+    under `sampling` as a committed version, because that is the interface the fallback changed.
+    """
+    rows: dict[str, dict[str, Any]] = {}
+
+    def row(iface: str) -> dict[str, Any]:
+        return rows.setdefault(iface, {"interface": iface, **dict.fromkeys(_IFACE_COLS, 0)})
+
+    for iface in INTERFACES:
+        row(iface)
+    for _step, rep in _reports(data):
+        r = row(str(rep.get("interface") or "none"))  # none: skipped before attribution
+        r["proposals"] += 1
+        decision = rep.get("decision")
+        r[decision if decision in COMMITTING else "rejected"] += 1
+    for u in data["updates"]:
+        row(u["update"]["interface"])["committed (fallback)" if is_fallback(u) else "committed (accepted)"] += 1
+    out = list(rows.values())
+    out.append({"interface": "total", **{k: sum(r[k] for r in out) for k in _IFACE_COLS}})
+    return out
+
+
+_TYPE_COLS = ("detected", "in rounds", "accepted", "fallback", "rejected")
+
+
+def event_type_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per failure type: events detected (events.jsonl) and the decisions the evolver rounds reached on them."""
+    rows: dict[str, dict[str, Any]] = {}
+
+    def row(t: str) -> dict[str, Any]:
+        return rows.setdefault(t, {"type": t, **dict.fromkeys(_TYPE_COLS, 0)})
+
+    for e in data["events"]:
+        row(str(e.get("type")))["detected"] += 1
+    for _step, rep in _reports(data):
+        r = row(str(rep.get("failure_type")))
+        r["in rounds"] += 1
+        decision = rep.get("decision")
+        r[decision if decision in COMMITTING else "rejected"] += 1
+    out = [rows[t] for t in sorted(rows)]
+    if out:
+        out.append({"type": "total", **{k: sum(r[k] for r in out) for k in out[0] if k != "type"}})
+    return out
 
 
 def _count(items: Any) -> dict[str, int]:
@@ -81,6 +155,63 @@ def _count(items: Any) -> dict[str, int]:
     for i in items:
         out[str(i)] = out.get(str(i), 0) + 1
     return out
+
+
+# outcome -> (marker, filled, y offset within the interface's row); colour is the interface
+_OUTCOME_STYLE = {"accepted": ("o", True, 0.0), "fallback": ("s", False, 0.0), "not accepted": ("x", True, 0.28)}
+_IFACE_COLOR = {"sampling": "tab:blue", "guidance": "tab:orange", "criteria": "tab:purple"}
+
+
+def update_points(data: dict[str, Any]) -> list[tuple[int, str, str, str]]:
+    """(step, interface, outcome, label) per marker of the updates plot.
+
+    accepted / fallback: one per committed version, on the interface it changed (a fallback is a
+    sampling change committed without the critic's acceptance); not accepted: one per event whose
+    decision committed nothing, on the interface the attributor chose.
+    """
+    pts = [(int(u["step"]), u["update"]["interface"], "fallback" if is_fallback(u) else "accepted", f"v{u['version']}")
+           for u in data["updates"]]
+    pts += [(step, rep["interface"], "not accepted", "") for step, rep in _reports(data)
+            if rep.get("decision") not in COMMITTING and rep.get("interface") in INTERFACES]
+    return pts
+
+
+def _updates_plot(data: dict[str, Any], steps: list[int]) -> str:
+    import matplotlib.pyplot as plt
+
+    pts = update_points(data)
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    # markers sharing a (step, row) are spread sideways in version order, so three versions committed at
+    # one step stay three
+    rows = [INTERFACES.index(iface) + _OUTCOME_STYLE[outcome][2] for _s, iface, outcome, _l in pts]
+    slots: dict[tuple[int, float], int] = {}
+    for (s, *_), y in zip(pts, rows):
+        slots[(s, y)] = slots.get((s, y), 0) + 1
+    seen: dict[tuple[int, float], int] = {}
+    xy = []
+    for (s, *_), y in zip(pts, rows):
+        j, n = seen.get((s, y), 0), slots[(s, y)]
+        seen[(s, y)] = j + 1
+        xy.append((s + (j - (n - 1) / 2) * 0.45, y))
+    for iface in INTERFACES:
+        for outcome, (marker, filled, _dy) in _OUTCOME_STYLE.items():
+            mine = [i for i, p in enumerate(pts) if p[1] == iface and p[2] == outcome]
+            if not mine:
+                continue
+            for i in mine:
+                if pts[i][3]:
+                    ax.annotate(pts[i][3], xy[i], textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7)
+            color = _IFACE_COLOR[iface]
+            kw = {"color": color} if filled else {"facecolors": "none", "edgecolors": color, "linewidths": 1.5}
+            ax.scatter([xy[i][0] for i in mine], [xy[i][1] for i in mine], s=60, marker=marker,
+                       label=f"{iface} {outcome} ({len(mine)})", **kw)
+    ax.set_yticks(range(len(INTERFACES))); ax.set_yticklabels(INTERFACES); ax.set_xlabel("step"); ax.set_ylim(-0.5, 2.7)
+    if steps:
+        ax.set_xlim(0, max(steps) + 1)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5),
+              title="● accepted  □ fallback  × not accepted", title_fontsize=7)
+    ax.set_title("Harness updates by interface and outcome")
+    return _png(fig)
 
 
 def plots(data: dict[str, Any]) -> dict[str, str]:
@@ -107,25 +238,7 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
     ax.set_ylim(0, 1); ax.set_xlabel("step"); ax.set_title("Dead-group share (zero reward variance)")
     out["dead"] = _png(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 2.8))
-    ifaces = ["sampling", "guidance", "criteria"]
-    colors = {"sampling": "tab:blue", "guidance": "tab:orange", "criteria": "tab:purple"}
-    for i, iface in enumerate(ifaces):
-        xs = [int(u["step"]) for u in data["updates"] if u["update"]["interface"] == iface]
-        ax.scatter(xs, [i] * len(xs), s=80, color=colors[iface], label=f"{iface} accepted ({len(xs)})")
-    rej: list[tuple[int, str]] = []
-    for r in data["rounds"]:
-        for rep in r.get("reports") or []:
-            if isinstance(rep, dict) and rep.get("decision") != "accepted" and rep.get("interface") in ifaces:
-                rej.append((int(r["step"]), rep["interface"]))
-    if rej:
-        ax.scatter([s for s, _ in rej], [ifaces.index(i) + 0.2 for _, i in rej], marker="x", color="gray",
-                   label=f"not accepted ({len(rej)})")
-    ax.set_yticks(range(3)); ax.set_yticklabels(ifaces); ax.set_xlabel("step"); ax.set_ylim(-0.5, 2.7)
-    if steps:
-        ax.set_xlim(0, max(steps) + 1)
-    ax.legend(fontsize=7, loc="upper left"); ax.set_title("Harness updates by interface and outcome")
-    out["updates"] = _png(fig)
+    out["updates"] = _updates_plot(data, steps)
 
     if data["eval"]:
         fig, ax = plt.subplots(figsize=(7, 3))
@@ -162,11 +275,29 @@ def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
 
 
 def _fmt(v: Any) -> str:
+    """One cell's text: floats to 3 places, lists comma-joined, dicts as 'k: v' pairs (never raw JSON)."""
     if isinstance(v, float):
         return f"{v:.3f}"
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, sort_keys=True)[:300]
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items())[:300]
+    if isinstance(v, list):
+        return ", ".join(_fmt(x) for x in v)[:300]
     return "" if v is None else str(v)
+
+
+def _value_html(v: Any) -> str:
+    """A summary value: scalars as text, a dict as a short list of 'k: v' lines (nested dicts inline)."""
+    if isinstance(v, dict):
+        if not v:
+            return "–"
+        items = "".join(f"<li>{html.escape(str(k))}: {html.escape(_fmt(x))}</li>" for k, x in v.items())
+        return f"<ul>{items}</ul>"
+    return html.escape(_fmt(v)) or "–"
+
+
+def _kv_table(values: dict[str, Any]) -> str:
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{_value_html(v)}</td></tr>" for k, v in values.items())
+    return f"<table class=kv>{rows}</table>"
 
 
 def build_report(run_dir: Path) -> Path:
@@ -175,15 +306,29 @@ def build_report(run_dir: Path) -> Path:
     s = summary(data)
     imgs = plots(data)
     upd_rows = [{"version": u["version"], "step": u["step"], "interface": u["update"]["interface"],
+                 "outcome": "fallback" if is_fallback(u) else "accepted",
                  "ops": ", ".join(f"{o['op']}({o.get('task_id', '')})" for o in u["update"]["ops"]),
                  "rationale": u["update"].get("rationale", "")} for u in data["updates"]]
-    round_rows = [{k: r.get(k) for k in ("step", "n_events", "event_types", "n_accepted", "version_before",
+    round_rows = [{k: r.get(k) for k in ("step", "n_events", "event_types", "outcomes", "n_accepted", "version_before",
                                           "version_after", "pause_s", "error", "thread_id")} for r in data["rounds"]]
+    iface_rows = interface_rows(data)
+    type_rows = event_type_rows(data)
     sections = [f"<h1>HarnessRL run: {html.escape(run_dir.name)}</h1>",
-                "<h2>Summary</h2>", _table([s], list(s)),
+                "<h2>Summary</h2>", _kv_table(s),
+                "<h2>Events by type</h2>",
+                _table(type_rows, list(type_rows[0])) if type_rows else "<p>No events detected.</p>",
+                "<p class=note>detected: events.jsonl; in rounds: events an evolver round decided on. accepted: the "
+                "critic measured an improvement and the update was committed; fallback: every candidate was rejected "
+                "and the safe sampling change was committed; rejected: nothing committed (rejected, stale, skipped, "
+                "or refused by a human).</p>",
+                "<h2>Proposals and updates by interface</h2>", _table(iface_rows, list(iface_rows[0])),
+                "<p class=note>proposals/accepted/fallback/rejected count events by the interface the attributor "
+                "chose; committed columns count harness versions by the interface they changed (a fallback is "
+                "always a sampling change).</p>",
                 f'<h2>Reward</h2><img src="{imgs["reward"]}">', f'<h2>Dead groups</h2><img src="{imgs["dead"]}">',
                 f'<h2>Harness updates</h2><img src="{imgs["updates"]}">',
-                _table(upd_rows, ["version", "step", "interface", "ops", "rationale"]) if upd_rows else "<p>No committed updates.</p>"]
+                _table(upd_rows, ["version", "step", "interface", "outcome", "ops", "rationale"]) if upd_rows
+                else "<p>No committed updates.</p>"]
     if "eval" in imgs:
         sections.append(f'<h2>Held-out evaluation</h2><img src="{imgs["eval"]}">')
         sections.append(_table([{"model": k, "avg_at_k": v["avg_at_k"], "audit": v["audit"], "k": v["k"],
@@ -196,7 +341,9 @@ def build_report(run_dir: Path) -> Path:
                  "<h2>Evolver rounds</h2>", _table(round_rows, list(round_rows[0]) if round_rows else ["step"])]
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>HarnessRL report</title><style>"
             "body{font-family:sans-serif;max-width:1000px;margin:auto}table{border-collapse:collapse;font-size:12px}"
-            "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}img{max-width:100%}</style></head><body>"
+            "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}img{max-width:100%}"
+            "table.kv th{text-align:left;background:#f4f4f4;white-space:nowrap}table.kv ul{margin:0;padding-left:1.2em}"
+            ".note{font-size:12px;color:#555}</style></head><body>"
             + "\n".join(sections) + "</body></html>")
     out = run_dir / "report.html"
     atomic_write_text(out, page)

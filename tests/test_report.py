@@ -1,0 +1,164 @@
+"""`trainer/report.py` on a synthetic run folder: outcome counts (accepted by the critic vs fallback vs not
+accepted) in the summary, the per-type and per-interface tables, the updates plot's legend, and the page
+itself (key/value summary without raw JSON, self-contained, no scripts)."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from trainer import report
+
+
+def _jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _update(version: int, step: int, interface: str, *, fallback: bool = False) -> dict:
+    meta = {"event_id": f"e{version}", "fallback": True} if fallback else {"event_id": f"e{version}", "revision": 0}
+    return {"version": version, "parent_version": version - 1, "step": step, "meta": meta,
+            "update": {"interface": interface, "rationale": f"r{version}",
+                       "ops": [{"op": "reweight" if interface == "sampling" else "add_hint", "task_id": f"t{version}"}]}}
+
+
+def _rep(event_id: str, ftype: str, interface: str | None, decision: str, version: int | None = None) -> dict:
+    return {"event_id": event_id, "task_id": "t", "failure_type": ftype, "interface": interface,
+            "decision": decision, "committed_version": version, "attempts": []}
+
+
+@pytest.fixture()
+def run_dir(tmp_path: Path) -> Path:
+    """Two rounds; committed: v1 criteria accepted, v2 sampling fallback (event attributed to criteria),
+    v3 sampling accepted, v4 sampling fallback (attributed to sampling); not committed: one guidance
+    rejection, one stale, one skipped batch-level event (no interface)."""
+    root = tmp_path / "run"
+    _jsonl(root / "metrics.jsonl", [{"step": s, "reward": 0.1 * s, "reward_std": 0.1, "dead_share": 0.5,
+                                     "time": 10.0 * s, "pause_s": 2.0 if s in (4, 8) else 0.0, "judge_warnings": 0}
+                                    for s in range(1, 9)])
+    types = ["flat", "flat", "collapse_high", "collapse_high", "collapse_low", "collapse_low", "flat", "stuffing"]
+    _jsonl(root / "events.jsonl", [{"id": f"ev{i}", "type": t, "task_id": "t", "step": i} for i, t in enumerate(types)])
+    _jsonl(root / "rounds.jsonl", [
+        {"step": 4, "thread_id": "a", "event_types": ["flat", "collapse_low"], "outcomes": {"accepted": 1, "fallback": 1,
+                                                                                             "rejected": 1},
+         "reports": [_rep("ev0", "flat", "criteria", "accepted", 1), _rep("ev1", "flat", "criteria", "fallback", 2),
+                     _rep("ev4", "collapse_low", "guidance", "rejected")]},
+        {"step": 8, "thread_id": "b", "event_types": ["collapse_high", "collapse_low", "flat"],
+         "outcomes": {"accepted": 1, "fallback": 1, "rejected_stale": 1, "skipped": 1},
+         "reports": [_rep("ev2", "collapse_high", "sampling", "accepted", 3),
+                     _rep("ev3", "collapse_high", "sampling", "fallback", 4),
+                     _rep("ev5", "collapse_low", "guidance", "rejected_stale"),
+                     _rep("ev6", "flat", None, "skipped")]},
+    ])
+    _jsonl(root / "harness" / "updates.jsonl", [{"version": 0, "step": 0, "update": None},
+                                                _update(1, 4, "criteria"), _update(2, 4, "sampling", fallback=True),
+                                                _update(3, 8, "sampling"), _update(4, 8, "sampling", fallback=True)])
+    return root
+
+
+class _Tables(HTMLParser):
+    """Every <table> of a page as rows of cell texts (nested lists flattened into the cell's text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "li" and self._cell is not None and self._cell:
+            self._cell.append("; ")
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _table_after(page: str, heading: str) -> list[list[str]]:
+    parser = _Tables()
+    parser.feed(page[page.index(f"<h2>{heading}</h2>"):])
+    return parser.tables[0]
+
+
+def test_summary_separates_critic_accepted_from_fallback(run_dir):
+    s = report.summary(report.collect(run_dir))
+    assert s["accepted_by_interface"] == {"criteria": 1, "sampling": 1} and s["accepted_total"] == 2
+    assert s["fallback_by_interface"] == {"sampling": 2} and s["fallback_total"] == 2
+    assert s["committed_by_interface"] == {"criteria": 1, "sampling": 3} and s["committed_total"] == 4
+    assert s["event_types"] == {"flat": 3, "collapse_high": 2, "collapse_low": 2, "stuffing": 1}
+    assert s["proposals_by_interface"]["criteria"] == {"accepted": 1, "fallback": 1}
+    assert s["proposals_by_interface"]["none"] == {"skipped": 1}
+
+
+def test_update_points_and_plot_legend_count_each_outcome(run_dir, monkeypatch):
+    data = report.collect(run_dir)
+    pts = report.update_points(data)
+    counts: dict[tuple[str, str], int] = {}
+    for _step, iface, outcome, _label in pts:
+        counts[(iface, outcome)] = counts.get((iface, outcome), 0) + 1
+    # the fallback attributed to criteria changed sampling: it sits on the sampling row, as a fallback
+    assert counts == {("criteria", "accepted"): 1, ("sampling", "accepted"): 1, ("sampling", "fallback"): 2,
+                      ("guidance", "not accepted"): 2}
+    monkeypatch.setattr(report, "_png", lambda fig: fig)  # keep the figure to read its legend
+    fig = report._updates_plot(data, [x["step"] for x in data["metrics"]])
+    legend = sorted(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    assert legend == ["criteria accepted (1)", "guidance not accepted (2)", "sampling accepted (1)",
+                      "sampling fallback (2)"]
+    markers = {c.get_label(): c for c in fig.axes[0].collections}
+    assert markers["sampling fallback (2)"].get_facecolors().size == 0  # hollow: committed without acceptance
+    assert markers["sampling accepted (1)"].get_facecolors().size > 0
+
+
+def test_page_tables_match_the_run(run_dir):
+    page = report.build_report(run_dir).read_text()
+    assert page.count("data:image/png;base64,") == 4
+    text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)  # base64 may spell anything
+    assert "<script" not in text and "cdn" not in text.lower() and "http" not in text
+
+    summary = {row[0]: row[1] for row in _table_after(page, "Summary")}
+    assert len({len(row) for row in _table_after(page, "Summary")}) == 1  # two columns, key and value
+    assert summary["accepted_total"] == "2" and summary["fallback_total"] == "2"
+    assert summary["fallback_by_interface"] == "sampling: 2"
+    assert summary["proposals_by_interface"].split("; ")[0] == "criteria: accepted: 1, fallback: 1"
+    assert not re.search(r"[{}\[\]\"]", "".join(summary.values())), "raw JSON in the summary"
+
+    types = {row[0]: row[1:] for row in _table_after(page, "Events by type")}
+    assert types["type"] == ["detected", "in rounds", "accepted", "fallback", "rejected"]
+    assert types["flat"] == ["3", "3", "1", "1", "1"]  # the skipped batch-level flat counts as rejected
+    assert types["collapse_low"] == ["2", "2", "0", "0", "2"]
+    assert types["stuffing"] == ["1", "0", "0", "0", "0"]
+    assert types["total"] == ["8", "7", "2", "2", "3"]
+
+    ifaces = {row[0]: row[1:] for row in _table_after(page, "Proposals and updates by interface")}
+    assert ifaces["interface"] == ["proposals", "accepted", "fallback", "rejected", "committed (accepted)",
+                                   "committed (fallback)"]
+    assert ifaces["criteria"] == ["2", "1", "1", "0", "1", "0"]
+    assert ifaces["sampling"] == ["2", "1", "1", "0", "1", "2"]
+    assert ifaces["guidance"] == ["2", "0", "0", "2", "0", "0"]
+    assert ifaces["none"] == ["1", "0", "0", "1", "0", "0"]
+    assert ifaces["total"] == ["7", "2", "2", "3", "2", "2"]
+
+    updates = _table_after(page, "Harness updates")
+    assert [(r[0], r[2], r[3]) for r in updates[1:]] == [("1", "criteria", "accepted"), ("2", "sampling", "fallback"),
+                                                          ("3", "sampling", "accepted"), ("4", "sampling", "fallback")]
+    rounds = _table_after(page, "Evolver rounds")
+    assert rounds[1][rounds[0].index("outcomes")] == "accepted: 1, fallback: 1, rejected: 1"
+
+
+def test_not_a_run_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a HarnessRL run folder"):
+        report.build_report(tmp_path)
