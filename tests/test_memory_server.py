@@ -4,18 +4,15 @@ processes would) share one memory, and a child process's writes are visible here
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from harness.types import FailureEvent
 from memory import EventRecord, TrainingMemory
+from tests.server_process import free_port, running_server
 
 pytestmark = pytest.mark.chroma_server
 
@@ -23,40 +20,13 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMA = Path(sys.executable).parent / "chroma"  # the Rust CLI shipped with the chromadb wheel
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def chroma_server(tmp_path):
-    port = _free_port()
-    log = open(tmp_path / "chroma.log", "wb")
-    proc = subprocess.Popen(
-        [str(CHROMA), "run", "--path", str(tmp_path / "db"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,  # own group: we kill it and its children
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"chroma run did not come up on port {port}: {(tmp_path / 'chroma.log').read_text()}")
-            time.sleep(0.2)
+    port = free_port()
+    cmd = [str(CHROMA), "run", "--path", str(tmp_path / "db"), "--host", "127.0.0.1", "--port", str(port)]
+    with running_server(cmd, ready_url=f"http://127.0.0.1:{port}/api/v2/heartbeat",
+                        log_path=tmp_path / "chroma.log", timeout_s=30):
         yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 def _event(i: str, task: str, step: int) -> EventRecord:

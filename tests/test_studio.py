@@ -12,15 +12,12 @@ import itertools
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests.server_process import free_port, running_server
 
 pytestmark = pytest.mark.studio
 
@@ -31,47 +28,19 @@ TIGHT = {"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["wate
                                       {"type": "max_repeated_ngram", "n": 1, "max_count": 3}]}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     langgraph = Path(sys.executable).parent / "langgraph"
     if not langgraph.exists():
         pytest.fail(f"{langgraph} missing: install the dev extra (langgraph-cli[inmem])")
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("studio") / "langgraph-dev.log"
     env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1", "PYTHONPATH": str(REPO),
            "OMP_NUM_THREADS": "1"}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port),
-                                 "--config", "langgraph.json"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"langgraph dev exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"langgraph dev not ready after 90 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+    cmd = [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port), "--config", "langgraph.json"]
+    with running_server(cmd, ready_url=f"{url}/ok", log_path=log_path, timeout_s=90, env=env, cwd=REPO):
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture
