@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 export LANGSMITH_TRACING := false
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
-.PHONY: install test test-fast demo vllm-env studio bench clean help
+.PHONY: install test test-fast lint demo vllm-env studio bench clean help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ test: install vllm-env  ## install everything and run the whole test suite (what
 
 test-fast: install  ## offline unit tests only (no slow, vLLM, Studio or Chroma-server tests)
 	$(PY) -m pytest -q -m "not slow and not vllm and not studio and not chroma_server"
+
+lint: install  ## pyflakes + bugbear checks (ruff)
+	$(VENV)/bin/ruff check .
 
 demo: install  ## prepare SmolLM2, train configs/cpu-demo.yaml, evaluate, write the report and print its path
 	$(PY) -m trainer.cli models prepare --which smollm2

@@ -31,7 +31,6 @@ import os
 import platform
 import random
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile

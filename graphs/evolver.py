@@ -75,7 +75,7 @@ def _event(state: LaneState) -> FailureEvent:
 def fan_out(state: EvolverState) -> list[Send] | Literal["finalize"]:
     """One lane per task; a task's events stay together, in input order."""
     by_task: dict[str, list[dict[str, Any]]] = {}
-    for i, raw in enumerate(state["events"]):
+    for raw in state["events"]:
         ev = FailureEvent.model_validate(raw)  # bad input fails here, naming the field
         by_task.setdefault(ev.task_id, []).append(ev.model_dump(mode="json"))
     if not by_task:

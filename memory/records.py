@@ -80,7 +80,7 @@ class _Record(BaseModel):
 
     @property
     def task_id_for_index(self) -> str:
-        return getattr(self, "task_id")
+        return self.task_id
 
     def document(self) -> str:  # pragma: no cover - every record overrides
         raise NotImplementedError

@@ -420,7 +420,7 @@ class TrainingMemory:
                     by_kind[row["kind"]].append(RECORD_TYPES[row["kind"]].model_validate(row["record"]))  # type: ignore[arg-type]
                 except (ValueError, KeyError) as e:
                     raise MemoryStoreError(f"{src}:{lineno}: bad memory snapshot row: {e}") from e
-        for kind, recs in by_kind.items():
+        for recs in by_kind.values():
             for i in range(0, len(recs), 256):
                 self._put(recs[i : i + 256])
         return {k: len(v) for k, v in by_kind.items()}

@@ -22,7 +22,6 @@ from agents.llm import MAX_CALLS_PER_ROUND, MAX_RECORD_CHARS, MAX_TOOL_RESULT_CH
 from agents.schemas import Attribution
 from graphs.evolver import graph
 from graphs.trace_html import _decisions
-from harness.ops import validate
 from harness.types import INTERFACES, FailureEvent
 from memory.records import ProposalRecord
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run

@@ -65,7 +65,7 @@ def test_decisions_table_rows_show_attempt_outcome_and_final_decision_once():
     assert "rejected → revised" in first and 'rowspan="2"' in first and "<b>accepted v3</b>" in first
     assert "accepted v3</td>" in second and "<b>" not in second and "acc-after-revise" not in second
     # each event's final decision is printed exactly once, in bold, spanning its rows
-    for rep, _outcomes, final in CASES:
+    for _rep, _outcomes, final in CASES:
         assert table.count(f"<b>{final}</b>") == sum(1 for r, _o, f in CASES if f == final)
     # the fallback event: three attempts + the committed fallback row
     fb = next(i for i, r in enumerate(body) if "fell-back" in r)
