@@ -567,6 +567,23 @@ def arm_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def paired_vs_fixed(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per arm: final score/audit minus the fixed arm's at the same seed (0-100 points)."""
+    fixed = {r["seed"]: r["summary"] for r in runs if r["arm"] == "fixed"}
+    out: dict[str, dict[str, Any]] = {}
+    for arm in ARMS:
+        if arm == "fixed":
+            continue
+        mine = sorted((r["seed"], r["summary"]) for r in runs if r["arm"] == arm and r["seed"] in fixed)
+        if not mine:
+            continue
+        out[arm] = {"seeds": [sd for sd, _ in mine],
+                    "score": [s["final_score"] - fixed[sd]["final_score"] for sd, s in mine],
+                    "audit": [None if s["final_audit"] is None or fixed[sd]["final_audit"] is None
+                              else s["final_audit"] - fixed[sd]["final_audit"] for sd, s in mine]}
+    return out
+
+
 def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The issue's four targets, measured (None where an arm needed for it was not run)."""
     rows: list[dict[str, Any]] = []
@@ -663,6 +680,28 @@ def plots(results: dict[str, Any], plot_dir: Path) -> list[str]:
     fig.savefig(plot_dir / "zero_variance.png")
     plt.close(fig)
     names.append("zero_variance.png")
+
+    paired = paired_vs_fixed(results["runs"])
+    if paired:
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), dpi=80)
+        arms = list(paired)
+        for ax, key, title in ((axes[0], "score", "Δ held-out score vs fixed (final)"),
+                               (axes[1], "audit", "Δ audit score vs fixed (final)")):
+            for i, arm in enumerate(arms):
+                vals = [v for v in paired[arm][key] if v is not None]
+                ax.bar(i, _mean(vals) or 0.0, color="tab:green" if ARMS[arm].key else "tab:gray", alpha=0.6)
+                ax.scatter([i] * len(vals), vals, color="k", s=10, zorder=3)  # one dot per seed
+            ax.axhline(0, color="k", lw=0.8)
+            ax.axhline(3, color="tab:red", lw=0.8, ls=":")  # the issue's +3-point target
+            ax.set_xticks(range(len(arms)))
+            ax.set_xticklabels(arms, rotation=35, ha="right", fontsize=7)
+            ax.set_title(title)
+            ax.set_ylabel("points (0-100)")
+            ax.grid(alpha=0.3, axis="y")
+        fig.tight_layout()
+        fig.savefig(plot_dir / "paired_vs_fixed.png")
+        plt.close(fig)
+        names.append("paired_vs_fixed.png")
     return names
 
 
@@ -715,7 +754,13 @@ def render(results: dict[str, Any], report: Path) -> str:
                   "(positive: the training criteria rose more than the hidden audit = spurious reward); *wall s* = "
                   "training wall time (evolver pauses included, eval excluded); *pause %* = share of it spent paused "
                   "in the evolver.", ""]
-    lines += ["## Per domain (final checkpoint, score / audit)", ""]
+    lines += ["## Paired with the fixed harness (same seed, same eval draws): final-checkpoint differences", "",
+              "| arm | seeds | Δ score per seed | mean Δ score | Δ audit per seed | mean Δ audit |", "|---|---|---|---|---|---|"]
+    for arm, d in paired_vs_fixed(results["runs"]).items():
+        lines.append(f"| {arm} | {d['seeds']} | {', '.join(_fmt(x) for x in d['score'])} | "
+                     f"{_fmt(_mean(d['score']), 1, _sd(d['score']))} | {', '.join(_fmt(x) for x in d['audit'])} | "
+                     f"{_fmt(_mean(d['audit']), 1, _sd(d['audit']))} |")
+    lines += ["", "## Per domain (final checkpoint, score / audit)", ""]
     domains = sorted({d for s in arm_sum.values() for d in s["final_domains"]})
     lines += ["| arm | " + " | ".join(domains) + " |", "|---|" + "---|" * len(domains)]
     for arm, s in arm_sum.items():

@@ -227,6 +227,8 @@ def test_summaries_and_targets():
     assert rows["zero-variance share(harnessrl) <= 0.5 x share(fixed)"]["value"] == pytest.approx(0.25)
     assert rows["evolver pause <= 10% of harnessrl wall time"]["met"] is True
     assert rows["audit(harnessrl) - audit(dynfilter) >= 3 points (final checkpoint)"]["met"] is None  # not run
+    paired = compare.paired_vs_fixed([fixed, h])
+    assert paired == {"harnessrl": {"seeds": [0], "score": [pytest.approx(3.0)], "audit": [pytest.approx(5.0)]}}
 
 
 def test_render_keeps_the_hand_written_analysis(tmp_path):

@@ -2,8 +2,9 @@
 
 During a training pause the trainer passes its live model (plain or PEFT-wrapped); nothing trains while
 the evolver runs, so sampling it under ``no_grad`` *is* the frozen checkpoint, with no copy and no server.
-Sampling follows TRL's GRPO defaults (``top_k=0``, ``top_p=1``) so the critic sees the same
-distribution the trainer samples from. torch is imported lazily so ``import tools`` stays light.
+A LangGraph server process gets the paused policy as a folder the trainer saved (`from_path`: a full
+model, or a LoRA adapter on its base model). Sampling follows TRL's GRPO defaults (``top_k=0``,
+``top_p=1``) so the critic sees the same distribution the trainer samples from. torch is imported lazily so ``import tools`` stays light.
 """
 
 from __future__ import annotations
@@ -38,13 +39,36 @@ class LocalEndpoint:
 
     @classmethod
     def from_path(cls, path: str | Path, device: str = "cpu", dtype: str = "float32", **kwargs: Any) -> LocalEndpoint:
-        """Load a HF model folder (e.g. from `trainer.models.resolve_model`) and wrap it."""
+        """Load a HF model folder (e.g. from `trainer.models.resolve_model`) or a PEFT LoRA adapter folder and wrap it.
+
+        An adapter folder (it holds `adapter_config.json`, as the trainer's frozen LoRA policy does) is loaded
+        onto its base model (`base_model_name_or_path`, a local folder: we are offline) and merged once, so
+        sampling runs at the plain model's speed. The tokenizer comes from the folder itself when it has one
+        (the trainer saves its own, pad token included), else from the base model.
+        """
+        import json
+
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        return cls(model, tokenizer, device=device, name=kwargs.pop("name", f"local:{Path(path).name}"), **kwargs)
+        path = Path(path)
+        adapter_cfg = path / "adapter_config.json"
+        tok_dir = path
+        if adapter_cfg.is_file():
+            from peft import PeftModel
+
+            base = json.loads(adapter_cfg.read_text()).get("base_model_name_or_path")
+            if not base or not Path(base).is_dir():
+                raise EndpointError(f"{adapter_cfg}: base_model_name_or_path {base!r} is not a local model folder; "
+                                    "the LoRA adapter needs its base model on this machine")
+            model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype))
+            model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()
+            if not (path / "tokenizer_config.json").is_file():
+                tok_dir = Path(base)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+        return cls(model, tokenizer, device=device, name=kwargs.pop("name", f"local:{path.name}"), **kwargs)
 
     def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
                seed: int | None = None) -> list[list[str]]:

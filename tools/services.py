@@ -7,12 +7,16 @@ Two ways to get a `Services`:
   context carries only the key (`EvolverContext.services_key`);
 - on a LangGraph server (or `harnessrl evolve`) nothing live can be handed over, so
   `services_from_settings` builds them from plain strings (run folder, memory location, policy spec,
-  judge model). `get_services` caches what it builds, one instance per settings per process: the
-  persistent memory holds an exclusive folder lock, so building it twice would fail.
+  judge model). `get_services` caches what it builds, one instance per settings per process, and shares
+  the parts across settings: one memory per location (the persistent memory holds an exclusive folder
+  lock, so opening it twice would fail) and one endpoint per policy spec. A training run served by
+  `langgraph dev` sends a new `local:<run_dir>/frozen/step-N` folder every round: each is loaded once,
+  and only the last `KEEP_LOCAL_POLICIES` stay in memory.
 
 Policy specs: `openai:<base_url>#<served model name>` (a vLLM or other OpenAI-compatible server) and
-`local:<model folder>` (transformers in this process). The bare `local` means "the trainer's live
-model" and only exists through `register_services`.
+`local:<folder>` (transformers in this process; a model folder or a LoRA adapter folder, see
+`LocalEndpoint.from_path`). The bare `local` means "the trainer's live model" and only exists through
+`register_services`.
 
 `tools/` may not import `agents/` (imports point graphs -> agents -> tools), so a judge model string
 is resolved by a `chat_model_factory` the caller passes in (`agents.models.load_chat_model`).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +61,13 @@ class Services:
 
 
 _REGISTRY: dict[str, Services] = {}
-_BUILT: dict[str, Services] = {}
 _LOCK = threading.Lock()
+# Built from settings (all guarded by _LOCK): whole Services by settings, and their shared parts.
+_BUILT: OrderedDict[str, Services] = OrderedDict()
+_ENDPOINTS: OrderedDict[str, PolicyEndpoint] = OrderedDict()
+_MEMORIES: dict[tuple[str, str], TrainingMemory | None] = {}
+# A frozen policy folder is used by one training round (two with a retry); older models only cost memory.
+KEEP_LOCAL_POLICIES = 2
 
 # Settings `get_services` reads from a mapping (an `EvolverContext.to_dict()` has more keys: ignored).
 _SETTINGS = {
@@ -118,6 +128,29 @@ def _open_memory(memory: str, embedding: str) -> TrainingMemory | None:
     return TrainingMemory.persistent(memory, embedding=embedding)
 
 
+def _shared_endpoint(policy: str) -> PolicyEndpoint:
+    """The endpoint for `policy`, built once; beyond `KEEP_LOCAL_POLICIES` local models the oldest is dropped
+    (with the cached services that hold it, so its weights are freed)."""
+    if policy in _ENDPOINTS:
+        _ENDPOINTS.move_to_end(policy)
+        return _ENDPOINTS[policy]
+    endpoint = parse_policy(policy)
+    _ENDPOINTS[policy] = endpoint
+    local = [p for p in _ENDPOINTS if p.startswith("local:")]
+    for old in local[:max(0, len(local) - KEEP_LOCAL_POLICIES)]:
+        dropped = _ENDPOINTS.pop(old)
+        for k in [k for k, svc in _BUILT.items() if svc.endpoint is dropped]:
+            del _BUILT[k]
+    return endpoint
+
+
+def _shared_memory(memory: str, embedding: str) -> TrainingMemory | None:
+    key = (memory, embedding)
+    if key not in _MEMORIES:
+        _MEMORIES[key] = _open_memory(memory, embedding)
+    return _MEMORIES[key]
+
+
 def services_from_settings(
     *,
     run_dir: str,
@@ -132,8 +165,13 @@ def services_from_settings(
     max_tokens: int = 48,
     temperature: float = 1.0,
     seed: int = 0,
+    share: bool = False,
 ) -> Services:
-    """Build services from plain values. The harness store is `run_dir/harness` and must be initialised."""
+    """Build services from plain values. The harness store is `run_dir/harness` and must be initialised.
+
+    `share=True` (what `get_services` uses; call it under `_LOCK`) reuses this process's endpoint and memory
+    already built for the same policy spec / memory location instead of opening new ones.
+    """
     store = HarnessStore(Path(run_dir) / "harness")
     if not store.versions():
         raise FileNotFoundError(f"no harness versions under {store.root}; initialise the run first "
@@ -144,9 +182,12 @@ def services_from_settings(
             raise ValueError(f"judge_model {judge_model!r} needs a chat_model_factory "
                              "(agents.models.load_chat_model) to resolve it")
         llm = chat_model_factory(judge_model, base_url=base_url)
-    endpoint = parse_policy(policy)
+    if share:
+        endpoint, mem = _shared_endpoint(policy), _shared_memory(memory, memory_embedding)
+    else:
+        endpoint, mem = parse_policy(policy), _open_memory(memory, memory_embedding)
     return Services(
-        store=store, endpoint=endpoint, judge=Judge(llm), memory=_open_memory(memory, memory_embedding),
+        store=store, endpoint=endpoint, judge=Judge(llm), memory=mem,
         detector_config=detector_config or DetectorConfig(), sample_k=sample_k, max_tokens=max_tokens,
         temperature=temperature, seed=seed,
     )
@@ -176,7 +217,9 @@ def get_services(key_or_settings: str | Mapping[str, Any], *, chat_model_factory
     if missing:
         raise ValueError(f"services settings need {missing} (or a registered services_key); got keys {sorted(key_or_settings)}")
     cache_key = json.dumps(settings, sort_keys=True, default=str)
+    # Under the lock while building: concurrent graph nodes of one round wait for the one model load.
     with _LOCK:
         if cache_key not in _BUILT:
-            _BUILT[cache_key] = services_from_settings(**settings, chat_model_factory=chat_model_factory)
+            _BUILT[cache_key] = services_from_settings(**settings, chat_model_factory=chat_model_factory, share=True)
+        _BUILT.move_to_end(cache_key)
         return _BUILT[cache_key]

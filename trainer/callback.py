@@ -6,7 +6,10 @@ TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *
 
 1. publish the frozen policy: by default a `LocalEndpoint` over the live model (the endpoint samples
    under `no_grad` in eval mode and restores train mode), memoising repeated seeded requests within
-   the round (`trainer/frozen.py`); with an HTTP endpoint and LoRA, the current
+   the round (`trainer/frozen.py`); when the evolver runs on a LangGraph server (a separate process that
+   cannot see the live model), the policy is saved atomically to `run_dir/frozen/step-N-<id>/` (a LoRA
+   adapter plus the tokenizer, or the full model when training all weights; the last two are kept) and
+   the server loads `local:<that folder>` once per round; with an HTTP endpoint and LoRA, the current
    adapter is saved to `run_dir/adapters/step-N/` and hot-loaded into the vLLM server under that name;
    with TRL's vLLM generation, weights are synced first so the server holds exactly this step;
 2. run the evolver (in process with a SQLite checkpointer, or on a LangGraph server);
@@ -23,7 +26,10 @@ events go back to the pending list, and training continues on the unchanged harn
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import shutil
 import time
 import traceback
 from pathlib import Path
@@ -139,12 +145,16 @@ class HarnessCallback(TrainerCallback):
         run = self.run
         thread_id = evolver_round.thread_id_for(self.cfg, step)
         key = f"harnessrl:{run.paths.root.resolve()}"
+        on_server = self.cfg.harness.langgraph_url is not None
         try:
             t0 = time.monotonic()
             endpoint, spec = self.publish_policy(step)
             publish_s = time.monotonic() - t0
-            context = evolver_round.evolver_context(self.cfg, services_key=key, policy_spec=spec)
-            if self.cfg.harness.langgraph_url is None:
+            # A server builds its services from the plain settings: a services key would point it at a
+            # registry that exists only in this process.
+            context = evolver_round.evolver_context(self.cfg, services_key=None if on_server else key,
+                                                    policy_spec=spec)
+            if not on_server:
                 self._register_services(key, endpoint)
             runner = self._run_graph or (evolver_round.run_on_server if self.cfg.harness.langgraph_url
                                          else evolver_round.run_in_process)
@@ -197,7 +207,10 @@ class HarnessCallback(TrainerCallback):
 
     # -- frozen policy ----------------------------------------------------------------------------------
     def publish_policy(self, step: int) -> tuple[Any, str]:
-        """(endpoint object for in-process use, endpoint spec string for a LangGraph server)."""
+        """(endpoint object for in-process use, endpoint spec string for a LangGraph server).
+
+        With `harness.langgraph_url` and the local policy there is no in-process endpoint (None): the policy
+        is saved to disk and the spec names that folder."""
         h, t = self.cfg.harness, self.cfg.train
         trainer = self.trainer
         if t.use_vllm and trainer is not None:
@@ -210,6 +223,9 @@ class HarnessCallback(TrainerCallback):
             from tools.local_endpoint import LocalEndpoint
 
             model = trainer.accelerator.unwrap_model(trainer.model)
+            if h.langgraph_url is not None:
+                folder = save_frozen_policy(model, trainer.processing_class, self.run.paths.root / "frozen", step)
+                return None, f"local:{folder}"
             return MemoEndpoint(LocalEndpoint(model, trainer.processing_class, name=f"local:step-{step}")), "local"
         from tools.openai_endpoint import OpenAIEndpoint
 
@@ -224,3 +240,53 @@ class HarnessCallback(TrainerCallback):
             endpoint.load_lora_adapter(name, adapter_dir)
             endpoint = endpoint.with_model(name)
         return MemoEndpoint(endpoint), f"openai:{base}#{name}"
+
+
+# -- the frozen policy on disk (for a LangGraph server process) ---------------------------------------------
+KEEP_FROZEN = 2
+
+
+def save_frozen_policy(model: Any, tokenizer: Any, root: Path, step: int, keep: int = KEEP_FROZEN) -> Path:
+    """Save the paused policy to a new folder under `root` atomically and return its absolute path.
+
+    A PEFT model saves only its adapter (a few MB for SmolLM2-135M at r=16, written in milliseconds, no copy
+    of the live model) and the server merges it into its base once at load; merging here instead would mean
+    copying the model (merge is in place) and writing ~0.5 GB per round. A plain model (the tiny preset)
+    saves its weights. The tokenizer goes along so the server samples with the trainer's pad token and
+    chat template. The folder name is unique per save (`step-N-<id>`): a server caches models by folder, and
+    a resumed run that repeats step N must not be answered by the model cached for the first attempt.
+    The newest `keep` folders stay (the last rounds' policies, for inspection); older ones are deleted.
+    """
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step}-{time.time_ns() % 10**9:09d}"
+    tmp = root / f".{final.name}.tmp"
+    try:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        adapter_cfg = tmp / "adapter_config.json"
+        if adapter_cfg.is_file():
+            # The server may run in another working directory: record the base model as an absolute folder.
+            data = json.loads(adapter_cfg.read_text())
+            base = data.get("base_model_name_or_path")
+            if base and Path(base).is_dir():
+                data["base_model_name_or_path"] = str(Path(base).resolve())
+                adapter_cfg.write_text(json.dumps(data, indent=2))
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        os.replace(tmp, final)
+        fd = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    saved = sorted((p for p in root.glob("step-*") if p.is_dir()), key=lambda p: p.stat().st_mtime_ns)
+    for old in saved[:-max(1, keep)]:  # never the folder just saved: the round is about to load it
+        shutil.rmtree(old)
+    for stale in root.glob(".step-*.tmp"):  # a save killed before its rename
+        shutil.rmtree(stale)
+    return final

@@ -130,8 +130,9 @@ class HarnessConfig:
     memory_url: str | None = _f(None, "Chroma server URL (scale-out); None: local folder in the run.")
     langgraph_url: str | None = _f(None, "Run the evolver on a LangGraph server at this URL (Studio) instead of in process.")
     langgraph_assistant: str = _f("evolver", "Graph/assistant id on the LangGraph server.")
-    policy_endpoint: str = _f("local", "Frozen policy for the critic: 'local' (the paused model in process) or an "
-                                       "OpenAI-compatible base URL (vLLM).")
+    policy_endpoint: str = _f("local", "Frozen policy for the critic: 'local' (the paused model; with langgraph_url "
+                                       "it is saved to run_dir/frozen/ at each pause and loaded by the server) or "
+                                       "an OpenAI-compatible base URL (vLLM).")
     policy_model: str | None = _f(None, "Model name served at policy_endpoint (defaults to the adapter/model name).")
     max_pause_s: int = _f(900, "Budget for one evolver pause (s); train.ddp_timeout must exceed it.")
 
@@ -147,9 +148,13 @@ class HarnessConfig:
             raise ConfigError(f"harness.sampler_floor must be in [0, 1], got {self.sampler_floor}")
         if self.sample_k < 2:
             raise ConfigError(f"harness.sample_k must be >= 2 (the critic needs a group), got {self.sample_k}")
-        if self.langgraph_url and self.policy_endpoint == "local":
-            raise ConfigError("harness.langgraph_url needs an HTTP frozen policy: a LangGraph server cannot reach the "
-                              "in-process model; set harness.policy_endpoint to an OpenAI-compatible URL (vLLM)")
+        if self.langgraph_url and self.memory and not self.memory_url:
+            # The trainer holds the exclusive lock of run_dir/memory (one Chroma writer per folder), so the
+            # LangGraph server process could not open it: both must talk to one Chroma server instead.
+            raise ConfigError("harness.langgraph_url with harness.memory=true needs a Chroma server both the trainer "
+                              "and the LangGraph server can reach (the trainer locks run_dir/memory): start "
+                              "`chroma run --path <folder> --port 8000` and set harness.memory_url=http://127.0.0.1:8000, "
+                              "or set harness.memory=false")
         if self.detector:
             from harness.detector import DetectorConfig
 

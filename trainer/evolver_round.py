@@ -7,8 +7,10 @@ Two ways to run the graph (`harness.langgraph_url`):
   trainer's own model as a `LocalEndpoint`, the run's store, memory and judge) handed over through
   `tools.services.register_services` under a per-run key named in the context;
 - on a LangGraph server (`langgraph dev` / Studio): `langgraph_sdk` creates a thread per round and waits
-  for the run; the server builds its services from the plain context values (run_dir, memory, policy
-  URL), so the frozen policy must be an HTTP endpoint there.
+  for the run; the server builds its services from the plain context values (absolute run_dir, memory,
+  policy spec), so the server must see the run folder (same machine or shared disk), the frozen policy is
+  either an HTTP endpoint or `local:<run_dir/frozen/...>` saved by the callback, and the memory is a
+  Chroma server (`harness.memory_url`; config validation enforces it) or off.
 
 Either way the graph's commit node writes accepted updates to the run's `HarnessStore`; the caller
 re-reads the latest version afterwards.
@@ -39,7 +41,8 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
         memory = str(cfg.run_path / "memory")
     return EvolverContext(
         attributor_model=h.attributor_model, proposer_model=h.proposer_model, critic_model=h.critic_model,
-        base_url=h.llm_base_url, run_dir=str(cfg.run_path), memory=memory, memory_embedding=h.memory_embedding,
+        # Absolute: a LangGraph server resolves paths against its own working directory.
+        base_url=h.llm_base_url, run_dir=str(cfg.run_path.resolve()), memory=memory, memory_embedding=h.memory_embedding,
         policy=policy_spec, judge_model=h.judge_model or "rules", services_key=services_key,
         samples_per_candidate=h.sample_k, max_tokens=cfg.train.max_completion_length,
         temperature=cfg.train.temperature, seed=cfg.train.seed, max_revisions=h.max_revisions,
@@ -76,7 +79,8 @@ def run_on_server(cfg: RunConfig, events: list[FailureEvent], harness_version: i
                   thread_id: str) -> dict[str, Any]:
     from langgraph_sdk import get_sync_client
 
-    client = get_sync_client(url=cfg.harness.langgraph_url)
+    # The SDK's default read timeout (300 s) is shorter than a long CPU pause; the pause budget bounds the wait.
+    client = get_sync_client(url=cfg.harness.langgraph_url, timeout=float(cfg.harness.max_pause_s + 60))
     thread = client.threads.create(metadata={"run_dir": str(cfg.run_path), "step": step, "round": thread_id})
     out = client.runs.wait(
         thread["thread_id"], cfg.harness.langgraph_assistant,
