@@ -86,6 +86,9 @@ def run_on_server(cfg: RunConfig, events: list[FailureEvent], harness_version: i
         thread["thread_id"], cfg.harness.langgraph_assistant,
         input={"events": [e.model_dump(mode="json") for e in events], "harness_version": harness_version, "step": step},
         context=context.to_dict(), raise_error=True,
+        # If we give up waiting (timeout), the trainer rolls the round back: the server must stop too,
+        # or it could still commit to the harness after the rollback.
+        on_disconnect="cancel",
     )
     if not isinstance(out, dict):
         raise RuntimeError(f"LangGraph server at {cfg.harness.langgraph_url} returned {type(out).__name__}, not a state")
