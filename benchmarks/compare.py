@@ -417,6 +417,7 @@ def snapshot_code(out: Path) -> Path:
     if dest.exists():
         return dest  # resumed benchmark: keep the code the finished runs used
     tmp = out / f".code-{os.getpid()}"
+    atomic_write_json(tmp / "git_state.json", git_state())  # what the snapshot was taken from
     for rel in SNAPSHOT_PATHS:
         src, dst = ROOT / rel, tmp / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -433,7 +434,8 @@ def git_state() -> dict[str, Any]:
         return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
     changed = git("status", "--porcelain").splitlines()
-    return {"head": git("rev-parse", "--short", "HEAD"), "changed_files": len(changed)}
+    return {"head": git("rev-parse", "--short", "HEAD"), "changed_files": len(changed),
+            "taken": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
 def _prepare_dir(job: Job) -> bool:
@@ -717,7 +719,8 @@ def render(results: dict[str, Any], report: Path) -> str:
               f"- Command: `{results['command']}`",
               f"- Started {results['started']}, finished {results['finished']}; runtime {results['runtime_s'] / 60:.1f} min "
               f"(wall, {results['jobs']} parallel job(s), shared 2-core machine).",
-              f"- Code: commit {results['git']['head']} plus {results['git']['changed_files']} uncommitted changes, "
+              f"- Code: commit {results['git']['head']} plus {results['git']['changed_files']} uncommitted changes"
+              f"{' (snapshot taken ' + results['git']['taken'] + ')' if results['git'].get('taken') else ''}, "
               f"frozen into `<out>/code` for the whole run (every arm runs the same code).",
               f"- Config `{b['config']}`; per arm: {b['steps']} steps x {b['batch']} completions "
               f"({b['batch'] // b['group']} prompts x G={b['group']}), evolver every {b['evolve_every']} steps, "
@@ -850,7 +853,8 @@ def build_results(args: argparse.Namespace, jobs: list[Job], status: dict[str, s
     arm_sum = {a: arm_summary(by_arm[a]) for a in ARMS if a in by_arm}
     results = {
         "preset": args.preset, "command": args.command, "started": started,
-        "finished": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "runtime_s": runtime_s,
+        "finished": getattr(args, "finished", None) or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "runtime_s": runtime_s,
         "jobs": args.jobs, "git": args.git, "status": status, "base": base, "runs": runs, "arms": arm_sum,
         "targets": targets(by_arm, arm_sum), "plot_dir": str(report.parent / "plots"),
         "budget": {"config": PRESETS[args.preset].config, "steps": args.steps, "batch": args.batch, "group": args.group,
@@ -952,7 +956,8 @@ def main(argv: list[str] | None = None) -> int:
     code_root = snapshot_code(out) if args.jobs > 0 and not args.render_only else ROOT
     jobs = plan(args, code_root)
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    args.git = git_state()
+    frozen = out / "code" / "git_state.json"
+    args.git = json.loads(frozen.read_text()) if frozen.is_file() else git_state()
     t0 = time.monotonic()
     status = {} if args.render_only else execute(jobs, args.jobs, out,
                                                   None if args.stop_after is None else args.stop_after * 60, code_root)
@@ -962,7 +967,7 @@ def main(argv: list[str] | None = None) -> int:
         if prev.is_file():  # keep the original run's timing and command
             old = json.loads(prev.read_text())
             started, runtime, args.command = old["started"], old["runtime_s"], old["command"]
-            args.git = old.get("git", args.git)
+            args.finished = old["finished"]
             status = {k: v for k, v in old["status"].items()}
     results = build_results(args, jobs, status, started, runtime, report)
     atomic_write_json(out / "results.json", results)
