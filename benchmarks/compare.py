@@ -491,7 +491,7 @@ def execute(jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None,
             running[job.name] = (proc, job, time.monotonic(), log)
             print(f"[bench] started {job.name} (pid {proc.pid}, log {logs / (job.name + '.log')})", flush=True)
         time.sleep(1.0)
-        for name, (proc, job, started, log) in list(running.items()):
+        for name, (proc, _job, started, log) in list(running.items()):
             rc = proc.poll()
             if rc is None:
                 continue

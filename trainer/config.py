@@ -113,7 +113,7 @@ class HarnessConfig:
     memory: bool = _f(True, "Use the training-time memory as evidence (ablation: False).")
     critic: bool = _f(True, "Measure candidates with the JIT critic (False: accept every valid proposal).")
     dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
-    df_window: int = _f(2, "Dynamic filtering: recent visits considered per task.")
+    df_window: int = _f(1, "Dynamic filtering: a task is down-weighted when its last N groups all had zero variance (1 = DAPO-like, act on the latest group).")
     df_multiplier: float = _f(0.2, "Dynamic filtering: weight multiplier of a task whose recent visits were all dead.")
     sampler_floor: float = _f(0.1, "Uniform floor mixed into task sampling so every active task stays reachable.")
     detector: dict[str, Any] = _f({}, "harness.detector.DetectorConfig overrides (eps, tau_lo, tau_hi, window, ...).")

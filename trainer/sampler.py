@@ -32,7 +32,7 @@ from harness.sampling import TaskSampler
 
 class HarnessSampler:
     def __init__(self, run: Any, seed: int, *, floor: float = 0.1, dynamic_filtering: bool = False,
-                 df_window: int = 2, df_multiplier: float = 0.2) -> None:
+                 df_window: int = 1, df_multiplier: float = 0.2) -> None:
         self.run = run
         self.core = TaskSampler(lambda: run.state, seed=seed, floor=floor)
         self.guidance_rng = random.Random(seed + 1)  # separate stream: hint draws never shift task draws
