@@ -108,7 +108,8 @@ class TrainConfig:
 @dataclass
 class HarnessConfig:
     evolver: bool = _f(True, "Run the harness evolver at checkpoints (False: fixed harness baseline).")
-    evolve_every: int = _f(4, "Steps between evolver rounds; a multiple of train.save_steps.")
+    evolve_every: int = _f(4, "Steps between evolver rounds; a multiple of train.save_steps. Prompts sampled after "
+                              "a round follow the new harness from the second step on (TRL prefetches one batch).")
     interfaces: list[str] = _f(list(INTERFACES), "Interfaces the evolver may edit (ablations).")
     memory: bool = _f(True, "Use the training-time memory as evidence (ablation: False).")
     critic: bool = _f(True, "Measure candidates with the JIT critic (False: accept every valid proposal).")
