@@ -25,6 +25,7 @@ Imported records carry no programmatic checks: their criteria go to the LLM judg
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -349,8 +350,15 @@ def _convert_rows(rows: Iterable[tuple[int, Any]], source: str, src_name: str, f
 
 
 def _jsonl_rows(path: Path, source: str) -> Iterable[tuple[int, Any]]:
-    with path.open("r", encoding="utf-8") as f:
-        for i, raw in enumerate(f, 1):
+    """(line, parsed JSON or RowError). Each line is decoded on its own, so a non-UTF-8 byte is reported
+    on the line that holds it (with the byte's column) and the other lines still load."""
+    with path.open("rb") as f:
+        for i, raw_bytes in enumerate(f, 1):
+            try:
+                raw = raw_bytes.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield i, RowError(source, i, "", f"not UTF-8 text: byte 0x{raw_bytes[e.start]:02x} at column {e.start + 1}")
+                continue
             if not raw.strip():
                 continue  # blank lines (often a trailing newline) carry no record
             try:
@@ -416,31 +424,51 @@ def load_tasks(path: str | Path, fmt: str = "auto", skip_invalid: bool = False, 
         p = Path(path)
         if not p.is_file():
             raise DataError([RowError(spec, 0, "", "no such file" if not p.exists() else "not a regular file")])
-        try:
-            tasks, errors = _convert_rows(_jsonl_rows(p, spec), spec, p.stem, fmt, domain, split)
-        except UnicodeDecodeError as e:
-            raise DataError([RowError(spec, 0, "", f"not UTF-8 text: {e}")]) from None
+        tasks, errors = _convert_rows(_jsonl_rows(p, spec), spec, p.stem, fmt, domain, split)
     if errors and not skip_invalid:
         raise DataError(errors)
     return LoadResult(tasks=tasks, skipped=errors)
 
 
-def load_suite(directory: str | Path) -> list[Task]:
-    """A bundled suite: ``train.jsonl`` + ``test.jsonl`` in our schema; each row's split must match its file
-    and task ids must be unique across both files. Raises `DataError` listing every problem."""
-    d = Path(directory)
+DEFAULT_TEST_SHARE = 0.2
+
+
+def load_suite(source: str | Path, *, test_share: float = DEFAULT_TEST_SHARE, split_seed: int = 0) -> list[Task]:
+    """Train + held-out tasks from where users keep them. Raises `DataError` listing every problem.
+
+    - a folder with ``train.jsonl`` + ``test.jsonl``, each in any supported format (detected per file):
+      a row's split must match its file (records that carry no split take the file's), and task ids
+      must be unique across both files;
+    - a single JSONL file or an ``hf:<dataset id>[:split]`` spec: rows that say ``split: test`` are
+      held out; when none do, a seeded `test_share` of the tasks (by sorted id, `split_seed`) is held
+      out, so the same file and settings always give the same split.
+    """
+    spec = str(source)
+    if not spec.startswith("hf:") and Path(source).is_dir():
+        return _load_suite_folder(Path(source))
+    if not 0.0 <= test_share < 1.0:
+        raise DataError([RowError(spec, 0, "", f"test_share must be in [0, 1), got {test_share}")])
+    tasks = load_tasks(source).tasks
+    if any(t.split == "test" for t in tasks) or test_share == 0.0:
+        return tasks
+    ids = sorted(t.id for t in tasks)
+    held = set(random.Random(split_seed).sample(ids, round(len(ids) * test_share)))
+    return [t.model_copy(update={"split": "test"}) if t.id in held else t for t in tasks]
+
+
+def _load_suite_folder(d: Path) -> list[Task]:
     tasks: list[Task] = []
     errors: list[RowError] = []
     seen: dict[str, str] = {}
     for split in ("train", "test"):
         f = d / f"{split}.jsonl"
         try:
-            res = load_tasks(f, fmt="harnessrl")
+            res = load_tasks(f, split=split)
         except DataError as e:
             errors += e.errors
             continue
         # Line numbers for the cross-file checks: tasks come back in file order, blank lines skipped.
-        lines = [i for i, raw in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if raw.strip()]
+        lines = [i for i, raw in enumerate(f.read_bytes().splitlines(), 1) if raw.strip()]
         for line, t in zip(lines, res.tasks):
             if t.split != split:
                 errors.append(RowError(str(f), line, "split", f"is {t.split!r} but the row is in {split}.jsonl"))

@@ -219,9 +219,13 @@ def test_missing_file_and_non_utf8(tmp_path):
     with pytest.raises(DataError, match="no such file"):
         load_tasks(tmp_path / "nope.jsonl")
     f = tmp_path / "latin1.jsonl"
-    f.write_bytes(b'{"id": "caf\xe9"}\n')
-    with pytest.raises(DataError, match="not UTF-8"):
+    f.write_bytes(json.dumps(good_task("a")).encode() + b'\n{"id": "caf\xe9"}\n')
+    with pytest.raises(DataError, match="not UTF-8") as ei:
         load_tasks(f)
+    # The error names the line (and column) holding the bad byte; the good line before it still loads.
+    assert [(e.line, e.field) for e in ei.value.errors] == [(2, "")]
+    assert "latin1.jsonl:2: not UTF-8 text: byte 0xe9 at column 12" in str(ei.value)
+    assert [t.id for t in load_tasks(f, skip_invalid=True).tasks] == ["a"]
 
 
 def test_auto_detects_each_format(tmp_path):
@@ -245,6 +249,32 @@ def test_load_suite_missing_file(tmp_path):
     write_jsonl(tmp_path / "train.jsonl", [good_task("a")])
     with pytest.raises(DataError, match="test.jsonl: no such file"):
         load_suite(tmp_path)
+
+
+def test_load_suite_folder_of_rar_and_healthbench_files(tmp_path):
+    """A folder whose train.jsonl is RaR-style and test.jsonl HealthBench-style loads; splits follow the files
+    and source ids and metadata are kept."""
+    (tmp_path / "train.jsonl").write_bytes((FIXTURES / "rar_sample.jsonl").read_bytes())
+    (tmp_path / "test.jsonl").write_bytes((FIXTURES / "healthbench_sample.jsonl").read_bytes())
+    tasks = load_suite(tmp_path)
+    by_split = {s: [t for t in tasks if t.split == s] for s in ("train", "test")}
+    assert {t.meta["source"] for t in by_split["train"]} == {"rar"}
+    assert {t.meta["source"] for t in by_split["test"]} == {"healthbench"}
+    assert by_split["test"][0].id == "hb-sample-0001"
+
+
+def test_load_suite_single_file_holds_out_a_seeded_share(tmp_path):
+    f = write_jsonl(tmp_path / "all.jsonl", [good_task(f"t{i}") for i in range(10)])
+    a = load_suite(f, test_share=0.3, split_seed=1)
+    held = sorted(t.id for t in a if t.split == "test")
+    assert len(held) == 3 and len(a) == 10
+    assert held == sorted(t.id for t in load_suite(f, test_share=0.3, split_seed=1) if t.split == "test")
+    assert held != sorted(t.id for t in load_suite(f, test_share=0.3, split_seed=2) if t.split == "test")
+    # Rows that already say split=test decide on their own: no share is drawn.
+    g = write_jsonl(tmp_path / "marked.jsonl", [good_task("x"), good_task("y", split="test")])
+    assert [t.id for t in load_suite(g) if t.split == "test"] == ["y"]
+    with pytest.raises(DataError, match="test_share must be in"):
+        load_suite(f, test_share=1.0)
 
 
 def test_suite_stats_counts(tmp_path):

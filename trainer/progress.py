@@ -1,40 +1,80 @@
-"""Rich progress bar for training: step, reward, dead-group share, harness version, pause time."""
+"""The training console: one line per step, one readable summary per evolver round, library noise filtered.
+
+Full metrics stay in `metrics.jsonl` (and `report_to`); the console carries only what a person follows
+while a run goes: reward, dead-group share, harness version and step time per step, and per round what
+was accepted on which task and why. TRL's raw log dicts (one `pass_rate/<task>/<criterion>` entry per
+criterion) are not printed: `build_trainer` removes transformers' `PrinterCallback`.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
+import warnings
 from typing import Any
 
 from transformers import TrainerCallback
 
+log = logging.getLogger("harnessrl")
 
-class RichTrainProgress(TrainerCallback):
+# Warnings that say nothing a HarnessRL user can act on (deprecations inside the libraries we call, or
+# advice about settings the trainer chose on purpose). Everything else still shows.
+_QUIET_MODULES = r"(transformers|trl|accelerate|peft|torch|datasets|langchain\w*|langgraph\w*|chromadb|httpx)(\.|$)"
+
+
+def quiet_library_warnings() -> None:
+    """Hide library FutureWarnings/DeprecationWarnings and transformers' advisory log lines."""
+    for category in (FutureWarning, DeprecationWarning, PendingDeprecationWarning):
+        warnings.filterwarnings("ignore", category=category, module=_QUIET_MODULES)
+    # transformers/TRL log advice ("generation flags are not valid...") at WARNING through their own loggers.
+    for name in ("transformers", "trl", "accelerate", "peft"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def step_line(step: int, max_steps: int, record: dict[str, Any], version: int, step_s: float) -> str:
+    """`step 5/10  reward 0.412  dead 0.50  harness v3  31.2 s` (+ the pause when a round ran)."""
+    reward = record.get("reward")
+    dead = record.get("dead_share")
+    parts = [f"step {step}/{max_steps}",
+             f"reward {reward:.3f}" if isinstance(reward, (int, float)) else "reward -",
+             f"dead {dead:.2f}" if isinstance(dead, (int, float)) else "dead -",
+             f"harness v{version}", f"{step_s:.1f} s"]
+    if record.get("judge_warnings"):
+        parts.append(f"judge warnings {record['judge_warnings']}")
+    return "  ".join(parts)
+
+
+def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pause_s: float,
+                n_events: int) -> list[str]:
+    """A round as sentences: what happened to each event, then the version change and the pause."""
+    reports = summary.get("reports") or []
+    lines = [f"evolver round after step {step}: {n_events} event(s), harness v{before} -> v{after}, "
+             f"pause {pause_s:.1f} s"]
+    for r in reports:
+        attempts = r.get("attempts") or []
+        last = attempts[-1] if attempts else {}
+        reasons = last.get("reasons") or []
+        what = last.get("template") or "no candidate"
+        why = f" ({'; '.join(str(x) for x in reasons[:2])})" if reasons else ""
+        lines.append(f"  {r.get('task_id')}: {r.get('failure_type')} -> {r.get('decision')} on "
+                     f"{r.get('interface') or '-'}: {what}{why}")
+    return lines
+
+
+class ConsoleProgress(TrainerCallback):
+    """Prints one line per step on the main process (logging, so it interleaves with round summaries)."""
+
     def __init__(self, run: Any, enabled: bool = True) -> None:
         self.run = run
         self.enabled = enabled
-        self._progress: Any = None
-        self._task: Any = None
+        self._t0 = time.perf_counter()
 
-    def on_train_begin(self, args, state, control, **kwargs):
-        if not self.enabled or not state.is_world_process_zero:
-            return control
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        self._progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                  TimeRemainingColumn(), TextColumn("{task.fields[info]}"), transient=False)
-        self._progress.start()
-        self._task = self._progress.add_task("train", total=state.max_steps, completed=state.global_step, info="")
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._t0 = time.perf_counter()
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self._progress is not None:
-            last = self.run.last_record
-            info = (f"reward {last.get('reward', float('nan')):.3f}  dead {last.get('dead_share', float('nan')):.2f}  "
-                    f"harness v{self.run.state.version}  pause {last.get('pause_s', 0.0):.1f}s")
-            self._progress.update(self._task, completed=state.global_step, info=info)
-        return control
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        if self.enabled and state.is_world_process_zero:
+            log.info(step_line(state.global_step, state.max_steps, self.run.last_record, self.run.state.version,
+                               time.perf_counter() - self._t0))
         return control

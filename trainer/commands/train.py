@@ -24,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh: delete a previous run in run_dir first (only files a run writes)")
     p.add_argument("--help-config", action="store_true", help="list every config field with its help and exit")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    p.add_argument("--no-progress", action="store_true", help="no per-step console line (rounds and errors still print)")
     p.set_defaults(func=run)
 
 
@@ -42,7 +42,10 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    from trainer.progress import quiet_library_warnings
+
+    quiet_library_warnings()
     from trainer.grpo import train
     from trainer.models import ModelNotAvailable
 

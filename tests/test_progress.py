@@ -1,0 +1,39 @@
+"""The training console: one readable line per step, a round as sentences, library noise filtered."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+from trainer.progress import quiet_library_warnings, round_lines, step_line
+
+
+def test_step_line_has_the_four_numbers_and_no_raw_keys():
+    line = step_line(5, 10, {"reward": 0.41234, "dead_share": 0.5, "pass_rate/t1/c1": 1.0}, 3, 31.24)
+    assert line == "step 5/10  reward 0.412  dead 0.50  harness v3  31.2 s"
+    assert "pass_rate" not in line
+    assert "judge warnings 2" in step_line(1, 2, {"reward": 0.0, "dead_share": 1.0, "judge_warnings": 2}, 0, 1.0)
+    assert step_line(1, 2, {}, 0, 1.0).startswith("step 1/2  reward -  dead -")
+
+
+def test_round_lines_say_what_was_accepted_on_which_task_and_why():
+    summary = {"reports": [
+        {"task_id": "wri-0015", "failure_type": "collapse_high", "decision": "accepted", "interface": "sampling",
+         "attempts": [{"template": "variant: 3 bullets", "reasons": ["fail std_gain"]},
+                      {"template": "variant: numbered list of 2", "reasons": ["std 0.000 -> 0.197"]}]},
+        {"task_id": "med-0036", "failure_type": "flat", "decision": "rejected", "interface": None, "attempts": []},
+    ]}
+    lines = round_lines(4, summary, 0, 3, 61.04, 2)
+    assert lines[0] == "evolver round after step 4: 2 event(s), harness v0 -> v3, pause 61.0 s"
+    assert lines[1] == "  wri-0015: collapse_high -> accepted on sampling: variant: numbered list of 2 (std 0.000 -> 0.197)"
+    assert lines[2] == "  med-0036: flat -> rejected on -: no candidate"
+
+
+def test_library_deprecations_are_hidden_and_ours_are_not():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_library_warnings()
+        warnings.warn_explicit("old api", FutureWarning, "x.py", 1, module="transformers.trainer")
+        warnings.warn_explicit("ours", FutureWarning, "y.py", 1, module="harness.ops")
+    assert [str(w.message) for w in caught] == ["ours"]
+    assert logging.getLogger("trl").level == logging.ERROR
