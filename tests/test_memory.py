@@ -295,13 +295,52 @@ def test_bad_folder_gives_clear_error_naming_the_path(tmp_path, make, match):
     assert str(path) in str(exc.value)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+def _open_as_unprivileged(path: Path, q) -> None:
+    """Forked child: drop to `nobody` (root ignores file permissions), then open the store."""
+    os.setgid(65534)
+    os.setuid(65534)
+    try:
+        TrainingMemory.persistent(path, embedding="hash").close()
+        q.put("opened")
+    except MemoryStoreError as e:
+        q.put(f"MemoryStoreError: {e}")
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the test with it
+        q.put(f"{type(e).__name__}: {e}")
+
+
 def test_read_only_folder_gives_clear_error(tmp_path):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    with pytest.raises(MemoryStoreError, match=str(ro)):
-        TrainingMemory.persistent(ro, embedding="hash")
+    """A folder the process may not write names itself in the error. CI runs as root, which ignores file
+    permissions, so there the check runs in a forked child that has dropped to `nobody` (modules are
+    imported before the fork, so the child needs no access to the interpreter's files)."""
+    if os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        with pytest.raises(MemoryStoreError, match=str(ro)):
+            TrainingMemory.persistent(ro, embedding="hash")
+        return
+    import multiprocessing
+    import shutil
+    import tempfile
+
+    TrainingMemory.persistent(tmp_path / "warm", embedding="hash").close()  # import everything lazily loaded
+    base = Path(tempfile.mkdtemp(prefix="harnessrl-ro-"))  # under /tmp, outside pytest's root-only folder
+    try:
+        base.chmod(0o755)
+        ro = base / "ro"
+        ro.mkdir()
+        os.chown(ro, 65534, 65534)
+        ro.chmod(0o500)
+        ctx = multiprocessing.get_context("fork")
+        q = ctx.Queue()
+        child = ctx.Process(target=_open_as_unprivileged, args=(ro, q))
+        child.start()
+        got = q.get(timeout=120)
+        child.join(timeout=30)
+        assert got.startswith("MemoryStoreError: ") and str(ro) in got, got
+        assert "Permission denied" in got, got
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_locked_folder_gives_clear_error_in_this_and_another_process(tmp_path):
