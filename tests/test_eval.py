@@ -85,7 +85,7 @@ def test_cli_eval_of_a_run_writes_eval_json(tmp_path, tiny_model_dir, capsys, lo
     rc = main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress"])
     out = capsys.readouterr()
     assert rc == 0, out.err
-    summary = json.loads(out.out[out.out.index("{"):])
+    summary = json.JSONDecoder().raw_decode(out.out[out.out.index("{"):])[0]
     assert summary["n_tasks"] == 2 and summary["k"] == 2 and set(summary["domains"]) == {"science", "writing"}
     saved = json.loads((cfg.run_path / "eval.json").read_text())
     res = saved["trained"]
@@ -93,10 +93,19 @@ def test_cli_eval_of_a_run_writes_eval_json(tmp_path, tiny_model_dir, capsys, lo
     assert res["tasks"]["e-any"]["avg"] == 1.0  # "under 10000 words" holds for any 8-token answer
     assert 0.0 <= res["domains"]["science"]["avg_at_k"] <= 1.0 and res["domains"]["science"]["audit"] is not None
 
-    # A second model goes next to the first under its own label; the first result stays.
-    rc = main(["eval", "--run", str(cfg.run_path), "--model", "tiny", "--label", "base", "--k", "2", "--no-progress"])
+    # The base model was evaluated on the same draws (tasks, k, seeds) and kept beside the trained one.
+    base = saved["base"]
+    assert set(base["tasks"]) == set(res["tasks"]) and (base["k"], base["seed"]) == (res["k"], res["seed"])
+    assert "base model on the same draws" in out.out
+    # Evaluating again reuses that base result rather than sampling it twice.
+    assert main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress"]) == 0
+    assert json.loads((cfg.run_path / "eval.json").read_text())["base"]["seconds"] == base["seconds"]
+
+    # A second model goes next to the first under its own label; the first results stay.
+    rc = main(["eval", "--run", str(cfg.run_path), "--model", "tiny", "--label", "tiny-again", "--k", "2",
+               "--no-progress"])
     assert rc == 0, capsys.readouterr().err
-    assert set(json.loads((cfg.run_path / "eval.json").read_text())) == {"trained", "base"}
+    assert set(json.loads((cfg.run_path / "eval.json").read_text())) == {"trained", "base", "tiny-again"}
 
 
 @pytest.mark.parametrize("argv,fragment", [

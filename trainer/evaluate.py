@@ -18,7 +18,8 @@ import numpy as np
 from trainer.io import atomic_write_json
 
 
-def _load_model(model_dir: Path, base: str | None, dtype: str = "float32") -> tuple[Any, Any]:
+def load_model(model_dir: Path, base: str | None, dtype: str = "float32") -> tuple[Any, Any]:
+    """Model and left-padding tokenizer from a saved model folder; a LoRA adapter folder is merged into `base`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -79,7 +80,11 @@ def evaluate(tasks: list, endpoint: Any, judge: Any, *, k: int, max_tokens: int,
 
 def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite: str | None, split: str, k: int,
              max_tokens: int | None, temperature: float | None, seed: int, judge_model: str | None,
-             label: str | None, progress: bool = True, torch_threads: int = 1, batch_size: int = 16) -> dict[str, Any]:
+             label: str | None, progress: bool = True, torch_threads: int = 1, batch_size: int = 16,
+             with_base: bool = False) -> dict[str, Any]:
+    """Evaluate one model (a run's final model by default) and, with `with_base`, the run's base model on the
+    same tasks, seeds and batches (common random numbers: the two differ only by the weights). Both land in
+    `run_dir/eval.json` under their labels; a base result with the same tasks and settings is reused."""
     import torch
 
     from harness.data import load_suite
@@ -115,20 +120,36 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
         if not Path(model).is_dir():
             raise FileNotFoundError(f"{model} not found: the run has not finished; pass --model <checkpoint folder>")
     base = base or (cfg.model.name if cfg else None)
-    model_dir = Path(model) if Path(model).is_dir() else resolve_model(model)
-    m, tok = _load_model(model_dir, base, cfg.model.dtype if cfg else "float32")
-    endpoint = LocalEndpoint(m, tok, name=f"local:{model_dir.name}")
-    t0 = time.monotonic()
-    result = evaluate(tasks, endpoint, make_judge(judge_model or (cfg.harness.judge_model if cfg else None)), k=k,
-                      max_tokens=max_tokens or (cfg.train.max_completion_length if cfg else 48),
-                      temperature=temperature if temperature is not None else (cfg.train.temperature if cfg else 1.0),
-                      seed=seed, progress=progress, batch_size=batch_size)
-    result.update(model=str(model_dir), split=split, seconds=time.monotonic() - t0, batch_size=batch_size)
-    if run_dir is not None:
-        import json
+    judge = make_judge(judge_model or (cfg.harness.judge_model if cfg else None))
+    settings = {"split": split, "k": k, "seed": seed, "batch_size": batch_size,
+                "max_tokens": max_tokens or (cfg.train.max_completion_length if cfg else 48),
+                "temperature": temperature if temperature is not None else (cfg.train.temperature if cfg else 1.0)}
+    dtype = cfg.model.dtype if cfg else "float32"
 
-        out = Path(run_dir) / "eval.json"
-        data = json.loads(out.read_text()) if out.is_file() else {}
-        data[label or ("trained" if model_dir.name == "final" else model_dir.name)] = result
-        atomic_write_json(out, data)
+    def one(model_dir: Path, adapter_base: str | None) -> dict[str, Any]:
+        m, tok = load_model(model_dir, adapter_base, dtype)
+        endpoint = LocalEndpoint(m, tok, name=f"local:{model_dir.name}")
+        t0 = time.monotonic()
+        res = evaluate(tasks, endpoint, judge, k=k, max_tokens=settings["max_tokens"],
+                       temperature=settings["temperature"], seed=seed, progress=progress, batch_size=batch_size)
+        res.update(model=str(model_dir), seconds=time.monotonic() - t0, **settings)
+        return res
+
+    model_dir = Path(model) if Path(model).is_dir() else resolve_model(model)
+    result = one(model_dir, base)
+    if run_dir is None:
+        return result
+    import json
+
+    out = Path(run_dir) / "eval.json"
+    data = json.loads(out.read_text()) if out.is_file() else {}
+    data[label or ("trained" if model_dir.name == "final" else model_dir.name)] = result
+    if with_base:
+        if base is None:
+            raise ValueError("--with-base needs the run's model.name (or --base MODEL)")
+        prev = data.get("base") or {}
+        same = (all(prev.get(key) == val for key, val in settings.items())
+                and set(prev.get("tasks") or {}) == set(result["tasks"]))
+        data["base"] = prev if same else one(resolve_model(base), None)
+    atomic_write_json(out, data)
     return result

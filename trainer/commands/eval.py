@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "1 = one call per task, seeded seed+i)")
     p.add_argument("--judge-model", default=None, help="provider:model LLM judge for criteria without a check")
     p.add_argument("--label", default=None, help="key in eval.json (default: 'trained' or the model folder name)")
+    p.add_argument("--no-base", action="store_true",
+                   help="with --run: skip evaluating the run's base model on the same draws (by default both are "
+                        "kept in eval.json, and an earlier base result with the same settings is reused)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
 
@@ -43,10 +47,14 @@ def run(args: argparse.Namespace) -> int:
         result = run_eval(run_dir=args.run, model=args.model, base=args.base, suite=args.suite, split=args.split,
                           k=args.k, max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
                           judge_model=args.judge_model, label=args.label, progress=not args.no_progress,
-                          batch_size=args.batch_size)
+                          batch_size=args.batch_size, with_base=bool(args.run) and not args.model and not args.no_base)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     summary = {k: result[k] for k in ("model", "split", "k", "n_tasks", "avg_at_k", "audit", "domains")}
     print(json.dumps(summary, indent=2))
+    if args.run and not args.model and not args.no_base:
+        base = json.loads((Path(args.run) / "eval.json").read_text())["base"]
+        print(f"base model on the same draws: Avg@{args.k} {base['avg_at_k']:.3f}, audit "
+              f"{base['audit'] if base['audit'] is None else round(base['audit'], 3)}")
     return 0
