@@ -1,5 +1,6 @@
-"""Tests for `benchmarks/compare.py`: planning, metric extraction and the report (fast), plus a smoke run
-of every arm on the tiny preset through the real trainer (slow-marked, about a minute on a quiet 2-core box)."""
+"""Tests for the benchmark (`benchmarks/compare.py` and its bench_* modules): planning, metric extraction and
+the report (fast), plus a smoke run of every arm on the tiny preset through the real trainer (slow-marked,
+about a minute on a quiet 2-core box)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# benchmarks/ is not a package: its modules import each other by plain name, as when compare.py runs.
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_collect  # noqa: E402
+import bench_render  # noqa: E402
+import bench_run  # noqa: E402
+import bench_spec  # noqa: E402
 
 
 def _load_compare():
@@ -35,9 +43,27 @@ def test_help_teaches_the_main_options(capsys):
         assert opt in text, opt
 
 
+def test_runs_as_a_script_from_another_directory(tmp_path):
+    # How the Makefile, the README and every worker process start it: the bench_* siblings must resolve.
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compare.py"), "--help"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "--preset" in out.stdout
+
+
+def test_code_snapshot_holds_every_benchmark_module():
+    # Workers run the frozen copy in OUT/code: a bench module missing from it would be imported from nowhere.
+    modules = {f"benchmarks/{p.name}" for p in (ROOT / "benchmarks").glob("*.py")
+               if p.name == "compare.py" or p.name.startswith("bench_")}
+    assert modules <= set(bench_run.SNAPSHOT_PATHS)
+    assert all((ROOT / p).exists() for p in bench_run.SNAPSHOT_PATHS)
+
+
 @pytest.mark.parametrize("text, expected", [
     ("key", ["fixed", "dynfilter", "harnessrl"]),
-    ("all", list(compare.ARMS)),
+    ("all", list(bench_spec.ARMS)),
     ("harnessrl,fixed,harnessrl", ["harnessrl", "fixed"]),
     ("key,no-critic", ["fixed", "dynfilter", "harnessrl", "no-critic"]),
 ])
@@ -66,12 +92,12 @@ def _args(tmp_path, *extra):
 
 def test_plan_orders_key_arms_first_and_shares_the_budget(tmp_path):
     args = _args(tmp_path, "--seeds", "0,1", "--arms", "all", "--steps", "6", "--evolve-every", "2", "--eval-every", "2")
-    jobs = compare.plan(args)
+    jobs = bench_run.plan(args)
     names = [j.name for j in jobs]
     assert names[0] == "base"
     # Key arms for seed 0, then seed 1, then ablations (first seed only): a time budget cuts ablations first.
     assert names[1:7] == ["fixed-s0", "dynfilter-s0", "harnessrl-s0", "fixed-s1", "dynfilter-s1", "harnessrl-s1"]
-    assert names[7:] == [f"{a}-s0" for a in compare.ARMS if not compare.ARMS[a].key]
+    assert names[7:] == [f"{a}-s0" for a in bench_spec.ARMS if not bench_spec.ARMS[a].key]
     arm_jobs = [j for j in jobs if j.kind == "arm"]
     assert len({tuple(j.eval_tasks) for j in jobs}) == 1  # every model sees the same held-out subset
     for j in arm_jobs:
@@ -87,7 +113,7 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
     from trainer.config import load_config
 
     args = _args(tmp_path, "--arms", "all", "--seeds", "3")
-    for job in compare.plan(args)[1:]:
+    for job in bench_run.plan(args)[1:]:
         cfg = load_config(job.config, job.overrides)
         h = cfg.harness
         assert cfg.train.seed == 3 and cfg.run_dir == job.run_dir
@@ -99,33 +125,33 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             "no-memory": (True, False, 3, False, True), "no-critic": (True, False, 3, True, False),
         }[job.arm]
         assert (h.evolver, h.dynamic_filtering, len(h.interfaces), h.memory, h.critic) == expect, job.arm
-        if job.arm.startswith("no-") and job.arm[3:] in compare.INTERFACES:
+        if job.arm.startswith("no-") and job.arm[3:] in bench_spec.INTERFACES:
             assert job.arm[3:] not in h.interfaces
 
 
 @pytest.mark.parametrize("evolve, every, expected", [(2, 4, 2), (4, 4, 4), (3, 4, 1), (4, 2, 2)])
 def test_checkpoints_serve_both_the_evolver_and_the_evals(tmp_path, evolve, every, expected):
     args = _args(tmp_path, "--evolve-every", str(evolve), "--eval-every", str(every))
-    assert compare.save_steps(args) == expected
-    job = compare.plan(args)[1]
+    assert bench_run.save_steps(args) == expected
+    job = bench_run.plan(args)[1]
     assert f"train.save_steps={expected}" in job.overrides and job.eval_every == every
 
 
 def test_eval_subset_is_fixed_and_covers_every_domain():
     suite = str(ROOT / "data" / "rubric-mix-lite")
-    a = compare.pick_eval_tasks(suite, 2)
-    assert a == compare.pick_eval_tasks(suite, 2)
+    a = bench_run.pick_eval_tasks(suite, 2)
+    assert a == bench_run.pick_eval_tasks(suite, 2)
     assert len(a) == 10 and len({t.split("-")[0] for t in a}) == 5
 
 
 def test_length_stats_within_task_correlation():
     result = {"tasks": {"t1": {"scores": [0.5, 1.0]}, "t2": {"scores": [0.0, 0.5]}}}
     # Longer answers score higher inside each task -> +1, although the longer task (t2) scores lower overall.
-    pos = compare.length_stats(result, [["a", "a b c"], ["a b c d e", "a b c d e f g"]])
+    pos = bench_run.length_stats(result, [["a", "a b c"], ["a b c d e", "a b c d e f g"]])
     assert pos["length_corr"] == pytest.approx(1.0)
-    neg = compare.length_stats(result, [["a b c", "a"], ["a b c d e f g", "a b c d e"]])
+    neg = bench_run.length_stats(result, [["a b c", "a"], ["a b c d e f g", "a b c d e"]])
     assert neg["length_corr"] == pytest.approx(-1.0)
-    flat = compare.length_stats(result, [["a", "b"], ["c", "d"]])
+    flat = bench_run.length_stats(result, [["a", "b"], ["c", "d"]])
     assert flat["length_corr"] is None and flat["mean_words"] == 1.0
 
 
@@ -147,14 +173,14 @@ def test_batched_eval_endpoint_with_the_trainers_evaluate():
     from trainer.evaluate import evaluate
 
     by_id = {t.id: t for t in load_suite(ROOT / "data" / "rubric-mix-lite") if t.split == "test"}
-    tasks = [by_id[t] for t in compare.pick_eval_tasks(str(ROOT / "data" / "rubric-mix-lite"), 1)]
+    tasks = [by_id[t] for t in bench_run.pick_eval_tasks(str(ROOT / "data" / "rubric-mix-lite"), 1)]
     inner = _FakePolicy()
-    ep = compare.BatchedEvalEndpoint(inner, [render_prompt(t, []) for t in tasks], 3, 16, 1.0, 7)
+    ep = bench_run.BatchedEvalEndpoint(inner, [render_prompt(t, []) for t in tasks], 3, 16, 1.0, 7)
     res = evaluate(tasks, ep, Judge(), k=3, max_tokens=16, temperature=1.0, seed=7, progress=False)
     assert inner.calls == [(len(tasks), 3, 7)]  # one batched call for every task
     assert [len(r) for r in ep.responses] == [3] * len(tasks) and ep.responses[1][0] == "answer 0 word "
     assert set(res["tasks"]) == {t.id for t in tasks}
-    stats = compare.length_stats(res, ep.responses)
+    stats = bench_run.length_stats(res, ep.responses)
     assert stats["mean_words"] > 1
     with pytest.raises(RuntimeError, match="does not match"):
         ep.sample([render_prompt(tasks[0], [])], n=3, max_tokens=16, temperature=1.0)  # past the end
@@ -183,7 +209,7 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
         {"step": 0, "update": {"ops": [{"task_id": "a"}]}},  # rows of steps >= 2 follow it: step 2 draws a.v1
         {"step": 2, "update": {"ops": [{"task_id": "b"}]}},  # no step after 3: never revisited
     ])
-    got = compare.collect_run(tmp_path)
+    got = bench_collect.collect_run(tmp_path)
     assert got["zero_var_share"] == pytest.approx(0.75)
     assert got["pause_s"] == 4.0 and got["judge_warnings"] == 1 and got["loop_s"] == 10.0
     assert got["per_interface"]["guidance"] == {"proposals": 2, "accepted": 1, "rejected": 1}
@@ -202,7 +228,7 @@ def _fake_run(arm, seed, curve, zero_var=0.4, pause=5.0, wall=100.0):
     return {"kind": "arm", "name": f"{arm}-s{seed}", "arm": arm, "seed": seed, "train_s": wall, "pause_s": pause,
             "zero_var_share": zero_var, "judge_warnings": 0, "eval_judge_warnings": 0, "rounds": 1, "round_errors": 0,
             "fallbacks": 0, "event_types": {}, "spurious_events": 0, "steps": [{"step": 1, "dead_share": zero_var}],
-            "per_interface": {i: {"proposals": 1, "accepted": 1, "rejected": 0} for i in compare.INTERFACES},
+            "per_interface": {i: {"proposals": 1, "accepted": 1, "rejected": 0} for i in bench_spec.INTERFACES},
             "summary": {"harness_version": 1}, "evals": evals}
 
 
@@ -213,13 +239,13 @@ def test_summaries_and_targets():
     h = _fake_run("harnessrl", 0, [(4, 0.37, 0.45), (8, 0.36, 0.46), (12, 0.38, 0.47)], zero_var=0.1, pause=5.0)
     by_arm = {"fixed": [fixed], "harnessrl": [h]}
     for r in (fixed, h):
-        r["summary"] = compare.run_summary(r, base)
+        r["summary"] = bench_collect.run_summary(r, base)
     fs = fixed["summary"]
     assert (fs["best_step"], fs["best_score"]) == (8, pytest.approx(36.0))
     assert fs["gap_growth"] == pytest.approx((35.0 - 42.0) - (30.0 - 40.0))
     assert fs["curve"][0] == (0, pytest.approx(30.0), pytest.approx(40.0))  # base is step 0
-    arms = {a: compare.arm_summary(rs) for a, rs in by_arm.items()}
-    rows = {r["target"]: r for r in compare.targets(by_arm, arms)}
+    arms = {a: bench_collect.arm_summary(rs) for a, rs in by_arm.items()}
+    rows = {r["target"]: r for r in bench_collect.targets(by_arm, arms)}
     audit = rows["audit(harnessrl) - audit(fixed) >= 3 points (final checkpoint)"]
     assert audit["value"] == pytest.approx(5.0) and audit["met"] is True
     steps = rows["harnessrl reaches fixed's best held-out score in <= 60% of fixed's steps"]
@@ -227,13 +253,13 @@ def test_summaries_and_targets():
     assert rows["zero-variance share(harnessrl) <= 0.5 x share(fixed)"]["value"] == pytest.approx(0.25)
     assert rows["evolver pause <= 10% of harnessrl wall time"]["met"] is True
     assert rows["audit(harnessrl) - audit(dynfilter) >= 3 points (final checkpoint)"]["met"] is None  # not run
-    paired = compare.paired_vs_fixed([fixed, h])
+    paired = bench_collect.paired_vs_fixed([fixed, h])
     assert paired == {"harnessrl": {"seeds": [0], "score": [pytest.approx(3.0)], "audit": [pytest.approx(5.0)]}}
 
 
 def test_render_keeps_the_hand_written_analysis(tmp_path):
     report = tmp_path / "RESULTS.md"
-    report.write_text(f"old\n{compare.ANALYSIS_BEGIN}\n## Analysis\nkept text\n{compare.ANALYSIS_END}\n")
+    report.write_text(f"old\n{bench_render.ANALYSIS_BEGIN}\n## Analysis\nkept text\n{bench_render.ANALYSIS_END}\n")
     results = {"preset": "tiny", "command": "cmd", "started": "s", "finished": "f", "runtime_s": 60.0, "jobs": 1,
                "git": {"head": "abc1234", "changed_files": 3},
                "status": {"base": "done"}, "base": None, "runs": [], "arms": {}, "targets": [], "plots": [],
@@ -241,7 +267,7 @@ def test_render_keeps_the_hand_written_analysis(tmp_path):
                "budget": {"config": "c", "steps": 2, "batch": 8, "group": 4, "evolve_every": 1, "eval_every": 1,
                           "eval_tasks": ["a"], "eval_per_domain": 1, "eval_k": 2, "max_tokens": 16, "eval_seed": 1,
                           "seeds": [0], "ablation_seeds": [0]}}
-    text = compare.render(results, report)
+    text = bench_render.render(results, report)
     assert "kept text" in text and "(not written yet)" not in text
 
 
@@ -254,11 +280,11 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
                        "--out", str(out), "--report", str(report)])
     assert rc == 0
     results = json.loads((out / "results.json").read_text())
-    assert set(results["arms"]) == set(compare.ARMS)
+    assert set(results["arms"]) == set(bench_spec.ARMS)
     assert all(v == "done" for v in results["status"].values()), results["status"]
     text = report.read_text()
     table = text.split("## Main table")[1].split("##")[0]
-    for arm in compare.ARMS.values():
+    for arm in bench_spec.ARMS.values():
         assert re.search(rf"^\| {re.escape(arm.label)} \| 1 \| \d", table, re.M), arm.label
     for png in ("heldout.png", "zero_variance.png"):
         assert (report.parent / "plots" / png).stat().st_size > 1000
@@ -268,12 +294,12 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
         for _, score, audit in s["curve"]:
             assert 0.0 <= score <= 100.0 and 0.0 <= audit <= 100.0
         assert 0.0 <= s["zero_var_share"] <= 1.0 and s["wall_s"] > 0 and 0.0 <= s["pause_share"] < 1.0
-        evolves = compare.ARMS[run["arm"]].overrides[0] == "harness.evolver=true"
+        evolves = bench_spec.ARMS[run["arm"]].overrides[0] == "harness.evolver=true"
         assert (s["rounds"] >= 1) == evolves, run["name"]
         if not evolves:
             assert s["harness_version"] == 0 and s["pause_s"] == 0
         off = run["arm"][3:] if run["arm"].startswith("no-") else None
-        if off in compare.INTERFACES:
+        if off in bench_spec.INTERFACES:
             assert s["per_interface"][off]["proposals"] == 0, run["name"]
         if run["arm"] == "no-sampling":
             assert s["fallbacks"] == 0  # the fallback is a sampling change: off with the interface

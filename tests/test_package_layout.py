@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ["harness", "memory", "tools", "agents", "graphs", "trainer"]
+PACKAGES = ["harness", "memory", "tools", "agents", "graphs", "trainer", "suitegen"]
+# Packages that must import without torch (everything but the trainer).
+LIGHT = ["harness", "memory", "tools", "agents", "graphs", "suitegen"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -32,6 +34,26 @@ def test_packages_listed_explicitly_in_pyproject():
     assert on_disk <= set(listed)
 
 
+def test_data_files_inside_packages_ship_as_package_data():
+    # A wheel carries only .py files unless package-data names the rest (e.g. suitegen/content/*.yaml).
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    listed = config["tool"]["setuptools"]["packages"]
+    globs = config["tool"]["setuptools"].get("package-data", {})
+    missing = []
+    for pkg in listed:
+        pkg_dir = REPO / pkg.replace(".", "/")
+        for f in pkg_dir.rglob("*"):
+            if not f.is_file() or f.suffix in (".py", ".pyc") or "__pycache__" in f.parts:
+                continue
+            owner = max((q for q in listed if f.is_relative_to(REPO / q.replace(".", "/"))), key=len)
+            if owner != pkg:
+                continue  # checked under its own subpackage
+            if not any(f in pkg_dir.glob(g) for g in globs.get(pkg, [])):  # setuptools' glob semantics
+                missing.append(str(f.relative_to(REPO)))
+    assert not missing, f"not in [tool.setuptools.package-data]: {missing}"
+    assert (REPO / "suitegen" / "content").is_dir() and "suitegen" in globs  # the case this test exists for
+
+
 def test_packages_resolve_from_another_working_directory(tmp_path):
     # The console script runs from anywhere: the installed (editable) project must still win.
     code = "import " + ", ".join(PACKAGES) + "; print(agents.__file__, tools.__file__, memory.__file__)"
@@ -41,6 +63,7 @@ def test_packages_resolve_from_another_working_directory(tmp_path):
 
 
 def test_evolver_side_imports_without_torch():
-    code = "import sys, harness, memory, tools, agents, graphs; print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))"
+    code = ("import sys, " + ", ".join(LIGHT) +
+            "; print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

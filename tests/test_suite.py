@@ -12,7 +12,7 @@ import pytest
 from harness.checks import parse_check
 from harness.data import load_suite, suite_stats
 from harness.guidance import hint_leaks_reference
-from harness.suite_gen import build_tasks, write_suite
+from suitegen.generate import build_tasks, write_suite
 
 SUITE = Path(__file__).resolve().parents[1] / "data" / "rubric-mix-lite"
 DOMAINS = {"medical", "science", "writing", "roleplay", "instruction_following"}

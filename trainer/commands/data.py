@@ -1,7 +1,7 @@
 """`harnessrl data`: suite statistics, validation of task files in any supported format, suite generation.
 
-Light on purpose: it imports only `harness` (pydantic) and `rich`, never torch, so it answers in well
-under a second.
+Light on purpose: it imports only `harness` (pydantic), `suitegen` (for `generate`) and `rich`, never
+torch, so it answers in well under a second.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from harness.suite_gen import write_suite
+    from suitegen.generate import write_suite
 
     out = Path(args.out) if args.out else default_suite_dir()
     for p in write_suite(out):

@@ -1,0 +1,249 @@
+"""Benchmark collection: training-side numbers from each run folder, per-run and per-arm summaries,
+the pairing with the fixed harness and the issue's targets; `build_results` assembles `results.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bench_spec import ARMS, INTERFACES, PRESETS, SPURIOUS_EVENTS, Job
+from trainer.io import read_jsonl
+
+
+def mean_of(xs: list[float | None]) -> float | None:
+    """Mean of the known values (None where there is none)."""
+    vals = [x for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def sd_of(xs: list[float | None]) -> float | None:
+    """Sample standard deviation of the known values (None with fewer than two)."""
+    vals = [x for x in xs if x is not None]
+    if len(vals) < 2:
+        return None
+    m = sum(vals) / len(vals)
+    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
+
+
+def collect_run(run_dir: Path) -> dict[str, Any]:
+    """Training-side numbers from the run folder the trainer wrote."""
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    rounds = read_jsonl(run_dir / "rounds.jsonl") if (run_dir / "rounds.jsonl").is_file() else []
+    events = read_jsonl(run_dir / "events.jsonl") if (run_dir / "events.jsonl").is_file() else []
+    groups = sum(m.get("n_groups", 0) for m in metrics)
+    dead = sum(m.get("dead_share", 0.0) * m.get("n_groups", 0) for m in metrics)
+    per_iface = {i: {"proposals": 0, "accepted": 0, "rejected": 0} for i in INTERFACES}
+    decisions: dict[str, int] = {}
+    fallbacks = errors = 0
+    fails: dict[str, int] = {}  # the critic's failed checks ("FAIL: std_gain") per interface
+    for r in rounds:
+        errors += 1 if r.get("error") else 0
+        for rep in r.get("reports", []):
+            for att in rep.get("attempts") or []:
+                for reason in att.get("reasons") or []:
+                    if reason.startswith("FAIL"):
+                        key = f"{rep.get('interface')}: {reason.split(':', 1)[-1].strip()}"
+                        fails[key] = fails.get(key, 0) + 1
+            decision = str(rep.get("decision"))
+            decisions[decision] = decisions.get(decision, 0) + 1
+            fallbacks += decision == "fallback"
+            iface = rep.get("interface")
+            if iface not in per_iface:
+                continue  # no attribution (e.g. skipped event): nothing was proposed
+            n = len(rep.get("attempts") or [])
+            acc = 1 if decision == "accepted" else 0
+            per_iface[iface]["proposals"] += n
+            per_iface[iface]["accepted"] += acc
+            per_iface[iface]["rejected"] += n - acc
+    event_types: dict[str, int] = {}
+    for e in events:
+        event_types[e["type"]] = event_types.get(e["type"], 0) + 1
+    times = [m["time"] for m in metrics if "time" in m]
+    # Can a repair act? Only if its task is drawn again after the round (rows sampled from step+2 on:
+    # the dataloader prefetches one batch). Count the groups on updated tasks (or their variants) after it.
+    updates = read_jsonl(run_dir / "harness" / "updates.jsonl")
+    revisits = 0
+    for u in updates:
+        touched = {op["task_id"] for op in u["update"]["ops"]}
+        for m in metrics:
+            if m["step"] > u["step"] + 1:
+                revisits += sum(1 for t in m.get("tasks", []) if t.split(".")[0] in touched)
+    late = [m for m in metrics if m["step"] > len(metrics) // 2]
+    return {
+        "steps": [{"step": m["step"], "reward": m.get("reward"), "reward_std": m.get("reward_std"),
+                   "dead_share": m.get("dead_share"), "n_groups": m.get("n_groups"), "pause_s": m.get("pause_s", 0.0),
+                   "harness_version": m.get("harness_version_after", m.get("harness_version")),
+                   "hinted_share": m.get("hinted_share")} for m in metrics],
+        "zero_var_share": dead / groups if groups else None,
+        "pause_s": sum(m.get("pause_s", 0.0) for m in metrics),
+        "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,
+        "judge_warnings": int(sum(m.get("judge_warnings", 0) for m in metrics)),
+        "rounds": len(rounds), "round_errors": errors, "decisions": decisions, "fallbacks": fallbacks,
+        "per_interface": per_iface, "event_types": event_types, "critic_fails": fails,
+        "spurious_events": sum(event_types.get(t, 0) for t in SPURIOUS_EVENTS),
+        "updates": len(updates), "updated_task_revisits": revisits,
+        "hinted_share": mean_of([m.get("hinted_share") for m in metrics]),
+        "train_reward_late": mean_of([m.get("reward") for m in late]),
+    }
+
+
+def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:
+    """Per-run headline numbers; scores on the 0-100 scale."""
+    evals = {int(k): v for k, v in run["evals"].items()}
+    if base is not None:
+        evals.setdefault(0, base["eval"])
+    steps = sorted(evals)
+    best_step = max(steps, key=lambda s: (evals[s]["avg_at_k"], -s))  # ties: the earliest
+    final = evals[steps[-1]]
+    b = base["eval"] if base else None
+    pct = lambda x: None if x is None else 100.0 * x  # noqa: E731
+    gap = lambda e: None if e["audit"] is None else 100.0 * (e["avg_at_k"] - e["audit"])  # noqa: E731
+    wall = run["train_s"]
+    return {
+        "curve": [(s, pct(evals[s]["avg_at_k"]), pct(evals[s]["audit"])) for s in steps],
+        "best_step": best_step, "best_score": pct(evals[best_step]["avg_at_k"]),
+        "best_audit": pct(evals[best_step]["audit"]), "max_audit": max(pct(evals[s]["audit"]) or 0 for s in steps),
+        "final_step": steps[-1], "final_score": pct(final["avg_at_k"]), "final_audit": pct(final["audit"]),
+        "final_domains": {d: {"score": pct(v["avg_at_k"]), "audit": pct(v["audit"])} for d, v in final["domains"].items()},
+        "best_domains": {d: {"score": pct(v["avg_at_k"]), "audit": pct(v["audit"])}
+                         for d, v in evals[best_step]["domains"].items()},
+        "length_corr_final": final["length_corr"], "length_corr_base": b["length_corr"] if b else None,
+        "words_final": final["mean_words"], "words_base": b["mean_words"] if b else None,
+        "gap_final": gap(final), "gap_base": gap(b) if b else None,
+        "gap_growth": (gap(final) - gap(b)) if b and gap(final) is not None and gap(b) is not None else None,
+        "zero_var_share": run["zero_var_share"], "wall_s": wall, "pause_s": run["pause_s"],
+        "pause_share": run["pause_s"] / wall if wall else None,
+        "eval_s": sum(v["seconds"] for v in run["evals"].values()),
+        "judge_warnings": run["judge_warnings"] + run.get("eval_judge_warnings", 0),
+        "per_interface": run["per_interface"], "fallbacks": run["fallbacks"], "rounds": run["rounds"],
+        "round_errors": run["round_errors"], "event_types": run["event_types"],
+        "spurious_events": run["spurious_events"], "harness_version": run["summary"]["harness_version"],
+        "dead_curve": [(s["step"], s["dead_share"]) for s in run["steps"]],
+    }
+
+
+def arm_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean (and sd over seeds) of every scalar in the per-run summaries."""
+    out: dict[str, Any] = {"n": len(runs), "seeds": [r["seed"] for r in runs]}
+    for key in ("best_score", "best_audit", "max_audit", "best_step", "final_score", "final_audit", "zero_var_share",
+                "length_corr_final", "length_corr_base", "gap_growth", "wall_s", "pause_s", "pause_share", "eval_s",
+                "judge_warnings", "fallbacks", "rounds", "round_errors", "spurious_events", "words_final"):
+        vals = [r["summary"][key] for r in runs]
+        out[key] = mean_of(vals)
+        out[key + "_sd"] = sd_of(vals)
+    out["per_interface"] = {i: {k: sum(r["summary"]["per_interface"][i][k] for r in runs)
+                                for k in ("proposals", "accepted", "rejected")} for i in INTERFACES}
+    domains = sorted({d for r in runs for d in r["summary"]["final_domains"]})
+    out["final_domains"] = {d: {m: mean_of([r["summary"]["final_domains"].get(d, {}).get(m) for r in runs])
+                                for m in ("score", "audit")} for d in domains}
+    return out
+
+
+def paired_vs_fixed(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per arm: final score/audit minus the fixed arm's at the same seed (0-100 points)."""
+    fixed = {r["seed"]: r["summary"] for r in runs if r["arm"] == "fixed"}
+    out: dict[str, dict[str, Any]] = {}
+    for arm in ARMS:
+        if arm == "fixed":
+            continue
+        mine = sorted((r["seed"], r["summary"]) for r in runs if r["arm"] == arm and r["seed"] in fixed)
+        if not mine:
+            continue
+        out[arm] = {"seeds": [sd for sd, _ in mine],
+                    "score": [s["final_score"] - fixed[sd]["final_score"] for sd, s in mine],
+                    "audit": [None if s["final_audit"] is None or fixed[sd]["final_audit"] is None
+                              else s["final_audit"] - fixed[sd]["final_audit"] for sd, s in mine]}
+    return out
+
+
+def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's four targets, measured (None where an arm needed for it was not run)."""
+    rows: list[dict[str, Any]] = []
+    h, f, d = arm_sum.get("harnessrl"), arm_sum.get("fixed"), arm_sum.get("dynfilter")
+
+    def diff(a, b, key):
+        return None if a is None or b is None or a[key] is None or b[key] is None else a[key] - b[key]
+
+    for other, name in ((f, "fixed"), (d, "dynfilter")):
+        for key, what in (("final_audit", "final checkpoint"), ("best_audit", "best checkpoint")):
+            v = diff(h, other, key)
+            rows.append({"target": f"audit(harnessrl) - audit({name}) >= 3 points ({what})", "value": v,
+                         "met": None if v is None else v >= 3.0})
+    # Steps to reach fixed's best held-out score, per seed (paired).
+    ratios = []
+    for fr in by_arm.get("fixed", []):
+        hr = next((r for r in by_arm.get("harnessrl", []) if r["seed"] == fr["seed"]), None)
+        if hr is None:
+            continue
+        fs = fr["summary"]
+        if fs["best_step"] == 0:
+            ratios.append(None)  # base model is fixed's best: "reaching it" is free
+            continue
+        reach = next((s for s, score, _ in hr["summary"]["curve"] if score is not None and score >= fs["best_score"]),
+                     None)
+        ratios.append(None if reach is None else reach / fs["best_step"])
+    known = [r for r in ratios if r is not None]
+    v = mean_of(known) if known and len(known) == len(ratios) else None
+    rows.append({"target": "harnessrl reaches fixed's best held-out score in <= 60% of fixed's steps",
+                 "value": v, "met": None if v is None else v <= 0.6,
+                 "note": f"per seed: {['never/undefined' if r is None else round(r, 2) for r in ratios]}"})
+    v = None if not h or not f or f["zero_var_share"] in (None, 0) or h["zero_var_share"] is None \
+        else h["zero_var_share"] / f["zero_var_share"]
+    rows.append({"target": "zero-variance share(harnessrl) <= 0.5 x share(fixed)", "value": v,
+                 "met": None if v is None else v <= 0.5})
+    v = None if not h else h["pause_share"]
+    rows.append({"target": "evolver pause <= 10% of harnessrl wall time", "value": v,
+                 "met": None if v is None else v <= 0.10})
+    return rows
+
+
+def collect(jobs: list[Job], status: dict[str, str]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """Read every finished job's `bench.json` (base eval, arm runs with their summaries); marks the rest in `status`."""
+    base = None
+    runs = []
+    for job in jobs:
+        f = Path(job.run_dir) / "bench.json"
+        if not f.is_file():
+            status.setdefault(job.name, "not run")
+            continue
+        if status.get(job.name, "reused").startswith(("failed", "not run")):
+            status[job.name] = "done (by a later invocation)"  # --render-only after a rerun filled the gap
+        status.setdefault(job.name, "reused")
+        data = json.loads(f.read_text())
+        if job.kind == "base":
+            base = data
+        else:
+            data.update(collect_run(Path(job.run_dir)))  # re-read here: --render-only picks up new measures
+            runs.append(data)
+    for r in runs:
+        r["summary"] = run_summary(r, base)
+    return base, runs
+
+
+def build_results(args: argparse.Namespace, jobs: list[Job], status: dict[str, str], started: str,
+                  runtime_s: float, report: Path) -> dict[str, Any]:
+    """Everything `results.json` holds except the plot file names (`bench_render.plots` adds them)."""
+    base, runs = collect(jobs, status)
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_arm.setdefault(r["arm"], []).append(r)
+    arm_sum = {a: arm_summary(by_arm[a]) for a in ARMS if a in by_arm}
+    results = {
+        "preset": args.preset, "command": args.command, "started": started,
+        "finished": getattr(args, "finished", None) or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "runtime_s": runtime_s,
+        "jobs": args.jobs, "git": args.git, "status": status, "base": base, "runs": runs, "arms": arm_sum,
+        "targets": targets(by_arm, arm_sum), "plot_dir": str(report.parent / "plots"),
+        "budget": {"config": PRESETS[args.preset].config, "steps": args.steps, "batch": args.batch, "group": args.group,
+                   "evolve_every": args.evolve_every, "eval_every": args.eval_every, "eval_tasks": jobs[0].eval_tasks,
+                   "eval_per_domain": args.eval_per_domain, "eval_k": args.eval_k, "max_tokens": args.max_tokens,
+                   "eval_seed": args.eval_seed, "seeds": args.seeds, "train_per_domain": args.train_per_domain,
+                   "train_pool": next((o for o in jobs[-1].overrides if o.startswith("data.tasks=")), "all"),
+                   "ablation_seeds": args.ablation_seeds if args.ablation_seeds is not None else args.seeds[:1]},
+    }
+    return results
