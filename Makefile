@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 VLLM_VENV ?= .vllm-venv
 PORT ?= 2124
-# One torch thread is faster than two on the shared 2-core machines (smollm2-grpo-facts.md).
+# One torch thread is faster than two on the shared 2-core machines (measured in our SmolLM2 GRPO runs).
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1

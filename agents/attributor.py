@@ -1,6 +1,6 @@
 """The attributor: which harness interface's update can repair a failure event.
 
-Rule brain (the paper's routing prior, notes/paper-reconstruction.md §4): collapse_low -> guidance,
+Rule brain (the paper's routing prior, docs/DESIGN.md §6): collapse_low -> guidance,
 collapse_high -> sampling, flat / spurious_* / stuffing / blind_criterion -> criteria,
 guidance_leak -> guidance. Two things move it off the prior, always with a note saying why:
 - a disabled interface (ablation) is skipped for the next one in the failure type's preference order;
@@ -26,6 +26,7 @@ from agents import prompts
 from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Attribution
 from harness.types import FailureEvent
+from harness.visibility import public_event, redact
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def llm_attribution(
     system = prompts.render(prompts.ATTRIBUTOR_SYSTEM, enabled=", ".join(enabled))
     user = prompts.render(
         prompts.ATTRIBUTOR_USER,
-        event=event.model_dump_json(), task=json.dumps(evidence.get("task", {}), indent=1),
+        event=json.dumps(public_event(event)), task=json.dumps(redact(evidence.get("task", {})), indent=1),
         prior=prior.model_dump_json(include={"interface", "diagnosis", "notes"}),
         history=_lines(evidence.get("history", []) if use_memory else []),
         similar=_lines(evidence.get("similar", []) if use_memory else []),

@@ -1,10 +1,13 @@
 """Run-time context of the harness evolver: everything the caller picks, as plain values.
 
 `EvolverContext` is the LangGraph `context_schema` of `graphs/evolver.py`. It holds only strings,
-numbers and booleans so that a LangGraph server can receive it as a run's `context` (Studio renders
+numbers, booleans and lists of strings so that a LangGraph server can receive it as a run's `context` (Studio renders
 it as the editable assistant configuration) and `harnessrl evolve` can build it from flags. Live
 objects (the harness store, memory, frozen-policy endpoint, judge) are resolved from these values by
-`tools.services`; nothing here opens a file or a socket.
+`graphs.services`; nothing here opens a file or a socket.
+
+The knobs a training config also sets carry the config's names (`sample_k`, `critic`, `memory`,
+`interfaces`, `seed`; see `trainer/config.py`), and `harnessrl evolve` names its flags after them.
 
 Each model role is a `provider:model` string resolved in `agents/models.py`; the value `rules`
 selects that agent's deterministic rule brain (the offline default and an ablation baseline).
@@ -21,6 +24,8 @@ RULES = "rules"
 
 
 def _f(default: Any, help: str) -> Any:
+    if isinstance(default, list):
+        return field(default_factory=lambda d=default: list(d), metadata={"description": help})
     return field(default=default, metadata={"description": help})
 
 
@@ -39,19 +44,21 @@ class EvolverContext:
     llm_temperature: float = _f(0.0, "sampling temperature of the brain LLMs")
     max_tool_rounds: int = _f(3, "turns of memory/policy tool calls an LLM brain may make before its answer (0: none)")
 
-    # -- infrastructure (resolved by tools.services) --------------------------------------------
+    # -- infrastructure (resolved by graphs.services) -------------------------------------------
     run_dir: str = _f("runs/evolve", "run folder holding harness/ (the versioned store)")
-    memory: str = _f("none", "training memory: a Chroma folder, a http://host:port Chroma server, or 'none'")
+    memory_location: str = _f("none", "training memory: a Chroma folder, a http://host:port Chroma server, or 'none'")
     memory_embedding: str = _f("minilm", "embedding of the memory: 'minilm' (bundled, offline) or 'hash' (tests)")
-    policy: str = _f("", "frozen-policy endpoint spec understood by tools.services (e.g. openai:<url>#<model>)")
+    policy: str = _f("", "frozen-policy endpoint spec understood by graphs.services (e.g. openai:<url>#<model>)")
     judge_model: str = _f(RULES, "'rules' (programmatic checks only) or provider:model for the LLM judge")
     services_key: str | None = _f(None, "key of live services registered in-process (the trainer sets it)")
 
     # -- critic measurement ----------------------------------------------------------------------
-    samples_per_candidate: int = _f(8, "k: rollouts sampled per affected task for candidate and control")
+    sample_k: int = _f(4, "k: rollouts per affected task and side a measurement starts with")
+    sample_k_max: int = _f(16, "cap: the group doubles from sample_k up to this while the critic's test is undecided")
+    critic_alpha: float = _f(0.1, "error rate of the critic's sequential test (stopping early on noise)")
     max_tokens: int = _f(48, "max new tokens of each frozen-policy rollout")
     temperature: float = _f(1.0, "sampling temperature of the frozen policy in the critic")
-    seed: int = _f(0, "seed of the critic's rollouts (candidate and control share it)")
+    seed: int = _f(0, "seed of the frozen-policy rollouts (critic and agent tools; candidate and control share it)")
 
     # -- acceptance thresholds (agents/critic.py documents each rule) ----------------------------
     min_std_gain: float = _f(0.05, "collapse/flat: candidate reward std must exceed control std by this")
@@ -65,12 +72,10 @@ class EvolverContext:
     # -- loop --------------------------------------------------------------------------------------
     max_revisions: int = _f(2, "R: a rejected candidate is revised at most this many times, then the fallback")
     require_approval: bool = _f(False, "pause at an approval interrupt before committing an accepted update")
-    use_memory: bool = _f(True, "ablation: False ignores memory evidence (events are still recorded)")
-    use_critic: bool = _f(True, "ablation: False accepts every valid proposal without measuring it")
+    memory: bool = _f(True, "ablation: False ignores memory evidence (events are still recorded)")
+    critic: bool = _f(True, "ablation: False accepts every valid proposal without measuring it")
     apply_fallback: bool = _f(True, "after R rejected revisions, apply the safe sampling fallback")
-    sampling_enabled: bool = _f(True, "interface ablation: task sampling may be updated")
-    guidance_enabled: bool = _f(True, "interface ablation: rollout guidance may be updated")
-    criteria_enabled: bool = _f(True, "interface ablation: rubric criteria may be updated")
+    interfaces: list[str] = _f(list(INTERFACES), "interfaces the evolver may update (ablation: leave some out)")
     history_last_n: int = _f(10, "within-task memory records shown to the attributor")
     similar_k: int = _f(5, "cross-task similar cases shown to the attributor")
 
@@ -83,15 +88,21 @@ class EvolverContext:
             raise ValueError(f"EvolverContext.max_revisions must be >= 0, got {self.max_revisions}")
         if self.max_tool_rounds < 0:
             raise ValueError(f"EvolverContext.max_tool_rounds must be >= 0, got {self.max_tool_rounds}")
-        if self.samples_per_candidate < 2:
-            raise ValueError(f"EvolverContext.samples_per_candidate must be >= 2 (std needs two rollouts), got {self.samples_per_candidate}")
-        if not self.enabled_interfaces():
-            raise ValueError("EvolverContext: every interface is disabled; enable at least one of sampling/guidance/criteria")
+        if self.sample_k < 2:
+            raise ValueError(f"EvolverContext.sample_k must be >= 2 (std needs two rollouts), got {self.sample_k}")
+        if self.sample_k_max < self.sample_k:
+            raise ValueError(f"EvolverContext.sample_k_max ({self.sample_k_max}) must be >= sample_k ({self.sample_k})")
+        if not 0.0 < self.critic_alpha < 1.0:
+            raise ValueError(f"EvolverContext.critic_alpha must be in (0, 1), got {self.critic_alpha}")
+        unknown = [i for i in self.interfaces if i not in INTERFACES]
+        if unknown:
+            raise ValueError(f"EvolverContext.interfaces: unknown {unknown}; choose from {list(INTERFACES)}")
+        if not self.interfaces:
+            raise ValueError(f"EvolverContext.interfaces is empty; enable at least one of {list(INTERFACES)}")
 
     def enabled_interfaces(self) -> list[str]:
         """Interfaces the evolver may update, in the attributor's preference order."""
-        flags = {"sampling": self.sampling_enabled, "guidance": self.guidance_enabled, "criteria": self.criteria_enabled}
-        return [i for i in INTERFACES if flags[i]]
+        return [i for i in INTERFACES if i in self.interfaces]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

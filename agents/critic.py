@@ -1,11 +1,13 @@
 """The just-in-time critic: measured acceptance rules per failure type, plus an optional LLM review.
 
 `judge_measurement` is the one function that states what counts as a fix. It reads the
-`tools.measure.Measurement` of a candidate (k fresh rollouts of the frozen policy under the candidate
-and under the current harness; criteria updates re-score the *same* rollouts, so the comparison is
-paired). "focus" is the event's task, or the new variant for an `add_variant`. c = control group,
-d = candidate group of the focus task; "gamed" rollouts are those whose hidden audit score is below
-`AUDIT_PASS`, "honest" ones at or above it.
+`tools.measure.Measurement` of a candidate: rollouts of the frozen policy as the next training
+visits would prompt it (hints at the reveal fraction of step s+1, hinted and unhinted visits weighted
+by `hinted_share`) under the candidate and under the current harness; criteria updates re-score the
+*same* rollouts — the task's latest training group plus the round's shared control probes — so the
+comparison is paired and costs no generation. "focus" is the event's task, or the new variant for an
+`add_variant`. c = control group, d = candidate group of the focus task; "gamed" rollouts are those
+whose hidden audit score is below `AUDIT_PASS`, "honest" ones at or above it.
 
 | failure type | primary rule (all numbers from the measurement) |
 |---|---|
@@ -21,7 +23,18 @@ d = candidate group of the focus task; "gamed" rollouts are those whose hidden a
 Guards (any failing one rejects): honest rollouts lose at most `max_mean_drop` reward (criteria
 updates); the audit mean drops at most `max_audit_drop` (guidance and criteria updates); no more
 leak hits than the control, and none at all for guidance updates; no judge failures during the
-measurement (their forced-unmet verdicts would make the numbers meaningless).
+measurement (their forced-unmet verdicts would make the numbers meaningless); and, when the
+measurement ran the sequential test, its decision is "pass".
+
+Sequential test (`stop_rule` -> `measure_candidate(rule=...)`): the primary rule and the group guards
+above are re-evaluated on bootstrap resamples of the focus groups; groups grow from `sample_k`,
+doubling to `sample_k_max`, until the rule holds in >= 1 - alpha/L of the resamples (pass) or in
+<= alpha/L (fail), L being the looks the budget allows; undecided at the cap rejects. A candidate is
+thus accepted only when its improvement is distinguishable from sampling noise at error rate alpha.
+
+Every critique carries the measurement's cost in its numbers (`cost_*`: probe rollouts and tokens,
+reused rollouts, sample calls, scored rollouts, judge calls, seconds), so memory and rounds.jsonl
+record what each proposal cost.
 
 The LLM critic (optional) only reviews candidates that passed and may veto them; it never accepts
 on its own. The accept/reject decision itself is made in exactly one place: the graph's
@@ -34,6 +47,7 @@ import json
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
 
@@ -42,7 +56,8 @@ from agents.context import EvolverContext
 from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Critique, Review
 from harness.types import FailureEvent, HarnessUpdate
-from tools.measure import GroupMetrics, Measurement
+from harness.visibility import public_event, redact, redact_reasons
+from tools.measure import GroupMetrics, Measurement, StopRule
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +90,20 @@ def _split_by_audit(m: GroupMetrics) -> tuple[list[int], list[int]]:
     return gamed, honest
 
 
-def _focus(event: FailureEvent, update: HarnessUpdate, measurement: Measurement) -> str:
+def focus_task(event: FailureEvent, update: HarnessUpdate) -> str:
+    """The task whose groups the rule reads: the new variant of an `add_variant`, else the event's task."""
     for op in update.ops:
-        if op.op == "add_variant" and op.variant_id in measurement.per_task:
+        if op.op == "add_variant":
             return op.variant_id
-    if event.task_id in measurement.per_task:
-        return event.task_id
-    return measurement.task_ids[0]
+    return event.task_id if event.task_id in update.task_ids else update.task_ids[0]
 
 
-def _confirmed(event: FailureEvent, c: GroupMetrics, ctx: EvolverContext) -> tuple[bool, str]:
+def _focus(event: FailureEvent, update: HarnessUpdate, measurement: Measurement) -> str:
+    focus = focus_task(event, update)
+    return focus if focus in measurement.per_task else measurement.task_ids[0]
+
+
+def _confirmed(event: FailureEvent, c: GroupMetrics) -> tuple[bool, str]:
     t = event.type
     if t in ("collapse_low", "collapse_high", "flat"):
         return c.dead, f"control group dead={c.dead} (std {c.std:.3f})"
@@ -103,10 +122,20 @@ def _confirmed(event: FailureEvent, c: GroupMetrics, ctx: EvolverContext) -> tup
     return c.leak_hits > 0, f"control leak hits {c.leak_hits}"
 
 
-def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
-    """Apply the failure type's acceptance rule and the guards (see the module docstring)."""
-    focus = _focus(event, update, m)
-    c, d = m.per_task[focus]["control"], m.per_task[focus]["candidate"]
+@dataclass
+class _Verdict:
+    """The failure type's primary rule and the group guards on one (control, candidate) pair."""
+
+    primary: str
+    ok: bool
+    numbers: dict[str, float | None]
+    reasons: list[str]
+    guards: list[tuple[bool, str]]
+
+
+def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupMetrics, paired: bool,
+          ctx: EvolverContext) -> _Verdict:
+    """Primary rule and guards on the focus groups (everything except the measurement-level guards)."""
     std_gain = d.std - c.std
     n: dict[str, float | None] = {
         "control_mean": c.mean, "candidate_mean": d.mean, "control_std": c.std, "candidate_std": d.std,
@@ -115,16 +144,15 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
         "control_audit_mean": c.audit_mean, "candidate_audit_mean": d.audit_mean,
         "control_length_corr": c.length_corr, "candidate_length_corr": d.length_corr,
         "control_audit_corr": _audit_corr(c), "candidate_audit_corr": _audit_corr(d),
-        "judge_failures": float(m.judge_failures), "k": float(m.k),
     }
-    reasons: list[str] = [f"focus group {focus} (paired={m.paired.get(focus)})"]
+    reasons: list[str] = []
     only_reweight = all(op.op in ("reweight", "retire", "revive") for op in update.ops)
     t = event.type
     std_ok = std_gain >= ctx.min_std_gain and not d.dead
     std_why = f"std {c.std:.3f} -> {d.std:.3f} (gain {std_gain:+.3f}, need >= {ctx.min_std_gain}), candidate dead={d.dead}"
 
     if only_reweight:
-        primary, (ok, why) = "confirmed", _confirmed(event, c, ctx)
+        primary, (ok, why) = "confirmed", _confirmed(event, c)
         reasons.append(f"sampling reweight: the failure must hold on the frozen policy now: {why}")
     elif t in ("collapse_low", "flat"):
         primary, ok = "std_gain", std_ok
@@ -140,7 +168,7 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
         ok = drop is not None and drop >= ctx.min_corr_drop and (not d.dead or c.dead)
         reasons.append(f"corr(reward, length) {cc} -> {dc} (drop {drop}, need >= {ctx.min_corr_drop}), candidate dead={d.dead}")
     elif t in ("spurious_audit", "stuffing"):
-        gamed, _ = _split_by_audit(c if m.paired.get(focus) else d)
+        gamed, _ = _split_by_audit(c if paired else d)
         g_c = _mean([c.rewards[i] for i in _split_by_audit(c)[0]])
         g_d = _mean([d.rewards[i] for i in _split_by_audit(d)[0]])
         gamed_drop = None if g_c is None or g_d is None else g_c - g_d
@@ -164,16 +192,15 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
         reasons.append(f"pass rates of {cid} and its parts under the candidate {rates}; {std_why}")
     else:  # guidance_leak
         primary, ok = "leak_hits", d.leak_hits < c.leak_hits
-        reasons.append(f"leak hits {c.leak_hits} -> {d.leak_hits} (must fall)")
+        reasons.append(f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} (must fall)")
 
-    guards: list[tuple[bool, str]] = [(m.judge_failures == 0, f"judge failures during the measurement: {m.judge_failures}")]
-    guards.append((d.leak_hits <= c.leak_hits, f"leak hits {c.leak_hits} -> {d.leak_hits} must not rise"))
+    guards: list[tuple[bool, str]] = [(d.leak_hits <= c.leak_hits, f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} must not rise")]
     if update.interface == "guidance" and t != "guidance_leak":
-        guards.append((d.leak_hits == 0, f"guidance candidate must not leak (hits {d.leak_hits})"))
+        guards.append((d.leak_hits == 0, f"guidance candidate must not leak (hits {d.leak_hits:g})"))
     if update.interface in ("guidance", "criteria") and c.audit_mean is not None and d.audit_mean is not None:
         guards.append((d.audit_mean >= c.audit_mean - ctx.max_audit_drop,
                        f"audit mean {c.audit_mean:.3f} -> {d.audit_mean:.3f} may drop at most {ctx.max_audit_drop}"))
-    if update.interface == "criteria" and m.paired.get(focus):
+    if update.interface == "criteria" and paired:
         honest = _split_by_audit(c)[1]
         h_c = _mean([c.rewards[i] for i in honest])
         h_d = _mean([d.rewards[i] for i in honest])
@@ -182,10 +209,49 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
         if honest_drop is not None:
             guards.append((honest_drop <= ctx.max_mean_drop,
                            f"honest rollouts' reward {h_c:.3f} -> {h_d:.3f} (drop {honest_drop:+.3f}, at most {ctx.max_mean_drop})"))
+    return _Verdict(primary=primary, ok=ok, numbers=n, reasons=reasons, guards=guards)
+
+
+def stop_rule(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -> StopRule:
+    """The acceptance rule as `measure_candidate`'s sequential test reads it: the primary rule and the
+    group guards on the focus task (the judge-failure guard is the measurement's, not a group's)."""
+    def holds(c: GroupMetrics, d: GroupMetrics, paired: bool) -> bool:
+        v = _rule(event, update, c, d, paired, ctx)
+        return v.ok and all(good for good, _ in v.guards)
+
+    return StopRule(task_id=focus_task(event, update), holds=holds)
+
+
+def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
+    """Apply the failure type's acceptance rule and the guards (see the module docstring)."""
+    focus = _focus(event, update, m)
+    c, d = m.per_task[focus]["control"], m.per_task[focus]["candidate"]
+    v = _rule(event, update, c, d, bool(m.paired.get(focus)), ctx)
+    n = {**v.numbers, "judge_failures": float(m.judge_failures), "k": float(m.k), **cost_numbers(m)}
+    reasons = [f"focus group {focus} (paired={m.paired.get(focus)})", *v.reasons]
+    guards = [(m.judge_failures == 0, f"judge failures during the measurement: {m.judge_failures}"), *v.guards]
+    if m.sequential is not None:
+        s = m.sequential
+        p = s.p_pass[-1] if s.p_pass else None
+        n["seq_p_pass"], n["seq_looks"] = p, float(len(s.ks))
+        guards.append((s.decision == "pass",
+                       f"sequential test {s.decision} at k={s.ks[-1]} (looks {s.ks}, cap {s.max_looks} looks): the rule held in "
+                       f"{p} of {s.resamples} bootstrap resamples; accepting needs >= {1 - s.alpha_per_look:.3f} "
+                       f"(alpha {s.alpha} over the looks)"))
     failed = [why for good, why in guards if not good]
-    reasons.append(("PASS: " if ok else "FAIL: ") + primary)
+    reasons.append(("PASS: " if v.ok else "FAIL: ") + v.primary)
     reasons += [f"guard failed: {why}" for why in failed]
-    return Critique(failure_type=t, measured_ok=ok and not failed, primary=primary, numbers=_finite(n), reasons=reasons)
+    return Critique(failure_type=event.type, measured_ok=v.ok and not failed, primary=v.primary, numbers=_finite(n),
+                    reasons=reasons)
+
+
+def cost_numbers(m: Measurement) -> dict[str, float | None]:
+    """The measurement's cost as critique numbers (they flow into memory and rounds.jsonl with the rest)."""
+    c = m.cost
+    return {"cost_probe_rollouts": float(c.probe_rollouts), "cost_probe_tokens": float(c.probe_tokens),
+            "cost_reused_rollouts": float(c.reused_rollouts), "cost_sample_calls": float(c.sample_calls),
+            "cost_scored_rollouts": float(c.scored_rollouts), "cost_judge_calls": float(c.judge_calls),
+            "cost_seconds": c.seconds}
 
 
 def _finite(n: dict[str, float | None]) -> dict[str, float | None]:
@@ -198,7 +264,7 @@ def invalid_critique(event: FailureEvent, errors: list[str]) -> Critique:
 
 
 def unmeasured_critique(event: FailureEvent) -> Critique:
-    """Critic ablation (`use_critic=False`): every valid proposal passes, with no numbers."""
+    """Critic ablation (`critic=False`): every valid proposal passes, with no numbers."""
     return Critique(failure_type=event.type, measured_ok=True, primary="none", measured=False,
                     reasons=["critic disabled (ablation): valid candidates are accepted unmeasured"])
 
@@ -210,8 +276,9 @@ def llm_review(llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, c
     Its tools (sample_policy, score_responses) read the frozen policy and the current rubric; it has no
     measurement tool, and nothing it answers can turn a failed measurement into an acceptance."""
     system = prompts.render(prompts.CRITIC_SYSTEM)
-    user = prompts.render(prompts.CRITIC_USER, event=event.model_dump_json(), update=update.model_dump_json(),
-                          numbers=json.dumps(critique.numbers), reasons="\n".join(critique.reasons))
+    # The review LLM sees the measurement without the hidden audit (harness.visibility).
+    user = prompts.render(prompts.CRITIC_USER, event=json.dumps(public_event(event)), update=update.model_dump_json(),
+                          numbers=json.dumps(redact(critique.numbers)), reasons="\n".join(redact_reasons(critique.reasons)))
     try:
         review = ask_with_tools(llm, Review, system, user, toolbox)
     except BrainError as err:

@@ -16,18 +16,21 @@ much reward uses a lower word floor). The templates make real updates:
 LLM brain: the model may first call its tools (current_harness, task_history, similar_cases,
 sample_policy, score_responses), then writes the update as JSON; anything that does not parse or names unknown tasks
 or criteria becomes `Proposal(update=None, error=...)` that the critic rejects as invalid, so a
-hallucinating model costs a revision, never a corrupt harness.
+hallucinating model costs a revision, never a corrupt harness, and never a sampling change
+(`fallback_decision` ignores events whose every attempt was such an answer). The model never sees the
+hidden audit: the event and the critic's feedback reach it through `harness.visibility`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, ConfigDict
 
 from agents import prompts, rules_bank as bank
 from agents.llm import BrainError, ToolBox, ask_with_tools
@@ -46,6 +49,7 @@ from harness.types import (
     HarnessUpdate,
     Hint,
     Message,
+    Quarantine,
     RemoveHint,
     Retire,
     Reweight,
@@ -55,6 +59,7 @@ from harness.types import (
     SplitCriterion,
     Task,
 )
+from harness.visibility import public_event, redact, redact_reasons
 
 log = logging.getLogger(__name__)
 
@@ -429,12 +434,20 @@ def _task_view(task: Task, state: HarnessState) -> dict[str, Any]:
     }
 
 
+def _public_critique(critique: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The critic's verdict as the proposer may read it: audit-based numbers and reasons withheld."""
+    if critique is None:
+        return None
+    return {**redact(critique), "reasons": redact_reasons(critique.get("reasons", []))}
+
+
 def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attribution, state: HarnessState,
                  attempts: list[dict[str, Any]], toolbox: ToolBox | None = None) -> Proposal:
     task = state.task(event.task_id)
-    feedback = [{"template": a["template"], "update": a.get("update"), "critique": a.get("critique")} for a in attempts]
+    feedback = [{"template": a["template"], "update": a.get("update"), "critique": _public_critique(a.get("critique"))}
+                for a in attempts]
     system = prompts.render(prompts.PROPOSER_SYSTEM, interface=attribution.interface, task_id=task.id)
-    user = prompts.render(prompts.PROPOSER_USER, event=event.model_dump_json(), attribution=attribution.model_dump_json(),
+    user = prompts.render(prompts.PROPOSER_USER, event=json.dumps(public_event(event)), attribution=attribution.model_dump_json(),
                           task=json.dumps(_task_view(task, state), indent=1), feedback=json.dumps(feedback, indent=1) if feedback else "(first attempt)")
     try:
         out = ask_with_tools(llm, ProposalOut, system, user, toolbox)
@@ -449,21 +462,78 @@ def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attributi
 
 
 # -- fallback --------------------------------------------------------------------------------------
-def fallback_update(event: FailureEvent, state: HarnessState) -> HarnessUpdate | None:
-    """The safe sampling change after every candidate was rejected (notes/paper-reconstruction.md §5).
+FALLBACK_MIN_WEIGHT = 0.05  # a fallback never sets weight 0: a weight-0 task leaves training for good
+QUARANTINE_STEPS = 4  # one evolver round at the default harness.evolve_every; then the task is drawn again
 
-    collapse_low -> halve the task's weight; collapse_high -> retire it; anything else -> quarantine
-    (weight 0) until the next update window. None when the task has no sampling entry (held-out).
+
+class Fallback(BaseModel):
+    """The fallback's decision for one event: the sampling update to commit (None: leave sampling as it
+    is) and why, in words fit for the proposal record and the report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    update: HarnessUpdate | None
+    reason: str
+
+
+def _measured(attempt: dict[str, Any]) -> bool:
+    return bool((attempt.get("critique") or {}).get("measured"))
+
+
+def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequence[dict[str, Any]] | None = None, *,
+                      step: int | None = None, quarantine_steps: int = QUARANTINE_STEPS) -> Fallback:
+    """The safe sampling change once every candidate for `event` was rejected (docs/DESIGN.md §6).
+
+    No task leaves training through it:
+
+    - only a *confirmed* failure (`event.confirmed`: at least two groups of the detector's window showed
+      it) changes sampling; one noisy group never does;
+    - `attempts` (the event's candidates, as the graph records them) made only of LLM answers that gave
+      no measurable candidate (prose, malformed JSON, a wrong interface) change nothing: a garbage
+      answer costs a revision, never a sampling change on its own;
+    - collapse_high retires the task only while a harder variant of it is active; otherwise, like
+      collapse_low, the weight is halved (never below FALLBACK_MIN_WEIGHT, never 0);
+    - every other failure, and a collapse_low task already at the minimum weight, is quarantined until
+      `step + quarantine_steps` (`step` defaults to the later of the event's and the harness's step);
+      the sampler draws it again from then on with no further update.
+
+    The reason is also the update's rationale, so a committed fallback carries it into the store's log.
     """
-    entry = state.sampling.get(event.task_id)
+    tid = event.task_id
+    entry = state.sampling.get(tid)
     if entry is None:
-        return None
-    if event.type == "collapse_low":
-        op: Any = Reweight(task_id=event.task_id, weight=round(entry.weight * 0.5, 3))
-        why = "fallback: collapse_low persists; halve the task's sampling weight"
-    elif event.type == "collapse_high":
-        op, why = Retire(task_id=event.task_id), "fallback: saturated task; retire it"
+        return Fallback(update=None, reason=f"task {tid!r} has no sampling entry (held-out or unknown): nothing to change")
+    if entry.status != "active":
+        return Fallback(update=None, reason=f"task {tid!r} is {entry.status}: nothing to change")
+    if not event.confirmed:
+        return Fallback(update=None, reason=(
+            f"{event.type} seen in {event.window_hits} group(s) of the detector window, not confirmed: "
+            "one noisy group never changes a task's sampling"))
+    if attempts and all(a.get("source") == "llm" and not _measured(a) for a in attempts):
+        return Fallback(update=None, reason=(
+            f"no candidate was measured: all {len(attempts)} LLM answer(s) were unusable; a garbage answer costs "
+            "a revision, never a sampling change"))
+    now = step if step is not None else max(event.step, state.step)
+    confirmed = f"{event.type} confirmed in {event.window_hits} groups and not repaired"
+    variants = state.harder_variants(tid) if event.type == "collapse_high" else []
+    half = max(FALLBACK_MIN_WEIGHT, round(entry.weight * 0.5, 3))
+    op: Any
+    if variants:
+        op = Retire(task_id=tid)
+        why = f"fallback: {confirmed}; retire the saturated task, its harder variant {variants[0]!r} is active"
+    elif event.type in ("collapse_low", "collapse_high") and half < entry.weight:
+        op = Reweight(task_id=tid, weight=half)
+        why = f"fallback: {confirmed}; halve the task's sampling weight {entry.weight:g} -> {half:g} (it stays in training)"
     else:
-        op = Reweight(task_id=event.task_id, weight=0.0)
-        why = f"fallback: {event.type} not repaired; quarantine the task (weight 0) until the next update"
-    return HarnessUpdate(interface="sampling", ops=[op], rationale=why, event_id=event.id, predicted_effect="no rollouts wasted on the broken task")
+        until = now + quarantine_steps
+        op = Quarantine(task_id=tid, until_step=until)
+        why = f"fallback: {confirmed}; quarantine the task until step {until}, then it is drawn again"
+    update = HarnessUpdate(interface="sampling", ops=[op], rationale=why, event_id=event.id,
+                           predicted_effect="fewer rollouts spent on the broken task; no task leaves training")
+    return Fallback(update=update, reason=why)
+
+
+def fallback_update(event: FailureEvent, state: HarnessState, attempts: Sequence[dict[str, Any]] | None = None, *,
+                    step: int | None = None, quarantine_steps: int = QUARANTINE_STEPS) -> HarnessUpdate | None:
+    """`fallback_decision`'s update (its reason is the update's rationale); None when sampling stays as is."""
+    return fallback_decision(event, state, attempts, step=step, quarantine_steps=quarantine_steps).update

@@ -1,24 +1,20 @@
 """Structured outputs of the three agents (pydantic), plus the plain-JSON fallback parser.
 
 LLM brains ask for these through `with_structured_output`; servers without structured decoding get
-the same schema in the prompt and their text goes through `parse_json_output`. Everything an LLM
-returns is validated data: ids are checked against the harness by the agents, updates by
-`harness.ops.validate` — nothing is ever executed.
+the same schema in the prompt and their text goes through `parse_json_output` (the JSON extraction
+itself is `tools.llm_json`, shared with the judge). Everything an LLM returns is validated data:
+ids are checked against the harness by the agents, updates by `harness.ops.validate` — nothing is
+ever executed.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.types import HarnessUpdate, Interface
-
-# An LLM answer longer than this is not a JSON object we want to parse (and could be an attack on
-# the parser's time); real answers are a few KB.
-MAX_OUTPUT_CHARS = 64_000
+from tools.llm_json import first_json_object
 
 
 class Attribution(BaseModel):
@@ -82,35 +78,12 @@ class Critique(BaseModel):
 
 T = TypeVar("T", bound=BaseModel)
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
-
-
-def _first_json_object(text: str) -> Any:
-    """The first decodable top-level JSON object in `text` (code fences and prose around it allowed)."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
-    for chunk in candidates:
-        start = chunk.find("{")
-        tries = 0
-        # Each failed raw_decode may scan to the end of the text: bound the attempts, not just the size.
-        while start != -1 and tries < 32:
-            tries += 1
-            try:
-                obj, _ = decoder.raw_decode(chunk, start)
-            except json.JSONDecodeError:
-                start = chunk.find("{", start + 1)
-                continue
-            if isinstance(obj, dict):
-                return obj
-            start = chunk.find("{", start + 1)
-    raise ValueError("no JSON object found in the model output")
-
-
 def parse_json_output(text: str, schema: type[T]) -> T:
-    """Parse an LLM's plain-text answer into `schema`; raises ValueError naming the bad field."""
-    if len(text) > MAX_OUTPUT_CHARS:
-        raise ValueError(f"model output is {len(text)} characters, more than {MAX_OUTPUT_CHARS}")
-    return validate_output(_first_json_object(text), schema)
+    """Parse an LLM's plain-text answer into `schema`; raises ValueError naming the bad field.
+
+    The first JSON object in the text is taken (`tools.llm_json`: fences and prose allowed, bounded size and work).
+    """
+    return validate_output(first_json_object(text), schema)
 
 
 def validate_output(obj: Any, schema: type[T]) -> T:

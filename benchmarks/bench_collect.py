@@ -11,7 +11,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench_spec import ARMS, INTERFACES, PRESETS, SPURIOUS_EVENTS, Job
+from bench_spec import ARMS, PRESETS, SPURIOUS_EVENTS, Job
+
+from harness.types import INTERFACES
 from trainer.io import read_jsonl
 
 
@@ -64,14 +66,14 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
     for e in events:
         event_types[e["type"]] = event_types.get(e["type"], 0) + 1
     times = [m["time"] for m in metrics if "time" in m]
-    # Can a repair act? Only if its task is drawn again after the round (rows sampled from step+2 on:
-    # the dataloader prefetches one batch). Count the groups on updated tasks (or their variants) after it.
+    # Can a repair act? Only if its task is drawn again after the round (tasks are drawn at step time, so
+    # from step+1 on). Count the groups on updated tasks (or their variants) after it.
     updates = read_jsonl(run_dir / "harness" / "updates.jsonl")
     revisits = 0
     for u in updates:
         touched = {op["task_id"] for op in u["update"]["ops"]}
         for m in metrics:
-            if m["step"] > u["step"] + 1:
+            if m["step"] > u["step"]:
                 revisits += sum(1 for t in m.get("tasks", []) if t.split(".")[0] in touched)
     late = [m for m in metrics if m["step"] > len(metrics) // 2]
     return {

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from bench_collect import mean_of, paired_vs_fixed, sd_of
-from bench_spec import ARMS, INTERFACES
+from bench_spec import ARMS
+
+from harness.types import INTERFACES
 
 
 def _fmt(x: Any, nd: int = 1, sd: Any = None) -> str:

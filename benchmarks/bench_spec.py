@@ -35,7 +35,6 @@ ARMS: dict[str, Arm] = {a.name: a for a in [
     Arm("no-critic", "4e HarnessRL - critic", (*_FULL, "harness.critic=false"), False),
 ]}
 KEY_ARMS = [a for a in ARMS if ARMS[a].key]
-INTERFACES = ("sampling", "guidance", "criteria")
 SPURIOUS_EVENTS = ("spurious_length", "spurious_audit", "stuffing", "guidance_leak")
 
 

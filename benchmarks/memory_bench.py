@@ -40,6 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness.store import atomic_write_text  # noqa: E402
 from harness.types import FAILURE_TYPES, FailureEvent, HarnessUpdate  # noqa: E402
 from memory import EventRecord, ProposalRecord, TrainingMemory  # noqa: E402
 
@@ -231,12 +232,7 @@ def write_results(path: Path, section: str) -> None:
         text = text.rstrip() + "\n\n" + BEGIN + "\n" + END + "\n"
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(head + BEGIN + "\n" + section.strip() + "\n" + END + tail)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_text(path, head + BEGIN + "\n" + section.strip() + "\n" + END + tail)
 
 
 def main(argv: list[str] | None = None) -> int:

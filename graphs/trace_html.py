@@ -19,6 +19,8 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from harness.store import atomic_write_text
+
 MAX_JSON_CHARS = 6000
 _INTERNAL = ("branch:to:", "__pregel", "__start__")
 
@@ -260,8 +262,5 @@ def write_trace(db_path: str | Path, thread_id: str, out: str | Path) -> Path:
     drawable = graph.get_graph(xray=True)
     page = render_html(trace, drawable, drawable.draw_mermaid())
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    atomic_write_text(out, page)
     return out

@@ -1,9 +1,11 @@
 """Declarative response verifiers (`Check`s) for rubric criteria.
 
 A `Check` is data: a small pydantic spec that a proposer (rule or LLM) may write and that we
-evaluate with fixed Python code. Nothing in a spec is ever executed. The regex check runs on the
-`regex` engine with a hard timeout, a pattern-length cap and a structural whitelist (no
-backreferences, no lookarounds, no nested quantifiers), so a hostile pattern cannot stall training.
+evaluate with fixed Python code. Nothing in a spec is ever executed. The regex check is validated and
+run by the same engine (`regex`, VERSION0) with a hard timeout, a pattern-length cap and a structural
+whitelist (no backreferences, no lookarounds, no nested quantifiers, no fuzzy matching or other
+engine-specific syntax), so a hostile pattern cannot stall training; a search that times out raises
+`CheckTimeout` instead of deciding the criterion.
 
 Usage::
 
@@ -21,12 +23,13 @@ from typing import Annotated, Literal, Union
 import regex as safe_regex
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
+from harness.regex_syntax import validate_safe_pattern
+
 # Responses are scored on at most this many characters: a 1 MB completion must not cost 1 MB of
 # scanning per criterion. Real rollouts are a few KB; the cap only bounds adversarial inputs.
 MAX_SCAN_CHARS = 50_000
 MAX_PHRASES = 32
 MAX_PHRASE_CHARS = 200
-MAX_REGEX_CHARS = 200
 REGEX_TIMEOUT_S = 0.05
 MAX_NESTING = 3
 
@@ -253,73 +256,25 @@ class ForbidChars(_CheckBase):
         return not any(c in bad for c in t) and len(words(t)) >= self.min_words
 
 
-def validate_safe_pattern(pattern: str) -> None:
-    """Refuse regex features that make matching super-linear or stateful.
+class CheckTimeout(RuntimeError):
+    """A check could not decide within its time bound (a regex search timed out): neither met nor unmet.
 
-    Allowed: literals, classes, anchors, alternation, groups, and quantifiers whose operand holds no
-    other quantifier or alternation. Refused: backreferences, lookarounds, conditionals, inline flags,
-    nested quantifiers such as `(a+)+`, repeated alternation such as `(a|aa)*b`, and patterns over
-    MAX_REGEX_CHARS. The timeout in `Regex.evaluate` is the second line of defence.
+    `harness.scoring.programmatic_verdicts` turns it into an "error" verdict, which the judge counts as a
+    failure and leaves out of the scores of the whole group (`tools.judge`).
     """
-    if len(pattern) > MAX_REGEX_CHARS:
-        raise ValueError(f"regex longer than {MAX_REGEX_CHARS} characters")
-    for token, why in (("(?=", "lookahead"), ("(?!", "lookahead"), ("(?<", "lookbehind or named group"),
-                       ("(?(", "conditional"), ("(?P", "named group"), ("(?i", "inline flag"), ("(?s", "inline flag"),
-                       ("(?m", "inline flag"), ("(?x", "inline flag"), ("(?>", "atomic group"), ("\\g", "backreference"),
-                       ("\\k", "backreference")):
-        if token in pattern:
-            raise ValueError(f"regex feature not allowed: {why} ({token!r})")
-    if re.search(r"\\[1-9]", pattern):
-        raise ValueError("regex feature not allowed: backreference")
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        raise ValueError(f"invalid regex: {e}") from None
-    # Walk groups: a repeated group (`*`, `+`, `{`) must contain neither a quantifier (no (a+)+) nor an
-    # alternation (no (a|aa)*b: overlapping alternatives under repetition backtrack exponentially too).
-    has_quant: list[bool] = [False]
-    has_alt: list[bool] = [False]
-    i, quants = 0, set("*+?{")
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":  # skip a character class wholesale
-            j = i + 1
-            if j < len(pattern) and pattern[j] == "^":
-                j += 1
-            if j < len(pattern) and pattern[j] == "]":
-                j += 1
-            while j < len(pattern) and pattern[j] != "]":
-                j += 2 if pattern[j] == "\\" else 1
-            i = j + 1
-            continue
-        if c == "(":
-            has_quant.append(False)
-            has_alt.append(False)
-        elif c == ")":
-            inner_q = has_quant.pop() if len(has_quant) > 1 else False
-            inner_a = has_alt.pop() if len(has_alt) > 1 else False
-            follows = pattern[i + 1] if i + 1 < len(pattern) else ""
-            repeated = follows != "" and follows in "*+{"  # ("" is "in" every string)
-            if inner_q and repeated:
-                raise ValueError("regex feature not allowed: nested quantifier")
-            if inner_a and repeated:
-                raise ValueError("regex feature not allowed: repeated alternation")
-            if inner_q or follows in quants:
-                has_quant[-1] = True
-            if inner_a:
-                has_alt[-1] = True
-        elif c == "|":
-            has_alt[-1] = True
-        elif c in "*+{" or (c == "?" and i > 0 and pattern[i - 1] not in "(*+?}"):
-            has_quant[-1] = True
-        i += 1
 
 
 class Regex(_CheckBase):
-    """Bounded regex search (`must_match=False` inverts). Patterns are vetted by `validate_safe_pattern`."""
+    """Bounded regex search (`must_match=False` inverts) on the `regex` engine, VERSION0.
+
+    Patterns are vetted by `harness.regex_syntax.validate_safe_pattern` with the same engine, on the syntax
+    subset that means the same as in Python's `re`. Refused besides backreferences, lookarounds and nested
+    quantifiers: fuzzy matching (`(?:abc){e<=2}`; a literal `{` must be escaped), inline flags and version
+    switches (`(?i)`, `(?r)`, `(?V1)`), Unicode properties (`\\p{L}`), `\\G`, `\\K`, `\\X` and other
+    letter escapes, possessive quantifiers and atomic groups, nested sets and set operations in classes.
+    The search scans at most MAX_SCAN_CHARS characters and stops after REGEX_TIMEOUT_S: a timeout raises
+    `CheckTimeout`, never a verdict, because "no match" would turn a `must_match=False` check into "met".
+    """
 
     type: Literal["regex"] = "regex"
     pattern: str = Field(min_length=1)
@@ -333,11 +288,11 @@ class Regex(_CheckBase):
         return v
 
     def evaluate(self, text: str) -> bool:
-        flags = 0 if self.case_sensitive else safe_regex.IGNORECASE
+        flags = safe_regex.VERSION0 | (0 if self.case_sensitive else safe_regex.IGNORECASE)
         try:
             found = safe_regex.search(self.pattern, text[:MAX_SCAN_CHARS], flags, timeout=REGEX_TIMEOUT_S) is not None
         except TimeoutError:
-            found = False  # a pathological input counts as no match rather than stalling training
+            raise CheckTimeout(f"regex {self.pattern!r} timed out after {REGEX_TIMEOUT_S}s") from None
         return found == self.must_match
 
 

@@ -1,8 +1,8 @@
-"""Reward-failure detector: per-group statistics -> typed `FailureEvent`s (SYSTEM.md §3).
+"""Reward-failure detector: per-group statistics -> typed `FailureEvent`s (docs/DESIGN.md §5).
 
 Pipeline: the reward function builds one `GroupStats` per GRPO group (one visit of a task) from its
 `RolloutRecord`s; `Detector.observe(stats)` keeps a per-task window of the last W visits and returns
-the failure events this visit supports. Defaults follow notes/paper-reconstruction.md §3.
+the failure events this visit supports. Defaults are documented in docs/DESIGN.md §5.
 
 Event rules (thresholds on `DetectorConfig`; "zero variance" means std < eps, so a std of 1e-4 is
 dead while 0.06 is not):
@@ -17,6 +17,12 @@ dead while 0.06 is not):
 | stuffing        | share of rewarded rollouts repeating a required phrase (or a word 3-gram) >= stuffing_repeat times | share >= stuffing_share |
 | blind_criterion | a positive criterion with pass rate exactly 0 or 1 on each of the last W visits, group not dead | window full |
 | guidance_leak   | share of hinted rollouts whose response copies >= leak_overlap of the hint's word 4-grams | share >= leak_share |
+
+Confirmation: every event carries `window_hits`, how many groups in the task's window show the failure
+on their own (the per-visit condition above; for the pooled length correlation, a group's own
+Spearman >= length_corr; for the audit trend, every audited visit), and `confirmed` when that is at
+least `confirm_hits` (>= 2). Single groups of a few rollouts are noisy: an event may fire on one, but
+only a confirmed event may change a task's sampling in the fallback (agents/proposer.py).
 
 Flood control: an event key (type, task, criterion) that fired is muted for the next W-1 visits of
 the task unless the task's harness version changed (a new harness is new evidence).
@@ -33,10 +39,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.checks import MAX_SCAN_CHARS, AllOf, AnyOf, ContainsAll, ContainsAny, max_ngram_repeats, words
-from harness.types import Criterion, FailureEvent
+from harness.types import MIN_CONFIRM_HITS, Criterion, FailureEvent
 
 REPEAT_NGRAM = 3  # word 3-grams: repeating a short phrase, not a stop word, is the stuffing signal
 LEAK_NGRAM = 4
@@ -63,6 +69,14 @@ class DetectorConfig(_Model):
     leak_overlap: float = Field(default=0.5, ge=0.0, le=1.0)
     leak_share: float = Field(default=0.25, ge=0.0, le=1.0)
     dead_share_warn: float = Field(default=0.3, ge=0.0, le=1.0)
+    confirm_hits: int = Field(default=MIN_CONFIRM_HITS, ge=MIN_CONFIRM_HITS)  # groups that confirm a failure
+
+    @model_validator(mode="after")
+    def _confirmable(self) -> DetectorConfig:
+        if self.confirm_hits > self.window:
+            raise ValueError(f"confirm_hits ({self.confirm_hits}) exceeds window ({self.window}): no failure could "
+                             "ever be confirmed, so the sampling fallback could never act")
+        return self
 
 
 class RolloutRecord(_Model):
@@ -252,6 +266,35 @@ class Detector:
     def _flat(self, s: GroupStats) -> bool:
         return self.is_dead(s) and self.config.tau_lo < s.mean < self.config.tau_hi
 
+    def _length_hit(self, s: GroupStats) -> bool:
+        return s.length_corr is not None and s.length_corr >= self.config.length_corr
+
+    def _gap_hit(self, s: GroupStats) -> bool:
+        return s.audit_mean is not None and s.mean - s.audit_mean > self.config.audit_gap
+
+    def _stuffing(self, s: GroupStats) -> tuple[float, str | None, int] | None:
+        """(share of rewarded rollouts that stuff, the most stuffed criterion, rewarded count), or None
+        when the group does not stuff."""
+        cfg = self.config
+        rewarded = [i for i, r in enumerate(s.rewards) if r > 0]
+        if not rewarded or len(s.phrase_repeats) != s.n or len(s.repeats) != s.n:
+            return None
+        stuffers = [i for i in rewarded if s.phrase_repeats[i] >= cfg.stuffing_repeat or s.repeats[i] >= cfg.stuffing_repeat]
+        share = len(stuffers) / len(rewarded)
+        if not stuffers or share < cfg.stuffing_share:
+            return None
+        cids = Counter(s.stuffed_criteria[i] for i in stuffers
+                       if s.phrase_repeats[i] >= cfg.stuffing_repeat and s.stuffed_criteria[i])
+        return share, (cids.most_common(1)[0][0] if cids else None), len(rewarded)
+
+    def _leak(self, s: GroupStats) -> float | None:
+        """Share of hinted rollouts that copy the hint, or None when the group does not leak."""
+        hinted = [o for o in s.leak_overlaps if o is not None]
+        if not hinted:
+            return None
+        share = sum(o >= self.config.leak_overlap for o in hinted) / len(hinted)
+        return share if share >= self.config.leak_share else None
+
     # -- main entry ---------------------------------------------------------------------------------
     def observe(self, stats: GroupStats) -> list[FailureEvent]:
         cfg = self.config
@@ -259,7 +302,8 @@ class Detector:
         win.append(stats)
         visit = self._visits[stats.task_id] = self._visits.get(stats.task_id, 0) + 1
         visits = list(win)
-        candidates: list[tuple[str, str | None, list[GroupStats], dict[str, Any]]] = []
+        # (type, criterion, supporting visits, extra stats, groups in the window showing the failure)
+        candidates: list[tuple[str, str | None, list[GroupStats], dict[str, Any], int]] = []
 
         for kind, pred in (("collapse_low", self._low), ("collapse_high", self._high), ("flat", self._flat)):
             if not pred(stats):
@@ -267,14 +311,15 @@ class Detector:
             hits = [s for s in visits if pred(s)]
             first = kind != "flat" and cfg.first_visit and visit == 1
             if len(hits) >= cfg.min_hits or first:
-                candidates.append((kind, None, hits, {"hits": len(hits), "first_visit": first}))
+                candidates.append((kind, None, hits, {"hits": len(hits), "first_visit": first}, len(hits)))
 
         lengths = [x for s in visits for x in s.lengths]
         rewards = [x for s in visits for x in s.rewards]
         if len(lengths) == len(rewards) and len(lengths) >= cfg.min_corr_n:
             rho = _spearman(lengths, rewards)
             if rho is not None and rho >= cfg.length_corr:
-                candidates.append(("spurious_length", None, visits, {"pooled_length_corr": rho, "pooled_n": len(rewards)}))
+                candidates.append(("spurious_length", None, visits, {"pooled_length_corr": rho, "pooled_n": len(rewards)},
+                                   sum(self._length_hit(s) for s in visits)))
 
         audited = [s for s in visits if s.audit_mean is not None]
         if audited:
@@ -283,19 +328,14 @@ class Detector:
             audit_change = audited[-1].audit_mean - audited[0].audit_mean if len(audited) >= 2 else 0.0  # type: ignore[operator]
             trend = len(audited) >= 2 and rise >= cfg.audit_rise and audit_change <= cfg.audit_flat
             if gap > cfg.audit_gap or trend:
+                hits = max(sum(self._gap_hit(s) for s in audited), len(audited) if trend else 0)
                 candidates.append(("spurious_audit", None, audited,
-                                   {"train_audit_gap": gap, "train_rise": rise, "audit_change": audit_change}))
+                                   {"train_audit_gap": gap, "train_rise": rise, "audit_change": audit_change}, hits))
 
-        rewarded = [i for i, r in enumerate(stats.rewards) if r > 0]
-        if rewarded and len(stats.phrase_repeats) == stats.n and len(stats.repeats) == stats.n:
-            stuffers = [i for i in rewarded
-                        if stats.phrase_repeats[i] >= cfg.stuffing_repeat or stats.repeats[i] >= cfg.stuffing_repeat]
-            share = len(stuffers) / len(rewarded)
-            if stuffers and share >= cfg.stuffing_share:
-                cids = Counter(stats.stuffed_criteria[i] for i in stuffers
-                               if stats.phrase_repeats[i] >= cfg.stuffing_repeat and stats.stuffed_criteria[i])
-                cid = cids.most_common(1)[0][0] if cids else None
-                candidates.append(("stuffing", cid, [stats], {"stuffing_share": share, "rewarded": len(rewarded)}))
+        if (stuffed := self._stuffing(stats)) is not None:
+            share, cid, n_rewarded = stuffed
+            candidates.append(("stuffing", cid, [stats], {"stuffing_share": share, "rewarded": n_rewarded},
+                               sum(self._stuffing(s) is not None for s in visits)))
 
         if len(visits) == cfg.window and not self.is_dead(stats):
             for cid, rate in stats.pass_rates.items():
@@ -303,16 +343,14 @@ class Detector:
                     continue  # a pitfall nobody triggers is the goal, not a blind spot
                 rates = [s.pass_rates.get(cid) for s in visits]
                 if all(r == 0.0 for r in rates) or all(r == 1.0 for r in rates):
-                    candidates.append(("blind_criterion", cid, visits, {"pass_rate": rate}))
+                    candidates.append(("blind_criterion", cid, visits, {"pass_rate": rate}, len(visits)))
 
-        hinted = [o for o in stats.leak_overlaps if o is not None]
-        if hinted:
-            share = sum(o >= cfg.leak_overlap for o in hinted) / len(hinted)
-            if share >= cfg.leak_share:
-                candidates.append(("guidance_leak", None, [stats], {"leak_share": share}))
+        if (leak := self._leak(stats)) is not None:
+            candidates.append(("guidance_leak", None, [stats], {"leak_share": leak},
+                               sum(self._leak(s) is not None for s in visits)))
 
         events = []
-        for kind, cid, support, extra in candidates:
+        for kind, cid, support, extra, hits in candidates:
             if self._muted(kind, stats.task_id, cid, visit, stats.harness_version):
                 continue
             self._emitted[(kind, stats.task_id, cid)] = _Emitted(visit=visit, harness_version=stats.harness_version)
@@ -320,6 +358,7 @@ class Detector:
             events.append(FailureEvent(
                 id=f"{kind}:{stats.task_id}:{stats.step}{suffix}", type=kind, task_id=stats.task_id, step=stats.step,
                 stats={**stats.summary(), **extra}, window=[s.step for s in support], criterion_id=cid,
+                window_hits=hits, confirmed=hits >= cfg.confirm_hits,
             ))
         return events
 

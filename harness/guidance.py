@@ -7,7 +7,7 @@ and unhinted groups is the fade-out plan), and a hinted visit sees the first
 ceil(fraction * len(hints)) hints, so the oldest hints are revealed longest.
 
 Hints go into the user turn by default: in the SmolLM2 spike, user-turn hints let 4 of 5 collapsed
-tasks escape versus 2 of 5 in the system prompt (notes/smollm2-grpo-facts.md).
+tasks escape versus 2 of 5 in the system prompt.
 
 `hint_leaks_reference` is the guard `harness.ops` uses to refuse a hint that gives the answer away.
 """

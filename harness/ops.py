@@ -15,6 +15,9 @@ Decisions worth knowing:
   letting the evolver edit their hints or criteria would let it move the evaluation yardstick.
 - Ops on retired tasks and on variants are allowed (e.g. re-hint a task before reviving it).
 - Idempotent sampling ops (retiring a retired task) are allowed; edits that change nothing are not.
+- `quarantine` skips a task in sampling until a later step (it must end after the commit step, and
+  the task must be active); `revive` also ends a quarantine. No sampling op may leave training with no
+  task to draw at the commit step (active, positive weight, not quarantined).
 - A variant inherits the parent's `reference_answer` (so the hint-leak guard keeps working on it)
   and `audit_criteria` (so its true quality stays measurable); `meta["lineage"]` lists its
   ancestors, root first.
@@ -44,6 +47,7 @@ from harness.types import (
     RemoveCriterion,
     RemoveHint,
     Retire,
+    Quarantine,
     Revive,
     Reweight,
     ReweightCriterion,
@@ -67,10 +71,11 @@ class UpdateRejected(ValueError):
 
 
 class _Ctx:
-    """Where we are in the update, to build errors that name the op and field."""
+    """Where we are in the update, to build errors that name the op and field; `now` is the training
+    step the new version is committed at (quarantines are judged against it)."""
 
-    def __init__(self, index: int, op: str) -> None:
-        self.index, self.op = index, op
+    def __init__(self, index: int, op: str, now: int) -> None:
+        self.index, self.op, self.now = index, op, now
 
     def reject(self, field: str, reason: str) -> UpdateRejected:
         return UpdateRejected(self.index, self.op, field, reason)
@@ -130,8 +135,9 @@ def _set_criteria(state: HarnessState, task_id: str, criteria: list[Criterion], 
 
 
 def _require_active_task(state: HarnessState, ctx: _Ctx) -> None:
-    if not state.active_task_ids():
-        raise ctx.reject("task_id", "would leave no active task with a positive sampling weight")
+    if not state.drawable_task_ids(ctx.now):
+        raise ctx.reject("task_id", "would leave no active task with a positive sampling weight "
+                                    f"that is not quarantined at step {ctx.now}")
 
 
 def _first_error(err: ValidationError) -> tuple[str, str]:
@@ -152,7 +158,19 @@ def _retire(state: HarnessState, op: Retire, ctx: _Ctx) -> None:
 
 
 def _revive(state: HarnessState, op: Revive, ctx: _Ctx) -> None:
-    _sampling(state, op.task_id, ctx).status = "active"
+    entry = _sampling(state, op.task_id, ctx)
+    entry.status, entry.quarantined_until = "active", None
+
+
+def _quarantine(state: HarnessState, op: Quarantine, ctx: _Ctx) -> None:
+    entry = _sampling(state, op.task_id, ctx)
+    if op.until_step <= ctx.now:
+        raise ctx.reject("until_step", f"{op.until_step} is not after the commit step {ctx.now}: "
+                                       "the quarantine would already be over")
+    if entry.status != "active":
+        raise ctx.reject("task_id", f"task {op.task_id!r} is {entry.status}; only an active task can be quarantined")
+    entry.quarantined_until = op.until_step
+    _require_active_task(state, ctx)
 
 
 def _add_variant(state: HarnessState, op: AddVariant, ctx: _Ctx) -> None:
@@ -294,7 +312,7 @@ def _reweight_criterion(state: HarnessState, op: ReweightCriterion, ctx: _Ctx) -
 
 
 _APPLY: dict[str, Callable[[HarnessState, Any, _Ctx], None]] = {
-    "reweight": _reweight, "retire": _retire, "revive": _revive, "add_variant": _add_variant,
+    "reweight": _reweight, "retire": _retire, "revive": _revive, "quarantine": _quarantine, "add_variant": _add_variant,
     "add_hint": _add_hint, "edit_hint": _edit_hint, "remove_hint": _remove_hint, "set_schedule": _set_schedule,
     "add_criterion": _add_criterion, "edit_criterion": _edit_criterion, "split_criterion": _split_criterion,
     "remove_criterion": _remove_criterion, "reweight_criterion": _reweight_criterion, "add_pitfall": _add_pitfall,
@@ -310,7 +328,7 @@ def apply(state: HarnessState, update: HarnessUpdate, *, step: int | None = None
         raise TypeError(f"update must be a HarnessUpdate, got {type(update).__name__}")
     new = state.model_copy(deep=True)
     for i, op in enumerate(update.ops):
-        _APPLY[op.op](new, op, _Ctx(i, op.op))
+        _APPLY[op.op](new, op, _Ctx(i, op.op, state.step if step is None else step))
     new.version = state.version + 1
     new.parent_version = state.version
     if step is not None:

@@ -8,6 +8,11 @@ Distribution: p_i = (1 - floor) * w_i m_i / Σ w m + floor / N over the N active
 the harness weight and m an optional per-task multiplier (the DAPO-style dynamic-filtering baseline
 down-weights tasks whose groups had zero variance through it). The uniform floor keeps every active
 task reachable, so a down-weighted task can still show that it recovered.
+
+Quarantine: a task whose `quarantined_until` lies after the step being drawn for is skipped (it is not
+among the N); from that step on it is drawn again with no further update. Callers pass the training
+step the draw belongs to; without one, quarantines are judged at the step the harness version was
+committed.
 """
 
 from __future__ import annotations
@@ -34,23 +39,26 @@ class TaskSampler:
             raise ValueError(f"multiplier for {task_id!r} must be >= 0, got {m}")
         self._multipliers[task_id] = float(m)
 
-    def weights(self) -> dict[str, float]:
-        """Sampling probabilities over the active tasks (sum to 1)."""
+    def weights(self, step: int | None = None) -> dict[str, float]:
+        """Sampling probabilities over the tasks drawable at training step `step` (sum to 1)."""
         state = self._state()
-        ids = state.active_task_ids()
+        ids = state.drawable_task_ids(step)
         if not ids:
-            raise ValueError(f"harness version {state.version} has no active task with a positive weight")
+            at = state.step if step is None else step
+            raise ValueError(f"harness version {state.version} has no active task with a positive weight "
+                             f"that is not quarantined at step {at}")
         raw = {t: state.sampling[t].weight * self._multipliers.get(t, 1.0) for t in ids}
         total = sum(raw.values())
         if total <= 0:  # every multiplier is 0: fall back to uniform rather than divide by zero
             return {t: 1.0 / len(ids) for t in ids}
         return {t: (1.0 - self.floor) * w / total + self.floor / len(ids) for t, w in raw.items()}
 
-    def draw(self, k: int) -> list[str]:
-        """k task ids, drawn independently with replacement (GRPO groups may repeat a task)."""
+    def draw(self, k: int, step: int | None = None) -> list[str]:
+        """k task ids for training step `step`, drawn independently with replacement (GRPO groups may
+        repeat a task)."""
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
-        w = self.weights()
+        w = self.weights(step)
         ids = list(w)
         return self._rng.choices(ids, weights=[w[t] for t in ids], k=k)
 

@@ -21,7 +21,7 @@ Durability rules:
 - One writer per store: `commit` holds an exclusive `flock` on `root/.lock`.
 
 Rejected proposals are not logged here: `updates.jsonl` holds committed updates only; the evolver
-records rejected candidates and the critic's numbers in the training memory (SYSTEM.md §4).
+records rejected candidates and the critic's numbers in the training memory (docs/DESIGN.md §9).
 """
 
 from __future__ import annotations
@@ -68,8 +68,14 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write-temp-fsync-rename in `path`'s directory, then fsync the directory."""
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write-temp-fsync-rename in `path`'s directory, then fsync the directory: the repo's one atomic write.
+
+    A crash leaves the old file or the new one, never half of one; a failed write removes its temp file.
+    Missing parent folders are created first (run folders grow lazily).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -263,6 +269,8 @@ def diff_states(a: HarnessState, b: HarnessState) -> list[str]:
                 out.append(f"sampling {t}: weight {sa.weight:g} -> {sb.weight:g}")
             if sa.status != sb.status:
                 out.append(f"sampling {t}: status {sa.status} -> {sb.status}")
+            if sa.quarantined_until != sb.quarantined_until:
+                out.append(f"sampling {t}: quarantined until step {sa.quarantined_until} -> {sb.quarantined_until}")
     for t in sorted(set(a.guidance) | set(b.guidance)):
         ga, gb = a.guidance_for(t), b.guidance_for(t)
         ha, hb = {h.id: h for h in ga.hints}, {h.id: h for h in gb.hints}

@@ -3,7 +3,8 @@
 Everything here is a pydantic v2 model that round-trips through JSON. The harness is the training
 configuration that co-evolves with the policy:
 
-- task sampling  -> `HarnessState.sampling` (weight and status per task) and `HarnessState.variants`
+- task sampling  -> `HarnessState.sampling` (weight, status and an expiring quarantine per task) and
+  `HarnessState.variants`
 - rollout guidance -> `HarnessState.guidance` (hints plus a reveal schedule per task)
 - rubric criteria -> `HarnessState.criteria_overrides` (the full criteria list of a task once edited)
 
@@ -25,6 +26,7 @@ CriterionKind = Literal["essential", "important", "optional", "pitfall"]
 # RaR convention: category -> default integer weight. Pitfalls are negative.
 DEFAULT_WEIGHTS: dict[str, float] = {"essential": 5.0, "important": 3.0, "optional": 1.0, "pitfall": -3.0}
 MAX_ABS_WEIGHT = 10.0
+MIN_CONFIRM_HITS = 2  # a failure is confirmed by at least this many groups, never by one
 FailureType = Literal[
     "collapse_low", "collapse_high", "flat", "spurious_length", "spurious_audit", "stuffing", "blind_criterion",
     "guidance_leak",
@@ -137,8 +139,18 @@ class Guidance(_Model):
 
 
 class TaskSampling(_Model):
+    """How training draws one task. A quarantined task stays active (still part of training) but the
+    sampler skips it until step `quarantined_until`, when it is drawn again with no further update:
+    a quarantine always ends, unlike weight 0 or retirement."""
+
     weight: float = Field(default=1.0, ge=0.0, le=100.0)
     status: Literal["active", "retired"] = "active"
+    quarantined_until: int | None = Field(default=None, ge=1)
+
+    def drawable(self, step: int) -> bool:
+        """Whether the sampler may draw this task at training step `step`."""
+        return (self.status == "active" and self.weight > 0
+                and (self.quarantined_until is None or step >= self.quarantined_until))
 
 
 class HarnessState(_Model):
@@ -180,14 +192,30 @@ class HarnessState(_Model):
         return self.task(task_id).criteria
 
     def active_task_ids(self) -> list[str]:
-        """Sampleable training tasks (base and variants), in a stable order."""
+        """Training tasks (base and variants) in a stable order: active with a positive weight. A
+        quarantined task counts (it returns on its own); `drawable_task_ids` is what a step may draw."""
         return sorted(t for t, s in self.sampling.items() if s.status == "active" and s.weight > 0)
+
+    def drawable_task_ids(self, step: int | None = None) -> list[str]:
+        """Active tasks the sampler may draw at training step `step` (quarantines not yet over are
+        skipped). Without a step, quarantines are judged at the step this version was committed."""
+        at = self.step if step is None else step
+        return sorted(t for t, s in self.sampling.items() if s.drawable(at))
+
+    def harder_variants(self, task_id: str) -> list[str]:
+        """Variants derived from `task_id` (at any depth) that training still samples (active, weight > 0).
+        A variant is its parent's prompt plus one added constraint, so each is a harder version of it."""
+        return sorted(
+            v.id for v in self.variants.values()
+            if task_id in v.meta.get("lineage", [v.parent_id]) and v.id in self.sampling
+            and self.sampling[v.id].status == "active" and self.sampling[v.id].weight > 0
+        )
 
     def guidance_for(self, task_id: str) -> Guidance:
         return self.guidance.get(task_id, Guidance())
 
 
-# -- update ops (SYSTEM.md §3). Each op names the task it touches. -------------------------------
+# -- update ops (docs/DESIGN.md §4). Each op names the task it touches. -------------------------------
 class _Op(_Model):
     task_id: str
 
@@ -202,7 +230,18 @@ class Retire(_Op):
 
 
 class Revive(_Op):
+    """Back to active; also ends a quarantine, so the task is drawn again from the next step."""
+
     op: Literal["revive"] = "revive"
+
+
+class Quarantine(_Op):
+    """Skip the task in sampling until training step `until_step`, after which it is drawn again.
+
+    The task stays active with its weight: a quarantine is a pause with an end, never a removal."""
+
+    op: Literal["quarantine"] = "quarantine"
+    until_step: int = Field(ge=1)
 
 
 class AddVariant(_Op):
@@ -278,13 +317,14 @@ class AddPitfall(_Op):
 
 Op = Annotated[
     Union[
-        Reweight, Retire, Revive, AddVariant, AddHint, EditHint, RemoveHint, SetSchedule, AddCriterion,
+        Reweight, Retire, Revive, Quarantine, AddVariant, AddHint, EditHint, RemoveHint, SetSchedule, AddCriterion,
         EditCriterion, SplitCriterion, RemoveCriterion, ReweightCriterion, AddPitfall,
     ],
     Field(discriminator="op"),
 ]
 OP_INTERFACE: dict[str, Interface] = {
-    "reweight": "sampling", "retire": "sampling", "revive": "sampling", "add_variant": "sampling",
+    "reweight": "sampling", "retire": "sampling", "revive": "sampling", "quarantine": "sampling",
+    "add_variant": "sampling",
     "add_hint": "guidance", "edit_hint": "guidance", "remove_hint": "guidance", "set_schedule": "guidance",
     "add_criterion": "criteria", "edit_criterion": "criteria", "split_criterion": "criteria",
     "remove_criterion": "criteria", "reweight_criterion": "criteria", "add_pitfall": "criteria",
@@ -312,7 +352,7 @@ class HarnessUpdate(_Model):
         """Tasks this update touches (new variants included), in first-seen order."""
         out: list[str] = []
         for op in self.ops:
-            for t in (op.task_id, getattr(op, "variant_id", None)):
+            for t in (op.task_id, op.variant_id if isinstance(op, AddVariant) else None):
                 if t and t not in out:
                     out.append(t)
         return out
@@ -328,3 +368,23 @@ class FailureEvent(_Model):
     stats: dict[str, Any] = Field(default_factory=dict)
     window: list[int] = Field(default_factory=list)  # steps of the visits that support the event
     criterion_id: str | None = None  # for blind_criterion / stuffing
+    # How many groups in the detector's window showed this failure, and whether that is enough to act on
+    # the task's sampling: the fallback answers only confirmed failures, never one noisy group of rollouts.
+    # Events written before these fields existed read them from `window` (one step per supporting visit).
+    window_hits: int = Field(default=1, ge=0)
+    confirmed: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _confirmation_from_window(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "window_hits" not in data:
+            hits = len(data.get("window") or []) or 1
+            data = {**data, "window_hits": hits, "confirmed": data.get("confirmed", hits >= MIN_CONFIRM_HITS)}
+        return data
+
+    @model_validator(mode="after")
+    def _confirmed_needs_groups(self) -> FailureEvent:
+        if self.confirmed and self.window_hits < MIN_CONFIRM_HITS:
+            raise ValueError(f"confirmed: a failure seen in {self.window_hits} group(s) cannot be confirmed "
+                             f"(needs at least {MIN_CONFIRM_HITS})")
+        return self

@@ -1,5 +1,5 @@
 """Training-time memory: Chroma collections of group summaries, failure events, attributions, proposals and
-task profiles, with our own offline embedding functions (SYSTEM.md §4).
+task profiles, with our own offline embedding functions (docs/DESIGN.md §9).
 
 Importing this package registers `MiniLMEmbedding` and `HashEmbedding` with Chroma (so stored collections can
 be reopened) and does not import torch: the MiniLM model loads on first use.

@@ -1,7 +1,7 @@
 """Our own Chroma embedding functions: bundled all-MiniLM-L6-v2 (real runs) and a hashing embedder (tests).
 
 Chroma's default embedding function downloads an ONNX model on first use, which fails offline
-(environment-facts §2a), so every collection we create or open passes one of these explicitly. Both are
+(our runs have no model hub), so every collection we create or open passes one of these explicitly. Both are
 registered with `register_embedding_function` so that Chroma can rebuild them from the name/config it
 persists with a collection (importing this module is enough; `memory/__init__` does it).
 
@@ -91,7 +91,7 @@ def load_minilm(backend: str | None = None) -> Any:
                 _models[backend] = OnnxMiniLM(minilm_model_path(), threads=_onnx_threads())
             else:
                 # Imported here, not at module level: sentence-transformers pulls in torch, and the evolver side
-                # must import `memory` without it (SYSTEM.md §2).
+                # must import `memory` without it (see AGENTS.md).
                 from sentence_transformers import SentenceTransformer
 
                 # local_files_only: the folder is complete, so the load never consults the hub. We do not flip
@@ -133,7 +133,7 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
 
     def get_config(self) -> dict[str, Any]:
         # No model path here: Chroma persists the config, and an absolute site-packages path would break when
-        # the venv moves (environment-facts §2b). The path is resolved from the installed wheel at load time.
+        # the venv moves. The path is resolved from the installed wheel at load time.
         # No backend either: both give the same vectors, and the store compares this config on reopen.
         return {"model": "all-MiniLM-L6-v2", "batch_size": self.batch_size}
 

@@ -11,7 +11,9 @@ One record type per collection:
 | `TaskProfile` (running summary of one task) | profiles | `profile:<task>` |
 
 `document()` is a compact natural-language summary: it is what the embedder sees, so cross-task search
-matches on failure type, domain, interface, the ops' text and the outcome. `metadata()` is flat
+matches on failure type, domain, interface, the ops' text and the outcome. It is also what the evolver's
+LLM roles read (memory tools, evidence), so it never carries audit scores (`harness.visibility`): those
+stay in the record's fields for the trainer's report and the critic. `metadata()` is flat
 (str/int/float/bool, no None, finite numbers only) because Chroma filters on flat scalars; the full record
 is kept as JSON in the `json` field and `record_from_metadata` rebuilds it.
 """
@@ -25,6 +27,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.types import FailureEvent, HarnessUpdate, Interface
+from harness.visibility import redact, redact_reasons
 
 Kind = Literal["groups", "events", "attributions", "proposals", "profiles"]
 KINDS: tuple[Kind, ...] = ("groups", "events", "attributions", "proposals", "profiles")
@@ -125,11 +128,12 @@ class GroupSummary(_Record):
     stats: dict[str, Any] = Field(default_factory=dict)  # harness.detector GroupStats as a dict
     best: ResponseSample | None = None
     worst: ResponseSample | None = None
+    texts: list[str] = Field(default_factory=list)  # every completion of the group: the critic re-scores them
 
     @classmethod
     def from_stats(
         cls, stats: Any, best: Any = None, worst: Any = None, harness_version: int = 0, *, domain: str = "",
-        group_index: int = 0,
+        group_index: int = 0, texts: list[str] | None = None,
     ) -> GroupSummary:
         """From a detector `GroupStats` (or its dict) plus the best and worst rollouts of the group."""
         d = _as_dict(stats)
@@ -140,6 +144,7 @@ class GroupSummary(_Record):
             task_id=str(d["task_id"]), step=int(d["step"]), harness_version=harness_version, group_index=group_index,
             domain=domain, stats=d, best=None if best is None else ResponseSample.of(best),
             worst=None if worst is None else ResponseSample.of(worst),
+            texts=[str(t)[:MAX_RESPONSE_CHARS] for t in texts or []],
         )
 
     @property
@@ -194,7 +199,7 @@ class EventRecord(_Record):
         text = f"{e.type} on {where} at step {e.step}"
         if e.criterion_id:
             text += f", criterion {e.criterion_id}"
-        nums = [f"{k} {v:.2f}" for k, v in e.stats.items() if isinstance(v, float) and math.isfinite(v)][:6]
+        nums = [f"{k} {v:.2f}" for k, v in redact(e.stats).items() if isinstance(v, float) and math.isfinite(v)][:6]
         if nums:
             text += ": " + ", ".join(nums)
         if e.window:
@@ -280,10 +285,10 @@ class ProposalRecord(_Record):
         if self.update is not None:
             text += f": {_op_summary(self.update)}"
         text += f"; outcome {self.outcome}"
-        if self.deltas:
-            text += " (" + ", ".join(f"{k} {_num(float(v))}" for k, v in self.deltas.items()) + ")"
+        if deltas := redact(self.deltas):
+            text += " (" + ", ".join(f"{k} {_num(float(v))}" for k, v in deltas.items()) + ")"
         if self.reasons:
-            text += "; " + _snippet("; ".join(self.reasons), 200)
+            text += "; " + _snippet("; ".join(redact_reasons(self.reasons)), 200)
         return text
 
     def _extra_metadata(self) -> dict[str, Any]:

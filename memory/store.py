@@ -1,5 +1,5 @@
 """`TrainingMemory`: the evolver's Chroma-backed memory of groups, failure events, attributions, proposals
-and task profiles (SYSTEM.md §4).
+and task profiles (docs/DESIGN.md §9).
 
 Two ways to reach Chroma, same API:
 
@@ -39,6 +39,7 @@ from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings
 from chromadb.errors import ChromaError
 
+from harness.store import atomic_write_text
 from memory.embeddings import make_embedding
 from memory.records import (
     KINDS,
@@ -384,21 +385,15 @@ class TrainingMemory:
 
     # -- snapshots (engine-independent JSONL; resume restores the memory with the harness version) ------------
     def snapshot(self, dest: str | os.PathLike[str]) -> Path:
-        """Write every record to a JSONL file atomically (temp file, fsync, rename). Embeddings are not stored:
+        """Write every record to a JSONL file atomically (`atomic_write_text`). Embeddings are not stored:
         `restore` recomputes them, which keeps the file small and portable across embedders of the same kind."""
         dest = Path(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"format": SNAPSHOT_FORMAT, "embedding": self.embedding.name()}) + "\n")
-            for kind in KINDS:
-                rows = self._get(kind, None)
-                rows.sort(key=lambda r: (int(r[0].get("step", 0)), int(r[0].get("seq", 0))))
-                for _, rec in rows:
-                    f.write(json.dumps({"kind": kind, "record": rec.model_dump(mode="json")}) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
+        lines = [json.dumps({"format": SNAPSHOT_FORMAT, "embedding": self.embedding.name()})]
+        for kind in KINDS:
+            rows = self._get(kind, None)
+            rows.sort(key=lambda r: (int(r[0].get("step", 0)), int(r[0].get("seq", 0))))
+            lines.extend(json.dumps({"kind": kind, "record": rec.model_dump(mode="json")}) for _, rec in rows)
+        atomic_write_text(dest, "".join(line + "\n" for line in lines))
         return dest
 
     def restore(self, src: str | os.PathLike[str]) -> dict[str, int]:

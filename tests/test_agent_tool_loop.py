@@ -197,8 +197,8 @@ def test_chat_openai_proposer_calls_tools_over_http_in_the_graph(tmp_path, opena
     ])
     out = graph.invoke({"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10},
                        {"configurable": {"thread_id": "t"}},
-                       context={"services_key": key, "samples_per_candidate": 4, "proposer_model": "openai:stub",
-                                "base_url": openai_stub.base_url, "llm_timeout_s": 5, "use_memory": use_memory})
+                       context={"services_key": key, "sample_k": 4, "proposer_model": "openai:stub",
+                                "base_url": openai_stub.base_url, "llm_timeout_s": 5, "memory": use_memory})
     (report,) = out["reports"]
     assert report["decision"] == "accepted" and report["attempts"][0]["source"] == "llm"
     assert svc.store.latest().task("med-1").criteria[0].check.model_dump(exclude_none=True)["type"] == "all_of"
@@ -210,7 +210,7 @@ def test_chat_openai_proposer_calls_tools_over_http_in_the_graph(tmp_path, opena
     tool_msgs = {m["tool_call_id"]: m["content"] for m in second["messages"] if m["role"] == "tool"}
     assert '"id":"water"' in tool_msgs["c-harness"]
     scored = json.loads(tool_msgs["c-score"])  # the real judge scored the response against the real rubric
-    assert scored[0]["verdicts"]["water"]["met"] is True and scored[0]["audit"] == 1.0
+    assert scored[0]["verdicts"]["water"]["met"] is True and "audit" not in scored[0]  # the audit stays hidden
 
     calls = report["tool_calls"]
     assert [(c["agent"], c["revision"], c["name"], c["error"]) for c in calls] == [

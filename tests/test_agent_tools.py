@@ -1,4 +1,4 @@
-"""Agent tools and services: closed-over infrastructure, readable errors, real store/memory/HTTP.
+"""Agent tools: closed-over infrastructure, readable errors, real store/memory/HTTP.
 
 Real components: `HarnessStore` on a tmp folder, `TrainingMemory` (ephemeral Chroma, hash embedding),
 `OpenAIEndpoint` against the stdlib OpenAI stub, LangGraph's `ToolNode`. The policy in most tests is a
@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
+from graphs.services import Services
 from harness.store import HarnessStore
 from harness.types import Criterion, FailureEvent, HarnessState, HarnessUpdate, Message, Task
 from memory.records import EventRecord, ProposalRecord
@@ -22,9 +23,6 @@ from memory.store import TrainingMemory
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
 from tools.agent_tools import make_tools
 from tools.judge import Judge
-from tools.services import (
-    Services, get_services, parse_policy, register_services, services_from_settings, unregister_services,
-)
 
 INFRA = {"store", "endpoint", "judge", "memory", "services", "step", "state", "detector_config"}
 EXPECTED_ARGS = {
@@ -100,7 +98,7 @@ def test_unknown_task_id_is_a_readable_error(services, name, args):
 def test_current_harness_shows_training_view_not_hidden_parts(services):
     view = json.loads(_tools(services)["current_harness"].invoke({"task_id": "a"}))
     assert [c["id"] for c in view["criteria"]] == ["water", "txt"]
-    assert view["sampling"] == {"weight": 1.0, "status": "active"} and view["harness_version"] == 0
+    assert view["sampling"] == {"weight": 1.0, "status": "active", "quarantined_until": None} and view["harness_version"] == 0
     text = json.dumps(view)
     assert "doctor" not in text and "two glasses" not in text  # audit criteria and reference stay hidden
     assert view["has_reference_answer"] is True
@@ -118,7 +116,7 @@ def test_sample_policy_uses_current_hints_and_clamps_n(services):
 def test_score_responses_sync_and_async(services):
     tool = _tools(services)["score_responses"]
     out = json.loads(tool.invoke({"task_id": "a", "responses": ["water, see a doctor", "nothing"]}))
-    assert [r["score"] for r in out] == [1.0, 0.0] and [r["audit"] for r in out] == [1.0, 0.0]
+    assert [r["score"] for r in out] == [1.0, 0.0] and all(set(r) == {"response", "score", "verdicts"} for r in out)
     assert out[0]["verdicts"]["txt"]["source"] == "skipped"
     aout = json.loads(asyncio.run(tool.ainvoke({"task_id": "a", "responses": ["water"]})))
     assert aout[0]["score"] == 1.0
@@ -207,73 +205,11 @@ def test_tools_run_in_a_langgraph_tool_node(services):
     assert json.loads(out[1].content)["deltas"]["mean"] == pytest.approx(-0.15)
 
 
-# -- services ------------------------------------------------------------------------------------
-def test_register_and_get_services(services):
-    register_services("run-x", services)
-    try:
-        assert get_services("run-x") is services
-        assert get_services({"services_key": "run-x", "run_dir": "ignored"}) is services
-    finally:
-        unregister_services("run-x")
-    with pytest.raises(KeyError, match="no services registered under 'run-x'"):
-        get_services("run-x")
-
-
-def test_services_from_settings_over_real_http(tmp_path, openai_stub):
-    HarnessStore(tmp_path / "harness").init(_state())
-    openai_stub.responder = lambda req: "water and rest"
-    ctx = {"run_dir": str(tmp_path), "memory": "none", "policy": f"openai:{openai_stub.base_url}#stub",
-           "judge_model": "rules", "samples_per_candidate": 3, "max_tokens": 8, "seed": 1, "critic_model": "rules"}
-    s = get_services(ctx)
-    assert get_services(dict(ctx)) is s  # built once per settings
-    assert (s.sample_k, s.max_tokens, s.memory) == (3, 8, None)
-    out = json.loads(_tools(s)["sample_policy"].invoke({"task_id": "a", "n": 2}))
-    assert out == ["water and rest", "water and rest"]
-    assert openai_stub.requests[-1]["n"] == 2
-
-
-def test_services_from_settings_judge_model_needs_a_factory(tmp_path):
-    HarnessStore(tmp_path / "harness").init(_state())
-    kw = {"run_dir": str(tmp_path), "policy": "openai:http://127.0.0.1:9/v1#m", "judge_model": "openai:judge"}
-    with pytest.raises(ValueError, match="chat_model_factory"):
-        services_from_settings(**kw)
-    seen = {}
-
-    def factory(spec, base_url=None):
-        seen.update(spec=spec, base_url=base_url)
-        return FunctionChatModel(respond=lambda m: "yes")
-
-    s = services_from_settings(**kw, base_url="http://judge/v1", chat_model_factory=factory)
-    assert seen == {"spec": "openai:judge", "base_url": "http://judge/v1"} and s.judge.llm is not None
-
-
-@pytest.mark.parametrize(
-    ("spec", "needle"),
-    [
-        ("local", "only available in process"),
-        ("local:/no/such/folder", "does not exist"),
-        ("openai:http://x/v1", "openai:<base_url>#<model>"),
-        ("vllm:foo", "expected openai"),
-        ("", "expected openai"),
-    ],
-)
-def test_bad_policy_specs(spec, needle):
-    with pytest.raises(ValueError, match=needle):
-        parse_policy(spec)
-
-
-def test_services_need_an_initialised_store_and_required_settings(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no harness versions"):
-        services_from_settings(run_dir=str(tmp_path), policy="openai:http://127.0.0.1:9/v1#m")
-    with pytest.raises(ValueError, match="policy"):
-        get_services({"run_dir": str(tmp_path), "policy": ""})
-
-
 def test_tools_package_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, tools, tools.judge, tools.measure, tools.services, tools.agent_tools; "
+    code = ("import sys, tools, tools.judge, tools.measure, tools.agent_tools; "
             "bad = [m for m in ('torch', 'chromadb', 'transformers', 'trl') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -188,7 +188,9 @@ def test_chat_openai_timeout_is_handled(openai_stub):
 def test_context_rejects_bad_values():
     with pytest.raises(ValueError, match="provider:model"):
         EvolverContext(proposer_model="gpt4")
-    with pytest.raises(ValueError, match="every interface is disabled"):
-        EvolverContext(sampling_enabled=False, guidance_enabled=False, criteria_enabled=False)
+    with pytest.raises(ValueError, match="interfaces is empty"):
+        EvolverContext(interfaces=[])
+    with pytest.raises(ValueError, match=r"interfaces: unknown \['rubric'\]"):
+        EvolverContext(interfaces=["sampling", "rubric"])
     with pytest.raises(ValueError, match="unknown fields"):
         EvolverContext.from_any({"proposer_modle": "rules"})

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.types import INTERFACES
+
 ROOT = Path(__file__).resolve().parents[1]
 # benchmarks/ is not a package: its modules import each other by plain name, as when compare.py runs.
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -125,7 +127,7 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             "no-memory": (True, False, 3, False, True), "no-critic": (True, False, 3, True, False),
         }[job.arm]
         assert (h.evolver, h.dynamic_filtering, len(h.interfaces), h.memory, h.critic) == expect, job.arm
-        if job.arm.startswith("no-") and job.arm[3:] in bench_spec.INTERFACES:
+        if job.arm.startswith("no-") and job.arm[3:] in INTERFACES:
             assert job.arm[3:] not in h.interfaces
 
 
@@ -228,7 +230,7 @@ def _fake_run(arm, seed, curve, zero_var=0.4, pause=5.0, wall=100.0):
     return {"kind": "arm", "name": f"{arm}-s{seed}", "arm": arm, "seed": seed, "train_s": wall, "pause_s": pause,
             "zero_var_share": zero_var, "judge_warnings": 0, "eval_judge_warnings": 0, "rounds": 1, "round_errors": 0,
             "fallbacks": 0, "event_types": {}, "spurious_events": 0, "steps": [{"step": 1, "dead_share": zero_var}],
-            "per_interface": {i: {"proposals": 1, "accepted": 1, "rejected": 0} for i in bench_spec.INTERFACES},
+            "per_interface": {i: {"proposals": 1, "accepted": 1, "rejected": 0} for i in INTERFACES},
             "summary": {"harness_version": 1}, "evals": evals}
 
 
@@ -299,7 +301,7 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
         if not evolves:
             assert s["harness_version"] == 0 and s["pause_s"] == 0
         off = run["arm"][3:] if run["arm"].startswith("no-") else None
-        if off in bench_spec.INTERFACES:
+        if off in INTERFACES:
             assert s["per_interface"][off]["proposals"] == 0, run["name"]
         if run["arm"] == "no-sampling":
             assert s["fallbacks"] == 0  # the fallback is a sampling change: off with the interface

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import regex as safe_regex
 from pydantic import ValidationError
 
-from harness.checks import CHECK_TYPES, MAX_SCAN_CHARS, REGEX_TIMEOUT_S, max_ngram_repeats, parse_check, words
+from harness.checks import CHECK_TYPES, MAX_SCAN_CHARS, REGEX_TIMEOUT_S, CheckTimeout, max_ngram_repeats, parse_check, words
+from harness.regex_syntax import validate_safe_pattern
 from harness.types import Criterion
 
 MB = 1_000_000
@@ -191,14 +194,97 @@ def test_json_round_trip() -> None:
 SLOW = r"[a-z]*[a-z]*[a-z]*[a-z]*[0-9]"  # allowed (no nesting) but polynomial: slow on a long digit-free run
 
 
-def test_slow_allowed_pattern_is_bounded_by_the_timeout() -> None:
+@pytest.mark.parametrize("must_match", [True, False])
+def test_slow_allowed_pattern_is_bounded_by_the_timeout(must_match: bool) -> None:
     text = "a" * MB
     # The capped input really does exceed the timeout in the engine itself ...
     with pytest.raises(TimeoutError):
         safe_regex.search(SLOW, text[:MAX_SCAN_CHARS], safe_regex.IGNORECASE, timeout=REGEX_TIMEOUT_S)
-    # ... and the check turns that into a verdict instead of stalling: a timeout counts as no match.
-    assert parse_check({"type": "regex", "pattern": SLOW}).evaluate(text) is False
+    # ... and the check stops instead of stalling, without deciding: a timeout is neither a match nor a miss
+    # (as "no match" it made a must_match=False check "met"); the judge reports it as a failure.
+    check = parse_check({"type": "regex", "pattern": SLOW, "must_match": must_match})
+    with pytest.raises(CheckTimeout, match="timed out"):
+        check.evaluate(text)
+    with pytest.raises(CheckTimeout):
+        parse_check({"type": "not", "check": check.model_dump()}).evaluate(text)
     assert parse_check({"type": "regex", "pattern": SLOW}).evaluate("abc1") is True
+
+
+# Engine-specific syntax the `regex` engine accepts (often with a meaning `re` does not have): refused.
+ENGINE_SPECIFIC: list[tuple[str, str]] = [
+    (r"(?:abc){e<=2}", "fuzzy matching"),  # passed `re` validation; a fuzzy match at run time
+    (r"abc{i<=1,d<=1}", "fuzzy matching"),
+    (r"x{e}", "fuzzy matching"),
+    (r"a{1, 2}", "repeat count"),
+    (r"{abc}", "repeat count"),
+    (r"(?r)abc", "inline flag"),  # reverse search
+    (r"(?V1)[a-z]", "inline flag"),
+    (r"(?V1)[[a-z]--[aeiou]]", "inline flag"),
+    (r"[[a-z]--[aeiou]]", "nested set"),
+    (r"[a-z--aeiou]", "set operation"),
+    (r"[a&&b]", "set operation"),
+    (r"[[:alpha:]]", "POSIX class"),
+    (r"\Gabc", "\\G"),
+    (r"\p{L}+", "Unicode property"),
+    (r"[\P{L}]", "Unicode property"),
+    (r"\X", "escape \\X"),
+    (r"\K", "\\K"),
+    (r"\mword\M", "escape \\m"),
+    (r"\L<words>", "named list"),
+    (r"\N{BULLET}", "named character"),
+    (r"\kx", "backreference"),
+    (r"a++", "possessive"),
+    (r"a*+b", "possessive"),
+    (r"a{2}+", "possessive"),
+    (r"a**", "repeated quantifier"),
+    (r"(?>ab)", "atomic group"),
+    (r"(?|(a)|(b))", "branch reset"),
+    (r"(?#note)a", "comment group"),
+    (r"(?a)\w", "inline flag"),
+    (r"(?-i:x)", "inline flag"),
+    (r"(?<name>a)", "named group"),
+    (r"(?P<name>a)", "named group"),
+    (r"(?R)", "recursion"),
+    (r"(?1)", "recursion"),
+    (r"(*FAIL)", "backtracking verb"),
+    (r"(?(1)a|b)", "conditional"),
+    (r"^{2}a", "quantified anchor"),
+    (r"\b*a", "quantified anchor"),
+    (r"a$?", "quantified anchor"),
+]
+
+
+@pytest.mark.parametrize(("pattern", "message"), ENGINE_SPECIFIC)
+def test_engine_specific_syntax_refused(pattern: str, message: str) -> None:
+    with pytest.raises(ValueError, match="regex feature not allowed") as info:
+        parse_check({"type": "regex", "pattern": pattern})
+    assert message in str(info.value)
+
+
+# Accepted patterns mean the same in both engines: validation and matching agree whichever one reads them.
+SAME_MEANING: list[tuple[str, list[str]]] = [
+    (r"\b(?:tea|teas)\b", ["tea time", "steam", "TEAS"]),
+    (r"(^|\n)\s*P\.S\.", ["x\n  P.S. bye", "PS"]),
+    (r"<<[^<>\n]+>>", ["<<Title>>", "<<>>"]),
+    (r'^\s*"[^"]+"\s*$', ['  "quoted" ', 'a "b"']),
+    (r"\d{2,3} ?mg", ["500 mg", "5mg"]),
+    (r"a{,2}b", ["aaab", "b"]),
+    (r"x\{e<=2\}", ["x{e<=2}", "xyz"]),  # escaped braces stay literal
+    (r"[]a-]+z", ["]-az", "z"]),
+    (r"\bmy\ lord\b", ["My lord!", "mylord"]),
+    (r"\x41\u00e9\w*?", ["Aé", "ae"]),
+    (r"(ab)?c|d+?", ["abc", "ddd"]),
+]
+
+
+@pytest.mark.parametrize(("pattern", "texts"), SAME_MEANING)
+def test_accepted_patterns_match_alike_in_both_engines(pattern: str, texts: list[str]) -> None:
+    validate_safe_pattern(pattern)
+    for text in texts:
+        expected = re.search(pattern, text, re.IGNORECASE)
+        found = safe_regex.search(pattern, text, safe_regex.IGNORECASE | safe_regex.VERSION0)
+        assert (found and found.span()) == (expected and expected.span()), (pattern, text)
+        assert parse_check({"type": "regex", "pattern": pattern}).evaluate(text) is (expected is not None)
 
 
 def test_helpers() -> None:

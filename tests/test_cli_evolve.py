@@ -23,7 +23,7 @@ def test_evolve_snapshot_then_trace(tmp_path, openai_stub, capsys):
     openai_stub.responder = lambda request: "water water water water water rest" if next(counter) % 2 else HONEST
     run_dir = tmp_path / "run"
     rc = main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"openai:{openai_stub.base_url}#stub",
-               "--k", "4", "--max-tokens", "16", "--thread", "t1", "--json", str(tmp_path / "out.json")])
+               "--sample-k", "4", "--sample-k-max", "4", "--max-tokens", "16", "--thread", "t1", "--json", str(tmp_path / "out.json")])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "snap-stuffing-med-1" in printed and "accepted:" in printed
@@ -60,7 +60,7 @@ def test_trace_unknown_thread_is_a_clear_error(tmp_path, openai_stub):
     openai_stub.responder = lambda request: HONEST
     run_dir = tmp_path / "run"
     main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"openai:{openai_stub.base_url}#stub",
-          "--k", "2", "--max-revisions", "0", "--thread", "t1"])
+          "--sample-k", "2", "--sample-k-max", "2", "--max-revisions", "0", "--thread", "t1"])
     with pytest.raises(ValueError, match="thread 'nope' has no checkpoints"):
         main(["trace", str(run_dir), "--thread", "nope", "--out", str(tmp_path / "x.html")])
 
@@ -68,8 +68,8 @@ def test_trace_unknown_thread_is_a_clear_error(tmp_path, openai_stub):
 @pytest.mark.slow
 def test_evolve_with_tiny_model_on_local_endpoint(tmp_path, tiny_model_dir, capsys):
     run_dir = tmp_path / "run"
-    rc = main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"local:{tiny_model_dir}", "--k", "4",
-               "--max-tokens", "16", "--max-revisions", "0", "--memory", str(tmp_path / "mem"), "--memory-embedding", "hash",
+    rc = main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"local:{tiny_model_dir}", "--sample-k", "4", "--sample-k-max", "4",
+               "--max-tokens", "16", "--max-revisions", "0", "--memory-location", str(tmp_path / "mem"), "--memory-embedding", "hash",
                "--thread", "tiny", "--json", str(tmp_path / "out.json")])
     assert rc == 0
     out = json.loads((tmp_path / "out.json").read_text())

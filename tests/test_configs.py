@@ -49,6 +49,7 @@ def test_accelerate_config_is_deepspeed_zero():
     (["train.batch_size=6"], ["multiple of train.num_generations", "set train.batch_size=8"]),
     (["train.max_steps=abc"], ["train.max_steps", "expected int"]),
     (["harness.interfaces=[sampling,rubric]"], ["unknown ['rubric']"]),
+    (["harness.interfaces=[]"], ["harness.interfaces is empty", "harness.evolver=false"]),
     (["harness.langgraph_url=http://localhost:2124"], ["harness.memory_url", "chroma run", "harness.memory=false"]),
     (["train.ddp_timeout=60"], ["ddp_timeout", "max_pause_s"]),
     (["harness.detector={tau_lo: 2}"], ["harness.detector", "tau_lo"]),

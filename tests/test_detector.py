@@ -7,6 +7,7 @@ import json
 import pytest
 
 from harness.detector import Detector, DetectorConfig, GroupStats, RolloutRecord
+from harness.types import FailureEvent
 from tests.harness_factories import crit
 
 HEALTHY_TEXTS = [
@@ -191,3 +192,83 @@ def test_reset_task_forgets_window() -> None:
     d.reset_task("t")
     assert d.window("t") == []
     assert d.observe(group([0.0] * 8, step=2)) == []
+
+
+# -- confirmation: how many groups of the window show the failure -----------------------------------
+STUFF_CRITERIA = [crit("water", 5, check={"type": "contains_any", "phrases": ["hydrate", "water"]})]
+STUFFED_TEXTS = ["Water water water water, drink water."] * 5 + HEALTHY_TEXTS[:3]
+STUFFED_REWARDS = [0.5] * 5 + [0.2, 0.0, 0.8]
+
+
+def stuffed(step: int) -> GroupStats:
+    return group(STUFFED_REWARDS, step=step, texts=STUFFED_TEXTS, criteria=STUFF_CRITERIA)
+
+
+def test_an_event_from_one_group_is_not_confirmed() -> None:
+    hint = "State the governing equation before substituting any numbers into it."
+    length_texts = [" ".join(f"w{j}" for j in range(5 + 10 * i)) for i in range(8)]
+    single = [
+        group([0.0] * 8),  # collapse_low on the first visit
+        stuffed(1),
+        group(MIXED, texts=[hint + " Then F = ma gives 10 N."] * 3 + HEALTHY_TEXTS[:5], hints=[hint]),
+        group([0.1 * i for i in range(8)], texts=length_texts),  # spurious_length from one group
+        group(MIXED, audit=0.1),  # spurious_audit gap in one group
+    ]
+    for g in single:
+        (ev,) = Detector().observe(g)
+        assert (ev.window_hits, ev.confirmed) == (1, False), ev.type
+
+
+def test_stuffing_is_confirmed_by_the_groups_of_the_window() -> None:
+    d = Detector()
+    fired = [d.observe(stuffed(s)) for s in (1, 2, 3, 4)]
+    assert [len(f) for f in fired] == [1, 0, 0, 1]  # flood control mutes visits 2 and 3
+    assert (fired[0][0].window_hits, fired[0][0].confirmed) == (1, False)
+    assert (fired[3][0].window_hits, fired[3][0].confirmed) == (3, True)
+    # Stuffing in one group of the last three is noise, not a confirmed failure.
+    d = Detector()
+    seq = [stuffed(1), group(MIXED, step=2), group(MIXED, step=3), stuffed(4)]
+    (last,) = [d.observe(g) for g in seq][-1]
+    assert (last.type, last.window_hits, last.confirmed) == ("stuffing", 1, False)
+
+
+def test_collapse_blind_and_audit_trend_confirmation() -> None:
+    d = Detector(DetectorConfig(first_visit=False))
+    d.observe(group([0.0] * 8, step=1))
+    (ev,) = d.observe(group([0.0] * 8, step=2))
+    assert (ev.type, ev.window_hits, ev.confirmed) == ("collapse_low", 2, True)
+    d = Detector()
+    verdicts = [{"easy": True, "hard": i % 2 == 0} for i in range(8)]
+    criteria = [crit("easy", 1, "optional"), crit("hard", 5)]
+    (ev,) = [d.observe(group(MIXED, step=s, verdicts=verdicts, criteria=criteria)) for s in (1, 2, 3)][-1]
+    assert (ev.type, ev.window_hits, ev.confirmed) == ("blind_criterion", 3, True)
+    d = Detector()
+    d.observe(group(MIXED, step=1, audit=0.40))
+    (ev,) = d.observe(group([min(1.0, r + 0.1) for r in MIXED], step=2, audit=0.40))
+    assert (ev.type, ev.window_hits, ev.confirmed) == ("spurious_audit", 2, True)  # a trend spans both groups
+    # A stricter detector asks for more groups.
+    d = Detector(DetectorConfig(first_visit=False, confirm_hits=3))
+    d.observe(group([0.0] * 8, step=1))
+    (ev,) = d.observe(group([0.0] * 8, step=2))
+    assert (ev.window_hits, ev.confirmed) == (2, False)
+
+
+def test_confirmation_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="confirm_hits"):
+        DetectorConfig(confirm_hits=1)  # one group never confirms
+    with pytest.raises(ValueError, match=r"confirm_hits \(2\) exceeds window \(1\)"):
+        DetectorConfig(window=1)
+
+
+def test_failure_event_confirmation_fields() -> None:
+    base = {"id": "e", "type": "stuffing", "task_id": "t", "step": 5}
+    # Events stored before the fields existed: one supporting step per visit in `window`.
+    assert (FailureEvent.model_validate({**base, "window": [3, 5]}).window_hits,
+            FailureEvent.model_validate({**base, "window": [3, 5]}).confirmed) == (2, True)
+    assert FailureEvent.model_validate({**base, "window": [5]}).confirmed is False
+    assert FailureEvent.model_validate(base).window_hits == 1
+    explicit = FailureEvent.model_validate({**base, "window": [3, 5], "window_hits": 1, "confirmed": False})
+    assert (explicit.window_hits, explicit.confirmed) == (1, False)
+    assert FailureEvent.model_validate_json(explicit.model_dump_json()) == explicit
+    with pytest.raises(ValueError, match="cannot be confirmed"):
+        FailureEvent.model_validate({**base, "window_hits": 1, "confirmed": True})

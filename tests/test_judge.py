@@ -258,3 +258,32 @@ def test_judge_is_usable_from_concurrent_tasks_in_one_loop():
 
     out = asyncio.run(main())
     assert len(out) == 4 and llm.peak == 3  # one semaphore shared by all score() calls on the loop
+
+
+SLOW = r"[a-z]*[a-z]*[a-z]*[a-z]*[0-9]"  # times out (harness.checks.REGEX_TIMEOUT_S) on a long digit-free run
+
+
+@pytest.mark.parametrize("must_match", [True, False])
+def test_a_check_timeout_fails_the_criterion_for_the_whole_group(must_match, caplog):
+    slow = _crit("slow", -5, check={"type": "regex", "pattern": SLOW, "must_match": must_match})
+    responses = ["water abc1", "water " + "a" * 60_000, "no drink"]
+    judge = Judge(None)
+    with caplog.at_level(logging.WARNING, logger="tools.judge"):
+        results = judge.score_sync([CHECKED, slow], "q", responses)
+    # Neither met nor unmet on any response of the group: every score leaves the criterion out alike, so the
+    # response that made its check time out gains nothing over the others.
+    assert [r.verdicts["slow"].source for r in results] == ["error"] * 3
+    assert [r.score for r in results] == [1.0, 1.0, 0.0]
+    assert "timed out" in results[1].verdicts["slow"].reason
+    assert "another response of the group" in results[0].verdicts["slow"].reason
+    assert judge.stats.check_failures == 1 and judge.stats.as_metrics()["judge/check_failures"] == 1
+    assert any("could not decide" in r.message for r in caplog.records)
+
+
+def test_a_group_without_a_timeout_keeps_its_check_verdicts():
+    slow = _crit("slow", -5, check={"type": "regex", "pattern": SLOW})
+    judge = Judge(None)
+    results = judge.score_sync([CHECKED, slow], "q", ["water abc1", "water"])
+    assert [r.verdicts["slow"].source for r in results] == ["check", "check"]
+    assert [r.score for r in results] == [0.0, 1.0]
+    assert judge.stats.check_failures == 0

@@ -13,7 +13,7 @@ from harness.ops import UpdateRejected, apply
 from harness.types import Criterion, Guidance, HarnessState, HarnessUpdate, Hint, Message, Schedule, Task
 from tests.fakes.fake_chat import ScriptedPolicy
 from tools.judge import Judge
-from tools.measure import measure_candidate
+from tools.measure import ProbeCache, StopRule, latest_rollouts, measure_candidate
 
 HINT = "Mention that drinking water and resting in a dark room often helps"
 
@@ -63,14 +63,13 @@ def test_criteria_update_rescores_the_same_rollouts(state):
     assert m.candidate_version == state.version + 1
 
 
-def test_guidance_update_samples_hinted_prompts_with_full_reveal(state):
+def test_guidance_update_samples_hinted_prompts(state):
     policy = ScriptedPolicy(lambda p, i: HINT if "Hint:" in p else "no idea")
-    # A schedule that would show nothing at step 500: measurement still reveals every hint.
     update = {"interface": "guidance", "ops": [
         {"op": "add_hint", "task_id": "a", "hint": {"id": "h1", "text": HINT}},
         {"op": "set_schedule", "task_id": "a", "schedule": {"mode": "linear", "start_step": 0, "end_step": 10}},
     ]}
-    m = _measure(state, update, policy, step=500)
+    m = _measure(state, update, policy, step=0)
     assert len(policy.calls) == 2 and m.paired == {"a": False}
     assert "Hint:" not in policy.calls[0]["batch"][0][-1]["content"]
     assert f"Hint: {HINT}" in policy.calls[1]["batch"][0][-1]["content"]
@@ -78,6 +77,46 @@ def test_guidance_update_samples_hinted_prompts_with_full_reveal(state):
     assert (ctrl.mean, ctrl.dead, cand.mean, cand.dead) == (0.0, True, 1.0, True)
     assert cand.hinted and cand.leak_hits == 4 and ctrl.leak_hits == 0  # every rollout parrots the hint
     assert m.deltas["leak_hits"] == 4 and m.deltas["mean"] == 1.0
+
+
+def test_guidance_is_measured_at_the_next_steps_reveal_fraction(state):
+    """A schedule that has faded out by step 501 shows nothing there: the candidate is the control."""
+    policy = ScriptedPolicy(lambda p, i: HINT if "Hint:" in p else "no idea")
+    update = {"interface": "guidance", "ops": [
+        {"op": "add_hint", "task_id": "a", "hint": {"id": "h1", "text": HINT}},
+        {"op": "set_schedule", "task_id": "a", "schedule": {"mode": "linear", "start_step": 0, "end_step": 10}},
+    ]}
+    m = _measure(state, update, policy, step=500)
+    assert len(policy.calls) == 1 and m.paired == {"a": True}
+    assert "Hint:" not in policy.calls[0]["batch"][0][-1]["content"]
+    assert m.deltas["mean"] == 0.0 and m.per_task["a"]["candidate"].leak_hits == 0
+
+    # Halfway through a linear fade (step 4 -> visits at step 5 see half of the hints): one hint of two.
+    two = {"interface": "guidance", "ops": [
+        {"op": "add_hint", "task_id": "a", "hint": {"id": "h1", "text": "First hint."}},
+        {"op": "add_hint", "task_id": "a", "hint": {"id": "h2", "text": "Second hint."}},
+        {"op": "set_schedule", "task_id": "a", "schedule": {"mode": "linear", "start_step": 0, "end_step": 10}},
+    ]}
+    policy = ScriptedPolicy(lambda p, i: "no idea")
+    _measure(state, two, policy, step=4)
+    shown = policy.calls[1]["batch"][0][-1]["content"]
+    assert "Hint: First hint." in shown and "Second hint." not in shown
+
+
+def test_hinted_share_mixes_hinted_and_unhinted_visits(state):
+    """hinted_share 0.5: half the visits see the hint; the side's numbers weigh the two visit prompts."""
+    policy = ScriptedPolicy(lambda p, i: ("water" if i % 2 else "rest") if "Hint:" in p else "no idea")
+    update = {"interface": "guidance", "ops": [
+        {"op": "add_hint", "task_id": "a", "hint": {"id": "h1", "text": "Consider fluids."}},
+        {"op": "set_schedule", "task_id": "a", "schedule": {"mode": "constant", "end_step": 10, "hinted_share": 0.5}},
+    ]}
+    m = _measure(state, update, policy)
+    cand = m.per_task["a"]["candidate"]
+    assert cand.stratum_weights == [0.5, 0.5] and cand.n == 8 and cand.strata == [0] * 4 + [1] * 4
+    # hinted visits: std 0.5, mean 0.5; unhinted visits: dead at 0 -> expected within-visit std 0.25
+    assert cand.mean == pytest.approx(0.25) and cand.std == pytest.approx(0.25) and not cand.dead
+    assert len(policy.calls) == 2 and len(policy.calls[1]["batch"]) == 1  # the unhinted prompt is the control's
+    assert m.cost.probe_rollouts == 8 and m.cost.reused_rollouts == 0
 
 
 def test_guidance_update_that_helps_without_leaking(state):
@@ -172,7 +211,7 @@ def test_deterministic_and_bad_k(state):
     update = {"interface": "sampling", "ops": [{"op": "reweight", "task_id": "b", "weight": 2}]}
     a = _measure(state, update, ScriptedPolicy(_mixed))
     b = _measure(state, update, ScriptedPolicy(_mixed))
-    assert a == b
+    assert a.model_dump(exclude={"cost": {"seconds"}}) == b.model_dump(exclude={"cost": {"seconds"}})  # wall time varies
     with pytest.raises(ValueError, match="k must be"):
         measure_candidate(state, HarnessUpdate.model_validate(update), ScriptedPolicy(_mixed), Judge(None), k=1)
 
@@ -250,3 +289,113 @@ def test_real_tiny_model_criteria_and_guidance(tiny_model_dir, state):
     assert len(spy.batches) == 2 and g.paired == {"a": False}
     assert HINT in spy.batches[1][0][-1]["content"]
     assert all(n <= 16 for n in g.per_task["a"]["candidate"].lengths)  # words <= tokens for this tokenizer
+
+    # The local endpoint counts its completions' tokens with the policy's tokenizer (re-encoding the decoded
+    # text: the random tiny model's byte soup re-encodes to somewhat more tokens than it generated).
+    t = measure_candidate(base, HarnessUpdate.model_validate(
+        {"interface": "guidance", "ops": [{"op": "add_hint", "task_id": "a", "hint": {"id": "h", "text": HINT}}]}),
+        real, Judge(None), k=4, max_tokens=16, seed=3)
+    assert t.cost.tokens_by == "tokenizer" and 0 < t.cost.probe_tokens <= 2 * 8 * 16 and t.cost.probe_rollouts == 8
+
+
+# -- adaptive budget, shared probes, re-scoring, cost ------------------------------------------------
+HINTED_UPDATE = {"interface": "guidance", "ops": [{"op": "add_hint", "task_id": "a", "hint": {"id": "h1", "text": "Consider fluids."}}]}
+
+
+def _higher_mean(c, d, paired):
+    return d.mean > c.mean
+
+
+def test_sequential_test_stops_at_the_first_look_when_the_decision_is_clear(state):
+    policy = ScriptedPolicy(lambda p, i: "water" if "Hint:" in p else "rest")
+    m = measure_candidate(state, HarnessUpdate.model_validate(HINTED_UPDATE), policy, Judge(None),
+                          rule=StopRule("a", _higher_mean), sample_k=4, sample_k_max=16, alpha=0.1)
+    s = m.sequential
+    assert (s.decision, s.ks, s.p_pass, s.max_looks) == ("pass", [4], [1.0], 3)
+    assert s.alpha_per_look == pytest.approx(0.1 / 3)
+    assert m.cost.probe_rollouts == 8 and m.cost.sample_calls == 2 and m.k == 4
+
+
+def test_undecided_rule_grows_the_groups_up_to_the_cap(state):
+    """Same reward distribution on both sides: never decided, so the budget doubles to the cap and stops."""
+    policy = ScriptedPolicy(lambda p, i: ["water", "rest"][(i + ("Hint:" in p)) % 2])
+    m = measure_candidate(state, HarnessUpdate.model_validate(HINTED_UPDATE), policy, Judge(None),
+                          rule=StopRule("a", _higher_mean), sample_k=4, sample_k_max=16)
+    s = m.sequential
+    assert s.decision == "undecided" and s.ks == [4, 8, 16] and all(0.05 < p < 0.95 for p in s.p_pass)
+    # each side's prompt is extended, never resampled: 16 rollouts each, drawn 4 + 4 + 8
+    assert m.cost.probe_rollouts == 32 and [c["n"] for c in policy.calls] == [4, 4, 4, 4, 8, 8]
+    assert [c["seed"] for c in policy.calls] == [0, 0, 4, 4, 8, 8]  # seed + rollouts already held
+    assert m.per_task["a"]["control"].n == 16 and m.k == 16
+
+
+def test_rule_must_name_an_affected_task_and_budgets_are_checked(state):
+    upd = HarnessUpdate.model_validate(HINTED_UPDATE)
+    with pytest.raises(ValueError, match="rule.task_id 'b'"):
+        measure_candidate(state, upd, ScriptedPolicy(_mixed), Judge(None), rule=StopRule("b", _higher_mean))
+    with pytest.raises(ValueError, match="sample_k_max"):
+        measure_candidate(state, upd, ScriptedPolicy(_mixed), Judge(None), sample_k=8, sample_k_max=4)
+    with pytest.raises(ValueError, match="alpha"):
+        measure_candidate(state, upd, ScriptedPolicy(_mixed), Judge(None), alpha=1.0)
+
+
+PITFALL = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "a", "criterion": {
+    "id": "guar", "text": "Promises a guaranteed cure.", "weight": -3, "kind": "pitfall",
+    "check": {"type": "contains_any", "phrases": ["guaranteed"]}}}]}
+
+
+def test_criteria_candidates_rescore_training_rollouts_without_generating(state):
+    policy = ScriptedPolicy(_mixed)
+    prior = {"a": ["drink water, guaranteed", "water", "rest", "water, guaranteed"] * 2}  # the latest training group
+    m = measure_candidate(state, HarnessUpdate.model_validate(PITFALL), policy, Judge(None), prior_rollouts=prior,
+                          rule=StopRule("a", lambda c, d, paired: d.mean < c.mean), sample_k=4, sample_k_max=16)
+    assert policy.calls == [] and m.cost.probe_rollouts == 0 and m.cost.reused_rollouts == 8
+    assert m.paired == {"a": True} and m.sequential.decision == "pass" and m.sequential.ks == [4]
+    assert m.per_task["a"]["candidate"].rewards == [pytest.approx(0.4), 1.0, 0.0, pytest.approx(0.4)] * 2
+
+
+def test_criteria_candidates_add_control_probes_only_while_undecided(state):
+    policy = ScriptedPolicy(_mixed)
+    prior = {"a": ["water", "rest"]}  # too few to judge: two probes more at the first look, then doubling
+    m = measure_candidate(state, HarnessUpdate.model_validate(PITFALL), policy, Judge(None), prior_rollouts=prior,
+                          rule=StopRule("a", lambda c, d, paired: d.mean < c.mean), sample_k=4, sample_k_max=8)
+    assert [c["n"] for c in policy.calls][0] == 2 and m.per_task["a"]["control"].n in (4, 8)
+    assert m.cost.reused_rollouts == 2 and m.cost.probe_rollouts == m.per_task["a"]["control"].n - 2
+
+
+def test_control_probes_are_drawn_once_per_round_and_shared(state):
+    cache = ProbeCache()
+    policy = ScriptedPolicy(_mixed)
+    first = _measure(state, HINTED_UPDATE, policy, probe_cache=cache, step=3)
+    other = {"interface": "guidance", "ops": [{"op": "add_hint", "task_id": "a", "hint": {"id": "h1", "text": "Rest."}}]}
+    second = _measure(state, other, policy, probe_cache=cache, step=3)
+    assert first.cost.probe_rollouts == 8 and second.cost.probe_rollouts == 4 and second.cost.reused_rollouts == 4
+    assert len(policy.calls) == 3  # the second candidate sampled only its own hinted prompt
+    assert second.per_task["a"]["control"].rewards == first.per_task["a"]["control"].rewards
+    third = _measure(state, other, policy, probe_cache=cache, step=4)  # a new round: a new frozen policy
+    assert third.cost.probe_rollouts == 8
+
+
+class _Counting(ScriptedPolicy):
+    def count_tokens(self, texts):
+        return 3 * len(texts)
+
+
+def test_cost_counts_probes_tokens_and_seconds(state):
+    m = _measure(state, HINTED_UPDATE, ScriptedPolicy(lambda p, i: "drink some water"))
+    assert (m.cost.probe_rollouts, m.cost.probe_tokens, m.cost.tokens_by) == (8, 24, "words")
+    assert m.cost.scored_rollouts == 8 and m.cost.judge_calls == 0 and m.cost.seconds >= 0
+    t = _measure(state, HINTED_UPDATE, _Counting(lambda p, i: "drink some water"))
+    assert (t.cost.probe_tokens, t.cost.tokens_by) == (24, "tokenizer")
+    assert m.compact()["cost"]["probe_rollouts"] == 8
+
+
+def test_latest_rollouts_reads_the_newest_group_of_each_task():
+    from harness.detector import GroupStats, RolloutRecord
+    from memory.store import TrainingMemory
+
+    mem = TrainingMemory.ephemeral(embedding="hash")
+    for step, texts in ((1, ["old one", "old two"]), (2, ["new one", "new two"])):
+        stats = GroupStats.from_rollouts("a", step, [RolloutRecord(text=t, reward=0.5) for t in texts])
+        mem.add_group(stats, harness_version=0, texts=texts)
+    assert latest_rollouts(mem, ["a", "b"]) == {"a": ["new one", "new two"]}

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from harness.ops import UpdateRejected, apply, validate
+from harness.store import diff_states
 from harness.types import OP_INTERFACE, HarnessState, HarnessUpdate
 from tests.harness_factories import crit, state
 
@@ -32,6 +33,14 @@ APPLIED: list[tuple[str, list[dict], Callable[[HarnessState], bool]]] = [
      lambda s: s.sampling["med-002"].status == "retired" and "med-002" not in s.active_task_ids()),
     ("retire then revive", [{"op": "retire", "task_id": "med-002"}, {"op": "revive", "task_id": "med-002"}],
      lambda s: s.sampling["med-002"].status == "active"),
+    ("quarantine keeps the task in training, drawn again at until_step",
+     [{"op": "quarantine", "task_id": "med-001", "until_step": 30}],
+     lambda s: (s.sampling["med-001"].quarantined_until == 30 and s.sampling["med-001"].weight == 1.0
+                and "med-001" in s.active_task_ids() and "med-001" not in s.drawable_task_ids(29)
+                and "med-001" in s.drawable_task_ids(30))),
+    ("revive ends a quarantine", [{"op": "quarantine", "task_id": "med-001", "until_step": 30},
+                                  {"op": "revive", "task_id": "med-001"}],
+     lambda s: s.sampling["med-001"].quarantined_until is None and "med-001" in s.drawable_task_ids(18)),
     ("add_variant inherits criteria", [{"op": "add_variant", "task_id": "med-003", "variant_id": "med-003-v1",
                                         "prompt": PROMPT, "extra_criteria": [crit("c9", 3, "important").model_dump()],
                                         "weight": 2.0, "parent_weight": 0.5}],
@@ -195,6 +204,16 @@ REJECTED: list[tuple[str, list[dict], int, str, str, str]] = [
                            {"op": "retire", "task_id": "med-003"}], 2, "retire", "task_id", "no active task"),
     ("reweight every task to zero", [{"op": "reweight", "task_id": t, "weight": 0} for t in ("med-001", "med-002", "med-003")],
      2, "reweight", "task_id", "no active task"),
+    ("quarantine a held-out task", [{"op": "quarantine", "task_id": "med-900", "until_step": 5}], 0, "quarantine",
+     "task_id", "held-out"),
+    ("quarantine a retired task", [{"op": "retire", "task_id": "med-002"},
+                                   {"op": "quarantine", "task_id": "med-002", "until_step": 5}], 1, "quarantine",
+     "task_id", "only an active task can be quarantined"),
+    ("quarantine every task", [{"op": "quarantine", "task_id": t, "until_step": 5} for t in ("med-001", "med-002", "med-003")],
+     2, "quarantine", "task_id", "not quarantined at step 0"),
+    ("retire the last task not quarantined", [{"op": "quarantine", "task_id": "med-001", "until_step": 5},
+                                              {"op": "quarantine", "task_id": "med-002", "until_step": 5},
+                                              {"op": "retire", "task_id": "med-003"}], 2, "retire", "task_id", "no active task"),
     ("hint leaks reference", [{"op": "add_hint", "task_id": "med-003", "hint": {"id": "h", "text": f"Answer: {LEAKY.upper()}!"}}],
      0, "add_hint", "hint.text", "contains the reference answer of task 'med-003'"),
     ("hint leaks a long run", [{"op": "add_hint", "task_id": "med-003",
@@ -257,3 +276,18 @@ def test_apply_chains_versions() -> None:
 def test_apply_refuses_untyped_update() -> None:
     with pytest.raises(TypeError, match="HarnessUpdate"):
         apply(state(), {"interface": "sampling", "ops": []})  # type: ignore[arg-type]
+
+
+def test_quarantine_must_end_after_the_commit_step() -> None:
+    u = upd({"op": "quarantine", "task_id": "med-001", "until_step": 10})
+    with pytest.raises(UpdateRejected, match=r"^ops\[0\] \(quarantine\)\.until_step: 10 is not after the commit step 10"):
+        apply(state(), u, step=10)
+    assert apply(state(), u, step=9).sampling["med-001"].quarantined_until == 10
+    with pytest.raises(ValueError, match="until_step"):
+        upd({"op": "quarantine", "task_id": "med-001", "until_step": 0})
+
+
+def test_quarantine_shows_in_the_diff() -> None:
+    s0 = state()
+    s1 = apply(s0, upd({"op": "quarantine", "task_id": "med-001", "until_step": 12}), step=4)
+    assert diff_states(s0, s1) == ["sampling med-001: quarantined until step None -> 12"]

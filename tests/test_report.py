@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from trainer import report
+from trainer.io import read_jsonl
 
 
 def _jsonl(path: Path, rows: list[dict]) -> None:
@@ -162,3 +163,32 @@ def test_page_tables_match_the_run(run_dir):
 def test_not_a_run_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a HarnessRL run folder"):
         report.build_report(tmp_path)
+
+
+def _costed(event_id: str, interface: str, attempts: list[dict]) -> dict:
+    return {**_rep(event_id, "flat", interface, "rejected"), "attempts": attempts}
+
+
+def test_cost_table_sums_each_proposals_measurement_per_interface(run_dir):
+    """Every attempt's `cost_*` numbers (critic) are summed under the attributed interface; revisions count."""
+    def nums(probes, tokens, calls, secs, reused=0):
+        return {"numbers": {"cost_probe_rollouts": probes, "cost_probe_tokens": tokens, "cost_judge_calls": calls,
+                            "cost_seconds": secs, "cost_reused_rollouts": reused, "std_gain": 0.1}}
+
+    rounds = read_jsonl(run_dir / "rounds.jsonl")
+    rounds.append({"step": 9, "thread_id": "c", "outcomes": {"rejected": 2}, "reports": [
+        _costed("ev8", "guidance", [nums(8, 96, 0, 1.5), nums(16, 200, 2, 2.25)]),
+        _costed("ev9", "criteria", [nums(0, 0, 1, 0.5, reused=8), {"numbers": None}]),  # unmeasured revision
+    ]})
+    _jsonl(run_dir / "rounds.jsonl", rounds)
+    rows = {r["interface"]: r for r in report.cost_rows(report.collect(run_dir))}
+    assert rows["guidance"] == {"interface": "guidance", "proposals": 2, "probe rollouts": 24, "reused rollouts": 0,
+                                "tokens": 296, "judge calls": 2, "seconds": 3.75}
+    assert rows["criteria"]["proposals"] == 2 and rows["criteria"]["reused rollouts"] == 8
+    assert rows["criteria"]["probe rollouts"] == 0 and rows["sampling"]["proposals"] == 0
+    assert rows["total"]["probe rollouts"] == 24 and rows["total"]["seconds"] == 4.25
+
+    page = report.build_report(run_dir).read_text()
+    table = {row[0]: row[1:] for row in _table_after(page, "Critic cost by interface")}
+    assert table["interface"] == ["proposals", "probe rollouts", "reused rollouts", "tokens", "judge calls", "seconds"]
+    assert table["guidance"] == ["2", "24", "0", "296", "2", "3.750"]

@@ -70,6 +70,19 @@ def test_sampler_state_round_trip() -> None:
     assert a.draw(50) == b.draw(50)
 
 
+def test_quarantined_task_is_skipped_until_its_expiry_step_then_drawn_again() -> None:
+    s = apply(state(), HarnessUpdate(interface="sampling", ops=[{"op": "quarantine", "task_id": "med-002", "until_step": 8}]),
+              step=4)
+    sampler = TaskSampler(lambda: s, seed=2)
+    for step in (4, 5, 7):
+        assert set(sampler.weights(step)) == {"med-001", "med-003"}
+        assert "med-002" not in sampler.draw(300, step=step)
+    assert set(sampler.weights(8)) == {"med-001", "med-002", "med-003"}
+    assert "med-002" in sampler.draw(300, step=8)  # back with no further update
+    assert "med-002" in sampler.draw(300, step=50)
+    assert "med-002" not in sampler.draw(300)  # no training clock: judged at the version's step (4)
+
+
 def test_no_active_task_is_a_clear_error() -> None:
     s = state()
     for t in s.sampling.values():

@@ -52,3 +52,27 @@ def test_score_programmatic_keeps_verdicts() -> None:
     assert r.verdicts["water"].source == "check"
     assert set(programmatic_verdicts(criteria, "x")) == {"water", "long", "promise"}
     assert score_programmatic(criteria, "").score == 0.0
+
+
+# Polynomial on a long digit-free run: times out within harness.checks.REGEX_TIMEOUT_S on this text.
+SLOW = r"[a-z]*[a-z]*[a-z]*[a-z]*[0-9]"
+STALLING_TEXT = "water " + "a" * 60_000
+
+
+@pytest.mark.parametrize("must_match", [True, False])
+def test_a_check_timeout_is_an_error_verdict_never_met_or_unmet(must_match: bool) -> None:
+    criteria = [crit("water", 5, check={"type": "contains_any", "phrases": ["water"]}),
+                crit("slow", -5, check={"type": "regex", "pattern": SLOW, "must_match": must_match})]
+    verdicts = programmatic_verdicts(criteria, STALLING_TEXT)
+    assert verdicts["slow"].source == "error" and not verdicts["slow"].decided
+    assert "timed out" in verdicts["slow"].reason
+    assert verdicts["water"].decided
+    # Left out of the aggregate: the pitfall neither subtracts (as met) nor is silently passed (as unmet).
+    r = score_programmatic(criteria, STALLING_TEXT)
+    assert r.score == 1.0 and r.verdicts["slow"].source == "error"
+
+
+def test_score_programmatic_refuses_when_only_failed_checks_carry_weight() -> None:
+    criteria = [crit("slow", 5, check={"type": "regex", "pattern": SLOW}), crit("p", -1, check={"type": "word_count", "min": 1})]
+    with pytest.raises(ValueError, match="could be decided.*timed out"):
+        score_programmatic(criteria, STALLING_TEXT)

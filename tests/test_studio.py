@@ -61,8 +61,8 @@ def stub(openai_stub):
 def _context(tmp_path, stub, name, **extra):
     run_dir = tmp_path / name
     shutil.copytree(SNAPSHOT / "harness", run_dir / "harness")
-    return {"run_dir": str(run_dir), "policy": f"openai:{stub.base_url}#stub", "memory": "none",
-            "samples_per_candidate": 4, "max_tokens": 16, **extra}
+    return {"run_dir": str(run_dir), "policy": f"openai:{stub.base_url}#stub", "memory_location": "none",
+            "sample_k": 4, "max_tokens": 16, **extra}
 
 
 def _input(*event_ids):
@@ -111,3 +111,21 @@ def test_evolver_on_langgraph_dev(server, stub, tmp_path):
     done = client.runs.wait(t, "evolver", command={"resume": {"approve": True}}, context=ctx)
     assert done["reports"][0]["decision"] == "accepted"
     assert (Path(ctx["run_dir"]) / "harness" / "versions" / "v000001.json").exists()
+
+
+def test_project_runner_on_langgraph_dev_answers_the_approval(server, stub, tmp_path):
+    """`graphs.runner.run_on_server` (what the trainer and `harnessrl evolve --server` call): a new thread, the
+    approval interrupt answered by the approver, the accepted update committed by the server."""
+    from langgraph_sdk import get_sync_client
+
+    from agents.context import EvolverContext
+    from graphs.runner import run_on_server
+
+    ctx = EvolverContext(**_context(tmp_path, stub, "runner", require_approval=True))
+    asked = []
+    thread_id, out = run_on_server(server, _input("snap-stuffing-med-1"), ctx, timeout_s=120,
+                                   approve=lambda payload: asked.append(payload) or True, metadata={"test": "runner"})
+    assert len(asked) == 1 and asked[0]["critique"]["measured_ok"] is True
+    assert out["reports"][0]["decision"] == "accepted"
+    assert (Path(ctx.run_dir) / "harness" / "versions" / "v000001.json").exists()
+    assert get_sync_client(url=server).threads.get(thread_id)["metadata"]["test"] == "runner"

@@ -45,7 +45,7 @@ def test_saved_frozen_policy_samples_like_the_live_one(tiny_policy, tmp_path, lo
     from peft import LoraConfig, get_peft_model
 
     from tools.local_endpoint import LocalEndpoint
-    from tools.services import parse_policy
+    from graphs.services import parse_policy
     from trainer.callback import save_frozen_policy
 
     model, tok, folder = tiny_policy
@@ -88,11 +88,11 @@ def test_adapter_without_its_base_model_is_a_clear_error(tmp_path):
 
 
 def test_server_side_cache_loads_each_folder_once_and_keeps_two(tiny_policy, tmp_path, monkeypatch):
+    from graphs import services
     from harness.data import load_suite
     from harness.store import HarnessStore
     from harness.types import HarnessState
     from test_trainer_support import write_suite
-    from tools import services
 
     tasks = load_suite(write_suite(tmp_path / "suite"))
     HarnessStore(tmp_path / "run" / "harness").init(HarnessState.from_tasks([t for t in tasks if t.split == "train"]))
@@ -105,7 +105,7 @@ def test_server_side_cache_loads_each_folder_once_and_keeps_two(tiny_policy, tmp
     monkeypatch.setattr(services, "parse_policy", lambda spec: loads.append(spec) or FakeEndpoint(spec))
     monkeypatch.setattr(services, "_BUILT", type(services._BUILT)())
     monkeypatch.setattr(services, "_ENDPOINTS", type(services._ENDPOINTS)())
-    settings = {"run_dir": str(tmp_path / "run"), "memory": "none"}
+    settings = {"run_dir": str(tmp_path / "run"), "memory_location": "none"}
     first = services.get_services({**settings, "policy": "local:/f/step-2"})
     for _ in range(3):  # every node of a round asks again
         assert services.get_services({**settings, "policy": "local:/f/step-2"}) is first
@@ -121,7 +121,7 @@ def test_server_rounds_get_plain_settings_not_the_in_process_key(tmp_path):
 
     cfg = tiny_config(tmp_path, "harness.langgraph_url=http://127.0.0.1:1", "harness.memory=false")
     ctx = evolver_context(cfg, services_key=None, policy_spec="local:/x")
-    assert ctx.services_key is None and Path(ctx.run_dir).is_absolute() and ctx.memory == "none"
+    assert ctx.services_key is None and Path(ctx.run_dir).is_absolute() and ctx.memory_location == "none"
 
 
 # -- the real thing --------------------------------------------------------------------------------------------

@@ -136,14 +136,14 @@ def _event(task_id="t-paris", step=2, version=0):
 
 def test_round_applies_committed_update_and_records_pause(run):
     def graph(cfg, events, version, step, context, thread_id):
-        assert context.services_key and context.guidance_enabled and context.use_critic
+        assert context.services_key and "guidance" in context.interfaces and context.critic
         run.store.commit(_hint_update(), step=step)
         return {"accepted": [{"event_id": events[0].id}], "reports": [
             {"event_id": events[0].id, "task_id": "t-paris", "decision": "accepted", "interface": "guidance", "attempts": []}]}
 
     cb = HarnessCallback(run, run_graph=graph)
     cb.publish_policy = lambda step: (object(), "local")
-    cb._register_services = lambda key, endpoint: None
+    cb._register_services = lambda key, endpoint, context: None
     _only(run, "t-paris")
     before = run.state.version
     run.add_events([_event(version=before)], harness_version=before)
@@ -155,6 +155,33 @@ def test_round_applies_committed_update_and_records_pause(run):
     assert row["harness_version"] == before + 1 and row["hinted"]
 
 
+def test_round_context_and_services_take_the_config_knobs(tmp_path):
+    """One name per knob from the YAML to the graph, and the agents' tools sample with the run's seed, like the critic."""
+    from graphs.services import get_services
+
+    cfg = tiny_config(tmp_path, "train.seed=7", "harness.sample_k=3", "harness.critic=false", "harness.memory=false",
+                      "harness.interfaces=[criteria]")
+    r = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
+    seen = {}
+
+    def graph(cfg, events, version, step, context, thread_id):
+        seen.update(ctx=context, svc=get_services(context.services_key))
+        return {"accepted": [], "reports": []}
+
+    cb = HarnessCallback(r, run_graph=graph)
+    cb.publish_policy = lambda step: (object(), "local")
+    r.add_events([_event()], harness_version=0)
+    try:
+        cb.evolve(2)
+    finally:
+        r.close()
+    ctx, svc = seen["ctx"], seen["svc"]
+    assert (ctx.seed, ctx.sample_k, ctx.critic, ctx.memory, ctx.interfaces) == (7, 3, False, False, ["criteria"])
+    numbers = ("sample_k", "max_tokens", "temperature", "seed")
+    assert {k: getattr(svc, k) for k in numbers} == {k: getattr(ctx, k) for k in numbers}
+    assert svc.memory is None
+
+
 @pytest.mark.parametrize("commit_first", [False, True])
 def test_failed_round_leaves_harness_unchanged(run, commit_first):
     def graph(cfg, events, version, step, context, thread_id):
@@ -164,7 +191,7 @@ def test_failed_round_leaves_harness_unchanged(run, commit_first):
 
     cb = HarnessCallback(run, run_graph=graph)
     cb.publish_policy = lambda step: (object(), "local")
-    cb._register_services = lambda key, endpoint: None
+    cb._register_services = lambda key, endpoint, context: None
     run.add_events([_event()], harness_version=0)
     cb.evolve(2)
     assert run.state.version == 0 and run.store.versions() == [0]

@@ -37,7 +37,7 @@ def _make_adapter(model_dir, out_dir, seed):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:
-                p.mul_(0.5)  # strong enough to change a random model's greedy tokens (vllm-cpu-facts.md §1)
+                p.mul_(0.5)  # strong enough to change a random model's greedy tokens
     model.save_pretrained(out_dir)
     return out_dir
 

@@ -9,14 +9,16 @@ make — an unknown task id, an invalid update, memory switched off — come bac
 strings it can act on, not as exceptions that would end its run. Infrastructure failures (the policy
 endpoint down, a corrupt store) do raise: the agent cannot fix those and the run must say so.
 
-Hidden information stays hidden: `current_harness` shows neither the audit criteria nor the reference
-answer (the evolver must not tune the harness to the yardstick that judges it).
+Hidden information stays hidden: no tool shows the audit criteria, audit scores or anything derived
+from them (`harness.visibility`: `score_responses` gives training scores only, `measure_candidate` and
+`similar_cases` drop audit numbers, memory documents carry none), and `current_harness` does not show
+the reference answer. The evolver must not tune the harness to the yardstick that judges it.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import ValidationError
@@ -24,8 +26,29 @@ from pydantic import ValidationError
 from harness.guidance import render_prompt
 from harness.ops import UpdateRejected
 from harness.types import HarnessState, HarnessUpdate
+from harness.visibility import redact
+from tools.endpoint import PolicyEndpoint
+from tools.judge import Judge
 from tools.measure import ameasure_candidate, measure_candidate
-from tools.services import Services
+
+if TYPE_CHECKING:
+    from harness.detector import DetectorConfig
+    from harness.store import HarnessStore
+    from memory.store import TrainingMemory
+
+
+class Services(Protocol):
+    """What the tools close over; `graphs.services.Services` (the live infrastructure of a run) provides it."""
+
+    store: HarnessStore
+    endpoint: PolicyEndpoint
+    judge: Judge
+    memory: TrainingMemory | None
+    detector_config: DetectorConfig
+    sample_k: int
+    max_tokens: int
+    temperature: float
+    seed: int
 
 MAX_SAMPLES = 16
 MAX_RESPONSES = 32
@@ -102,7 +125,7 @@ def make_tools(services: Services, step: int) -> list[BaseTool]:
         cases = services.memory.similar_cases(query, max(1, min(int(k), MAX_SIMILAR)), failure_type=failure_type,
                                               interface=interface)
         return _dump([{"task_id": c.task_id, "failure_type": c.failure_type, "interface": c.interface,
-                       "outcome": c.outcome, "deltas": c.deltas, "distance": round(c.distance, 4),
+                       "outcome": c.outcome, "deltas": redact(c.deltas), "distance": round(c.distance, 4),
                        "summary": c.document[:MAX_DOC_CHARS]} for c in cases])
 
     # -- harness ---------------------------------------------------------------------------------
@@ -147,11 +170,11 @@ def make_tools(services: Services, step: int) -> list[BaseTool]:
                                            temperature=services.temperature, seed=services.seed)
         return _dump([t[:MAX_TEXT_CHARS] for t in texts])
 
-    def _score_view(st: HarnessState, task_id: str, responses: list[str], results: list, audits: list) -> str:
+    def _score_view(responses: list[str], results: list) -> str:
         return _dump([
-            {"response": r[:120], "score": round(res.score, 4), "audit": None if a is None else round(a, 4),
+            {"response": r[:120], "score": round(res.score, 4),
              "verdicts": {cid: {"met": v.met, "source": v.source, "reason": v.reason[:160]} for cid, v in res.verdicts.items()}}
-            for r, res, a in zip(responses, results, audits)
+            for r, res in zip(responses, results)
         ])
 
     def _check_responses(st: HarnessState, task_id: str, responses: list[str]) -> str | None:
@@ -164,9 +187,9 @@ def make_tools(services: Services, step: int) -> list[BaseTool]:
         return None
 
     def score_responses(task_id: str, responses: list[str]) -> str:
-        """Score responses against the task's current rubric: total score in [0, 1], one verdict per
-        criterion (met, source: check/llm/skipped, reason), and the hidden audit score (true quality;
-        its criteria are not shown). Use it to test whether a criterion rewards what it should.
+        """Score responses against the task's current rubric: total score in [0, 1] and one verdict per
+        criterion (met, source: check/llm/skipped, reason). Use it to test whether a criterion rewards
+        what it should.
 
         Args:
             task_id: the task id.
@@ -176,16 +199,14 @@ def make_tools(services: Services, step: int) -> list[BaseTool]:
         if (err := _check_responses(st, task_id, responses)) is not None:
             return err
         task = st.task(task_id)
-        results = services.judge.score_sync(task.criteria, task.user_prompt, responses)
-        return _score_view(st, task_id, responses, results, services.judge.audit_sync(task, responses))
+        return _score_view(responses, services.judge.score_sync(task.criteria, task.user_prompt, responses))
 
     async def ascore_responses(task_id: str, responses: list[str]) -> str:
         st = state()
         if (err := _check_responses(st, task_id, responses)) is not None:
             return err
         task = st.task(task_id)
-        results = await services.judge.score(task.criteria, task.user_prompt, responses)
-        return _score_view(st, task_id, responses, results, await services.judge.audit(task, responses))
+        return _score_view(responses, await services.judge.score(task.criteria, task.user_prompt, responses))
 
     # -- the critic's measurement -------------------------------------------------------------------
     def _prepare(update_json: str | dict) -> tuple[HarnessState, HarnessUpdate] | str:
@@ -206,7 +227,7 @@ def make_tools(services: Services, step: int) -> list[BaseTool]:
         """Measure a candidate harness update on the frozen policy before proposing it for real: applies it
         to a copy of the harness, samples k rollouts per affected task under the current harness (control)
         and under the candidate, scores both, and returns per-task and summary numbers: mean, std, dead
-        (std < eps), in_band, dead_share, band_share, length_corr, audit_mean, leak_hits, and deltas
+        (std < eps), in_band, dead_share, band_share, length_corr, leak_hits, and deltas
         (candidate minus control). Nothing is committed.
 
         Args:
@@ -220,7 +241,7 @@ def make_tools(services: Services, step: int) -> list[BaseTool]:
             m = measure_candidate(prepared[0], prepared[1], services.endpoint, services.judge, **_kw())
         except UpdateRejected as err:
             return f"error: the update cannot be applied: {err}"
-        return _dump(m.compact())
+        return _dump(redact(m.compact()))
 
     async def ameasure(update_json: str | dict) -> str:
         prepared = _prepare(update_json)
@@ -230,7 +251,7 @@ def make_tools(services: Services, step: int) -> list[BaseTool]:
             m = await ameasure_candidate(prepared[0], prepared[1], services.endpoint, services.judge, **_kw())
         except UpdateRejected as err:
             return f"error: the update cannot be applied: {err}"
-        return _dump(m.compact())
+        return _dump(redact(m.compact()))
 
     def make(func, name: str, coroutine=None) -> StructuredTool:
         return StructuredTool.from_function(func=func, coroutine=coroutine, name=name, parse_docstring=True)

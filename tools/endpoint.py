@@ -30,6 +30,17 @@ class PolicyEndpoint(Protocol):
         ...
 
 
+@runtime_checkable
+class TokenCounter(Protocol):
+    """An endpoint that can say how many tokens its completions took (the critic's cost accounting)."""
+
+    def count_tokens(self, texts: list[str]) -> int | None:
+        """Total tokens of `texts` re-encoded by the policy's tokenizer (no special tokens); close to, not
+        always equal to, the number generated (decoding and re-encoding need not round-trip). None: a
+        wrapper whose inner endpoint cannot count (the cost then counts words)."""
+        ...
+
+
 def validate_request(messages_batch: list[list[dict]], n: int, max_tokens: int, temperature: float) -> None:
     """Reject malformed sampling requests before they reach a backend, naming the offending item."""
     if not isinstance(messages_batch, list):

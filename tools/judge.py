@@ -7,10 +7,15 @@
   (criterion, response) with a short reason, concurrently under an `asyncio.Semaphore`, cached in an
   LRU keyed by (criterion fingerprint, prompt, response);
 - without an LLM, text-only criteria get source "skipped" and are excluded from the score (never
-  silently counted unmet: that would make every such task look collapsed).
+  silently counted unmet: that would make every such task look collapsed);
+- a check that cannot decide (a regex timeout, `harness.checks.CheckTimeout`) is a judge failure for the
+  group: one `score` call scores one GRPO group, and that criterion gets source "error" and is left out of
+  the score of *every* response in the call, so the group's rewards stay comparable (and a response
+  cannot dodge a pitfall by making its check time out). Counted in `JudgeStats.check_failures`.
 
-The judge's output is data: it is parsed by `parse_verdict` (code fences stripped, the first
-balanced `{...}` found by a bounded scan, then `json.loads`; "true"/"yes"/"met" strings accepted).
+The judge's output is data: it is parsed by `parse_verdict` (the first JSON object holding a verdict,
+found by the shared bounded extractor `tools.llm_json`; "true"/"yes"/"met" strings and bare yes/no
+replies accepted).
 A malformed reply is retried a bounded number of times; a judge that keeps failing (garbage,
 timeouts, HTTP 500s, broken bodies) yields an unmet verdict with a logged warning counted in
 `Judge.stats`. A judge problem never raises into training.
@@ -31,15 +36,16 @@ from typing import TYPE_CHECKING
 from harness.scoring import ScoreResult, Verdict, aggregate, programmatic_verdicts
 from harness.types import Criterion, Task
 from tools.judge_prompts import JUDGE_RETRY, JUDGE_SYSTEM, JUDGE_USER
+from tools.llm_json import fenced_blocks, json_objects
 
 if TYPE_CHECKING:  # keep `import tools.judge` light; langchain is only needed when an LLM is given
     from langchain_core.language_models import BaseChatModel
 
 log = logging.getLogger(__name__)
 
-# Bounds on what we read from a judge reply: a runaway model must not make parsing expensive.
-MAX_REPLY_CHARS = 8_000
-MAX_OBJECT_STARTS = 8  # '{' positions tried before giving up on a reply
+# Bounds on what we read from a judge reply: a runaway model must not make parsing expensive (the
+# extractor bounds its own work too). A verdict is short, so only the head of a reply is read.
+MAX_REPLY_CHARS = 8_000  # well under tools.llm_json.MAX_TEXT_CHARS, so the extractor never refuses the head
 MAX_REASON_CHARS = 300
 # Bounds on what we send: long rollouts are truncated (the judge decides on the visible part).
 MAX_RESPONSE_CHARS = 8_000
@@ -59,48 +65,14 @@ class JudgeStats:
     errors: int = 0  # calls that raised (timeouts, HTTP errors, bad bodies)
     unmet_after_retries: int = 0  # verdicts forced to unmet because the judge kept failing
     skipped: int = 0  # text-only criteria not judged because there is no LLM
-    unscoreable: int = 0  # responses whose every positive-weight criterion was skipped (score 0)
+    unscoreable: int = 0  # responses whose every positive-weight criterion was skipped or failed (score 0)
+    check_failures: int = 0  # (group, criterion) pairs whose check could not decide (left out of the group's scores)
 
     def as_metrics(self, prefix: str = "judge/") -> dict[str, int]:
         return {f"{prefix}{k}": v for k, v in asdict(self).items()}
 
 
 # -- parsing -------------------------------------------------------------------------------------
-def _strip_fences(text: str) -> str:
-    """Content of the first ``` fenced block when there is one (language tag dropped)."""
-    start = text.find("```")
-    if start < 0:
-        return text
-    body_start = text.find("\n", start)
-    if body_start < 0:
-        return text
-    end = text.find("```", body_start)
-    return text[body_start + 1 : end if end >= 0 else len(text)]
-
-
-def _balanced_object(text: str, start: int) -> str | None:
-    """The `{...}` beginning at `start`, matched with a linear scan that respects JSON strings."""
-    depth, in_str, esc = 0, False, False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start : i + 1]
-    return None
-
-
 def _as_bool(value: object) -> bool | None:
     if isinstance(value, bool):
         return value
@@ -131,34 +103,19 @@ def _from_obj(obj: object) -> tuple[bool, str] | None:
 def parse_verdict(text: str) -> tuple[bool, str] | None:
     """`(met, reason)` from a judge reply, or None when the reply is malformed.
 
-    Accepts a bare JSON object, one wrapped in prose or code fences, and a bare yes/no reply.
-    Linear-time and bounded (MAX_REPLY_CHARS, MAX_OBJECT_STARTS); never evaluates anything.
+    Accepts a bare yes/no reply (also inside a code fence) and the first JSON object holding a verdict,
+    bare, fenced or wrapped in prose (`tools.llm_json.json_objects`). Reads at most MAX_REPLY_CHARS;
+    linear-time and bounded; never evaluates anything.
     """
-    body = _strip_fences(text[:MAX_REPLY_CHARS]).strip()
-    bare = _as_bool(body)
+    head = text[:MAX_REPLY_CHARS]
+    blocks = fenced_blocks(head)
+    bare = _as_bool((blocks[0] if blocks else head).strip())
     if bare is not None:
         return bare, ""
-    try:
-        found = _from_obj(json.loads(body))
+    for obj in json_objects(head):
+        found = _from_obj(obj)
         if found is not None:
             return found
-    except ValueError:
-        pass
-    pos = 0
-    for _ in range(MAX_OBJECT_STARTS):
-        start = body.find("{", pos)
-        if start < 0:
-            return None
-        candidate = _balanced_object(body, start)
-        if candidate is None:
-            return None  # no balanced object from here on: later starts are inside this one
-        try:
-            found = _from_obj(json.loads(candidate))
-        except ValueError:
-            found = None
-        if found is not None:
-            return found
-        pos = start + 1
     return None
 
 
@@ -249,31 +206,46 @@ class Judge:
             verdicts = await asyncio.gather(*(self._llm_verdict(pairs[k][0], prompt_text, pairs[k][1]) for k in keys))
             llm_verdicts = dict(zip(keys, verdicts))
 
+        checked = self._group_check_verdicts(criteria, responses)
         out = []
-        for r in responses:
-            checked = programmatic_verdicts(criteria, r)
+        for r, by_check in zip(responses, checked):
             verdicts: dict[str, Verdict] = {}
             for c in criteria:
-                if c.id in checked:
-                    verdicts[c.id] = checked[c.id]
+                if c.id in by_check:
+                    verdicts[c.id] = by_check[c.id]
                 elif self.llm is not None:
                     verdicts[c.id] = llm_verdicts[(c.id, r)]
                 else:
                     self.stats.skipped += 1
                     verdicts[c.id] = Verdict(criterion_id=c.id, met=False, reason="no LLM judge configured", source="skipped")
-            scored = [c for c in criteria if verdicts[c.id].source != "skipped"]
+            scored = [c for c in criteria if verdicts[c.id].decided]
             if not any(c.weight > 0 for c in scored):
                 self.stats.unscoreable += 1
                 if allow_unscoreable:
                     out.append(None)
                     continue
-                log.warning("no positive-weight criterion could be scored without an LLM judge (%s); score 0",
-                            [c.id for c in criteria])
+                log.warning("no positive-weight criterion could be scored (no LLM judge, or its check failed) (%s); "
+                            "score 0", [c.id for c in criteria])
                 out.append(ScoreResult(score=0.0, verdicts=verdicts))
                 continue
             score = aggregate(scored, {c.id: verdicts[c.id].met for c in scored})
             out.append(ScoreResult(score=score, verdicts=verdicts))
         return out
+
+    def _group_check_verdicts(self, criteria: list[Criterion], responses: list[str]) -> list[dict[str, Verdict]]:
+        """Check verdicts per response; a criterion whose check failed on any response is "error" for all."""
+        checked = [programmatic_verdicts(criteria, r) for r in responses]
+        failed = {cid: v.reason for per in checked for cid, v in per.items() if v.source == "error"}
+        if not failed:
+            return checked
+        self.stats.check_failures += len(failed)
+        log.warning("checks could not decide on this group; left out of all %d scores: %s", len(responses), failed)
+        for per in checked:
+            for cid, reason in failed.items():
+                if per[cid].source != "error":
+                    per[cid] = Verdict(criterion_id=cid, met=False, source="error",
+                                       reason=f"check failed on another response of the group: {reason}"[:MAX_REASON_CHARS])
+        return checked
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()

@@ -70,6 +70,12 @@ class LocalEndpoint:
         tokenizer = AutoTokenizer.from_pretrained(tok_dir)
         return cls(model, tokenizer, device=device, name=kwargs.pop("name", f"local:{path.name}"), **kwargs)
 
+    def count_tokens(self, texts: list[str]) -> int:
+        """Tokens of `texts` under the policy's tokenizer (`tools.endpoint.TokenCounter`)."""
+        if not texts:
+            return 0
+        return sum(len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"])
+
     def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
                seed: int | None = None) -> list[list[str]]:
         validate_request(messages_batch, n, max_tokens, temperature)

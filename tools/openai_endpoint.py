@@ -8,7 +8,7 @@ For LoRA runs the trainer hot-loads each checkpoint's adapter under a per-step n
 (``load_lora_adapter``; the server needs ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` and
 ``--enable-lora``) and samples through ``with_model(name)``, so the critic hits exactly that checkpoint.
 Use a new adapter folder per checkpoint: vLLM's prefix-cache key includes the adapter path
-(``../shared/notes/vllm-cpu-facts.md`` §1).
+(reloading from the same folder does not invalidate cached prefix blocks).
 """
 
 from __future__ import annotations

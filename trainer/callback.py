@@ -12,7 +12,8 @@ TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *
    the server loads `local:<that folder>` once per round; with an HTTP endpoint and LoRA, the current
    adapter is saved to `run_dir/adapters/step-N/` and hot-loaded into the vLLM server under that name;
    with TRL's vLLM generation, weights are synced first so the server holds exactly this step;
-2. run the evolver (in process with a SQLite checkpointer, or on a LangGraph server);
+2. run the evolver (`trainer/evolver_round.py` -> `graphs/runner.py`: in process with a SQLite
+   checkpointer, or on a LangGraph server);
 3. re-read the latest harness version (the graph commits accepted updates to the store itself);
    on several processes rank 0 does 1-3 and the version is broadcast to the others
    (`accelerate.utils.broadcast_object_list`); `ddp_timeout` must exceed the pause (config checks it);
@@ -37,10 +38,14 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from agents.context import EvolverContext
+from graphs.services import live_services, register_services, unregister_services
+from harness.detector import DetectorConfig
 from trainer import evolver_round
 from trainer.checkpoint import abandon_versions_after, write_checkpoint_state
 from trainer.frozen import MemoEndpoint
 from trainer.io import append_jsonl
+from trainer.run import make_judge
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +58,7 @@ class HarnessCallback(TrainerCallback):
         # Injection point for tests and alternative runners; default picks in-process or server.
         self._run_graph = run_graph
         self.pause_s_total = 0.0
+        self._evolver_judge: Any = None  # built at the first in-process round
 
     # -- distributed helpers ------------------------------------------------------------------------------
     def _accelerator(self) -> Any:
@@ -100,7 +106,9 @@ class HarnessCallback(TrainerCallback):
         run = self.run
         before = run.state.version
         events, superseded, stale = run.take_events(self.cfg.harness.max_events, is_stale=self._stale_check())
+        # `event_ids`: the round's exact input (full events in events.jsonl), for `harnessrl evolve RUN --step N`.
         info: dict[str, Any] = {"step": step, "version_before": before, "n_events": len(events),
+                                "event_ids": [e.id for e in events],
                                 "event_types": sorted({e.type for e in events}), "n_stale": len(stale),
                                 "n_superseded": len(superseded), "n_waiting": len(run.pending_events)}
         if self._is_main():
@@ -155,9 +163,8 @@ class HarnessCallback(TrainerCallback):
             context = evolver_round.evolver_context(self.cfg, services_key=None if on_server else key,
                                                     policy_spec=spec)
             if not on_server:
-                self._register_services(key, endpoint)
-            runner = self._run_graph or (evolver_round.run_on_server if self.cfg.harness.langgraph_url
-                                         else evolver_round.run_in_process)
+                self._register_services(key, endpoint, context)
+            runner = self._run_graph or evolver_round.run_round
             out = runner(self.cfg, events, before, step, context, thread_id)
             stats = endpoint.stats() if isinstance(endpoint, MemoEndpoint) else {}
             return {"thread_id": out.get("thread_id", thread_id), "publish_s": round(publish_s, 2), **stats,
@@ -171,8 +178,6 @@ class HarnessCallback(TrainerCallback):
                     "traceback": traceback.format_exc(limit=8), "rolled_back_versions": moved}
         finally:
             # The frozen policy and its memo belong to this round only.
-            from tools.services import unregister_services
-
             unregister_services(key)
 
     def _sync_state(self) -> Any:
@@ -189,21 +194,16 @@ class HarnessCallback(TrainerCallback):
             return run.state
         return run.refresh()
 
-    def _register_services(self, key: str, endpoint: Any) -> None:
-        from harness.detector import DetectorConfig
-        from tools.services import Services, register_services
-
+    def _register_services(self, key: str, endpoint: Any, context: EvolverContext) -> None:
+        """Hand the live objects to an in-process round; the sampling numbers come from `context`, so the
+        agents' tools sample exactly as the critic measures."""
         run, h = self.run, self.cfg.harness
-        if not hasattr(run, "evolver_judge"):
+        if self._evolver_judge is None:
             # Own judge for the evolver: its stats must not leak into the training-reward metrics.
-            from trainer.run import make_judge
-
-            run.evolver_judge = make_judge(h.judge_model, h.llm_base_url)
-        register_services(key, Services(
-            store=run.store, memory=run.memory if h.memory else None, endpoint=endpoint, judge=run.evolver_judge,
-            detector_config=DetectorConfig(**h.detector), sample_k=h.sample_k,
-            max_tokens=self.cfg.train.max_completion_length, temperature=self.cfg.train.temperature,
-        ))
+            self._evolver_judge = make_judge(h.judge_model, h.llm_base_url)
+        register_services(key, live_services(
+            context, store=run.store, memory=run.memory if h.memory else None, endpoint=endpoint,
+            judge=self._evolver_judge, detector_config=DetectorConfig(**h.detector)))
 
     # -- frozen policy ----------------------------------------------------------------------------------
     def publish_policy(self, step: int) -> tuple[Any, str]:

@@ -3,7 +3,9 @@
 `on_save` (in `HarnessCallback`) adds two files to every TRL `checkpoint-N/`:
 
 - `harness_version.json`: the harness version in force, the step, the detector state, the sampler state
-  (rng + dynamic-filtering windows), the events pending for the next evolver round, and the evolver
+  (rng + dynamic-filtering windows; tasks are drawn at step time, so it holds the draws of steps 1..N and
+  none of the batch the dataloader has read ahead: a resumed run draws what an uninterrupted one draws),
+  the events pending for the next evolver round, and the evolver
   rounds done so far (their LangGraph thread ids in `evolver.sqlite`). It is written *last*, atomically:
   a checkpoint without it (killed mid-save) is incomplete and resume skips it.
 - `memory.jsonl`: a snapshot of the training memory (`TrainingMemory.snapshot`).

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
-INTERFACES = ("sampling", "guidance", "criteria")
+from harness.types import INTERFACES
 
 
 class ConfigError(ValueError):
@@ -108,8 +108,8 @@ class TrainConfig:
 @dataclass
 class HarnessConfig:
     evolver: bool = _f(True, "Run the harness evolver at checkpoints (False: fixed harness baseline).")
-    evolve_every: int = _f(4, "Steps between evolver rounds; a multiple of train.save_steps. Prompts sampled after "
-                              "a round follow the new harness from the second step on (TRL prefetches one batch).")
+    evolve_every: int = _f(4, "Steps between evolver rounds; a multiple of train.save_steps. The step right after "
+                              "a round trains on the harness it committed (prompts are drawn at step time).")
     interfaces: list[str] = _f(list(INTERFACES), "Interfaces the evolver may edit (ablations).")
     memory: bool = _f(True, "Use the training-time memory as evidence (ablation: False).")
     critic: bool = _f(True, "Measure candidates with the JIT critic (False: accept every valid proposal).")
@@ -118,7 +118,9 @@ class HarnessConfig:
     df_multiplier: float = _f(0.2, "Dynamic filtering: weight multiplier of a task whose recent visits were all dead.")
     sampler_floor: float = _f(0.1, "Uniform floor mixed into task sampling so every active task stays reachable.")
     detector: dict[str, Any] = _f({}, "harness.detector.DetectorConfig overrides (eps, tau_lo, tau_hi, window, ...).")
-    sample_k: int = _f(8, "Critic: probe rollouts per affected task (k).")
+    sample_k: int = _f(4, "Critic: rollouts per affected task and side a measurement starts with (k).")
+    sample_k_max: int = _f(16, "Critic: cap; the group doubles from sample_k up to this while its test is undecided.")
+    critic_alpha: float = _f(0.1, "Critic: error rate of the sequential test that stops sampling early.")
     max_revisions: int = _f(2, "Critic: revisions per event before the fallback (R).")
     max_events: int = _f(8, "Events handed to one evolver round: one per task, reward hacking before dead groups, "
                             "then most recent first (each costs the critic fresh rollouts: this bounds the pause).")
@@ -141,6 +143,9 @@ class HarnessConfig:
         bad = [i for i in self.interfaces if i not in INTERFACES]
         if bad:
             raise ConfigError(f"harness.interfaces: unknown {bad}; choose from {list(INTERFACES)}")
+        if self.evolver and not self.interfaces:
+            raise ConfigError("harness.interfaces is empty: the evolver could change nothing; list at least one of "
+                              f"{list(INTERFACES)} or set harness.evolver=false")
         if self.evolve_every < 1:
             raise ConfigError(f"harness.evolve_every must be >= 1, got {self.evolve_every}")
         if not 0.0 <= self.df_multiplier <= 1.0:
@@ -149,6 +154,11 @@ class HarnessConfig:
             raise ConfigError(f"harness.sampler_floor must be in [0, 1], got {self.sampler_floor}")
         if self.sample_k < 2:
             raise ConfigError(f"harness.sample_k must be >= 2 (the critic needs a group), got {self.sample_k}")
+        if self.sample_k_max < self.sample_k:
+            raise ConfigError(f"harness.sample_k_max ({self.sample_k_max}) must be >= harness.sample_k ({self.sample_k}); "
+                              f"set harness.sample_k_max={self.sample_k} for a fixed budget")
+        if not 0.0 < self.critic_alpha < 1.0:
+            raise ConfigError(f"harness.critic_alpha must be in (0, 1), got {self.critic_alpha}")
         if self.langgraph_url and self.memory and not self.memory_url:
             # The trainer holds the exclusive lock of run_dir/memory (one Chroma writer per folder), so the
             # LangGraph server process could not open it: both must talk to one Chroma server instead.

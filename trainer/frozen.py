@@ -18,6 +18,8 @@ import json
 import threading
 from typing import Any
 
+from tools.endpoint import TokenCounter
+
 
 class MemoEndpoint:
     """A `PolicyEndpoint` wrapper that memoises seeded requests for the lifetime of one frozen policy."""
@@ -47,6 +49,11 @@ class MemoEndpoint:
         with self._lock:
             self._memo[key] = [list(texts) for texts in out]
         return out
+
+    def count_tokens(self, texts: list[str]) -> int | None:
+        """The wrapped endpoint's token counts (`tools.endpoint.TokenCounter`), or None when it has none
+        (the critic's cost then counts words and says so)."""
+        return self.endpoint.count_tokens(texts) if isinstance(self.endpoint, TokenCounter) else None
 
     def stats(self) -> dict[str, int]:
         return {"policy_requests": self.requests, "policy_memo_hits": self.hits}

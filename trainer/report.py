@@ -1,7 +1,8 @@
 """`report.html` for a run folder: one self-contained page, plots embedded as base64 PNG.
 
 Sections: a key/value summary, event counts per failure type and decision, proposals and committed
-versions per interface, reward and reward std per step (with harness-update markers), dead-group share,
+versions per interface, what measuring the proposals cost per interface (probe rollouts, tokens, judge
+calls, seconds), reward and reward std per step (with harness-update markers), dead-group share,
 harness updates over time by interface and outcome (accepted by the critic, fallback = committed without
 the critic's acceptance, not accepted; committed versions from `harness/updates.jsonl`, whose meta flags
 fallbacks, per-event decisions from `rounds.jsonl`), held-out eval per domain (`eval.json`), pause-time
@@ -124,6 +125,34 @@ def interface_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         row(u["update"]["interface"])["committed (fallback)" if is_fallback(u) else "committed (accepted)"] += 1
     out = list(rows.values())
     out.append({"interface": "total", **{k: sum(r[k] for r in out) for k in _IFACE_COLS}})
+    return out
+
+
+# What each proposal's measurement cost, from the `cost_*` numbers the critic records on every attempt
+# (agents/critic.py `cost_numbers`); column -> number key.
+_COST_COLS = {"probe rollouts": "cost_probe_rollouts", "reused rollouts": "cost_reused_rollouts",
+              "tokens": "cost_probe_tokens", "judge calls": "cost_judge_calls", "seconds": "cost_seconds"}
+
+
+def cost_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per interface: proposals (candidates the critic saw, every revision counted) and what measuring
+    them cost, summed over rounds.jsonl; a total row last. Unmeasured attempts (invalid, critic off) cost 0."""
+    rows: dict[str, dict[str, Any]] = {i: {"interface": i, "proposals": 0, **dict.fromkeys(_COST_COLS, 0.0)}
+                                       for i in INTERFACES}
+    for _step, rep in _reports(data):
+        iface = str(rep.get("interface") or "none")
+        for a in rep.get("attempts") or []:
+            r = rows.setdefault(iface, {"interface": iface, "proposals": 0, **dict.fromkeys(_COST_COLS, 0.0)})
+            r["proposals"] += 1
+            numbers = (a.get("numbers") or {}) if isinstance(a, dict) else {}
+            for col, key in _COST_COLS.items():
+                r[col] += float(numbers.get(key) or 0.0)
+    out = list(rows.values())
+    out.append({"interface": "total", "proposals": sum(r["proposals"] for r in out),
+                **{c: sum(r[c] for r in out) for c in _COST_COLS}})
+    for r in out:  # counts are whole numbers; only seconds keep their fraction
+        for c in ("probe rollouts", "reused rollouts", "tokens", "judge calls"):
+            r[c] = int(r[c])
     return out
 
 
@@ -325,6 +354,10 @@ def build_report(run_dir: Path) -> Path:
                 "<p class=note>proposals/accepted/fallback/rejected count events by the interface the attributor "
                 "chose; committed columns count harness versions by the interface they changed (a fallback is "
                 "always a sampling change).</p>",
+                "<h2>Critic cost by interface</h2>", _table(cost_rows(data), ["interface", "proposals", *_COST_COLS]),
+                "<p class=note>What measuring the proposals cost: probe rollouts generated on the frozen policy and "
+                "their tokens, rollouts re-scored at no generation cost (training groups, shared control probes), "
+                "judge LLM calls and wall-clock seconds of the measurements.</p>",
                 f'<h2>Reward</h2><img src="{imgs["reward"]}">', f'<h2>Dead groups</h2><img src="{imgs["dead"]}">',
                 f'<h2>Harness updates</h2><img src="{imgs["updates"]}">',
                 _table(upd_rows, ["version", "step", "interface", "outcome", "ops", "rationale"]) if upd_rows

@@ -6,10 +6,10 @@ hint_text=[...], sample_step=[...], trainer_state=, log_extra=, log_metric=)`; r
 `num_generations` consecutive rows with the same task (TRL's repeat of our one-row-per-group stream).
 
 Which rubric? Each row is scored with the criteria of the harness version **the row carries** (the
-version it was sampled under), not the newest one: the dataloader prefetches a batch, so right after
-an update a batch may still hold rows drawn under the old version, and mixing rubrics within a
-group would make advantages meaningless. Updates therefore apply to rewards from the first batch
-sampled under the new version (the same batch in which its prompts/hints appear).
+version it was sampled under), not the newest one. Rows are drawn at step time (trainer.sampler), so
+a batch holds one version and an update reaches the rewards of the very next step, the same batch in
+which its prompts/hints appear; scoring by the row's version keeps that true for any row that was
+drawn before a commit, and mixing rubrics within a group would make advantages meaningless.
 
 Per group it builds `harness.detector.GroupStats`, feeds the detector (events go to the run's
 pending list, `events.jsonl` and memory), records a group summary with the best and worst responses
@@ -108,7 +108,7 @@ class RubricReward:
             for j, i in enumerate(idx):
                 res = results[j]
                 rewards[i] = float(res.score)
-                met = {cid: v.met for cid, v in res.verdicts.items() if v.source != "skipped"}
+                met = {cid: v.met for cid, v in res.verdicts.items() if v.decided}
                 verdict_col[i] = json.dumps(met, sort_keys=True)
                 records.append(RolloutRecord(text=texts[i], reward=rewards[i], verdicts=met, audit=audits[j],
                                              hinted=bool(hinted[i]), hint_texts=[h for h in hint_text[i].split("\n") if h]))
@@ -120,8 +120,8 @@ class RubricReward:
         judge_metrics = run.judge.stats.as_metrics()
         new_warnings = {k: v - self._judge_seen.get(k, 0) for k, v in judge_metrics.items()}
         self._judge_seen = dict(judge_metrics)
-        warn_count = sum(new_warnings[k] for k in ("judge/malformed", "judge/errors", "judge/unmet_after_retries")
-                         if k in new_warnings)
+        warn_count = sum(new_warnings[k] for k in ("judge/malformed", "judge/errors", "judge/unmet_after_retries",
+                                                   "judge/check_failures") if k in new_warnings)
         versions = sorted({v for _, _, v in groups})
         run.record_step(step, {
             "step": step, "reward": float(np.mean(rewards)), "reward_std": float(np.mean([s.std for s in stats_list])),
@@ -162,7 +162,7 @@ class RubricReward:
             order = sorted(range(len(records)), key=lambda i: records[i].reward)
             run.memory.add_group(stats, best=records[order[-1]], worst=records[order[0]], harness_version=version,
                                  domain=run.state_for(version).task(stats.task_id).domain,
-                                 group_index=self._group_index(run, stats))
+                                 group_index=self._group_index(run, stats), texts=[r.text for r in records])
 
     @staticmethod
     def _group_index(run: Any, stats: GroupStats) -> int:

@@ -9,7 +9,7 @@
       metrics.jsonl        one line per training step (reward, std, dead share, version, pause seconds, ...)
       rounds.jsonl         one line per evolver round (events in, accepted, pause, error, thread id)
       memory/              Chroma training memory (TrainingMemory.persistent)
-      evolver.sqlite       LangGraph SqliteSaver checkpoints of every evolver round (one thread per round)
+      evolver.sqlite       LangGraph SQLite checkpoints of every evolver round (one thread per round)
       checkpoints/         TRL checkpoints; each checkpoint-N/ also holds harness_version.json + memory.jsonl
       abandoned/           harness versions / memory moved aside by a resume or a failed round
       eval.json, report.html

@@ -1,18 +1,34 @@
-"""Harness-driven task sampler feeding TRL as a `datasets.IterableDataset`.
+"""Harness-driven task sampler feeding TRL: placeholder rows in the dataset, task draws at step time.
 
-One row = one GRPO group: `{"prompt", "task_id", "harness_version", "hinted", "hint_text", "sample_step"}`.
-TRL 1.16 turns an IterableDataset into groups itself (`trl.trainer.utils.repeat_iterable_dataset`:
-it reads `generation_batch_size / num_generations` rows at a time and repeats each row
-`num_generations` times, consecutively), so the generator must yield each task *once* per group.
-Run it with `shuffle_dataset=False`: TRL's buffered `dataset.shuffle` would pre-read 1000 rows and
-hide every harness update (verified in the spike); the sampler owns randomness (seeded).
+One group = one row `{"prompt", "task_id", "harness_version", "hinted", "hint_text", "sample_step"}`,
+repeated `num_generations` times. TRL 1.16 turns an IterableDataset into groups itself
+(`trl.trainer.utils.repeat_iterable_dataset`: it reads `generation_batch_size / num_generations` rows at a
+time and repeats each row `num_generations` times, consecutively). Run it with `shuffle_dataset=False`:
+TRL's buffered `dataset.shuffle` would pre-read 1000 rows (verified in the spike).
 
-Every draw reads the run's *current* harness, so an update committed by the callback at step N
-reaches the prompts of step N+2 (the dataloader prefetches one batch). Rows carry the version they
-were drawn under; the reward scores them with that version's rubric.
+**Why the draw happens at step time, not in the dataset.** The dataloader reads ahead: accelerate's
+`DataLoaderShard.__iter__` fetches batch s+1 before it yields batch s (to detect the last batch). A dataset
+that drew tasks would therefore decide step s+1's tasks, hints and harness version during step s, before
+the evolver round at the end of step s commits: an update committed at step s reached step s+2, and the
+sampler state saved in checkpoint-s already held step s+1's draw, so a resumed run drew different tasks
+than an uninterrupted one. So the dataset yields *placeholder* rows (no rng, no harness read), and
+`HarnessGRPOTrainer.training_step` (trainer/grpo.py, a public `Trainer` method) replaces them by `fill`
+right before TRL generates: every draw reads the harness in force at that step, and the state saved at
+step s holds exactly the draws of steps 1..s. The read-ahead now holds no decision.
 
-Guidance is applied here, per the task's schedule (`harness.guidance.visible_hints` at the current
-training step), into the prompt the policy is trained on (on-policy guidance).
+Rejected alternatives: a loader that does not read ahead (overriding `get_train_dataloader` without
+accelerate) would have to re-implement TRL's stream wrapping and accelerate's per-rank sharding; re-drawing
+a stale batch after a commit would still leave the read-ahead's rng draws in the saved state (resume drift).
+
+Several processes: accelerate gives each rank a contiguous slice of the stream (`IterableDatasetShard`,
+TRL forces `dispatch_batches=False`). `fill` mirrors that: every rank draws the whole global batch (same
+seed, same broadcast harness, so the same draws) and keeps its own slice. TRL's generation buffering must
+not span optimizer steps (`steps_per_generation`, `num_iterations`, gradient accumulation all 1; checked by
+`trainer.grpo.check_one_generation_per_step`): one `training_step` = one generation = one optimizer step.
+
+Rows carry the version they were drawn under; the reward scores them with that version's rubric.
+Guidance is applied here, per the task's schedule (`harness.guidance.visible_hints` at the training step the
+rows are drawn in, i.e. `global_step` before their update), into the prompt the policy is trained on.
 
 Dynamic filtering (the DAPO-style baseline, `harness.dynamic_filtering`): a task whose last
 `df_window` groups all had zero variance gets its sampling weight multiplied by `df_multiplier`
@@ -21,6 +37,7 @@ until a visit with variance is seen. It edits a multiplier in the sampler, never
 
 from __future__ import annotations
 
+import copy
 import random
 from collections import deque
 from collections.abc import Iterator
@@ -36,7 +53,7 @@ class HarnessSampler:
         self.run = run
         self.core = TaskSampler(lambda: run.state, seed=seed, floor=floor)
         self.guidance_rng = random.Random(seed + 1)  # separate stream: hint draws never shift task draws
-        self.step = 0  # training step the next draw belongs to (set by the callback)
+        self.step = 0  # global step the next draw belongs to (set by `fill` and the callback)
         self.dynamic_filtering = dynamic_filtering
         self.df_window = df_window
         self.df_multiplier = df_multiplier
@@ -45,7 +62,7 @@ class HarnessSampler:
 
     def draw_row(self) -> dict[str, Any]:
         state = self.run.state
-        task_id = self.core.draw(1)[0]
+        task_id = self.core.draw(1, step=self.step)[0]  # quarantines end by training step
         task = state.task(task_id)
         guidance = state.guidance_for(task_id)
         hints = visible_hints(guidance, self.step, self.guidance_rng)
@@ -59,8 +76,30 @@ class HarnessSampler:
         }
 
     def generate(self) -> Iterator[dict[str, Any]]:
-        while True:  # infinite: TRL stops at max_steps
-            yield self.draw_row()
+        """The dataset stream: placeholders only (see the module docstring); TRL stops at max_steps."""
+        while True:
+            yield placeholder_row()
+
+    def fill(self, rows: list[dict[str, Any]], *, num_generations: int, step: int, process_index: int = 0,
+             num_processes: int = 1) -> list[dict[str, Any]]:
+        """This rank's batch for training step `step` (the global step before its update): the placeholder
+        `rows` TRL hands to `training_step`, replaced by fresh groups drawn under the current harness.
+
+        Every rank draws the whole global batch (`num_processes` slices of `len(rows)` rows) in the same
+        order and keeps slice `process_index`, as accelerate slices the stream by rank."""
+        if not rows or len(rows) % num_generations:
+            raise ValueError(f"HarnessSampler.fill: got {len(rows)} rows, not a positive multiple of "
+                             f"num_generations={num_generations}")
+        drawn_already = [r.get("task_id") for r in rows if not is_placeholder(r)]
+        if drawn_already:
+            raise ValueError(f"HarnessSampler.fill: rows for {sorted(set(drawn_already))[:3]} are not placeholder "
+                             f"rows; the dataset must come from trainer.sampler.make_dataset (draws happen here)")
+        self.step = step
+        local = len(rows) // num_generations
+        groups = [self.draw_row() for _ in range(local * num_processes)]
+        mine = groups[process_index * local:(process_index + 1) * local]
+        # Independent copies per rollout, as TRL's own repeat makes them.
+        return [copy.deepcopy(row) for row in mine for _ in range(num_generations)]
 
     # -- dynamic filtering baseline --------------------------------------------------------------------
     def observe_group(self, task_id: str, dead: bool) -> None:
@@ -85,6 +124,20 @@ class HarnessSampler:
         self._dead = {t: deque(d, maxlen=self.df_window) for t, d in state["dead"].items()}
 
 
+# A placeholder has a real row's columns and types (the dataset's features are inferred from it) but names
+# no task: a row that reached the reward without `fill` fails there on the unknown task "".
+_PLACEHOLDER: dict[str, Any] = {"prompt": [{"role": "user", "content": ""}], "task_id": "", "harness_version": -1,
+                                "hinted": False, "hint_text": "", "sample_step": -1}
+
+
+def placeholder_row() -> dict[str, Any]:
+    return copy.deepcopy(_PLACEHOLDER)
+
+
+def is_placeholder(row: dict[str, Any]) -> bool:
+    return row.get("task_id") == "" and row.get("harness_version") == -1
+
+
 # `datasets` fingerprints a generator by pickling it (dill); the live sampler holds unpicklable objects
 # (Chroma client, model references), so the dataset gets a module-level function plus a registry key.
 _SAMPLERS: dict[str, HarnessSampler] = {}
@@ -95,7 +148,7 @@ def _generate(sampler_key: str) -> Iterator[dict[str, Any]]:
 
 
 def make_dataset(sampler: HarnessSampler) -> Any:
-    """The IterableDataset TRL trains on (generator re-entered per epoch; it never ends)."""
+    """The IterableDataset TRL reads (placeholder rows; generator re-entered per epoch; it never ends)."""
     from datasets import IterableDataset
 
     key = f"{id(sampler)}:{sampler.run.paths.root.resolve()}"

@@ -16,7 +16,7 @@ from harness.store import HarnessStore
 from harness.types import Criterion, HarnessState, Message, Task
 from memory.store import TrainingMemory
 from tools.judge import Judge
-from tools.services import Services, register_services
+from graphs.services import Services, register_services
 
 _keys = itertools.count()
 

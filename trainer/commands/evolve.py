@@ -1,10 +1,25 @@
-"""`harnessrl evolve`: run the harness evolver on a saved snapshot and print what it accepted and rejected.
+"""`harnessrl evolve`: run the harness evolver on a saved snapshot, or replay a training run's round with other brains.
 
-In process (default): the graph runs with a SQLite checkpointer at `<run-dir>/evolver.sqlite`, so a
-run can be resumed by its thread id (`--thread`) and rendered with `harnessrl trace`. With
-`--server URL` the run goes to a LangGraph server (`langgraph dev`) and shows up in Studio. Any
-brain per role: `--proposer-model openai:Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1
---critic-model rules` compares LLMs on the same checkpoint.
+Two sources:
+
+- a training run and `--step N` (`harnessrl evolve runs/cpu-demo --step 4 --proposer-model rules
+  --proposer-model openai:Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1`): the round that ran at step N
+  is rebuilt from the run (checkpoint-N's policy, the harness version the round started from, the memory
+  as of that round, the round's events) in a scratch folder (`--out`, default `replays/<run>-step-N/` under
+  the current directory; never inside the run, which is only read) and run once per brain set. Brain sets
+  are the cartesian product of the models given per role (`--attributor-model`, `--proposer-model`,
+  `--critic-model`, each repeatable or a comma list; `rules` is one choice). The run's own config supplies
+  every other knob unless a flag overrides it. Prints a side-by-side table per event (next to what the run
+  recorded) and writes it as `comparison.html` linking each set's trace page (`trainer/replay.py`).
+- a snapshot folder (`events.json` + `harness/`, no `--step`): one brain set, in process with a SQLite
+  checkpointer at `<run-dir>/evolver.sqlite`, so a run can be resumed by its thread id (`--thread`) and
+  rendered with `harnessrl trace`; with `--server URL` the run goes to a LangGraph server (`langgraph dev`)
+  and shows up in Studio. Both run through `graphs/runner.py`, as the trainer's rounds do. A snapshot's
+  `harness_version` must be its store's latest (a round commits on top of the latest version): use a fresh
+  `--run-dir` per run.
+
+The knobs a training config also sets have its names: `--sample-k`, `--critic/--no-critic`,
+`--memory/--no-memory`, `--interfaces`, `--seed` (`harness.sample_k`, ..., `train.seed`).
 """
 
 from __future__ import annotations
@@ -15,27 +30,64 @@ import sys
 import time
 from pathlib import Path
 
+from harness.store import atomic_write_text
+from harness.types import INTERFACES
+
+# Snapshot-mode defaults; a replay takes these knobs from the run's config unless a flag is given.
+SNAPSHOT_DEFAULTS = {"sample_k": 8, "max_tokens": 48, "max_revisions": 2, "seed": 0, "critic": True, "memory": True,
+                     "interfaces": list(INTERFACES), "judge_model": "rules"}
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("evolve", help="run the harness evolver on a saved snapshot",
-                              description="Run the evolver (attributor -> proposer -> critic) on a snapshot folder "
-                                          "holding events.json and harness/.")
-    p.add_argument("snapshot", help="folder with events.json ({events, harness_version, step}) and harness/")
-    p.add_argument("--run-dir", required=True, help="run folder: harness/ is copied here once; evolver.sqlite lives here")
-    p.add_argument("--policy", required=True, help="frozen policy: local:<model folder> or openai:<base_url>#<model>")
-    p.add_argument("--memory", default="none", help="Chroma folder, http://host:port, or none (default)")
-    p.add_argument("--memory-embedding", default="minilm", choices=["minilm", "hash"])
-    for role in ("attributor", "proposer", "critic", "judge"):
-        p.add_argument(f"--{role}-model", default="rules", help=f"'rules' (default) or provider:model for the {role}")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL for the brain/judge models")
-    p.add_argument("--k", type=int, default=8, help="rollouts per affected task for candidate and control (default 8)")
-    p.add_argument("--max-tokens", type=int, default=48, help="max new tokens per rollout (default 48)")
-    p.add_argument("--max-revisions", type=int, default=2, help="R: revisions of a rejected candidate (default 2)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--approve", action="store_true", help="ask for approval (y/n) before each commit")
-    p.add_argument("--thread", default=None, help="thread id; an existing unfinished thread is resumed")
-    p.add_argument("--server", default=None, help="LangGraph server URL (e.g. http://127.0.0.1:2124): run there, visible in Studio")
-    p.add_argument("--json", dest="json_out", default=None, help="also write the full output as JSON here")
+    p = subparsers.add_parser(
+        "evolve", help="run the evolver on a snapshot, or replay a training run's round with other brains",
+        description="Replay the evolver round that ran at step N of a training run (SOURCE = run folder, --step N) "
+                    "once per brain set, or run the evolver on a snapshot folder holding events.json and harness/.",
+        epilog="Brain sets: the cartesian product of the models given per role, e.g. `--proposer-model "
+               "rules,openai:Qwen/Qwen3-8B --critic-model rules,openai:Qwen/Qwen3-8B` runs 4 sets. "
+               "Example: harnessrl evolve runs/cpu-demo --step 4 --proposer-model rules "
+               "--proposer-model openai:Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1")
+    p.add_argument("source", help="a training run folder (with --step), or a snapshot folder with events.json "
+                                  "({events, harness_version, step}) and harness/")
+    p.add_argument("--step", type=int, default=None,
+                   help="replay the round that ran at this step of the training run SOURCE")
+    p.add_argument("--out", default=None, help="replay: scratch folder for the brain sets' runs and comparison.html "
+                                               "(default replays/<run name>-step-N under the current directory; "
+                                               "never inside the run)")
+    p.add_argument("--run-dir", default=None,
+                   help="snapshot: run folder (required): harness/ is copied here once; evolver.sqlite lives here")
+    p.add_argument("--policy", default=None, help="frozen policy: local:<model folder> or openai:<base_url>#<model> "
+                                                  "(snapshot: required; replay: default checkpoint-N of the run)")
+    p.add_argument("--memory-location", default="none", help="snapshot: Chroma folder, http://host:port, or none (default)")
+    p.add_argument("--memory-embedding", default="minilm", choices=["minilm", "hash"], help="snapshot: memory embedding")
+    for role in ("attributor", "proposer", "critic"):
+        p.add_argument(f"--{role}-model", action="append", default=None, metavar="MODEL",
+                       help=f"'rules' (default) or provider:model for the {role}; repeat or comma-separate to "
+                            f"compare several (replay)")
+    p.add_argument("--judge-model", default=None, help="'rules' or provider:model for the judge "
+                                                      "(snapshot: default rules; replay: the run's judge)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL for the brain/judge models "
+                                                   "(replay: default the run's harness.llm_base_url)")
+    p.add_argument("--sample-k", type=int, default=None, help="rollouts per affected task for candidate and control "
+                                                             "(snapshot default 8; replay: the run's)")
+    p.add_argument("--max-tokens", type=int, default=None, help="max new tokens per rollout (snapshot default 48; "
+                                                               "replay: the run's max_completion_length)")
+    p.add_argument("--max-revisions", type=int, default=None, help="R: revisions of a rejected candidate "
+                                                                  "(snapshot default 2; replay: the run's)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the frozen-policy rollouts (critic and agent tools; "
+                                                         "snapshot default 0; replay: the run's)")
+    p.add_argument("--critic", action=argparse.BooleanOptionalAction, default=None,
+                   help="measure candidates (--no-critic: accept every valid proposal unmeasured)")
+    p.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,
+                   help="use memory evidence (--no-memory: ignore it; events are still recorded)")
+    p.add_argument("--interfaces", nargs="+", choices=INTERFACES, default=None, metavar="INTERFACE",
+                   help=f"interfaces the evolver may update (snapshot default: all of {' '.join(INTERFACES)})")
+    p.add_argument("--approve", action="store_true", help="snapshot: ask for approval (y/n) before each commit")
+    p.add_argument("--thread", default=None, help="snapshot: thread id; an existing unfinished thread is resumed")
+    p.add_argument("--server", default=None, help="snapshot: LangGraph server URL (e.g. http://127.0.0.1:2124): "
+                                                  "run there, visible in Studio")
+    p.add_argument("--json", dest="json_out", default=None, help="also write the full output (replay: the comparison) "
+                                                                 "as JSON here")
     p.set_defaults(func=run)
 
 
@@ -79,18 +131,66 @@ def print_results(out: dict, thread_id: str) -> None:
     console.print(f"accepted: {len(out.get('accepted', []))} update(s); reports: {len(out.get('reports', []))}")
 
 
-def run(args: argparse.Namespace) -> int:
-    from agents.context import EvolverContext
-    from graphs.runner import load_snapshot, prepare_run_dir, run_in_process, run_on_server
+def _knobs(args: argparse.Namespace) -> dict:
+    """The knobs given on the command line (None: not given)."""
+    return {k: getattr(args, k) for k in SNAPSHOT_DEFAULTS}
 
-    inp = load_snapshot(args.snapshot)
+
+def run(args: argparse.Namespace) -> int:
+    from trainer.replay import brain_sets, split_models
+
+    sets = brain_sets(split_models(args.attributor_model), split_models(args.proposer_model),
+                      split_models(args.critic_model))
+    if args.step is not None:
+        bad = [f for f, v in (("--run-dir", args.run_dir), ("--thread", args.thread), ("--server", args.server),
+                              ("--approve", args.approve)) if v]
+        if bad:
+            print(f"evolve --step replays in process in a scratch folder (--out); {', '.join(bad)} only apply to a "
+                  f"snapshot", file=sys.stderr)
+            return 2
+        return run_replay(args, sets)
+    if (Path(args.source) / "rounds.jsonl").is_file() and not (Path(args.source) / "events.json").is_file():
+        print(f"{args.source} is a training run: pass --step N to replay the round that ran at step N",
+              file=sys.stderr)
+        return 2
+    if len(sets) != 1:
+        print(f"a snapshot runs one brain set; got {len(sets)} (several models per role compare brains on a training "
+              f"run's round: SOURCE = run folder and --step N)", file=sys.stderr)
+        return 2
+    missing = [f for f, v in (("--run-dir", args.run_dir), ("--policy", args.policy)) if not v]
+    if missing:
+        print(f"evolve on a snapshot needs {' and '.join(missing)}", file=sys.stderr)
+        return 2
+    return run_snapshot(args, sets[0])
+
+
+def run_replay(args: argparse.Namespace, sets: list) -> int:
+    from trainer.replay import load_round, print_comparison, replay_round
+
+    rr = load_round(args.source, args.step)
+    out = Path(args.out) if args.out else Path("replays") / f"{rr.run_dir.resolve().name}-step-{args.step}"
+    overrides = {k: v for k, v in _knobs(args).items() if v is not None}
+    print(f"replaying the round at step {rr.step} of {rr.run_dir} (harness v{rr.version_before}, {len(rr.events)} "
+          f"events from {rr.events_source}) with {len(sets)} brain set(s) in {out}")
+    result = replay_round(rr, sets, out, policy=args.policy, base_url=args.base_url, overrides=overrides)
+    print_comparison(result)
+    if args.json_out:
+        atomic_write_text(Path(args.json_out), (out / "comparison.json").read_text(encoding="utf-8"))
+    return 0
+
+
+def run_snapshot(args: argparse.Namespace, brains) -> int:
+    from agents.context import EvolverContext
+    from graphs.runner import load_snapshot, prepare_run_dir, run_in_process, run_on_server, thread_unfinished
+
+    knobs = {k: SNAPSHOT_DEFAULTS[k] if v is None else v for k, v in _knobs(args).items()}
+    inp = load_snapshot(args.source)
     run_dir = Path(args.run_dir).resolve()
-    prepare_run_dir(args.snapshot, run_dir)
+    prepare_run_dir(args.source, run_dir)
     ctx = EvolverContext(
-        attributor_model=args.attributor_model, proposer_model=args.proposer_model, critic_model=args.critic_model,
-        judge_model=args.judge_model, base_url=args.base_url, run_dir=str(run_dir), memory=args.memory,
-        memory_embedding=args.memory_embedding, policy=args.policy, samples_per_candidate=args.k,
-        max_tokens=args.max_tokens, max_revisions=args.max_revisions, seed=args.seed, require_approval=args.approve,
+        attributor_model=brains.attributor, proposer_model=brains.proposer, critic_model=brains.critic,
+        base_url=args.base_url, run_dir=str(run_dir), memory_location=args.memory_location,
+        memory_embedding=args.memory_embedding, policy=args.policy, require_approval=args.approve, **knobs,
     )
     approve = _ask if args.approve else None
     if args.server:
@@ -98,26 +198,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         thread_id = args.thread or f"evolve-{inp['step']}-{time.strftime('%Y%m%d-%H%M%S')}"
         db = run_dir / "evolver.sqlite"
-        resume = args.thread is not None and _unfinished(db, thread_id)
+        resume = args.thread is not None and thread_unfinished(db, thread_id)
         out = run_in_process(None if resume else inp, ctx, db, thread_id, approve=approve)
     if out.get("__interrupt__"):
         print(f"thread {thread_id} is waiting for approval; resume with --thread {thread_id} --approve")
         return 3
     print_results(out, thread_id)
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"thread_id": thread_id, **out}, indent=1, default=str), encoding="utf-8")
+        atomic_write_text(Path(args.json_out), json.dumps({"thread_id": thread_id, **out}, indent=1, default=str))
     print(f"thread: {thread_id}  (render: harnessrl trace {run_dir} --thread {thread_id} --out trace.html)")
     return 0
-
-
-def _unfinished(db: Path, thread_id: str) -> bool:
-    """The thread exists in the checkpoint db and has nodes left to run (a crash or an interrupt)."""
-    if not db.is_file():
-        return False
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from graphs.evolver import builder
-
-    with SqliteSaver.from_conn_string(str(db)) as saver:
-        snap = builder.compile(checkpointer=saver).get_state({"configurable": {"thread_id": thread_id}})
-    return bool(snap.next)

@@ -1,10 +1,11 @@
-"""The live infrastructure the evolver uses: harness store, memory, frozen policy, judge, limits.
+"""The live infrastructure an evolver run uses (harness store, memory, frozen policy, judge) and its registry.
 
 Two ways to get a `Services`:
 
 - in process, the trainer builds one around live objects (its own model through a `LocalEndpoint`,
-  the run's store, memory and judge) and calls `register_services(key, services)`; the evolver's
-  context carries only the key (`EvolverContext.services_key`);
+  the run's store, memory and judge) with `live_services(context, ...)` and calls
+  `register_services(key, services)`; the evolver's context carries only the key
+  (`EvolverContext.services_key`);
 - on a LangGraph server (or `harnessrl evolve`) nothing live can be handed over, so
   `services_from_settings` builds them from plain strings (run folder, memory location, policy spec,
   judge model). `get_services` caches what it builds, one instance per settings per process, and shares
@@ -18,8 +19,12 @@ Policy specs: `openai:<base_url>#<served model name>` (a vLLM or other OpenAI-co
 `LocalEndpoint.from_path`). The bare `local` means "the trainer's live model" and only exists through
 `register_services`.
 
-`tools/` may not import `agents/` (imports point graphs -> agents -> tools), so a judge model string
-is resolved by a `chat_model_factory` the caller passes in (`agents.models.load_chat_model`).
+The sampling numbers the agents' tools use (`sample_k`, `max_tokens`, `temperature`, `seed`) are always
+the context's: `live_services` copies them from the `EvolverContext`, and `get_services` reads them from
+the context's settings, so a tool's probe rollouts and the critic's measurement sample alike.
+
+A judge model string is resolved by the `chat_model_factory` the caller passes in (the graph passes
+`agents.models.load_chat_model`; tests pass fakes).
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.context import EvolverContext
 from harness.detector import DetectorConfig
 from harness.store import HarnessStore
 from tools.endpoint import PolicyEndpoint
+from tools.measure import ProbeCache
 from tools.judge import Judge
 
 if TYPE_CHECKING:
@@ -47,7 +54,8 @@ ChatModelFactory = Callable[..., "BaseChatModel"]
 
 @dataclass
 class Services:
-    """Everything an evolver run touches that is not a plain value."""
+    """Everything an evolver run touches that is not a plain value, plus the context's sampling numbers
+    (the agents' tools read them from here; `live_services` and `get_services` copy them from the context)."""
 
     store: HarnessStore
     endpoint: PolicyEndpoint
@@ -58,6 +66,9 @@ class Services:
     max_tokens: int = 48
     temperature: float = 1.0
     seed: int = 0
+    # Control probes drawn once per round and shared by every candidate (keyed by step: a new round's
+    # policy never reuses an old round's texts, even in a long-lived server process).
+    probe_cache: ProbeCache = field(default_factory=ProbeCache)
 
 
 _REGISTRY: dict[str, Services] = {}
@@ -70,11 +81,15 @@ _MEMORIES: dict[tuple[str, str], TrainingMemory | None] = {}
 KEEP_LOCAL_POLICIES = 2
 
 # Settings `get_services` reads from a mapping (an `EvolverContext.to_dict()` has more keys: ignored).
-_SETTINGS = {
-    "run_dir": "run_dir", "memory": "memory", "memory_embedding": "memory_embedding", "policy": "policy",
-    "judge_model": "judge_model", "base_url": "base_url", "samples_per_candidate": "sample_k", "sample_k": "sample_k",
-    "max_tokens": "max_tokens", "temperature": "temperature", "seed": "seed",
-}
+_SETTINGS = ("run_dir", "memory_location", "memory_embedding", "policy", "judge_model", "base_url", "sample_k",
+             "max_tokens", "temperature", "seed")
+
+
+def live_services(ctx: EvolverContext, *, store: HarnessStore, endpoint: PolicyEndpoint, judge: Judge,
+                  memory: TrainingMemory | None, detector_config: DetectorConfig) -> Services:
+    """Services around live objects with the sampling numbers of `ctx` (what the critic measures with)."""
+    return Services(store=store, endpoint=endpoint, judge=judge, memory=memory, detector_config=detector_config,
+                    sample_k=ctx.sample_k, max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed)
 
 
 def register_services(key: str, services: Services) -> None:
@@ -154,7 +169,7 @@ def _shared_memory(memory: str, embedding: str) -> TrainingMemory | None:
 def services_from_settings(
     *,
     run_dir: str,
-    memory: str = "none",
+    memory_location: str = "none",
     memory_embedding: str = "minilm",
     policy: str,
     judge_model: str = "rules",
@@ -183,9 +198,9 @@ def services_from_settings(
                              "(agents.models.load_chat_model) to resolve it")
         llm = chat_model_factory(judge_model, base_url=base_url)
     if share:
-        endpoint, mem = _shared_endpoint(policy), _shared_memory(memory, memory_embedding)
+        endpoint, mem = _shared_endpoint(policy), _shared_memory(memory_location, memory_embedding)
     else:
-        endpoint, mem = parse_policy(policy), _open_memory(memory, memory_embedding)
+        endpoint, mem = parse_policy(policy), _open_memory(memory_location, memory_embedding)
     return Services(
         store=store, endpoint=endpoint, judge=Judge(llm), memory=mem,
         detector_config=detector_config or DetectorConfig(), sample_k=sample_k, max_tokens=max_tokens,
@@ -212,7 +227,7 @@ def get_services(key_or_settings: str | Mapping[str, Any], *, chat_model_factory
         with _LOCK:
             if key in _REGISTRY:
                 return _REGISTRY[key]
-    settings = {_SETTINGS[k]: v for k, v in key_or_settings.items() if k in _SETTINGS and v is not None}
+    settings = {k: v for k, v in key_or_settings.items() if k in _SETTINGS and v is not None}
     missing = [k for k in ("run_dir", "policy") if not settings.get(k)]
     if missing:
         raise ValueError(f"services settings need {missing} (or a registered services_key); got keys {sorted(key_or_settings)}")

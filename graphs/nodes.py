@@ -1,0 +1,326 @@
+"""The evolver's node bodies: what each step of `graphs/evolver.py` does.
+
+Each node reads the run-time choices from `EvolverContext` and the live infrastructure (store, memory,
+endpoint, judge) from `graphs.services`, calls the agent that does the thinking (attributor, proposer,
+critic), and returns a partial `LaneState`/`EvolverState` update of plain JSON. The routes, and with
+them the single accept/reject decision (`route_after_critique`), live with the wiring in
+`graphs/evolver.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from agents import attributor, critic, proposer
+from agents.context import EvolverContext
+from agents.llm import ToolBox
+from agents.models import brain_model, load_chat_model
+from agents.schemas import Attribution, Proposal
+from graphs.services import Services, get_services
+from graphs.state import EvolverState, LaneState
+from harness.ops import UpdateRejected, validate as validate_update
+from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
+from tools.agent_tools import make_tools
+from tools.measure import latest_rollouts, measure_candidate
+
+MAX_OPS = 8
+
+
+def _ctx(runtime: Runtime[EvolverContext]) -> EvolverContext:
+    return EvolverContext.from_any(runtime.context)
+
+
+def _services(ctx: EvolverContext) -> Services:
+    """Live services: registered in-process under `services_key`, else built once from the plain settings."""
+    if ctx.services_key:
+        return get_services(ctx.services_key)
+    return get_services(ctx.to_dict(), chat_model_factory=load_chat_model)
+
+
+def _toolbox(ctx: EvolverContext, svc: Services, role: str, step: int) -> ToolBox:
+    """The LLM brain's tools for `role`; memory tools only when memory is on and used (ablation)."""
+    return ToolBox.for_role(role, make_tools(svc, step), use_memory=ctx.memory and svc.memory is not None,
+                            max_rounds=ctx.max_tool_rounds)
+
+
+def _tool_log(state: LaneState, agent: str, box: ToolBox) -> list[dict[str, Any]]:
+    """The event's tool calls so far plus `box`'s, tagged with agent and revision (trace and Studio)."""
+    rev = state.get("revision", 0)
+    return [*state.get("tool_calls", []), *({"agent": agent, "revision": rev, **c} for c in box.calls)]
+
+
+def _event(state: LaneState) -> FailureEvent:
+    return FailureEvent.model_validate(state["events"][state["cursor"]])
+
+
+def _harness(state: LaneState, svc: Services) -> HarnessState:
+    """The harness this lane works on: the version the round was given, advanced by the lane's own commits.
+
+    Not `store.latest()`: a store holding versions the round did not write (a copied run folder) must not
+    leak them into the round; `check_given_version` refuses such a round before any lane starts."""
+    return svc.store.load(state["harness_version"])
+
+
+def check_given_version(ctx: EvolverContext, given: int) -> None:
+    """A round starts from the store's latest version: commits go on top of the latest, so a round given an
+    older version would measure one harness and commit onto another. The trainer always passes the latest;
+    `harnessrl evolve RUN --step N` replays an older round in a scratch store cut at that round's version."""
+    store = _services(ctx).store
+    latest = store.latest().version
+    if latest != given:
+        raise ValueError(f"evolver input harness_version={given}, but the harness store {store.root} is at v{latest}: "
+                         f"a round must start from the latest version (its commits go on top of it); to replay "
+                         f"an older round use `harnessrl evolve RUN_DIR --step N` (a scratch copy cut at that round)")
+
+
+# -- the run (fan_out, the router that starts the lanes, is in graphs/evolver.py) ---------------------
+def finalize(state: EvolverState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    return {"harness_version": _services(_ctx(runtime)).store.latest().version}
+
+
+# -- one task's lane -----------------------------------------------------------------------------------
+def start_lane(state: LaneState) -> dict[str, Any]:
+    return {"cursor": 0}
+
+
+def _records(items: list[Any]) -> list[dict[str, Any]]:
+    return [{"id": r.record_id, "kind": r.kind, "document": r.document()} for r in items]
+
+
+def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    """Current harness view of the task plus within-task history and cross-task cases from memory."""
+    ctx, event = _ctx(runtime), _event(state)
+    svc = _services(ctx)
+    harness = _harness(state, svc)
+    reset = {"attempts": [], "revision": 0, "proposal": None, "critique": None, "validation": [], "approved": None,
+             "decision": "", "committed_version": None, "fallback": None, "attribution": None, "tool_calls": []}
+    if event.task_id == "*" or not harness.has_task(event.task_id):
+        why = "batch-level event: no per-task update" if event.task_id == "*" else f"unknown task {event.task_id!r} in harness v{harness.version}"
+        return {**reset, "evidence": {"error": why, "harness_version": harness.version}}
+    task = harness.task(event.task_id)
+    evidence: dict[str, Any] = {"harness_version": harness.version, "task": {
+        "id": task.id, "domain": task.domain, "prompt": task.user_prompt,
+        "criteria": [c.model_dump(mode="json", exclude={"origin"}) for c in task.criteria],
+        "hints": [h.text for h in harness.guidance_for(task.id).hints],
+        "sampling": harness.sampling[task.id].model_dump(mode="json") if task.id in harness.sampling else None,
+    }, "history": [], "similar": [], "proposals": [], "unmet": []}
+    mem = svc.memory
+    if mem is not None:
+        record = EventRecord(event=event, domain=task.domain, harness_version=harness.version)
+        mem.add_event(record)
+        if ctx.memory:
+            history = mem.task_history(task.id, last_n=ctx.history_last_n)
+            evidence["history"] = _records(history)
+            evidence["proposals"] = [{"id": p.record_id, "interface": p.interface, "outcome": p.outcome, "step": p.step,
+                                      "revision": p.revision} for p in mem.proposals_for(task.id)]
+            evidence["similar"] = [{"id": c.id, "task_id": c.task_id, "document": c.document, "outcome": c.outcome,
+                                    "deltas": c.deltas} for c in mem.similar_cases(record.document(), k=ctx.similar_k,
+                                                                                   failure_type=event.type, exclude_task=task.id)]
+            groups = [r for r in history if isinstance(r, GroupSummary) and r.best is not None]
+            if groups:  # criteria even the best recent rollout missed: what hints should target
+                evidence["unmet"] = [c for c, ok in groups[-1].best.verdicts.items() if not ok]  # type: ignore[union-attr]
+    return {**reset, "evidence": evidence}
+
+
+def attribute(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    ctx, event = _ctx(runtime), _event(state)
+    enabled = ctx.enabled_interfaces()
+    llm = brain_model(ctx, "attributor")
+    svc = _services(ctx)
+    out: dict[str, Any] = {}
+    if llm is None:
+        att = attributor.rule_attribution(event, state["evidence"], enabled, use_memory=ctx.memory)
+    else:
+        box = _toolbox(ctx, svc, "attributor", state["step"])
+        att = attributor.llm_attribution(llm, event, state["evidence"], enabled, use_memory=ctx.memory, toolbox=box)
+        out["tool_calls"] = _tool_log(state, "attributor", box)
+    mem = svc.memory
+    if mem is not None:
+        mem.add_attribution(AttributionRecord(
+            event_id=event.id, task_id=event.task_id, step=event.step, interface=att.interface, diagnosis=att.diagnosis,
+            confidence=att.confidence, evidence_ids=att.evidence_ids, failure_type=event.type,
+            brain="rule" if att.source == "rules" else "llm"))
+    return {**out, "attribution": att.model_dump(mode="json")}
+
+
+def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    ctx, event = _ctx(runtime), _event(state)
+    att = Attribution.model_validate(state["attribution"])
+    svc = _services(ctx)
+    harness = _harness(state, svc)
+    llm = brain_model(ctx, "proposer")
+    out: dict[str, Any] = {}
+    if llm is None:
+        prop = proposer.rule_proposal(event, att, harness, state["attempts"], state["step"], state["evidence"].get("unmet"))
+    else:
+        box = _toolbox(ctx, svc, "proposer", state["step"])
+        prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"], toolbox=box)
+        out["tool_calls"] = _tool_log(state, "proposer", box)
+    return {**out, "proposal": prop.model_dump(mode="json"), "critique": None}
+
+
+def _gates(update: HarnessUpdate, event: FailureEvent, att: Attribution, ctx: EvolverContext) -> list[str]:
+    """Static gates beyond `harness.ops.validate`: scope, interface and size of a candidate."""
+    errors = []
+    if update.interface != att.interface:
+        errors.append(f"update.interface: {update.interface!r} but the attribution chose {att.interface!r}")
+    if update.interface not in ctx.enabled_interfaces():
+        errors.append(f"update.interface: {update.interface!r} is disabled in this run")
+    for i, op in enumerate(update.ops):
+        if op.task_id != event.task_id:
+            errors.append(f"ops[{i}] ({op.op}).task_id: {op.task_id!r} is not the event's task {event.task_id!r}")
+    if len(update.ops) > MAX_OPS:
+        errors.append(f"ops: {len(update.ops)} ops, at most {MAX_OPS} per update")
+    return errors
+
+
+def validate(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    ctx, event = _ctx(runtime), _event(state)
+    prop = Proposal.model_validate(state["proposal"])
+    if prop.update is None:
+        return {"validation": [prop.error or "no candidate"]}
+    errors = _gates(prop.update, event, Attribution.model_validate(state["attribution"]), ctx)
+    errors += validate_update(_harness(state, _services(ctx)), prop.update)
+    return {"validation": errors}
+
+
+def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    """Measure the candidate on the frozen policy and apply the failure type's rule (agents/critic.py).
+
+    Like every node, synchronous: the graph runs under an event loop (`graphs.runner`, or a LangGraph
+    server), which runs sync nodes in worker threads, so `measure_candidate` can start its own loop here.
+    """
+    ctx, event = _ctx(runtime), _event(state)
+    prop = Proposal.model_validate(state["proposal"])
+    measurement: dict[str, Any] | None = None
+    out: dict[str, Any] = {}
+    if state["validation"] or prop.update is None:
+        crit = critic.invalid_critique(event, state["validation"])
+    elif not ctx.critic:
+        crit = critic.unmeasured_critique(event)
+    else:
+        svc = _services(ctx)
+        try:
+            # Criteria candidates re-score the task's latest training rollouts first (no generation).
+            prior = (latest_rollouts(svc.memory, prop.update.task_ids)
+                     if svc.memory is not None and prop.update.interface == "criteria" else None)
+            m = measure_candidate(
+                _harness(state, svc), prop.update, svc.endpoint, svc.judge, sample_k=ctx.sample_k,
+                sample_k_max=ctx.sample_k_max, alpha=ctx.critic_alpha, rule=critic.stop_rule(event, prop.update, ctx),
+                prior_rollouts=prior, probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens,
+                temperature=ctx.temperature, seed=ctx.seed, step=state["step"], detector_config=svc.detector_config)
+        except UpdateRejected as err:  # the harness moved under us between validate and critique
+            crit = critic.invalid_critique(event, [str(err)])
+        else:
+            measurement = m.compact()
+            crit = critic.judge_measurement(event, prop.update, m, ctx)
+            llm = brain_model(ctx, "critic")
+            if crit.measured_ok and llm is not None:
+                box = _toolbox(ctx, svc, "critic", state["step"])
+                crit = critic.llm_review(llm, event, prop.update, crit, toolbox=box)
+                out["tool_calls"] = _tool_log(state, "critic", box)
+    attempt = {"revision": state["revision"], "template": prop.template, "source": prop.source,
+               "update": None if prop.update is None else prop.update.model_dump(mode="json"),
+               "error": prop.error, "critique": crit.model_dump(mode="json"), "measurement": measurement}
+    return {**out, "critique": crit.model_dump(mode="json"), "attempts": [*state["attempts"], attempt]}
+
+
+def revise(state: LaneState) -> dict[str, Any]:
+    return {"revision": state["revision"] + 1}
+
+
+def approve(state: LaneState) -> dict[str, Any]:
+    """Human approval (require_approval): resume with True/False or {"approve": bool, "note": str}."""
+    answer = interrupt({"event": state["events"][state["cursor"]], "proposal": state["proposal"], "critique": state["critique"]})
+    approved = answer.get("approve") is True if isinstance(answer, dict) else answer is True
+    return {"approved": approved}
+
+
+def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    """Commit on top of the latest version; the store re-validates (another lane may have committed)."""
+    ctx, event = _ctx(runtime), _event(state)
+    prop = Proposal.model_validate(state["proposal"])
+    assert prop.update is not None  # route_after_critique only accepts a measured update
+    try:
+        new = _services(ctx).store.commit(prop.update, step=state["step"], meta={
+            "event_id": event.id, "failure_type": event.type, "template": prop.template, "source": prop.source,
+            "revision": state["revision"], "numbers": state["critique"]["numbers"]})
+    except UpdateRejected as err:
+        note = {**state["critique"], "reasons": [*state["critique"]["reasons"], f"stale at commit: {err}"]}
+        return {"decision": "rejected_stale", "critique": note}
+    return {"decision": "accepted", "committed_version": new.version, "harness_version": new.version}
+
+
+def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    """After R rejected revisions: the safe sampling change, if allowed and still valid; else no change."""
+    ctx, event = _ctx(runtime), _event(state)
+    svc = _services(ctx)
+    store = svc.store
+    harness = _harness(state, svc)
+    fb = (proposer.fallback_decision(event, harness, state["attempts"], step=state["step"])
+          if ctx.apply_fallback and "sampling" in ctx.interfaces else None)
+    if fb is None or fb.update is None:
+        return {"decision": "rejected", "fallback": None if fb is None else {"applied": False, "reason": fb.reason}}
+    update = fb.update
+    errors = validate_update(harness, update)
+    if errors:
+        return {"decision": "rejected", "fallback": {"update": update.model_dump(mode="json"), "applied": False,
+                                                     "errors": errors, "reason": fb.reason}}
+    try:
+        new = store.commit(update, step=state["step"], meta={"event_id": event.id, "failure_type": event.type, "fallback": True})
+    except UpdateRejected as err:
+        return {"decision": "rejected", "fallback": {"update": update.model_dump(mode="json"), "applied": False,
+                                                     "errors": [str(err)], "reason": fb.reason}}
+    return {"decision": "fallback", "committed_version": new.version, "harness_version": new.version,
+            "fallback": {"update": update.model_dump(mode="json"), "applied": True, "version": new.version,
+                         "reason": fb.reason}}
+
+
+def _outcome(attempt: dict[str, Any], last: bool, decision: str) -> str:
+    if last and decision == "accepted":
+        return "accepted"
+    return "invalid" if attempt["critique"]["invalid"] else "rejected"
+
+
+def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    """Write every candidate (with its numbers and outcome) to memory and emit the event's report."""
+    ctx, event = _ctx(runtime), _event(state)
+    decision = state["decision"] or ("skipped" if "error" in state["evidence"] else "rejected_by_human")
+    attempts = state["attempts"]
+    att = state["attribution"]
+    mem = _services(ctx).memory
+    if mem is not None and att is not None:
+        domain = state["evidence"].get("task", {}).get("domain", "")
+        for i, a in enumerate(attempts):
+            deltas = {k: float(v) for k, v in ((a.get("measurement") or {}).get("deltas") or {}).items() if v is not None}
+            mem.add_proposal(ProposalRecord(
+                proposal_id=f"{event.id}:r{a['revision']}", event_id=event.id, task_id=event.task_id, step=event.step,
+                failure_type=event.type, interface=att["interface"],
+                update=None if a["update"] is None else HarnessUpdate.model_validate(a["update"]),
+                measurements=a["critique"]["numbers"], outcome=_outcome(a, i == len(attempts) - 1, decision),  # type: ignore[arg-type]
+                reasons=a["critique"]["reasons"], deltas=deltas, revision=a["revision"],
+                harness_version=state["evidence"].get("harness_version", 0), domain=domain))
+        fb = state["fallback"]
+        if fb and fb.get("applied"):
+            mem.add_proposal(ProposalRecord(
+                proposal_id=f"{event.id}:fallback", event_id=event.id, task_id=event.task_id, step=event.step,
+                failure_type=event.type, interface="sampling", update=HarnessUpdate.model_validate(fb["update"]),
+                outcome="fallback", reasons=[fb["reason"]], revision=len(attempts),
+                harness_version=fb["version"], domain=domain))
+    report = {
+        "event_id": event.id, "task_id": event.task_id, "failure_type": event.type, "decision": decision,
+        "interface": None if att is None else att["interface"], "attribution": att,
+        "revisions": state.get("revision", 0), "committed_version": state.get("committed_version"),
+        "attempts": attempts, "fallback": state.get("fallback"), "note": state["evidence"].get("error"),
+        "tool_calls": state.get("tool_calls", []),
+    }
+    accepted = []
+    if decision == "accepted":
+        last = attempts[-1]
+        accepted.append({"event_id": event.id, "task_id": event.task_id, "version": state["committed_version"],
+                         "template": last["template"], "update": last["update"], "numbers": last["critique"]["numbers"]})
+    return {"reports": [report], "accepted": accepted, "cursor": state["cursor"] + 1}

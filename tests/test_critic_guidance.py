@@ -1,0 +1,114 @@
+"""Every guidance template of the rule proposer can pass the critic: one case each, measured for real.
+
+Each test builds the template's update with `proposer.rule_proposal` (earlier templates marked as
+tried), measures it with `measure_candidate` under the critic's sequential rule (`critic.stop_rule`)
+on a scripted frozen policy, and asserts the critic accepts it. Hints are measured at the reveal
+fraction and hinted share of the next training step, so schedule-only templates (`leak_fade`) are
+measured on what they change: how many visits see the hint.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agents import critic, proposer
+from agents.context import EvolverContext
+from agents.schemas import Attribution
+from harness.types import FailureEvent, Guidance, HarnessState, Hint
+from tests.fakes.evolver_fakes import event, suite
+from tests.fakes.fake_chat import ScriptedPolicy
+from tools.judge import Judge
+from tools.measure import measure_candidate
+
+HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
+UNSURE = "I am not sure."
+LEAKY = "Mention that drinking water and resting in a dark room often helps"
+STEP = 10
+
+
+def _decide(state: HarnessState, ev: dict, template: str, tried: list[str], policy: ScriptedPolicy):
+    event_ = FailureEvent.model_validate(ev)
+    prop = proposer.rule_proposal(event_, Attribution(interface="guidance", diagnosis="test"), state,
+                                  [{"template": t} for t in tried], STEP)
+    assert prop.template == template and prop.update is not None, prop.error
+    ctx = EvolverContext()
+    m = measure_candidate(state, prop.update, policy, Judge(None), rule=critic.stop_rule(event_, prop.update, ctx),
+                          sample_k=4, sample_k_max=16, step=STEP)
+    return prop, m, critic.judge_measurement(event_, prop.update, m, ctx)
+
+
+def _hints_help(prompt: str, i: int) -> str:
+    """Hinted visits answer well half of the time; unhinted ones never."""
+    return HONEST if "Hint:" in prompt and i % 2 == 0 else UNSURE
+
+
+@pytest.mark.parametrize(("template", "tried"), [("hint", []), ("hint_strong", ["hint"]), ("hint_all", ["hint", "hint_strong"])])
+def test_hint_templates_pass_on_a_collapsed_task_that_hints_revive(template, tried):
+    state = HarnessState.from_tasks(suite())
+    prop, m, crit = _decide(state, event("e", "collapse_low", "med-1", mean=0.0, std=0.0), template, tried,
+                            ScriptedPolicy(_hints_help))
+    assert crit.measured_ok, crit.reasons
+    assert crit.numbers["std_gain"] > 0.05 and m.sequential.decision == "pass"
+    # Half the hinted rollouts answer well: a group of 4 still comes out all-equal in 1/8 of the resamples,
+    # so the test needs a second look before it can accept.
+    assert m.sequential.ks[0] == 4 and len(m.sequential.ks) >= 2
+    if template == "hint":  # 75% of visits hinted: the unhinted visits are a second, dead, stratum
+        assert m.per_task["med-1"]["candidate"].stratum_weights == [0.75, 0.25]
+        # hinted visits: rewards alternate 1 and 1/9 (std 4/9); unhinted visits are dead
+        assert m.per_task["med-1"]["candidate"].std == pytest.approx(0.75 * 4 / 9)
+
+
+def test_hint_template_fails_when_hints_change_nothing():
+    state = HarnessState.from_tasks(suite())
+    _, m, crit = _decide(state, event("e", "collapse_low", "med-1", mean=0.0, std=0.0), "hint", [],
+                         ScriptedPolicy(lambda p, i: UNSURE))
+    assert not crit.measured_ok and m.sequential.decision == "fail" and m.sequential.ks == [4]
+
+
+def _leaky_state() -> HarnessState:
+    state = HarnessState.from_tasks(suite())
+    hint = Hint(id="h-water", text=LEAKY, source="criterion:water")
+    return state.model_copy(update={"guidance": {"med-1": Guidance(hints=[hint])}})
+
+
+def _parrot(prompt: str, i: int) -> str:
+    """Copies the leaky hint; an abstract hint gets an honest answer; no hint, an honest answer too."""
+    if LEAKY in prompt:
+        return LEAKY
+    return HONEST
+
+
+LEAK = event("e", "guidance_leak", "med-1", leak_share=1.0)
+
+
+def test_leak_fade_passes_by_hinting_fewer_visits():
+    """Schedule-only: the fade halves the hinted share, so half the visits no longer see (and copy) the hint."""
+    prop, m, crit = _decide(_leaky_state(), LEAK, "leak_fade", [], ScriptedPolicy(_parrot))
+    assert [op.op for op in prop.update.ops] == ["set_schedule"]
+    ctrl, cand = m.per_task["med-1"]["control"], m.per_task["med-1"]["candidate"]
+    assert ctrl.leak_hits == 4 and cand.leak_hits == pytest.approx(2.0) and cand.stratum_weights == [0.5, 0.5]
+    assert crit.measured_ok, crit.reasons
+    assert m.sequential.decision == "pass" and m.sequential.ks == [4]  # deterministic: decided at the first look
+    # The hinted visit prompt is the control's: only the unhinted visits needed fresh rollouts.
+    assert m.cost.probe_rollouts == 8 and m.cost.reused_rollouts == 0
+
+
+def test_leak_fade_fails_when_no_visit_sees_the_hint():
+    """With hinted_share 0 no visit copies the hint now: the fade changes nothing the next steps see."""
+    state = _leaky_state()
+    unhinted = state.model_copy(update={"guidance": {"med-1": state.guidance["med-1"].model_copy(
+        update={"schedule": state.guidance["med-1"].schedule.model_copy(update={"hinted_share": 0.0})})}})
+    _, m, crit = _decide(unhinted, LEAK, "leak_fade", [], ScriptedPolicy(_parrot))
+    assert not crit.measured_ok and m.per_task["med-1"]["control"].leak_hits == 0
+
+
+def test_leak_abstract_passes_when_the_reworded_hint_is_not_copied():
+    prop, m, crit = _decide(_leaky_state(), LEAK, "leak_abstract", ["leak_fade"], ScriptedPolicy(_parrot))
+    assert [op.op for op in prop.update.ops] == ["edit_hint"]
+    assert m.per_task["med-1"]["candidate"].leak_hits == 0 and crit.measured_ok, crit.reasons
+
+
+def test_leak_remove_passes_when_removing_the_hint_stops_the_copying():
+    prop, m, crit = _decide(_leaky_state(), LEAK, "leak_remove", ["leak_fade", "leak_abstract"], ScriptedPolicy(_parrot))
+    assert [op.op for op in prop.update.ops] == ["remove_hint"]
+    assert not m.per_task["med-1"]["candidate"].hinted and crit.measured_ok, crit.reasons

@@ -1,0 +1,61 @@
+"""The critic's sequential test and cost numbers: `stop_rule` drives `measure_candidate`'s adaptive budget,
+`judge_measurement` accepts only a "pass" and records what the measurement cost."""
+
+from __future__ import annotations
+
+from agents import critic
+from agents.context import EvolverContext
+from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from tests.fakes.evolver_fakes import event, suite
+from tests.fakes.fake_chat import ScriptedPolicy
+from tools.judge import Judge
+from tools.measure import measure_candidate
+
+HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
+HINT = {"interface": "guidance", "ops": [
+    {"op": "add_hint", "task_id": "med-1", "hint": {"id": "h1", "text": "Think about fluids and rest."}}]}
+LOW = FailureEvent.model_validate(event("e", "collapse_low", "med-1", mean=0.0, std=0.0))
+
+
+def _one_in_four(prompt: str, i: int) -> str:
+    """A hinted visit answers well once in four rollouts: a real but noisy gain."""
+    return HONEST if "Hint:" in prompt and i % 4 == 0 else "I am not sure."
+
+
+def _judge(policy, **budget):
+    state = HarnessState.from_tasks(suite())
+    update = HarnessUpdate.model_validate(HINT)
+    ctx = EvolverContext()
+    m = measure_candidate(state, update, policy, Judge(None), rule=critic.stop_rule(LOW, update, ctx), step=10, **budget)
+    return m, critic.judge_measurement(LOW, update, m, ctx)
+
+
+def test_a_gain_within_noise_is_rejected_at_the_cap():
+    """Point estimate passes (std 0 -> 0.38), but 4 rollouts miss the good answer in a third of resamples."""
+    m, crit = _judge(ScriptedPolicy(_one_in_four), sample_k=4, sample_k_max=4)
+    assert crit.numbers["std_gain"] > 0.3 and m.sequential.decision == "undecided"
+    assert not crit.measured_ok and any("sequential test undecided" in r for r in crit.reasons)
+    assert crit.numbers["seq_looks"] == 1 and 0.5 < crit.numbers["seq_p_pass"] < 0.9
+
+
+def test_the_same_gain_is_accepted_once_more_rollouts_make_it_clear():
+    m, crit = _judge(ScriptedPolicy(_one_in_four), sample_k=4, sample_k_max=16)
+    assert crit.measured_ok, crit.reasons
+    assert m.sequential.ks == [4, 8, 16] and m.sequential.decision == "pass"
+    assert crit.numbers["k"] == 16 and crit.numbers["seq_looks"] == 3
+
+
+def test_critique_numbers_carry_the_cost():
+    m, crit = _judge(ScriptedPolicy(_one_in_four), sample_k=4, sample_k_max=16)
+    n = crit.numbers
+    assert n["cost_probe_rollouts"] == m.cost.probe_rollouts == 32  # 16 control + 16 hinted, each drawn 4 + 4 + 8
+    assert n["cost_sample_calls"] == 6 and n["cost_judge_calls"] == 0 and n["cost_probe_tokens"] > 0
+    assert n["cost_seconds"] is not None and n["cost_scored_rollouts"] == 32
+
+
+def test_stop_rule_reads_the_new_variant_of_an_add_variant():
+    update = HarnessUpdate.model_validate({"interface": "sampling", "ops": [{
+        "op": "add_variant", "task_id": "med-1", "variant_id": "med-1.v1", "weight": 1.0,
+        "prompt": [{"role": "user", "content": "What helps a mild headache? Answer in three bullet points."}]}]})
+    high = FailureEvent.model_validate(event("h", "collapse_high", "med-1", mean=1.0, std=0.0))
+    assert critic.stop_rule(high, update, EvolverContext()).task_id == "med-1.v1"

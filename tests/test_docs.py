@@ -1,0 +1,195 @@
+"""The docs match the code: every module is in docs/ARCHITECTURE.md, every path and name it gives exists,
+and no file in the repository cites design notes that live outside it.
+
+Rules (each check is a plain function, exercised on the real tree and on a synthetic input that must fail):
+
+- a *package* is a top-level folder of the repo with an `__init__.py` (`tests/` excluded); its *modules* are
+  all `.py` files below it except `__init__.py` (subpackages such as `trainer/commands/` included);
+- a module counts as documented when its repo-relative path (e.g. `graphs/evolver.py`) appears verbatim in
+  docs/ARCHITECTURE.md: file names alone are ambiguous (`models.py` exists in `agents/` and `trainer/`);
+- every repo-relative path ending in `.py` that ARCHITECTURE.md names (a token with a `/`) must exist;
+- in a table row of ARCHITECTURE.md whose first cell names one module path, every backticked name in the
+  last cell must be defined in that module (`def`, `class` or a top-level assignment; for `A.b`, both parts);
+- no tracked or new (not ignored) file cites the design blueprint or the notes folder outside the repo.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ARCHITECTURE = REPO / "docs" / "ARCHITECTURE.md"
+
+# Assembled from pieces so that this file does not match its own pattern.
+CITATION = re.compile(
+    "|".join([
+        "SYSTEM" r"\.md",
+        r"(?<![A-Za-z])" "notes" "/",
+        r"\b[a-z0-9]+(?:-[a-z0-9]+)*-" "facts" r"\b",
+        "anchor" "-apis",
+        "paper" "-reconstruction",
+        "style" "-anchors",
+    ])
+)
+MODULE_PATH = re.compile(r"(?<![\w./-])((?:[A-Za-z_][\w-]*/)+[A-Za-z_]\w*\.py)\b")
+BACKTICKED = re.compile(r"`([^`]+)`")
+IDENT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+BINARY_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".ico", ".pdf", ".gz", ".zip", ".whl", ".onnx", ".sqlite"}
+
+
+# -- the checks ------------------------------------------------------------------------------------------------
+def package_modules(root: Path) -> list[str]:
+    """Repo-relative paths of every module in every top-level package (see the module docstring)."""
+    out: list[str] = []
+    for pkg in sorted(p for p in root.iterdir() if p.is_dir() and (p / "__init__.py").is_file()):
+        if pkg.name == "tests" or pkg.name.startswith("."):
+            continue
+        for f in sorted(pkg.rglob("*.py")):
+            if f.name != "__init__.py" and "__pycache__" not in f.parts:
+                out.append(f.relative_to(root).as_posix())
+    return out
+
+
+def undocumented(modules: list[str], doc: str) -> list[str]:
+    return [m for m in modules if m not in doc]
+
+
+def missing_paths(doc: str, root: Path) -> list[str]:
+    return sorted({p for p in MODULE_PATH.findall(doc) if not (root / p).is_file()})
+
+
+def _defined(source: str, name: str) -> bool:
+    pattern = rf"^\s*(?:async\s+def|def|class)\s+{re.escape(name)}\b|^{re.escape(name)}\s*[:=]"
+    return re.search(pattern, source, re.MULTILINE) is not None
+
+
+def undefined_names(doc: str, root: Path) -> list[str]:
+    """`module: name` for each backticked name in a module's table row that the module does not define."""
+    problems: list[str] = []
+    for line in doc.splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        paths = MODULE_PATH.findall(cells[0]) if len(cells) >= 2 else []
+        if len(paths) != 1 or not (root / paths[0]).is_file():
+            continue  # header rows, rows about folders or several modules; missing paths are check (b)
+        source = (root / paths[0]).read_text(encoding="utf-8")
+        for token in BACKTICKED.findall(cells[-1]):
+            m = IDENT.match(token.strip())
+            if m is None:
+                continue
+            for part in m.group(0).split("."):
+                if not _defined(source, part):
+                    problems.append(f"{paths[0]}: {m.group(0)}")
+                    break
+    return problems
+
+
+def repo_files(root: Path) -> list[str]:
+    """Tracked files plus new files git does not ignore (a colleague's file counts before it is committed)."""
+    try:
+        res = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                             capture_output=True, check=True)
+    except (FileNotFoundError, subprocess.CalledProcessError) as err:
+        pytest.skip(f"not a git checkout ({err}): cannot list the repository's files")
+    return sorted({p for p in res.stdout.decode().split("\0") if p})
+
+
+def citations(files: dict[str, str]) -> list[str]:
+    """`path:line: text` for every line citing material outside the repository."""
+    hits: list[str] = []
+    for path, text in files.items():
+        for no, line in enumerate(text.splitlines(), 1):
+            if CITATION.search(line):
+                hits.append(f"{path}:{no}: {line.strip()[:120]}")
+    return hits
+
+
+def _read_texts(root: Path, paths: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p in paths:
+        f = root / p
+        if f.suffix.lower() in BINARY_SUFFIXES or not f.is_file():
+            continue  # deleted in the work tree but still tracked, or binary
+        out[p] = f.read_bytes().decode("utf-8", errors="replace")
+    return out
+
+
+# -- the real tree -------------------------------------------------------------------------------------------
+def test_every_package_module_is_in_architecture():
+    modules = package_modules(REPO)
+    assert "harness/types.py" in modules and "trainer/commands/train.py" in modules  # discovery works
+    missing = undocumented(modules, ARCHITECTURE.read_text(encoding="utf-8"))
+    assert not missing, f"docs/ARCHITECTURE.md does not name these modules (add their paths): {missing}"
+
+
+def test_architecture_names_only_existing_modules():
+    bad = missing_paths(ARCHITECTURE.read_text(encoding="utf-8"), REPO)
+    assert not bad, f"docs/ARCHITECTURE.md names module paths that do not exist: {bad}"
+
+
+def test_architecture_names_only_defined_functions_and_classes():
+    bad = undefined_names(ARCHITECTURE.read_text(encoding="utf-8"), REPO)
+    assert not bad, f"docs/ARCHITECTURE.md lists names their module does not define: {bad}"
+
+
+def test_no_file_cites_material_outside_the_repo():
+    hits = citations(_read_texts(REPO, repo_files(REPO)))
+    assert not hits, "cite the fact itself or docs/DESIGN.md instead:\n" + "\n".join(hits)
+
+
+# -- each check can fail -------------------------------------------------------------------------------------
+def _fake_repo(tmp_path: Path) -> Path:
+    for rel, text in {
+        "pkg/__init__.py": "",
+        "pkg/alpha.py": "def run():\n    pass\n\nclass Box:\n    def open(self):\n        pass\n\nLIMIT = 3\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/beta.py": "",
+        "tests/__init__.py": "",
+        "tests/test_x.py": "",
+        "scripts/tool.py": "",  # no __init__.py: not a package
+    }.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+def test_synthetic_undocumented_module_fails(tmp_path):
+    root = _fake_repo(tmp_path)
+    assert package_modules(root) == ["pkg/alpha.py", "pkg/sub/beta.py"]
+    assert undocumented(package_modules(root), "| `pkg/alpha.py` | ... |\n`beta.py` alone is not enough") == [
+        "pkg/sub/beta.py"]
+    assert undocumented(package_modules(root), "`pkg/alpha.py`, `pkg/sub/beta.py`") == []
+
+
+def test_synthetic_missing_path_fails(tmp_path):
+    root = _fake_repo(tmp_path)
+    doc = "`pkg/alpha.py` and `pkg/gone.py`; see also pkg/sub/beta.py and `trainer/commands/<group>.py`"
+    assert missing_paths(doc, root) == ["pkg/gone.py"]
+
+
+def test_synthetic_undefined_name_fails(tmp_path):
+    root = _fake_repo(tmp_path)
+    doc = ("| module | names |\n|---|---|\n"
+           "| `pkg/alpha.py` | `run()`, `Box.open`, `LIMIT`, `upsert_task_profile(...)`, `Box.close` |\n")
+    assert undefined_names(doc, root) == ["pkg/alpha.py: upsert_task_profile", "pkg/alpha.py: Box.close"]
+
+
+@pytest.mark.parametrize("line", [
+    "see " + "SYSTEM" ".md §6",
+    "(" + "notes" "/paper-x.md §4)",
+    "../shared/" + "notes" "/vllm.md",
+    "(environment" "-facts §2a)",
+    "(smollm2-grpo" "-facts.md)",
+    "anchor" "-apis.md",
+])
+def test_synthetic_citation_fails(line):
+    assert citations({"x.py": f"ok\n# {line}\n"}) == [f"x.py:2: # {line}"]
+
+
+def test_plain_words_are_not_citations():
+    assert citations({"x.md": "footnotes/ here, the facts of the matter, release notes are fine"}) == []

@@ -1,0 +1,198 @@
+"""Imports point one way, and private names stay inside their package.
+
+Rules (each check is a plain function, exercised on the real tree and on synthetic sources that must fail):
+
+- the layers, lowest first: harness < memory, suitegen < tools < agents < graphs < trainer < benchmarks. A module
+  may import its own package and lower layers only; packages on the same rank may not import each other.
+  Every import counts, wherever it is written: at the top, inside a function (lazy), under `TYPE_CHECKING`;
+- a *package* is a top-level folder of the repo holding `.py` files (`tests/` excluded). One that is not in
+  `LAYERS` fails the test: a new package has to be placed in the order first;
+- a private name (one leading underscore, not a dunder) of another package is never imported: not
+  `from x.y import _z`, not `import x._y`, and not reached as an attribute (`x.y._z`, `mod._z` where `mod`
+  was imported from another package). `benchmarks/` scripts follow this rule too; tests do not.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Rank per top-level package; an import must go to a strictly lower rank (or stay in its own package).
+LAYERS: dict[str, int] = {
+    "harness": 0,
+    "memory": 1,
+    "suitegen": 1,  # the suite generator: content and builders over harness types, called by `harnessrl data`
+    "tools": 2,
+    "agents": 3,
+    "graphs": 4,
+    "trainer": 5,
+    "benchmarks": 6,  # scripts that may import everything; nothing imports them
+}
+NOT_PACKAGES = {"tests", "docs", "data", "configs"}
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str
+    line: int
+    statement: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.statement}  ({self.why})"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _top(dotted: str) -> str:
+    return dotted.split(".", 1)[0]
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    """`a.b.c` as ["a", "b", "c"] when the expression is a plain attribute chain on a name."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id, *reversed(parts)]
+
+
+def check_source(rel_path: str, source: str) -> list[Violation]:
+    """Violations in one module; `rel_path` (e.g. "agents/llm.py") gives its package."""
+    own = _top(rel_path.replace("/", "."))
+    rank = LAYERS[own]
+    tree = ast.parse(source, filename=rel_path)
+    lines = source.splitlines()
+    found: list[Violation] = []
+    bound: dict[str, str] = {}  # local name -> the module path it was imported from, for other packages only
+
+    def flag(node: ast.AST, why: str) -> None:
+        text = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
+        found.append(Violation(rel_path, node.lineno, text, why))
+
+    def check_target(node: ast.AST, module: str) -> bool:
+        """Flags an upward import; True when `module` is in another layered package."""
+        target = _top(module)
+        if target == own or target not in LAYERS:
+            return False
+        if LAYERS[target] >= rank:
+            flag(node, f"{own} (layer {rank}) imports {module} (layer {LAYERS[target]}): imports must point down")
+        return True
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if not check_target(node, alias.name):
+                    continue
+                if any(_private(p) for p in alias.name.split(".")):
+                    flag(node, f"private module {alias.name} of another package")
+                local = alias.asname or _top(alias.name)
+                bound[local] = alias.name if alias.asname else local
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if not check_target(node, node.module):
+                continue
+            if any(_private(p) for p in node.module.split(".")):
+                flag(node, f"private module {node.module} of another package")
+            for alias in node.names:
+                if _private(alias.name):
+                    flag(node, f"private name {alias.name} of {node.module}")
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    # Attribute access reaching a private name through something imported from another package; only whole
+    # chains are read (`a.b._c`, not also its inner `a.b`).
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and id(node) not in inner:
+            chain = _dotted(node)
+            if chain and chain[0] in bound and any(_private(p) for p in chain[1:]):
+                flag(node, f"private name {'.'.join(chain)} of {bound[chain[0]]}")
+    return sorted(set(found), key=lambda v: (v.line, v.why))
+
+
+def top_level_packages(root: Path) -> list[str]:
+    """Top-level folders of the repo that hold Python code (see the module docstring)."""
+    return sorted(
+        d.name for d in root.iterdir()
+        if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_PACKAGES and not d.name.endswith(".egg-info")
+        and any(f for f in d.rglob("*.py") if "__pycache__" not in f.parts)
+    )
+
+
+def unplaced_packages(root: Path) -> list[str]:
+    return [p for p in top_level_packages(root) if p not in LAYERS]
+
+
+def tree_violations(root: Path) -> list[Violation]:
+    out: list[Violation] = []
+    for pkg in top_level_packages(root):
+        if pkg not in LAYERS:
+            continue
+        for f in sorted((root / pkg).rglob("*.py")):
+            if "__pycache__" in f.parts:
+                continue
+            rel = f.relative_to(root).as_posix()
+            out.extend(check_source(rel, f.read_text(encoding="utf-8")))
+    return out
+
+
+# -- the real tree -------------------------------------------------------------------------------------------
+def test_every_package_is_placed_in_the_layer_order() -> None:
+    assert unplaced_packages(REPO) == [], "add the new package to LAYERS in tests/test_layering.py"
+
+
+def test_imports_point_down_and_private_names_stay_home() -> None:
+    problems = tree_violations(REPO)
+    assert not problems, "\n" + "\n".join(map(str, problems))
+
+
+# -- the checker itself can fail -----------------------------------------------------------------------------
+SYNTHETIC: list[tuple[str, str, str]] = [
+    ("harness/x.py", "from trainer.run import main\n", "harness (layer 0) imports trainer.run (layer 5)"),
+    ("tools/x.py", "def f():\n    import agents.llm\n", "tools (layer 2) imports agents.llm"),  # lazy import
+    ("memory/x.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from graphs.state import S\n",
+     "memory (layer 1) imports graphs.state"),
+    ("memory/x.py", "import suitegen.generate\n", "memory (layer 1) imports suitegen.generate (layer 1)"),  # same rank
+    ("trainer/x.py", "import benchmarks.compare\n", "trainer (layer 5) imports benchmarks.compare (layer 6)"),
+    ("agents/x.py", "from tools.judge import _from_obj\n", "private name _from_obj of tools.judge"),
+    ("agents/x.py", "import tools._secret as s\n", "private module tools._secret"),
+    ("benchmarks/x.py", "from trainer.evaluate import _load_model\n", "private name _load_model of trainer.evaluate"),
+    ("benchmarks/x.py", "import trainer.evaluate\ntrainer.evaluate._load_model('m')\n",
+     "private name trainer.evaluate._load_model of trainer"),
+    ("graphs/x.py", "from tools import judge as j\nj._balanced(1)\n", "private name j._balanced of tools.judge"),
+]
+
+
+@pytest.mark.parametrize(("path", "source", "why"), SYNTHETIC)
+def test_checker_catches_a_bad_import(path: str, source: str, why: str) -> None:
+    problems = check_source(path, source)
+    assert len(problems) == 1, problems
+    assert why in problems[0].why
+    assert str(problems[0]).startswith(f"{path}:{problems[0].line}: ")
+    assert problems[0].statement in source
+
+
+@pytest.mark.parametrize(("path", "source"), [
+    ("trainer/x.py", "import harness.types\nfrom agents.llm import ask\nfrom trainer._private import x\n"),
+    ("agents/x.py", "from .schemas import _helper\nimport json\nfrom pydantic import BaseModel\n"),
+    ("benchmarks/x.py", "import trainer.evaluate\ntrainer.evaluate.load_model('m')\nfrom harness import __version__\n"),
+    ("tools/x.py", "import tools.judge\ntools.judge._from_obj({})\nx = obj._private\n"),
+])
+def test_checker_allows_downward_and_own_package_imports(path: str, source: str) -> None:
+    assert check_source(path, source) == []
+
+
+def test_an_unplaced_package_fails(tmp_path: Path) -> None:
+    for name in ("harness", "newpkg", "tests", "docs"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "run.py").write_text("")
+    assert unplaced_packages(tmp_path) == ["newpkg", "scripts"]

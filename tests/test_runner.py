@@ -1,0 +1,53 @@
+"""`graphs/runner.py` in process: the async SQLite checkpointer, approval interrupts answered by the approver,
+resuming a waiting thread by id, and `thread_unfinished` (what `harnessrl evolve --thread` resumes on).
+
+Real store, memory, judge and measurement; the frozen policy is the scripted `PromptPolicy`.
+"""
+
+from __future__ import annotations
+
+from agents.context import EvolverContext
+from graphs.runner import run_in_process, thread_unfinished
+from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
+
+HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
+
+
+def _stuffing(prompt, i):
+    return "water water water water water rest dark" if i % 2 == 0 else HONEST
+
+
+def _input():
+    return {"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10}
+
+
+def test_waiting_thread_is_resumed_and_answered_by_the_approver(tmp_path):
+    key, svc = make_run(tmp_path, PromptPolicy(_stuffing))
+    ctx = EvolverContext(services_key=key, sample_k=4, require_approval=True)
+    db = tmp_path / "evolver.sqlite"
+    assert not thread_unfinished(db, "t1")
+
+    waiting = run_in_process(_input(), ctx, db, "t1")  # no approver: the run stops at the interrupt
+    (interrupt,) = waiting["__interrupt__"]
+    assert interrupt.value["critique"]["measured_ok"] is True and svc.store.latest().version == 0
+    assert thread_unfinished(db, "t1")
+
+    asked = []
+    out = run_in_process(None, ctx, db, "t1", approve=lambda payload: asked.append(payload) or True)
+    assert len(asked) == 1 and asked[0]["proposal"]["template"] == interrupt.value["proposal"]["template"]
+    assert out["reports"][0]["decision"] == "accepted" and svc.store.latest().version == 1
+    assert "__interrupt__" not in out and not thread_unfinished(db, "t1")
+
+
+def test_approver_can_reject(tmp_path):
+    key, svc = make_run(tmp_path, PromptPolicy(_stuffing))
+    ctx = EvolverContext(services_key=key, sample_k=4, require_approval=True)
+    out = run_in_process(_input(), ctx, tmp_path / "evolver.sqlite", "t2", approve=lambda payload: False)
+    assert out["reports"][0]["decision"] == "rejected_by_human" and svc.store.latest().version == 0
+
+
+def test_without_approval_the_round_runs_through(tmp_path):
+    key, svc = make_run(tmp_path, PromptPolicy(_stuffing))
+    ctx = EvolverContext(services_key=key, sample_k=4)
+    out = run_in_process(_input(), ctx, tmp_path / "evolver.sqlite", "t3")
+    assert out["reports"][0]["decision"] == "accepted" and out["harness_version"] == svc.store.latest().version == 1
