@@ -2,7 +2,7 @@
 
 Rules (each check is a plain function, exercised on the real tree and on synthetic sources that must fail):
 
-- the layers, lowest first: harness < memory, suitegen < tools < agents < graphs < trainer < benchmarks. A module
+- the layers, lowest first: harness < memory, suitegen < tools < agents < graphs < trainer < benchmarks, examples. A module
   may import its own package and lower layers only; packages on the same rank may not import each other.
   Every import counts, wherever it is written: at the top, inside a function (lazy), under `TYPE_CHECKING`;
 - a *package* is a top-level folder of the repo holding `.py` files (`tests/` excluded). One that is not in
@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "graphs": 4,
     "trainer": 5,
     "benchmarks": 6,  # scripts that may import everything; nothing imports them
+    "examples": 6,  # user scripts on the public API; nothing imports them
 }
 NOT_PACKAGES = {"tests", "docs", "data", "configs"}
 

@@ -1,0 +1,118 @@
+"""HarnessRL inside your own TRL script: the dataset, the reward, the callback and the trainer class.
+
+    from trainer.api import harness_parts
+
+    parts = harness_parts("configs/tiny.yaml", run_dir="runs/mine", max_steps=8)
+    trainer = parts.trainer_class(model=model, processing_class=tokenizer, args=GRPOConfig(...),
+                                  **parts.trainer_kwargs())
+    parts.attach(trainer)
+    trainer.train()
+
+The pieces are the ones `harnessrl train` wires (trainer/grpo.py), built from one run config: a YAML file,
+a `RunConfig`, or plain keyword arguments naming config fields (`max_steps=8` or `harness__sample_k=8`
+for a name that several sections share). Your `GRPOConfig` keeps everything else (optimiser, logging,
+precision, LoRA through `peft_config`); `attach` refuses settings that would make the harness wrong:
+another group size than the run's, a shuffled dataset, or a generation buffer that spans optimizer steps
+(an update committed at step s must reach step s+1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from trainer.config import ConfigError, RunConfig, load_config, save_config
+
+_SECTIONS = ("model", "data", "train", "harness")
+
+
+def _override(name: str, value: Any) -> str:
+    """`max_steps=8` -> "train.max_steps=8"; `harness__sample_k=8` -> "harness.sample_k=8"; `run_dir=...`."""
+    import json
+
+    if "__" in name:
+        section, key = name.split("__", 1)
+        path = f"{section}.{key}"
+    elif name == "run_dir":
+        path = "run_dir"
+    else:
+        hints = get_type_hints(RunConfig)
+        owners = [s for s in _SECTIONS if name in {f.name for f in fields(hints[s])}]
+        if len(owners) != 1:
+            where = f"in {owners}" if owners else "in no section"
+            raise ConfigError(f"harness_parts({name}=...): the config field {name!r} is {where}; "
+                              f"write section__{name}=... (sections: {', '.join(_SECTIONS)})")
+        path = f"{owners[0]}.{name}"
+    return f"{path}={json.dumps(value) if not isinstance(value, str) else value}"
+
+
+@dataclass
+class HarnessParts:
+    """What a TRL script adds to its `GRPOTrainer`; `run` is the live run (harness store, memory, detector)."""
+
+    cfg: RunConfig
+    run: Any
+    sampler: Any
+    dataset: Any
+    reward: Any
+    callback: Any
+    trainer_class: type
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `trainer_class(...)` besides your model, tokenizer and args."""
+        return {"train_dataset": self.dataset, "reward_funcs": [self.reward], "callbacks": [self.callback],
+                "harness_sampler": self.sampler}
+
+    def attach(self, trainer: Any) -> None:
+        """Hand the trainer to the callback (the frozen policy is its live model) after checking its args."""
+        args = trainer.args
+        t = self.cfg.train
+        problems = []
+        if args.num_generations != t.num_generations:
+            problems.append(f"num_generations={args.num_generations} but the run's reward groups are "
+                            f"train.num_generations={t.num_generations}")
+        if args.shuffle_dataset:
+            problems.append("shuffle_dataset=True would pre-read rows and hide harness updates; set it to False")
+        if args.max_steps != t.max_steps:
+            problems.append(f"max_steps={args.max_steps} but train.max_steps={t.max_steps} (the dataset never ends: "
+                            f"TRL needs max_steps, and the evolver's schedule uses the run's)")
+        if self.cfg.harness.evolver and args.save_strategy == "steps" and self.cfg.harness.evolve_every % args.save_steps:
+            problems.append(f"save_steps={args.save_steps} must divide harness.evolve_every="
+                            f"{self.cfg.harness.evolve_every} (the checkpoint after a round carries its harness)")
+        if problems:
+            raise ConfigError("GRPOConfig does not fit the HarnessRL run: " + "; ".join(problems))
+        self.callback.trainer = trainer
+
+    def close(self) -> None:
+        self.run.close()
+
+
+def harness_parts(config: str | Path | RunConfig | None = None, *, overrides: list[str] | None = None,
+                  **settings: Any) -> HarnessParts:
+    """Build the run folder, harness, sampler dataset, reward and callback for a user's `GRPOTrainer`.
+
+    `config`: a YAML file, a `RunConfig`, or None (the defaults); `overrides`: "section.key=value" strings;
+    `settings`: the same as keyword arguments (see the module docstring). A fresh run folder is created
+    (an existing harness there is continued, as `harnessrl train --resume` would read it)."""
+    from trainer.callback import HarnessCallback
+    from trainer.grpo import harness_trainer_class
+    from trainer.reward import RubricReward
+    from trainer.run import HarnessRun
+    from trainer.sampler import HarnessSampler, make_dataset
+
+    extra = [*(overrides or []), *(_override(k, v) for k, v in settings.items())]
+    if isinstance(config, RunConfig):
+        if extra:
+            raise ConfigError("harness_parts: pass overrides with a config file, or edit the RunConfig yourself")
+        cfg = config
+    else:
+        cfg = load_config(config, extra)
+    run = HarnessRun(cfg)
+    save_config(cfg, run.paths.config)
+    h = cfg.harness
+    sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor, dynamic_filtering=h.dynamic_filtering,
+                             df_window=h.df_window, df_multiplier=h.df_multiplier)
+    return HarnessParts(cfg=cfg, run=run, sampler=sampler, dataset=make_dataset(sampler),
+                        reward=RubricReward(run, cfg.train.num_generations), callback=HarnessCallback(run),
+                        trainer_class=harness_trainer_class())
