@@ -192,3 +192,56 @@ def test_cost_table_sums_each_proposals_measurement_per_interface(run_dir):
     table = {row[0]: row[1:] for row in _table_after(page, "Critic cost by interface")}
     assert table["interface"] == ["proposals", "probe rollouts", "reused rollouts", "tokens", "judge calls", "seconds"]
     assert table["guidance"] == ["2", "24", "0", "296", "2", "3.750"]
+
+
+def test_update_effect_rows_split_each_tasks_groups_at_the_update(run_dir):
+    from trainer.outcomes import update_effect_rows
+
+    data = report.collect(run_dir)
+    # t1 (v1 at step 4): groups at steps 2 and 4 before, 6 after; one dead before, none after.
+    data["metrics"] = [{"step": 2, "tasks": ["t1", "x"], "group_means": [0.0, 0.5], "group_stds": [0.0, 0.2]},
+                       {"step": 4, "tasks": ["t1"], "group_means": [0.5], "group_stds": [0.3]},
+                       {"step": 6, "tasks": ["t1"], "group_means": [0.7], "group_stds": [0.25]}]
+    rows = {r["version"]: r for r in update_effect_rows(data)}
+    r1 = rows[1]
+    assert (r1["groups before"], r1["groups after"]) == (2, 1)
+    assert r1["mean before"] == pytest.approx(0.25) and r1["dead before"] == pytest.approx(0.5)
+    assert r1["mean after"] == pytest.approx(0.7) and r1["dead after"] == 0.0 and r1["outcome"] == "accepted"
+    assert rows[2]["groups before"] == 0 and rows[2]["mean after"] is None and rows[2]["outcome"] == "fallback"
+
+
+def test_eval_domains_side_by_side_and_summary_sentences(run_dir):
+    from trainer.outcomes import eval_domain_rows
+
+    data = report.collect(run_dir)
+    data["eval"] = {
+        "base": {"n_tasks": 2, "avg_at_k": 0.4, "audit": 0.5,
+                 "domains": {"med": {"n_tasks": 1, "avg_at_k": 0.3, "audit": 0.5},
+                             "sci": {"n_tasks": 1, "avg_at_k": 0.5, "audit": None}}},
+        "trained": {"n_tasks": 2, "avg_at_k": 0.5, "audit": 0.6,
+                    "domains": {"med": {"n_tasks": 1, "avg_at_k": 0.45, "audit": 0.6},
+                                "sci": {"n_tasks": 1, "avg_at_k": 0.55, "audit": None}}}}
+    rows = {r["domain"]: r for r in eval_domain_rows(data)}
+    assert rows["med"]["criteria change"] == pytest.approx(0.15) and rows["sci"]["audit change"] is None
+    assert rows["all"]["audit change"] == pytest.approx(0.1)
+    text = " ".join(report.summary_sentences(report.summary(data)))
+    assert "8 training steps" in text and "The critic accepted 2 updates" in text and "2 fallbacks" in text
+    assert "_total" not in text and "_by_interface" not in text
+
+
+def test_report_writes_a_trace_page_per_round_and_links_it(tmp_path, tiny_model_dir):
+    """A real in-process evolver round (the snapshot fixture on the tiny model) gets a trace page, linked from the
+    report's rounds table; a thread the database does not hold (a server round) stays plain text."""
+    from trainer.cli import main
+
+    run = tmp_path / "run"
+    snapshot = Path(__file__).parent / "fixtures" / "evolver_snapshot"
+    assert main(["evolve", str(snapshot), "--run-dir", str(run), "--policy", f"local:{tiny_model_dir}",
+                 "--sample-k", "2", "--max-revisions", "0", "--thread", "t1"]) == 0
+    _jsonl(run / "metrics.jsonl", [{"step": 1, "reward": 0.0, "dead_share": 1.0, "time": 1.0, "pause_s": 0.0}])
+    _jsonl(run / "events.jsonl", [])
+    _jsonl(run / "rounds.jsonl", [{"step": 1, "thread_id": "t1", "reports": []},
+                                  {"step": 2, "thread_id": "on-server", "reports": []}])
+    page = report.build_report(run).read_text()
+    assert (run / "traces" / "t1.html").is_file() and not (run / "traces" / "on-server.html").exists()
+    assert '<a href="traces/t1.html">t1</a>' in page and "on-server</td>" in page

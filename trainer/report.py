@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.types import INTERFACES
 from trainer.io import atomic_write_text, read_jsonl
+from trainer.outcomes import eval_domain_rows, update_effect_rows, write_trace_pages
 
 
 def _png(fig: Any) -> str:
@@ -297,9 +298,17 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+def _table(rows: list[dict[str, Any]], cols: list[str], links: dict[str, dict[str, str]] | None = None) -> str:
+    """`links[col][cell text]` = href: that cell becomes a link (trace pages)."""
+    links = links or {}
+
+    def cell(r: dict[str, Any], c: str) -> str:
+        text = html.escape(_fmt(r.get(c)))
+        href = links.get(c, {}).get(_fmt(r.get(c)))
+        return f'<a href="{html.escape(href)}">{text}</a>' if href else text
+
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{cell(r, c)}</td>" for c in cols) + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -329,6 +338,25 @@ def _kv_table(values: dict[str, Any]) -> str:
     return f"<table class=kv>{rows}</table>"
 
 
+def summary_sentences(s: dict[str, Any]) -> list[str]:
+    """The summary as a person reads it."""
+    def by_iface(d: dict[str, int]) -> str:
+        return ", ".join(f"{n} {i}" for i, n in d.items()) or "none"
+
+    pause = f"{s['pause_s']:.0f} s" + (f" ({100 * s['pause_share']:.0f}% of training time)"
+                                       if s.get("pause_share") is not None else "")
+    lines = [f"{s['steps']} training steps; the detector reported {s['events']} failure events "
+             f"({_fmt(s['event_types']) or 'none'}).",
+             f"{s['rounds']} evolver rounds ({s['rounds_failed']} failed) paused training for {pause}.",
+             f"The critic accepted {s['accepted_total']} updates ({by_iface(s['accepted_by_interface'])}); "
+             f"{s['fallback_total']} fallbacks changed sampling after every candidate was rejected; "
+             f"{s['committed_total']} harness versions were committed in all."]
+    if s["judge_warnings"]:
+        lines.append(f"The judge reported {s['judge_warnings']} warnings (malformed answers, errors or checks that "
+                     "could not decide): see metrics.jsonl.")
+    return lines
+
+
 def build_report(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     data = collect(run_dir)
@@ -342,8 +370,11 @@ def build_report(run_dir: Path) -> Path:
                                           "version_after", "pause_s", "error", "thread_id")} for r in data["rounds"]]
     iface_rows = interface_rows(data)
     type_rows = event_type_rows(data)
+    effect_rows = update_effect_rows(data)
+    trace_links = write_trace_pages(run_dir, data)
     sections = [f"<h1>HarnessRL run: {html.escape(run_dir.name)}</h1>",
-                "<h2>Summary</h2>", _kv_table(s),
+                "<h2>Summary</h2>", "".join(f"<p>{html.escape(line)}</p>" for line in summary_sentences(s)),
+                f"<details><summary>All counts</summary>{_kv_table(s)}</details>",
                 "<h2>Events by type</h2>",
                 _table(type_rows, list(type_rows[0])) if type_rows else "<p>No events detected.</p>",
                 "<p class=note>detected: events.jsonl; in rounds: events an evolver round decided on. accepted: the "
@@ -361,17 +392,31 @@ def build_report(run_dir: Path) -> Path:
                 f'<h2>Reward</h2><img src="{imgs["reward"]}">', f'<h2>Dead groups</h2><img src="{imgs["dead"]}">',
                 f'<h2>Harness updates</h2><img src="{imgs["updates"]}">',
                 _table(upd_rows, ["version", "step", "interface", "outcome", "ops", "rationale"]) if upd_rows
-                else "<p>No committed updates.</p>"]
+                else "<p>No committed updates.</p>",
+                "<h2>Did each update hold?</h2>",
+                _table(effect_rows, list(effect_rows[0])) if effect_rows else "<p>No committed updates.</p>",
+                "<p class=note>The training groups of each update's tasks (and of a variant it added) before and "
+                "after it: mean reward, mean within-group std, and the share of dead groups (std below the "
+                "detector's eps). No groups after an update: its tasks were not drawn again in this run.</p>"]
     if "eval" in imgs:
         sections.append(f'<h2>Held-out evaluation</h2><img src="{imgs["eval"]}">')
         sections.append(_table([{"model": k, "avg_at_k": v["avg_at_k"], "audit": v["audit"], "k": v["k"],
                                  "n_tasks": v["n_tasks"]} for k, v in data["eval"].items()],
                                ["model", "avg_at_k", "audit", "k", "n_tasks"]))
+        dom_rows = eval_domain_rows(data)
+        if dom_rows:
+            sections += ["<h3>Base vs trained per domain (same tasks and seeds)</h3>",
+                         _table(dom_rows, list(dom_rows[0])),
+                         "<p class=note>criteria: the training rubric's score (Avg@k); audit: the hidden audit "
+                         "criteria, which no agent sees.</p>"]
     else:
         sections.append("<h2>Held-out evaluation</h2><p>No eval.json yet: run <code>harnessrl eval --run "
                         f"{html.escape(str(run_dir))}</code>.</p>")
     sections += [f'<h2>Pause time and judge warnings</h2><img src="{imgs["pause"]}">',
-                 "<h2>Evolver rounds</h2>", _table(round_rows, list(round_rows[0]) if round_rows else ["step"])]
+                 "<h2>Evolver rounds</h2>",
+                 _table(round_rows, list(round_rows[0]) if round_rows else ["step"], links={"thread_id": trace_links}),
+                 "<p class=note>Each thread id links to its trace page (traces/), written with this report; a round "
+                 "run on a LangGraph server is in Studio instead.</p>"]
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>HarnessRL report</title><style>"
             "body{font-family:sans-serif;max-width:1000px;margin:auto}table{border-collapse:collapse;font-size:12px}"
             "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}img{max-width:100%}"

@@ -128,6 +128,7 @@ class RubricReward:
             "dead_share": batch.dead_share, "n_groups": batch.n_groups, "harness_version": versions[-1],
             "harness_versions": versions, "hinted_share": float(np.mean([bool(h) for h in hinted])),
             "tasks": [tid for _, tid, _ in groups], "group_means": [s.mean for s in stats_list],
+            "group_stds": [s.std for s in stats_list],
             "judge_warnings": warn_count, **{k: v for k, v in new_warnings.items() if v},
         })
         if log_extra is not None:

@@ -1,0 +1,85 @@
+"""What training did, for the report: each committed update's groups before and after it, the base and the
+trained model side by side per domain, and a trace page per evolver round. Reads only files; no torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.detector import DetectorConfig
+
+
+def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> list[dict[str, Any]]:
+    """Per committed update: the groups its tasks had before it and after it (mean, std, dead share), so a
+    reader sees whether the repair held. A task's groups come from metrics.jsonl (`tasks`, `group_means`,
+    `group_stds` per step); a harder variant an update added counts as the task's "after"."""
+    eps = DetectorConfig().eps if dead_eps is None else dead_eps
+    groups: dict[str, list[tuple[int, float, float | None]]] = {}
+    for m in data["metrics"]:
+        stds = m.get("group_stds") or [None] * len(m.get("tasks") or [])
+        for tid, mean, std in zip(m.get("tasks") or [], m.get("group_means") or [], stds):
+            groups.setdefault(tid, []).append((int(m["step"]), float(mean), std))
+
+    def side(rows: list[tuple[int, float, float | None]]) -> dict[str, Any]:
+        stds = [s for _, _, s in rows if s is not None]
+        return {"groups": len(rows), "mean": sum(m for _, m, _ in rows) / len(rows) if rows else None,
+                "std": sum(stds) / len(stds) if stds else None,
+                "dead": sum(s < eps for s in stds) / len(stds) if stds else None}
+
+    out = []
+    for u in data["updates"]:
+        ops = u["update"]["ops"]
+        tasks = sorted({o["task_id"] for o in ops if o.get("task_id")})
+        added = sorted({o["variant"]["id"] for o in ops if isinstance(o.get("variant"), dict) and o["variant"].get("id")})
+        before = [g for t in tasks for g in groups.get(t, []) if g[0] <= u["step"]]
+        after = [g for t in [*tasks, *added] for g in groups.get(t, []) if g[0] > u["step"]]
+        b, a = side(before), side(after)
+        out.append({"version": u["version"], "step": u["step"], "interface": u["update"]["interface"],
+                    "outcome": "fallback" if (u.get("meta") or {}).get("fallback") else "accepted", "tasks": tasks + added,
+                    "groups before": b["groups"], "mean before": b["mean"], "std before": b["std"],
+                    "dead before": b["dead"], "groups after": a["groups"], "mean after": a["mean"],
+                    "std after": a["std"], "dead after": a["dead"]})
+    return out
+
+
+def eval_domain_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Base and trained model side by side per domain (same draws: `harnessrl eval` keeps both)."""
+    ev = data["eval"]
+    base, trained = ev.get("base"), ev.get("trained")
+    if not base or not trained:
+        return []
+    rows = []
+    for d in sorted(set(base["domains"]) | set(trained["domains"])):
+        b, t = base["domains"].get(d, {}), trained["domains"].get(d, {})
+        row = {"domain": d, "tasks": t.get("n_tasks", b.get("n_tasks"))}
+        for key, label in (("avg_at_k", "criteria"), ("audit", "audit")):
+            bv, tv = b.get(key), t.get(key)
+            row[f"{label} base"], row[f"{label} trained"] = bv, tv
+            row[f"{label} change"] = (tv - bv) if bv is not None and tv is not None else None
+        rows.append(row)
+    rows.append({"domain": "all", "tasks": trained["n_tasks"], "criteria base": base["avg_at_k"],
+                 "criteria trained": trained["avg_at_k"], "criteria change": trained["avg_at_k"] - base["avg_at_k"],
+                 "audit base": base["audit"], "audit trained": trained["audit"],
+                 "audit change": (trained["audit"] - base["audit"]) if None not in (base["audit"], trained["audit"]) else None})
+    return rows
+
+
+def write_trace_pages(run_dir: Path, data: dict[str, Any]) -> dict[str, str]:
+    """One trace page per in-process round (run_dir/traces/<thread>.html); thread id -> relative link.
+    Rounds run on a LangGraph server keep their threads there (open them in Studio)."""
+    from graphs.trace_html import write_trace
+
+    db = run_dir / "evolver.sqlite"
+    links: dict[str, str] = {}
+    if not db.is_file():
+        return links
+    for r in data["rounds"]:
+        tid = r.get("thread_id")
+        if not tid:
+            continue
+        try:
+            write_trace(db, tid, run_dir / "traces" / f"{tid}.html")
+        except ValueError:
+            continue  # not in this database (a server round) or failed before its first checkpoint
+        links[tid] = f"traces/{tid}.html"
+    return links
