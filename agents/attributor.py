@@ -6,6 +6,9 @@ guidance_leak -> guidance. Two things move it off the prior, always with a note 
 - a disabled interface (ablation) is skipped for the next one in the failure type's preference order;
 - memory (anti-oscillation): when this task already has `REJECTED_LIMIT` rejected proposals on the
   preferred interface, the next interface is tried instead.
+- memory (cross-task): when the chosen interface has no accepted proposal on similar cases of other tasks
+  (same failure type, same domain or criterion signature; `evidence["cross_task"]`) and another enabled
+  interface has, the one with the most such successes is used; `evidence_used` names those records.
 
 LLM brain: the same inputs plus the prior go to the model, which may first look things up with its
 tools (task_history, similar_cases, current_harness; memory tools only with use_memory); its answer must name an enabled
@@ -85,11 +88,36 @@ def rule_attribution(event: FailureEvent, evidence: dict[str, Any], enabled: lis
     if chosen is None:  # every enabled interface failed repeatedly: go back to the best enabled one
         chosen = next(i for i in order if i in enabled)
         notes.append(f"every enabled interface was rejected before; using {chosen}")
+    used: list[str] = []
+    if use_memory:
+        chosen, used = _cross_task(event, evidence, chosen, [i for i in order if i in enabled
+                                                             and rejected.get(i, 0) < REJECTED_LIMIT])
+        if used:
+            notes.append(f"memory: similar cases of other tasks were repaired on {chosen}: using it")
+            cited += [line.split()[1] for line in used]
     diagnosis = DIAGNOSES[event.type]
     if event.criterion_id:
         diagnosis += f" (criterion {event.criterion_id})"
     confidence = 0.8 if chosen == order[0] else 0.5
-    return Attribution(interface=chosen, diagnosis=diagnosis, confidence=confidence, evidence_ids=cited, source="rules", notes=notes)  # type: ignore[arg-type]
+    return Attribution(interface=chosen, diagnosis=diagnosis, confidence=confidence, evidence_ids=cited, source="rules",  # type: ignore[arg-type]
+                       notes=notes, evidence_used=used)
+
+
+def _cross_task(event: FailureEvent, evidence: dict[str, Any], chosen: str, allowed: list[str]) -> tuple[str, list[str]]:
+    """(interface, evidence lines): `chosen` unless it has no accepted similar case and an `allowed` interface has."""
+    domain = evidence.get("task", {}).get("domain", "")
+    signature = evidence.get("signature", "")
+    wins: dict[str, list[str]] = {}
+    for r in evidence.get("cross_task", []):
+        if r.get("outcome") != "accepted" or r.get("task_id") == event.task_id:
+            continue
+        if r.get("failure_type") != event.type or not (r.get("domain") == domain or (signature and r.get("signature") == signature)):
+            continue
+        wins.setdefault(r["interface"], []).append(f"proposal {r['id']} accepted on {r['task_id']}: interface {r['interface']}")
+    if wins.get(chosen) or not any(wins.get(i) for i in allowed):
+        return chosen, []
+    best = max(allowed, key=lambda i: (len(wins.get(i, [])), -allowed.index(i)))
+    return best, wins[best][-3:]
 
 
 def llm_attribution(
@@ -119,7 +147,7 @@ def llm_attribution(
     notes = [f"rule prior was {prior.interface}"]
     if dropped := [i for i in out.evidence_ids if i not in known]:
         notes.append(f"dropped evidence ids not in the evidence: {dropped}")
-    return out.model_copy(update={"evidence_ids": cited, "source": "llm", "notes": notes})
+    return out.model_copy(update={"evidence_ids": cited, "source": "llm", "notes": notes, "evidence_used": []})
 
 
 def _lines(records: list[dict[str, Any]]) -> str:

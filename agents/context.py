@@ -78,6 +78,8 @@ class EvolverContext:
     interfaces: list[str] = _f(list(INTERFACES), "interfaces the evolver may update (ablation: leave some out)")
     history_last_n: int = _f(10, "within-task memory records shown to the attributor")
     similar_k: int = _f(5, "cross-task similar cases shown to the attributor")
+    generalise_max_tasks: int = _f(4, "an accepted repair is proposed, as one batched update, for at most this many "
+                                      "other tasks with the same failure signature (0: off, the ablation)")
 
     def __post_init__(self) -> None:
         for name in ("attributor_model", "proposer_model", "critic_model", "judge_model"):
@@ -86,6 +88,8 @@ class EvolverContext:
                 raise ValueError(f"EvolverContext.{name}: expected 'rules' or 'provider:model', got {value!r}")
         if self.max_revisions < 0:
             raise ValueError(f"EvolverContext.max_revisions must be >= 0, got {self.max_revisions}")
+        if self.generalise_max_tasks < 0:
+            raise ValueError(f"EvolverContext.generalise_max_tasks must be >= 0, got {self.generalise_max_tasks}")
         if self.max_tool_rounds < 0:
             raise ValueError(f"EvolverContext.max_tool_rounds must be >= 0, got {self.max_tool_rounds}")
         if self.sample_k < 2:

@@ -36,6 +36,13 @@ Every critique carries the measurement's cost in its numbers (`cost_*`: probe ro
 reused rollouts, sample calls, scored rollouts, judge calls, seconds), so memory and rounds.jsonl
 record what each proposal cost.
 
+Batched updates (an accepted repair generalised to similar tasks, `agents/generalise.py`): each target
+task brings its own failure event and its own focus group (its new variant for an `add_variant`). The
+batch is accepted when (1) no guard fails on any target's groups, nor the judge-failure guard; (2) the
+primary rule holds, in aggregate, on a strict majority of the targets; and (3) the sequential test, run on
+the lead target (the first: the one with the most recent evidence), passes (`batch_stop_rule`,
+`judge_batch`). A target where the rule did not hold gets the repair with no measured harm (its guards held).
+
 The LLM critic (optional) only reviews candidates that passed and may veto them; it never accepts
 on its own. The accept/reject decision itself is made in exactly one place: the graph's
 `route_after_critique`.
@@ -285,3 +292,56 @@ def llm_review(llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, c
         log.warning("critic LLM review failed on %s: %s; keeping the measured verdict", event.id, err)
         return critique.model_copy(update={"review": f"LLM review failed ({err}); measured verdict kept"})
     return critique.model_copy(update={"veto": review.veto, "review": review.review})
+
+
+# -- batched updates (an accepted repair generalised to similar tasks) ---------------------------------------------
+def batch_focus(events: dict[str, FailureEvent], update: HarnessUpdate) -> dict[str, FailureEvent]:
+    """Focus group id -> the event it answers, per target task of a batched update: the target's new variant
+    for an `add_variant`, else the target itself; in the order of `events` (the lead first)."""
+    variants = {op.task_id: op.variant_id for op in update.ops if op.op == "add_variant"}
+    return {variants.get(tid, tid): ev for tid, ev in events.items()}
+
+
+def batch_stop_rule(events: dict[str, FailureEvent], update: HarnessUpdate, ctx: EvolverContext) -> StopRule:
+    """The sequential test of a batched update runs on its lead target (`measure_candidate` tests one group)."""
+    lead, ev = next(iter(batch_focus(events, update).items()))
+
+    def holds(c: GroupMetrics, d: GroupMetrics, paired: bool) -> bool:
+        v = _rule(ev, update, c, d, paired, ctx)
+        return v.ok and all(good for good, _ in v.guards)
+
+    return StopRule(task_id=lead, holds=holds)
+
+
+def judge_batch(events: dict[str, FailureEvent], update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
+    """The batched rule (module docstring): every guard on every target, the primary rule on a strict majority of
+    targets, the lead's sequential test. Numbers: the lead's, plus `batch_targets`, `batch_rule_held`, cost."""
+    focus = batch_focus(events, update)
+    missing = [f for f in focus if f not in m.per_task]
+    if missing:
+        raise ValueError(f"judge_batch: focus groups {missing} are not in the measurement's tasks {m.task_ids}")
+    verdicts = {f: _rule(ev, update, m.per_task[f]["control"], m.per_task[f]["candidate"], bool(m.paired.get(f)), ctx)
+                for f, ev in focus.items()}
+    lead = next(iter(verdicts))
+    held = [f for f, v in verdicts.items() if v.ok]
+    n = {**verdicts[lead].numbers, "batch_targets": float(len(verdicts)), "batch_rule_held": float(len(held)),
+         "judge_failures": float(m.judge_failures), "k": float(m.k), **cost_numbers(m)}
+    reasons = [f"batched update on {len(verdicts)} similar tasks (lead {lead})"]
+    for f, v in verdicts.items():
+        reasons.append(f"{f} ({focus[f].type}, paired={m.paired.get(f)}): " + ("held: " if v.ok else "did not hold: ")
+                       + f"{v.primary}; " + "; ".join(v.reasons))
+    guards = [(m.judge_failures == 0, f"judge failures during the measurement: {m.judge_failures}"),
+              *((good, f"{f}: {why}") for f, v in verdicts.items() for good, why in v.guards)]
+    if m.sequential is not None:
+        s = m.sequential
+        p = s.p_pass[-1] if s.p_pass else None
+        n["seq_p_pass"], n["seq_looks"] = p, float(len(s.ks))
+        guards.append((s.decision == "pass", f"sequential test on the lead {lead}: {s.decision} at k={s.ks[-1]} "
+                                             f"(held in {p} of {s.resamples} resamples)"))
+    majority = 2 * len(held) > len(verdicts)
+    failed = [why for good, why in guards if not good]
+    reasons.append(("PASS: " if majority else "FAIL: ") + f"rule held on {len(held)} of {len(verdicts)} targets "
+                   "(needs a strict majority)")
+    reasons += [f"guard failed: {why}" for why in failed]
+    return Critique(failure_type=focus[lead].type, measured_ok=majority and not failed, primary=verdicts[lead].primary,
+                    numbers=_finite(n), reasons=reasons)

@@ -1,12 +1,15 @@
 """Calling a brain LLM for a pydantic answer, optionally after a bounded loop of tool calls.
 
 `ask_structured` asks through `with_structured_output(<the schema as JSON schema>, include_raw=True)`
-(guided json_schema decoding on OpenAI-compatible servers such as vLLM; a tool call on models that
-bind tools) and validates the decoded dict with pydantic itself. The JSON-schema dict, not the
-pydantic class, is passed on purpose: with the class, ChatOpenAI parses inside the client and a bad
+(ChatOpenAI sends it as `response_format={"type": "json_schema"}`, which vLLM's OpenAI server decodes
+with guided decoding, so even a small model answers a schema-valid object; models that bind tools
+answer with a tool call) and validates the decoded dict with pydantic itself. The JSON-schema dict, not
+the pydantic class, is passed on purpose: with the class, ChatOpenAI parses inside the client and a bad
 answer raises before we can see the raw text. When the model cannot do structured output
 (NotImplementedError) or its answer does not decode, the raw text goes through
-`agents.schemas.parse_json_output`.
+`agents.schemas.parse_json_output`. What the model said is kept: each answer's raw text goes into
+`ToolBox.replies` (round, text, whether it was used), and a `BrainError` quotes the raw answer it
+rejected, so the calling agent's fallback record (and with it the trace) says what the model answered.
 
 `ask_with_tools` first lets the model call the memory/policy tools of its role (`ToolBox`, built from
 `tools.agent_tools.make_tools`) for at most `max_rounds` turns:
@@ -18,7 +21,11 @@ answer raises before we can see the raw text. When the model cannot do structure
   the model can act on, never an exception; results are cut to `MAX_TOOL_RESULT_CHARS`;
 - when the rounds are used up, or the model's free answer does not parse, the final answer is
   forced through the structured path on the whole conversation (guided decoding on vLLM, plain-JSON
-  fallback); models that cannot bind tools (NotImplementedError) go straight to `ask_structured`.
+  fallback);
+- a model that cannot bind tools (NotImplementedError), or a server that says it has no tool calling
+  on the first turn (vLLM without `--enable-auto-tool-choice`, `agents.models.tool_calling_unsupported`),
+  goes straight to `ask_structured`, and the skip is recorded as a `(tools skipped)` entry in
+  `ToolBox.calls` with the reason, so the trace says the agent answered without its tools.
 
 Every call is recorded on the `ToolBox` (round, name, args, truncated result, error flag) so the
 graph can put it in the lane state, the trace and Studio. Any failure of the model or of the
@@ -41,7 +48,7 @@ from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, ValidationError
 
 from agents import prompts
-from agents.models import LLM_ERRORS
+from agents.models import LLM_ERRORS, tool_calling_unsupported
 from agents.schemas import parse_json_output, validate_output
 
 log = logging.getLogger(__name__)
@@ -50,7 +57,9 @@ T = TypeVar("T", bound=BaseModel)
 # Bounds on what tool use adds to a conversation: a few KB per result, a handful of calls per turn.
 MAX_TOOL_RESULT_CHARS = 4000
 MAX_CALLS_PER_ROUND = 6
-MAX_RECORD_CHARS = 600  # per result / args in the recorded trace (state, checkpoints, Studio)
+MAX_RECORD_CHARS = 600  # per result / args / reply in the recorded trace (state, checkpoints, Studio)
+MAX_SAID_CHARS = 300  # of a rejected raw answer quoted in a BrainError (it reaches the fallback's record)
+SKIPPED_TOOLS = "(tools skipped)"  # the `ToolBox.calls` entry saying the agent answered without its tools
 
 # Tools each role may call. measure_candidate is nobody's: the graph's critique node runs the
 # measurement itself, so no LLM can produce (or fake) the numbers a candidate is accepted on.
@@ -83,6 +92,8 @@ class ToolBox:
     tools: list[BaseTool]
     max_rounds: int = 3
     calls: list[dict[str, Any]] = field(default_factory=list)
+    replies: list[dict[str, Any]] = field(default_factory=list)  # the model's raw answers: round, text, used
+    skipped: str | None = None  # why the tools were not offered (the model or server has no tool calling)
 
     @classmethod
     def for_role(cls, role: str, tools: Sequence[BaseTool], *, use_memory: bool, max_rounds: int) -> ToolBox:
@@ -131,6 +142,15 @@ class ToolBox:
             self._record(round_no, name, call.get("args"), text, True)
         return answers
 
+    def skip_tools(self, why: str) -> None:
+        """Answer without tools, and say so in the record (an error entry, so the trace flags it)."""
+        self.skipped = why
+        log.warning("tools skipped: %s; the agent answers without its tools %s", why, self.names)
+        self._record(0, SKIPPED_TOOLS, {"tools": self.names}, f"tools skipped: {why}", True)
+
+    def record_reply(self, round_no: int, text: str, used: bool) -> None:
+        self.replies.append({"round": round_no, "text": _clip(text, MAX_RECORD_CHARS), "used": used})
+
     def _record(self, round_no: int, name: str, args: Any, result: str, error: bool) -> None:
         dumped = json.dumps(args, default=str, ensure_ascii=False)
         self.calls.append({"round": round_no, "name": name,
@@ -138,51 +158,80 @@ class ToolBox:
                            "result": _clip(result, MAX_RECORD_CHARS), "error": error})
 
 
-def _ask_structured_messages(llm: BaseChatModel, schema: type[T], messages: list[BaseMessage]) -> T:
+def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: list[BaseMessage]) -> tuple[str, dict | None]:
+    """(the raw answer as text, the decoded object or None when it did not decode)."""
     try:
-        try:
-            structured = llm.with_structured_output(schema.model_json_schema(), include_raw=True)
-        except NotImplementedError:
-            # Models without structured output (plain fakes, some servers): ask and parse the text.
-            return parse_json_output(_text(llm.invoke(messages)), schema)
-        out = structured.invoke(messages)
-        if isinstance(out.get("parsed"), dict):
-            return validate_output(out["parsed"], schema)
-        raw = out.get("raw")
-        log.warning("structured output did not parse (%s); trying the plain-JSON parser", out.get("parsing_error"))
-        return parse_json_output(_text(raw), schema)
+        structured = llm.with_structured_output(schema.model_json_schema(), include_raw=True)
+    except NotImplementedError:
+        # Models without structured output (plain fakes, some servers): ask for plain text.
+        return _text(llm.invoke(messages)), None
+    out = structured.invoke(messages)
+    parsed = out.get("parsed")
+    text = _text(out.get("raw"))
+    if isinstance(parsed, dict):
+        # A tool-call answer has no text content: its arguments are what the model said.
+        return text or json.dumps(parsed, ensure_ascii=False), parsed
+    log.warning("structured output did not parse (%s); trying the plain-JSON parser", out.get("parsing_error"))
+    return text, None
+
+
+def _ask_structured_messages(llm: BaseChatModel, schema: type[T], messages: list[BaseMessage],
+                             box: ToolBox | None = None, round_no: int = 1) -> T:
+    said = ""
+    try:
+        said, parsed = _structured_reply(llm, schema, messages)
+        answer = validate_output(parsed, schema) if parsed is not None else parse_json_output(said, schema)
     except LLM_ERRORS as err:
-        raise BrainError(f"{type(err).__name__}: {err}") from err
+        if box is not None and said:
+            box.record_reply(round_no, said, used=False)
+        quoted = f"; the model said: {_clip(said, MAX_SAID_CHARS)!r}" if said else ""
+        raise BrainError(f"{type(err).__name__}: {err}{quoted}") from err
+    if box is not None:
+        box.record_reply(round_no, said, used=True)
+    return answer
 
 
-def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str) -> T:
-    return _ask_structured_messages(llm, schema, [SystemMessage(system), HumanMessage(user)])
+def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str, box: ToolBox | None = None) -> T:
+    """One structured answer (no tools); recorded in `box.replies` when a box is given."""
+    return _ask_structured_messages(llm, schema, [SystemMessage(system), HumanMessage(user)], box)
 
 
 def ask_with_tools(llm: BaseChatModel, schema: type[T], system: str, user: str, toolbox: ToolBox | None) -> T:
     """`ask_structured` after at most `toolbox.max_rounds` turns of tool calls (see the module docstring)."""
     if toolbox is None or not toolbox.tools or toolbox.max_rounds <= 0:
-        return ask_structured(llm, schema, system, user)
+        return ask_structured(llm, schema, system, user, toolbox)
     try:
         bound = llm.bind_tools(toolbox.tools)
     except NotImplementedError:
-        return ask_structured(llm, schema, system, user)
+        toolbox.skip_tools(f"the model ({type(llm).__name__}) cannot bind tools")
+        return ask_structured(llm, schema, system, user, toolbox)
     note = prompts.render(prompts.TOOLS_NOTE, tools=", ".join(toolbox.names), rounds=toolbox.max_rounds)
     messages: list[BaseMessage] = [SystemMessage(f"{system}\n\n{note}"), HumanMessage(user)]
+    round_no = 0
     try:
         for round_no in range(1, toolbox.max_rounds + 1):
-            reply = bound.invoke(messages)
+            try:
+                reply = bound.invoke(messages)
+            except LLM_ERRORS as err:
+                why = tool_calling_unsupported(err) if round_no == 1 else None
+                if why is None:
+                    raise
+                toolbox.skip_tools(f"server has no tool calling: {why}")
+                return ask_structured(llm, schema, system, user, toolbox)
             messages.append(reply)
             if not isinstance(reply, AIMessage) or not (reply.tool_calls or reply.invalid_tool_calls):
                 try:
-                    return parse_json_output(_text(reply), schema)
+                    answer = parse_json_output(_text(reply), schema)
                 except ValueError as err:
+                    toolbox.record_reply(round_no, _text(reply), used=False)
                     log.info("free answer did not parse (%s); asking for the %s with structured output", err, schema.__name__)
                     break
+                toolbox.record_reply(round_no, _text(reply), used=True)
+                return answer
             messages += toolbox.run_calls(reply, round_no)
         else:
             log.info("tool rounds used up (%d); asking for the final %s", toolbox.max_rounds, schema.__name__)
     except LLM_ERRORS as err:
         raise BrainError(f"{type(err).__name__}: {err}") from err
     messages.append(HumanMessage(prompts.render(prompts.TOOLS_DONE)))
-    return _ask_structured_messages(llm, schema, messages)
+    return _ask_structured_messages(llm, schema, messages, toolbox, round_no + 1)

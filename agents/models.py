@@ -6,6 +6,13 @@ and run the agent's rule brain instead. For OpenAI-compatible servers (vLLM, the
 any string, so a missing key becomes "EMPTY" instead of an error). `use_responses_api=False` is
 pinned for the openai provider because ChatOpenAI silently switches to the Responses API for some
 options, which vLLM does not serve.
+
+Structured answers (`agents/llm.py`, the judge) go through `with_structured_output(<JSON schema dict>)`,
+which ChatOpenAI sends as `response_format={"type": "json_schema", ...}`: vLLM's OpenAI server turns
+that into guided decoding, so the answer is a schema-valid object even from a small model. Tool calls
+need the server's tool-calling support (vLLM: `--enable-auto-tool-choice --tool-call-parser <name>`);
+`tool_calling_unsupported` recognises the server saying it has none, and the brains then answer without
+tools.
 """
 
 from __future__ import annotations
@@ -24,6 +31,20 @@ from agents.context import RULES, EvolverContext
 # What a brain LLM call may raise that means "no usable answer" rather than a bug in our code:
 # timeouts, transport errors, provider API errors, and ValueError from parsing/validating its output.
 LLM_ERRORS: tuple[type[BaseException], ...] = (ValueError, TimeoutError, OSError, httpx.HTTPError, openai.APIError)
+
+
+# How an OpenAI-compatible server says it serves no tool calling (vLLM started without
+# --enable-auto-tool-choice / --tool-call-parser answers any request with tools with HTTP 400 naming them).
+_NO_TOOL_CALLING_HINTS = ("enable-auto-tool-choice", "tool-call-parser")
+
+
+def tool_calling_unsupported(err: BaseException) -> str | None:
+    """The server's message when `err` says it has no tool calling, else None."""
+    if isinstance(err, openai.BadRequestError):
+        text = str(err)
+        if any(hint in text for hint in _NO_TOOL_CALLING_HINTS):
+            return text[:300]
+    return None
 
 
 def is_rules(model: str) -> bool:

@@ -13,6 +13,12 @@ much reward uses a lower word floor). The templates make real updates:
 - criteria: word floors and repetition limits on stuffed / format-only criteria (`all_of`), pitfall
   criteria, tightening or loosening blind criteria, graded splits of coarse criteria.
 
+Cross-task evidence (rule brain): templates accepted on similar cases of other tasks (same failure type and
+interface, same domain or criterion signature; memory proposal records) are tried first, and a template rejected
+there repeatedly without a success is skipped; the proposal's `evidence_used` names the records whenever they
+changed the choice (`rule_proposal`). `render_template` re-renders an accepted template for another task when
+an accepted repair is generalised (`agents/generalise.py`).
+
 LLM brain: the model may first call its tools (current_harness, task_history, similar_cases,
 sample_policy, score_responses), then writes the update as JSON; anything that does not parse or names unknown tasks
 or criteria becomes `Proposal(update=None, error=...)` that the critic rejects as invalid, so a
@@ -75,6 +81,7 @@ class _Input:
     attempts: list[dict[str, Any]]
     unmet: list[str] = field(default_factory=list)
     label: str | None = None  # a template that picks among options names the one it used here
+    constraint: str | None = None  # re-rendering "variant:<name>" for another task: that constraint, no other
 
     @property
     def last_numbers(self) -> dict[str, Any]:
@@ -104,6 +111,8 @@ Template = Callable[[_Input], HarnessUpdate | None]
 
 # -- sampling --------------------------------------------------------------------------------------
 def _pick_constraint(p: _Input) -> bank.Constraint | None:
+    if p.constraint is not None:
+        return next((c for c in bank.CONSTRAINTS if c.name == p.constraint and not bank.constraint_used(p.task, c)), None)
     tried = {a["template"].split(":", 1)[1] for a in p.attempts if a["template"].startswith("variant:")}
     options = [c for c in bank.CONSTRAINTS if c.name not in tried and not bank.constraint_used(p.task, c)]
     if not options:
@@ -400,28 +409,126 @@ def templates_for(interface: str, failure_type: str) -> list[tuple[str, Template
     return table.get(failure_type, table["*"])
 
 
-def rule_proposal(event: FailureEvent, attribution: Attribution, state: HarnessState, attempts: list[dict[str, Any]],
-                  step: int, unmet: list[str] | None = None) -> Proposal:
-    """The next template's update for this event; `Proposal(update=None)` when none is left."""
-    p = _Input(event=event, state=state, task=state.task(event.task_id), step=step, attempts=attempts, unmet=unmet or [])
-    used = [a["template"] for a in attempts]
+SKIP_AFTER_FAILURES = 2  # a template rejected this often on similar cases, and never accepted there, is skipped
+
+
+def _family(label: str) -> str:
+    """The template a label came from: "variant:bullets3" -> "variant" (one family, several slots)."""
+    return label.split(":", 1)[0]
+
+
+@dataclass
+class _Evidence:
+    """Cross-task outcomes per template family on similar cases (see `template_evidence`)."""
+
+    accepted: dict[str, list[str]] = field(default_factory=dict)  # family -> evidence lines
+    rejected: dict[str, list[str]] = field(default_factory=dict)
+
+    def promoted(self, family: str) -> bool:
+        return bool(self.accepted.get(family))
+
+    def skipped(self, family: str) -> bool:
+        return not self.accepted.get(family) and len(self.rejected.get(family, [])) >= SKIP_AFTER_FAILURES
+
+
+def similar_case(record: dict[str, Any], failure_type: str, interface: str, domain: str, signature: str) -> bool:
+    """A memory proposal counts as a similar case: same failure type and interface, and the same domain or the
+    same criterion signature (kind/check type of the event's criterion)."""
+    return (record.get("failure_type") == failure_type and record.get("interface") == interface
+            and (record.get("domain") == domain or (bool(signature) and record.get("signature") == signature)))
+
+
+def template_evidence(similar: Sequence[dict[str, Any]], event: FailureEvent, interface: str, domain: str,
+                      signature: str) -> _Evidence:
+    """Outcomes of the rule templates on similar cases of other tasks (`similar`: memory proposal records as
+    `graphs.nodes.gather_evidence` lists them under "cross_task"). Fallbacks and LLM answers carry no template."""
+    ev = _Evidence()
+    for r in similar:
+        label = str(r.get("template") or "")
+        if not label or label == "llm" or r.get("task_id") == event.task_id:
+            continue
+        if not similar_case(r, event.type, interface, domain, signature):
+            continue
+        line = f"proposal {r['id']} {r['outcome']} on {r['task_id']}: template {label}"
+        if r.get("outcome") == "accepted":
+            ev.accepted.setdefault(_family(label), []).append(line)
+        elif r.get("outcome") in ("rejected", "invalid"):
+            ev.rejected.setdefault(_family(label), []).append(line)
+    return ev
+
+
+def _ordered(templates: list[tuple[str, Template]], ev: _Evidence) -> list[tuple[str, Template]]:
+    """Templates that succeeded on similar cases first (most successes first, then the default order), then the
+    rest in the default order; those that failed repeatedly there and never succeeded are left out."""
+    promoted = sorted((t for t in templates if ev.promoted(t[0])), key=lambda t: -len(ev.accepted[t[0]]))
+    rest = [t for t in templates if not ev.promoted(t[0]) and not ev.skipped(t[0])]
+    return promoted + rest
+
+
+def _first(order: list[tuple[str, Template]], p: _Input, used: list[str]) -> tuple[str, HarnessUpdate | None, list[str]]:
+    """The first applicable, untried template of `order`: (label, update, names that gave nothing)."""
     n_variant = sum(t.startswith("variant:") for t in used)
     skipped: list[str] = []
-    for name, template in templates_for(attribution.interface, event.type):
+    for name, template in order:
         if name == "variant":
             if n_variant > 0:
                 n_variant -= 1  # each "variant" slot is one constraint tried
                 continue
         elif name in used:
             continue
+        p.label = None
         update = template(p)
         if update is None:
             skipped.append(name)
             continue
-        label = p.label or name
-        return Proposal(update=update, template=label, rationale=update.rationale, source="rules")
-    return Proposal(update=None, template="", source="rules",
-                    error=f"no {attribution.interface} template left for {event.type} (tried {used}, not applicable {skipped})")
+        return p.label or name, update, skipped
+    return "", None, skipped
+
+
+def rule_proposal(event: FailureEvent, attribution: Attribution, state: HarnessState, attempts: list[dict[str, Any]],
+                  step: int, unmet: list[str] | None = None, *, similar: Sequence[dict[str, Any]] = (),
+                  signature: str = "") -> Proposal:
+    """The next template's update for this event; `Proposal(update=None)` when none is left.
+
+    `similar`: cross-task proposal records (memory, `gather_evidence`'s "cross_task"; empty with the memory
+    ablation). A template accepted on a similar case (`similar_case`) is tried first; one rejected there
+    `SKIP_AFTER_FAILURES` times and never accepted is skipped. When that evidence changes the choice against the
+    default order, the proposal's `evidence_used` names the records that did."""
+    task = state.task(event.task_id)
+    p = _Input(event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [])
+    used = [a["template"] for a in attempts]
+    default = templates_for(attribution.interface, event.type)
+    ev = template_evidence(similar, event, attribution.interface, task.domain, signature)
+    label, update, skipped = _first(_ordered(default, ev), p, used)
+    if update is None:
+        left_out = [n for n, _ in default if ev.skipped(n)]
+        return Proposal(update=None, template="", source="rules",
+                        error=f"no {attribution.interface} template left for {event.type} (tried {used}, not applicable "
+                              f"{skipped}, skipped after failures on similar cases {left_out})")
+    evidence: list[str] = []
+    if similar:  # what the default order would have chosen: evidence is recorded only when it changed the choice
+        d = _Input(event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [])
+        default_label, _, _ = _first(default, d, used)
+        if _family(default_label) != _family(label):
+            if ev.promoted(_family(label)):
+                evidence += ev.accepted[_family(label)][-3:]
+            if default_label and ev.skipped(_family(default_label)):
+                evidence += [f"skipped {_family(default_label)}: {line}" for line in ev.rejected[_family(default_label)][-3:]]
+    return Proposal(update=update, template=label, rationale=update.rationale, source="rules", evidence_used=evidence)
+
+
+def render_template(label: str, event: FailureEvent, interface: str, state: HarnessState, step: int,
+                    unmet: list[str] | None = None) -> HarnessUpdate | None:
+    """Template `label` (as a proposal records it) rendered for `event`'s task, or None when it does not apply
+    there: how an accepted rule repair is re-targeted at a similar task (`agents/generalise.py`). A variant
+    label keeps its constraint; any other template is phrased from the new task's own criteria and event."""
+    family, _, option = label.partition(":")
+    template = next((t for name, t in templates_for(interface, event.type) if name == family), None)
+    if template is None:
+        return None
+    p = _Input(event=event, state=state, task=state.task(event.task_id), step=step, attempts=[], unmet=unmet or [],
+               constraint=(option or None) if family == "variant" else None)
+    return template(p)
 
 
 # -- LLM brain -------------------------------------------------------------------------------------

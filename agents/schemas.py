@@ -28,6 +28,8 @@ class Attribution(BaseModel):
     evidence_ids: list[str] = Field(default_factory=list, description="ids of the memory records relied on")
     source: Literal["rules", "llm", "llm_fallback"] = "rules"
     notes: list[str] = Field(default_factory=list, description="how the routing was decided (prior, overrides)")
+    evidence_used: list[str] = Field(default_factory=list, description=(
+        "filled by the rule brain, not the model: cross-task records that moved the routing off its prior"))
 
 
 class ProposalOut(BaseModel):
@@ -49,6 +51,9 @@ class Proposal(BaseModel):
     rationale: str = ""
     source: Literal["rules", "llm"] = "rules"
     error: str | None = Field(default=None, description="why no usable candidate came out (LLM failure, no template left)")
+    evidence_used: list[str] = Field(default_factory=list, description=(
+        "cross-task memory records that changed the rule brain's template choice, e.g. "
+        "'proposal e1:r0 accepted on med-3: template hint_strong' (empty: the default order chose)"))
 
 
 class Review(BaseModel):

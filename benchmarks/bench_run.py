@@ -177,7 +177,7 @@ def run_base(job: Job) -> dict[str, Any]:
 
 def _judge_warnings(judge: Any) -> int:
     m = judge.stats.as_metrics()
-    return int(sum(m.get(k, 0) for k in ("judge/malformed", "judge/errors", "judge/unmet_after_retries")))
+    return int(sum(m.get(k, 0) for k in ("judge/malformed", "judge/errors", "judge/llm_failures")))
 
 
 def run_arm(job: Job) -> dict[str, Any]:

@@ -8,10 +8,11 @@ Topology::
     task_lane (one task's events, one after the other):
     gather_evidence -> attribute -> propose -> validate -> critique
         critique --route_after_critique--> approve (require_approval) | commit | revise -> propose | fallback
-        approve -> commit | record      commit -> record      fallback -> record
+        approve -> commit | record      commit -> generalise -> record      fallback -> record
         record -> gather_evidence (next event) | END
 
-The node bodies are in `graphs/nodes.py`; `route_after_critique` below is the only place that accepts
+`generalise` proposes an accepted repair for other tasks with the same failure signature as one batched,
+measured update (`agents/generalise.py` states the rule). The node bodies are in `graphs/nodes.py`; `route_after_critique` below is the only place that accepts
 or rejects a candidate. `graph` is compiled without a checkpointer (the LangGraph server supplies one);
 `graphs/runner.py` compiles `builder` with a SQLite checkpointer for in-process runs.
 """
@@ -42,8 +43,8 @@ def fan_out(state: EvolverState, runtime: Runtime[EvolverContext]) -> list[Send]
         by_task.setdefault(ev.task_id, []).append(ev.model_dump(mode="json"))
     if not by_task:
         return "finalize"
-    return [Send("task_lane", {"task_id": t, "events": evs, "harness_version": state["harness_version"], "step": state["step"]})
-            for t, evs in by_task.items()]
+    return [Send("task_lane", {"task_id": t, "events": evs, "harness_version": state["harness_version"], "step": state["step"],
+                               "round_tasks": sorted(by_task)}) for t, evs in by_task.items()]
 
 
 def route_after_evidence(state: LaneState) -> Literal["attribute", "record"]:
@@ -82,6 +83,7 @@ lane.add_node("critique", nodes.critique)  # measure on the frozen policy + acce
 lane.add_node("revise", nodes.revise)  # count the revision, back to propose
 lane.add_node("approve", nodes.approve)  # optional human approval (interrupt)
 lane.add_node("commit", nodes.commit)  # new harness version
+lane.add_node("generalise", nodes.generalise)  # the accepted repair, batched for similar tasks, measured, committed if accepted
 lane.add_node("fallback", nodes.fallback)  # safe sampling change after R rejections
 lane.add_node("record", nodes.record)  # memory + report, next event
 lane.add_edge(START, "start_lane")
@@ -93,7 +95,8 @@ lane.add_edge("validate", "critique")
 lane.add_conditional_edges("critique", route_after_critique)
 lane.add_edge("revise", "propose")
 lane.add_conditional_edges("approve", route_after_approve)
-lane.add_edge("commit", "record")
+lane.add_edge("commit", "generalise")
+lane.add_edge("generalise", "record")
 lane.add_edge("fallback", "record")
 lane.add_conditional_edges("record", route_after_record)
 task_lane = lane.compile(name="task_lane")

@@ -14,13 +14,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from agents import attributor, critic, proposer
+from agents import attributor, critic, generalise as gen, proposer, rules_bank
 from agents.context import EvolverContext
 from agents.llm import ToolBox
 from agents.models import brain_model, load_chat_model
 from agents.schemas import Attribution, Proposal
 from graphs.services import Services, get_services
 from graphs.state import EvolverState, LaneState
+from harness.detector import Detector, GroupStats
 from harness.ops import UpdateRejected, validate as validate_update
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
@@ -73,8 +74,9 @@ def check_given_version(ctx: EvolverContext, given: int) -> None:
     latest = store.latest().version
     if latest != given:
         raise ValueError(f"evolver input harness_version={given}, but the harness store {store.root} is at v{latest}: "
-                         f"a round must start from the latest version (its commits go on top of it); to replay "
-                         f"an older round use `harnessrl evolve RUN_DIR --step N` (a scratch copy cut at that round)")
+                         f"a round must start from the latest version (its commits go on top of it); give it v{latest}, "
+                         f"start from a fresh store (a new --run-dir for a snapshot), or replay an older round of a "
+                         f"training run with `harnessrl evolve RUN_DIR --step N` (a scratch copy cut at that round)")
 
 
 # -- the run (fan_out, the router that starts the lanes, is in graphs/evolver.py) ---------------------
@@ -97,7 +99,8 @@ def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[
     svc = _services(ctx)
     harness = _harness(state, svc)
     reset = {"attempts": [], "revision": 0, "proposal": None, "critique": None, "validation": [], "approved": None,
-             "decision": "", "committed_version": None, "fallback": None, "attribution": None, "tool_calls": []}
+             "decision": "", "committed_version": None, "fallback": None, "attribution": None, "tool_calls": [],
+             "generalised": None}
     if event.task_id == "*" or not harness.has_task(event.task_id):
         why = "batch-level event: no per-task update" if event.task_id == "*" else f"unknown task {event.task_id!r} in harness v{harness.version}"
         return {**reset, "evidence": {"error": why, "harness_version": harness.version}}
@@ -107,7 +110,8 @@ def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[
         "criteria": [c.model_dump(mode="json", exclude={"origin"}) for c in task.criteria],
         "hints": [h.text for h in harness.guidance_for(task.id).hints],
         "sampling": harness.sampling[task.id].model_dump(mode="json") if task.id in harness.sampling else None,
-    }, "history": [], "similar": [], "proposals": [], "unmet": []}
+    }, "history": [], "similar": [], "proposals": [], "unmet": [], "cross_task": [],
+        "signature": rules_bank.criterion_signature(task, [event.criterion_id])}
     mem = svc.memory
     if mem is not None:
         record = EventRecord(event=event, domain=task.domain, harness_version=harness.version)
@@ -120,6 +124,11 @@ def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[
             evidence["similar"] = [{"id": c.id, "task_id": c.task_id, "document": c.document, "outcome": c.outcome,
                                     "deltas": c.deltas} for c in mem.similar_cases(record.document(), k=ctx.similar_k,
                                                                                    failure_type=event.type, exclude_task=task.id)]
+            # Outcomes of every other task's proposals on this failure type: the rule brains' template evidence.
+            evidence["cross_task"] = [{"id": p.record_id, "task_id": p.task_id, "failure_type": p.failure_type,
+                                       "interface": p.interface, "template": p.template, "outcome": p.outcome,
+                                       "domain": p.domain, "signature": p.signature}
+                                      for p in mem.proposals_like(event.type, exclude_task=task.id)]
             groups = [r for r in history if isinstance(r, GroupSummary) and r.best is not None]
             if groups:  # criteria even the best recent rollout missed: what hints should target
                 evidence["unmet"] = [c for c, ok in groups[-1].best.verdicts.items() if not ok]  # type: ignore[union-attr]
@@ -143,7 +152,7 @@ def attribute(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, A
         mem.add_attribution(AttributionRecord(
             event_id=event.id, task_id=event.task_id, step=event.step, interface=att.interface, diagnosis=att.diagnosis,
             confidence=att.confidence, evidence_ids=att.evidence_ids, failure_type=event.type,
-            brain="rule" if att.source == "rules" else "llm"))
+            brain="rule" if att.source == "rules" else "llm", evidence_used=att.evidence_used))
     return {**out, "attribution": att.model_dump(mode="json")}
 
 
@@ -155,7 +164,9 @@ def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any
     llm = brain_model(ctx, "proposer")
     out: dict[str, Any] = {}
     if llm is None:
-        prop = proposer.rule_proposal(event, att, harness, state["attempts"], state["step"], state["evidence"].get("unmet"))
+        prop = proposer.rule_proposal(event, att, harness, state["attempts"], state["step"], state["evidence"].get("unmet"),
+                                      similar=state["evidence"].get("cross_task", []),
+                                      signature=state["evidence"].get("signature", ""))
     else:
         box = _toolbox(ctx, svc, "proposer", state["step"])
         prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"], toolbox=box)
@@ -224,6 +235,7 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
                 crit = critic.llm_review(llm, event, prop.update, crit, toolbox=box)
                 out["tool_calls"] = _tool_log(state, "critic", box)
     attempt = {"revision": state["revision"], "template": prop.template, "source": prop.source,
+               "evidence_used": prop.evidence_used,
                "update": None if prop.update is None else prop.update.model_dump(mode="json"),
                "error": prop.error, "critique": crit.model_dump(mode="json"), "measurement": measurement}
     return {**out, "critique": crit.model_dump(mode="json"), "attempts": [*state["attempts"], attempt]}
@@ -253,6 +265,90 @@ def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
         note = {**state["critique"], "reasons": [*state["critique"]["reasons"], f"stale at commit: {err}"]}
         return {"decision": "rejected_stale", "critique": note}
     return {"decision": "accepted", "committed_version": new.version, "harness_version": new.version}
+
+
+def _sightings(svc: Services, event: FailureEvent, domain: str, now: HarnessState) -> list[gen.Sighting]:
+    """Other tasks of `domain` seen with `event`'s failure type, newest first: memory's events of that type, then
+    active tasks whose latest training groups make a fresh detector report it (agents/generalise.py)."""
+    mem = svc.memory
+    assert mem is not None  # generalise runs only with memory
+
+    def extras(tid: str) -> tuple[tuple[str, ...], int | None]:
+        groups = [g for g in mem.task_history(tid, last_n=1, kinds=("groups",)) if isinstance(g, GroupSummary)]
+        unmet = tuple(c for c, ok in groups[-1].best.verdicts.items() if not ok) if groups and groups[-1].best else ()
+        fixed = [p.step for p in mem.proposals_for(tid) if p.failure_type == event.type and p.outcome in ("accepted", "fallback")]
+        return unmet, max(fixed) if fixed else None
+
+    out: list[gen.Sighting] = []
+    for rec in mem.events_like(event.type, domain=domain, exclude_task=event.task_id):
+        if all(s.task_id != rec.task_id for s in out):
+            out.append(gen.Sighting(rec.task_id, rec.event, f"memory event {rec.event.id}", *extras(rec.task_id)))
+    seen = {s.task_id for s in out} | {event.task_id}
+    for tid in now.active_task_ids():
+        if tid in seen or now.task(tid).domain != domain:
+            continue
+        detector, found = Detector(svc.detector_config), None
+        for g in mem.task_history(tid, last_n=svc.detector_config.window, kinds=("groups",)):
+            assert isinstance(g, GroupSummary)
+            found = next((e for e in detector.observe(GroupStats.model_validate(g.stats)) if e.type == event.type), found)
+        if found is not None:
+            out.append(gen.Sighting(tid, found, f"latest groups (steps {found.window})", *extras(tid)))
+    return out
+
+
+def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
+    """After an accepted commit: the same repair for other tasks with the same failure signature, as one batched
+    update measured by the critic (`critic.judge_batch`) and committed only if accepted (agents/generalise.py).
+    Off with `generalise_max_tasks=0`, with the memory ablation (similar tasks are found in memory) and under
+    `require_approval` (a batch is never committed without the approval its source had)."""
+    ctx, event = _ctx(runtime), _event(state)
+    svc = _services(ctx)
+    if state["decision"] != "accepted" or ctx.generalise_max_tasks <= 0:
+        return {"generalised": None}
+    if not ctx.memory or svc.memory is None or ctx.require_approval:
+        why = "require_approval: a batched repair is not proposed" if ctx.require_approval else "memory is off: no similar tasks to look up"
+        return {"generalised": {"decision": "none", "note": why}}
+    prop = Proposal.model_validate(state["proposal"])
+    assert prop.update is not None  # an accepted decision has a measured update
+    pid = f"{event.id}:r{state['revision']}"
+    source, now = svc.store.load(state["evidence"]["harness_version"]), _harness(state, svc)
+    batch = gen.build_batch(event, prop.update, prop.template, source, now, _sightings(svc, event, source.task(event.task_id).domain, now),
+                            max_tasks=ctx.generalise_max_tasks, busy=set(state.get("round_tasks", [])) - {event.task_id},
+                            step=state["step"], proposal_id=pid)
+    out: dict[str, Any] = {"proposal_id": pid, "template": prop.template, **batch.report(), "critique": None,
+                           "measurement": None, "version": None,
+                           "events": {t: e.model_dump(mode="json") for t, e in batch.events.items()},
+                           "per_task": {t: u.model_dump(mode="json") for t, u in batch.per_task.items()}}
+    if batch.update is None:
+        return {"generalised": {**out, "decision": "none", "note": "no similar task qualified"}}
+    out["update"] = batch.update.model_dump(mode="json")
+    if not ctx.critic:
+        crit = critic.unmeasured_critique(event)
+    else:
+        prior = latest_rollouts(svc.memory, batch.update.task_ids) if batch.update.interface == "criteria" else None
+        try:
+            m = measure_candidate(
+                now, batch.update, svc.endpoint, svc.judge, sample_k=ctx.sample_k, sample_k_max=ctx.sample_k_max,
+                alpha=ctx.critic_alpha, rule=critic.batch_stop_rule(batch.events, batch.update, ctx), prior_rollouts=prior,
+                probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed,
+                step=state["step"], detector_config=svc.detector_config)
+        except UpdateRejected as err:  # another lane committed on a target meanwhile
+            return {"generalised": {**out, "decision": "rejected_stale", "note": str(err)}}
+        out["measurement"] = m.compact()
+        crit = critic.judge_batch(batch.events, batch.update, m, ctx)
+        llm = brain_model(ctx, "critic")
+        if crit.measured_ok and llm is not None:
+            crit = critic.llm_review(llm, event, batch.update, crit, toolbox=_toolbox(ctx, svc, "critic", state["step"]))
+    out["critique"] = crit.model_dump(mode="json")
+    if not crit.measured_ok or crit.veto:
+        return {"generalised": {**out, "decision": "rejected"}}
+    try:
+        new = svc.store.commit(batch.update, step=state["step"], meta={
+            "event_id": event.id, "failure_type": event.type, "template": prop.template, "source": "generalise",
+            "generalised_from": pid, "targets": list(batch.events), "numbers": crit.numbers})
+    except UpdateRejected as err:
+        return {"generalised": {**out, "decision": "rejected_stale", "note": str(err)}}
+    return {"generalised": {**out, "decision": "accepted", "version": new.version}, "harness_version": new.version}
 
 
 def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
@@ -303,7 +399,8 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
                 update=None if a["update"] is None else HarnessUpdate.model_validate(a["update"]),
                 measurements=a["critique"]["numbers"], outcome=_outcome(a, i == len(attempts) - 1, decision),  # type: ignore[arg-type]
                 reasons=a["critique"]["reasons"], deltas=deltas, revision=a["revision"],
-                harness_version=state["evidence"].get("harness_version", 0), domain=domain))
+                harness_version=state["evidence"].get("harness_version", 0), domain=domain, template=a["template"],
+                signature=state["evidence"].get("signature", ""), evidence_used=a.get("evidence_used", [])))
         fb = state["fallback"]
         if fb and fb.get("applied"):
             mem.add_proposal(ProposalRecord(
@@ -311,16 +408,33 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
                 failure_type=event.type, interface="sampling", update=HarnessUpdate.model_validate(fb["update"]),
                 outcome="fallback", reasons=[fb["reason"]], revision=len(attempts),
                 harness_version=fb["version"], domain=domain))
+        gen_out = state.get("generalised") or {}
+        if gen_out.get("critique") is not None:  # one record per target: its share of the batch, the batch's verdict
+            crit = gen_out["critique"]
+            for tid, upd in gen_out["per_task"].items():
+                ev = FailureEvent.model_validate(gen_out["events"][tid])
+                mem.add_proposal(ProposalRecord(
+                    proposal_id=f"{gen_out['proposal_id']}:gen:{tid}", event_id=ev.id, task_id=tid, step=event.step,
+                    failure_type=ev.type, interface=att["interface"], update=HarnessUpdate.model_validate(upd),
+                    measurements=crit["numbers"], outcome="accepted" if gen_out["decision"] == "accepted" else "rejected",
+                    reasons=crit["reasons"], revision=0, harness_version=gen_out["version"] or state["harness_version"],
+                    domain=domain, template=gen_out["template"], generalised_from=gen_out["proposal_id"],
+                    signature=gen_out["signatures"].get(tid, "")))
     report = {
         "event_id": event.id, "task_id": event.task_id, "failure_type": event.type, "decision": decision,
         "interface": None if att is None else att["interface"], "attribution": att,
         "revisions": state.get("revision", 0), "committed_version": state.get("committed_version"),
         "attempts": attempts, "fallback": state.get("fallback"), "note": state["evidence"].get("error"),
-        "tool_calls": state.get("tool_calls", []),
+        "tool_calls": state.get("tool_calls", []), "generalised": state.get("generalised"),
     }
     accepted = []
     if decision == "accepted":
         last = attempts[-1]
         accepted.append({"event_id": event.id, "task_id": event.task_id, "version": state["committed_version"],
                          "template": last["template"], "update": last["update"], "numbers": last["critique"]["numbers"]})
+    gen_out = state.get("generalised") or {}
+    if gen_out.get("decision") == "accepted":
+        accepted.append({"event_id": event.id, "task_id": event.task_id, "version": gen_out["version"],
+                         "template": gen_out["template"], "update": gen_out["update"], "targets": gen_out["targets"],
+                         "numbers": gen_out["critique"]["numbers"], "generalised_from": gen_out["proposal_id"]})
     return {"reports": [report], "accepted": accepted, "cursor": state["cursor"] + 1}

@@ -9,10 +9,13 @@ This is the one place that runs a round; the trainer's callback (`trainer/evolve
   is synchronous; under an event loop LangGraph runs sync nodes in worker threads, as a LangGraph server
   does, so a round executes the same way in process and on a server, and the parallel task lanes each
   get their own thread.
-- `run_on_server`: `langgraph_sdk` against a `langgraph dev` / LangGraph server. `timeout_s` bounds the
-  wait (the SDK's default read timeout, 300 s, is shorter than a long CPU pause), `on_disconnect="cancel"`
-  stops the server's run when we stop waiting (a caller that gives up and rolls the harness back must not
-  see the server commit afterwards), and a failed run raises.
+- `run_on_server`: `langgraph_sdk` against a `langgraph dev` / LangGraph server. The server merges a run's
+  `context` over its assistant's, so a run sends only the run-specific values (`RUN_CONTEXT_KEYS`) and the
+  assistant chooses models, limits and thresholds: an assistant made in Studio wins. Given a graph id instead
+  of an assistant, the caller's own context becomes an assistant first (`server_assistant`). `timeout_s`
+  bounds the wait (the SDK's default read timeout, 300 s, is shorter than a long CPU pause),
+  `on_disconnect="cancel"` stops the server's run when we stop waiting (a caller that gives up and rolls the
+  harness back must not see the server commit afterwards), and a failed run raises.
 
 Approval interrupts are answered by `approve(payload) -> bool`, each interrupt by its id (several lanes
 may wait at once); with no callback a run that reaches an interrupt stops and returns
@@ -27,7 +30,9 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,23 @@ from harness.store import HarnessStore
 from harness.types import FailureEvent
 
 Approver = Callable[[dict[str, Any]], bool]
+
+# The context keys a server run sends itself; every other key comes from the run's assistant (the server merges
+# the run's context over the assistant's, so a key sent here would override what was chosen in Studio). These are
+# the ones no assistant can know in advance, because they name this run's live data:
+# - run_dir: the run folder (harness store, frozen policies) of this training run or snapshot;
+# - memory_location, memory_embedding: the memory this run writes to, and the embedder it was built with (another
+#   embedder cannot query it: the store refuses a mismatch);
+# - policy: this round's frozen policy (a per-step folder or adapter name);
+# - services_key: live objects registered in this process (None on a server; sent so no assistant can point
+#   a run at another run's objects);
+# - require_approval: whether an interrupt waits for this caller's approver (an assistant cannot know whether
+#   the caller has one; the trainer has none).
+# Models, base URL, sampling (k, tokens, temperature, seed), thresholds, revisions and ablation switches are
+# the assistant's: choosing another assistant in Studio changes them for trainer and `evolve --server` runs.
+RUN_CONTEXT_KEYS = ("run_dir", "memory_location", "memory_embedding", "policy", "services_key", "require_approval")
+# Namespace of the assistant ids `server_assistant` derives (fixed: the same settings give the same id).
+_ASSISTANT_NAMESPACE = uuid.UUID("e3512567-36a9-41d1-b4cd-23b16f61341b")
 
 
 def load_snapshot(snapshot: str | Path) -> dict[str, Any]:
@@ -105,20 +127,77 @@ def thread_unfinished(db_path: str | Path, thread_id: str) -> bool:
     return asyncio.run(go())
 
 
-def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve: Approver | None = None,
-                  thread_id: str | None = None, assistant_id: str = "evolver", timeout_s: float | None = None,
-                  metadata: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-    """Run on a LangGraph server, so the thread shows in Studio. Returns (thread id, output).
+@dataclass(frozen=True)
+class ServerRun:
+    """What `run_on_server` returns: the server's thread, the assistant the run used, the graph's output."""
 
-    A new thread (with `metadata`) unless `thread_id` names one; `timeout_s` bounds each wait (None: the
-    SDK's default)."""
+    thread_id: str
+    assistant_id: str
+    output: dict[str, Any]
+
+
+def split_context(ctx: EvolverContext) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the run-specific values a server run sends, `RUN_CONTEXT_KEYS`; the rest, which an assistant holds)."""
+    values = ctx.to_dict()
+    return ({k: v for k, v in values.items() if k in RUN_CONTEXT_KEYS},
+            {k: v for k, v in values.items() if k not in RUN_CONTEXT_KEYS})
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def server_assistant(client: Any, assistant: str, ctx: EvolverContext, name: str) -> str:
+    """The id of the assistant a run on `client`'s server uses, from `assistant`:
+
+    - a graph id of the server (`langgraph.json`, e.g. `evolver`): an assistant on that graph holding `ctx`'s
+      values other than `RUN_CONTEXT_KEYS`, named `name`, created on first use. Its id derives from the graph,
+      the name and those values, so the same settings reuse it and changed settings make another (Studio lists
+      each, so a reader sees which settings a run had);
+    - an assistant id (a UUID, as Studio shows it): that assistant, whose context chooses models and limits;
+    - otherwise the name of exactly one assistant on the server.
+    """
+    systems = client.assistants.search(metadata={"created_by": "system"}, limit=100)
+    graphs = sorted({a["graph_id"] for a in systems})
+    if assistant in graphs:
+        _, values = split_context(ctx)
+        key = json.dumps({"graph_id": assistant, "name": name, "context": values}, sort_keys=True)
+        assistant_id = str(uuid.uuid5(_ASSISTANT_NAMESPACE, key))
+        client.assistants.create(graph_id=assistant, context=values, assistant_id=assistant_id,
+                                 if_exists="do_nothing", name=name, metadata={"created_by": "harnessrl"})
+        return assistant_id
+    if _is_uuid(assistant):
+        return assistant
+    named = [a["assistant_id"] for a in client.assistants.search(name=assistant, limit=100) if a["name"] == assistant]
+    if len(named) != 1:
+        raise ValueError(f"LangGraph server: {assistant!r} is neither a graph ({graphs}) nor an assistant id, and "
+                         f"{len(named)} assistants have that name {named}; pass a graph id, an assistant id or the "
+                         f"name of exactly one assistant")
+    return named[0]
+
+
+def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve: Approver | None = None,
+                  thread_id: str | None = None, assistant: str = "evolver", assistant_name: str = "harnessrl",
+                  timeout_s: float | None = None, metadata: dict[str, Any] | None = None) -> ServerRun:
+    """Run on a LangGraph server, so the thread shows in Studio.
+
+    `assistant` is a graph id, an assistant id or an assistant name (`server_assistant`; a graph id makes an
+    assistant named `assistant_name` from `ctx`). The run sends only `ctx`'s `RUN_CONTEXT_KEYS`: the assistant's
+    context chooses everything else. A new thread (with `metadata`) unless `thread_id` names one; `timeout_s`
+    bounds each wait (None: the SDK's default)."""
     from langgraph_sdk import get_sync_client
 
     client = get_sync_client(url=url, timeout=timeout_s)
+    assistant_id = server_assistant(client, assistant, ctx, assistant_name)
+    run_values, _ = split_context(ctx)
     thread_id = thread_id or client.threads.create(metadata=metadata)["thread_id"]
 
     def wait(**what: Any) -> dict[str, Any]:
-        out = client.runs.wait(thread_id, assistant_id, context=ctx.to_dict(), raise_error=True,
+        out = client.runs.wait(thread_id, assistant_id, context=run_values, raise_error=True,
                                on_disconnect="cancel", **what)
         if not isinstance(out, dict):
             raise RuntimeError(f"LangGraph server at {url} returned {type(out).__name__}, not a state")
@@ -131,4 +210,4 @@ def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve
         if not interrupts:
             break
         out = wait(command={"resume": {i["id"]: {"approve": approve(i["value"])} for i in interrupts}})
-    return thread_id, out
+    return ServerRun(thread_id=thread_id, assistant_id=assistant_id, output=out)

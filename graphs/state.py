@@ -40,6 +40,7 @@ class LaneInput(TypedDict):
     events: list[dict[str, Any]]
     harness_version: int
     step: int
+    round_tasks: list[str]  # every task with events in this round (a generalised repair leaves them to their lanes)
 
 
 class LaneOutput(TypedDict):
@@ -52,6 +53,7 @@ class LaneState(TypedDict, total=False):
     events: list[dict[str, Any]]
     harness_version: int
     step: int
+    round_tasks: list[str]
     cursor: int  # index of the event being handled
     evidence: dict[str, Any]  # task view + memory evidence for the current event
     attribution: dict[str, Any] | None
@@ -64,6 +66,7 @@ class LaneState(TypedDict, total=False):
     decision: str  # accepted | rejected | rejected_stale | rejected_by_human | fallback | skipped
     committed_version: int | None
     fallback: dict[str, Any] | None
+    generalised: dict[str, Any] | None  # the accepted repair's batched update for similar tasks (agents/generalise.py)
     tool_calls: list[dict[str, Any]]  # LLM brains' tool calls on the current event (agent, revision, name, args, result)
     accepted: Annotated[list[dict[str, Any]], operator.add]
     reports: Annotated[list[dict[str, Any]], operator.add]

@@ -223,6 +223,7 @@ class AttributionRecord(_Record):
     evidence_ids: list[str] = Field(default_factory=list)
     failure_type: str = ""
     brain: str = ""  # "rule" or "llm"
+    evidence_used: list[str] = Field(default_factory=list)  # cross-task evidence that moved the routing off its prior
 
     @property
     def record_id(self) -> str:
@@ -274,6 +275,10 @@ class ProposalRecord(_Record):
     revision: int = 0
     harness_version: int = 0
     domain: str = ""
+    template: str = ""  # the rule template's label (e.g. "hint_strong", "variant:bullets3"), "llm", or "" (fallback)
+    signature: str = ""  # "<kind>/<check type>" of the event's criterion on its task ("" when it names none)
+    evidence_used: list[str] = Field(default_factory=list)  # cross-task evidence that changed the template choice
+    generalised_from: str = ""  # the accepted proposal this one re-targets (agents/generalise.py), else ""
 
     @property
     def record_id(self) -> str:
@@ -295,7 +300,8 @@ class ProposalRecord(_Record):
         return {
             "event_id": self.event_id, "failure_type": self.failure_type, "interface": self.interface,
             "outcome": self.outcome, "revision": self.revision, "harness_version": self.harness_version,
-            "domain": self.domain, **{f"delta_{k}": float(v) for k, v in self.deltas.items()},
+            "domain": self.domain, "template": self.template, "signature": self.signature,
+            "generalised_from": self.generalised_from, **{f"delta_{k}": float(v) for k, v in self.deltas.items()},
         }
 
 

@@ -18,6 +18,8 @@ Queries:
 - `task_history(task_id, last_n)`: within-task evidence, metadata filter on `task_id`, ordered by (step, seq).
 - `similar_cases(text, k, failure_type=, interface=, outcome=)`: cross-task evidence, semantic top-k over
   proposals (accepted and rejected alike) with their outcome and measured deltas.
+- `proposals_like(failure_type, exclude_task=)` / `events_like(failure_type, domain=, exclude_task=)`: the same
+  cross-task evidence by exact metadata (the rule brains' template evidence; generalising an accepted repair).
 """
 
 from __future__ import annotations
@@ -342,6 +344,29 @@ class TrainingMemory:
         rows.sort(key=lambda r: (int(r[0].get("step", 0)), int(r[0].get("seq", 0))))
         return [rec for _, rec in rows if isinstance(rec, ProposalRecord)]
 
+    def proposals_like(self, failure_type: str, exclude_task: str | None = None) -> list[ProposalRecord]:
+        """Cross-task outcomes by metadata, not by embedding: every proposal on `failure_type` made for another
+        task than `exclude_task`, oldest first. The rule brains count successes and failures per template and
+        interface over these; `similar_cases` is the semantic top-k the LLM brains read."""
+        where = _where(failure_type=failure_type)
+        if exclude_task is not None:
+            where = {"$and": [where, {"task_id": {"$ne": exclude_task}}]}
+        rows = self._get("proposals", where)
+        rows.sort(key=lambda r: (int(r[0].get("step", 0)), int(r[0].get("seq", 0))))
+        return [rec for _, rec in rows if isinstance(rec, ProposalRecord)]
+
+    def events_like(self, failure_type: str, domain: str | None = None, exclude_task: str | None = None) -> list[EventRecord]:
+        """Failure events of one type (optionally of one domain) on tasks other than `exclude_task`, newest first:
+        where an accepted repair looks for other tasks with the same failure (`agents/generalise.py`)."""
+        clauses = [{"failure_type": {"$eq": failure_type}}]
+        if domain is not None:
+            clauses.append({"domain": {"$eq": domain}})
+        if exclude_task is not None:
+            clauses.append({"task_id": {"$ne": exclude_task}})
+        rows = self._get("events", clauses[0] if len(clauses) == 1 else {"$and": clauses})
+        rows.sort(key=lambda r: (int(r[0].get("step", 0)), int(r[0].get("seq", 0))), reverse=True)
+        return [rec for _, rec in rows if isinstance(rec, EventRecord)]
+
     def _query(self, kind: Kind, query_text: str, k: int, where: dict[str, Any] | None) -> list[SimilarCase]:
         if k <= 0:
             return []
@@ -398,24 +423,50 @@ class TrainingMemory:
 
     def restore(self, src: str | os.PathLike[str]) -> dict[str, int]:
         """Upsert every record of a `snapshot` file into this store; returns how many per kind."""
-        from memory.records import RECORD_TYPES
+        return self._put_all(_read_snapshot(Path(src)))
 
-        src = Path(src)
-        by_kind: dict[str, list[Record]] = {k: [] for k in KINDS}
-        with open(src, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    if lineno == 1:
-                        if row.get("format") != SNAPSHOT_FORMAT:
-                            raise ValueError(f"format {row.get('format')!r}, expected {SNAPSHOT_FORMAT!r}")
-                        continue
-                    by_kind[row["kind"]].append(RECORD_TYPES[row["kind"]].model_validate(row["record"]))  # type: ignore[arg-type]
-                except (ValueError, KeyError) as e:
-                    raise MemoryStoreError(f"{src}:{lineno}: bad memory snapshot row: {e}") from e
+    def _put_all(self, by_kind: dict[str, list[Record]]) -> dict[str, int]:
         for recs in by_kind.values():
             for i in range(0, len(recs), 256):
                 self._put(recs[i : i + 256])
         return {k: len(v) for k, v in by_kind.items()}
+
+    def restore_exactly(self, src: str | os.PathLike[str]) -> dict[str, int]:
+        """Make this store hold exactly the records of a `snapshot` file: delete every record the snapshot lacks,
+        then `restore` (which also puts back the snapshot's version of a record changed since, e.g. a task
+        profile). For a store that cannot be swapped for a fresh one, as a run folder can: a Chroma server that
+        other processes use. Returns how many records were deleted per kind."""
+        by_kind = _read_snapshot(Path(src))
+        deleted: dict[str, int] = {}
+        for kind, recs in by_kind.items():
+            keep = {r.record_id for r in recs}
+            try:
+                extra = [i for i in self._col(kind).get(include=[])["ids"] if i not in keep]
+                for i in range(0, len(extra), 256):
+                    self._col(kind).delete(ids=extra[i : i + 256])
+            except ChromaError as e:
+                raise MemoryStoreError(f"memory at {self.location}: deleting {kind} not in {src} failed: {e}") from e
+            deleted[kind] = len(extra)
+        self._put_all(by_kind)
+        return deleted
+
+
+def _read_snapshot(src: Path) -> dict[str, list[Record]]:
+    """The records of a `TrainingMemory.snapshot` file by kind; a bad row is an error naming file and line."""
+    from memory.records import RECORD_TYPES
+
+    by_kind: dict[str, list[Record]] = {k: [] for k in KINDS}
+    with open(src, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if lineno == 1:
+                    if row.get("format") != SNAPSHOT_FORMAT:
+                        raise ValueError(f"format {row.get('format')!r}, expected {SNAPSHOT_FORMAT!r}")
+                    continue
+                by_kind[row["kind"]].append(RECORD_TYPES[row["kind"]].model_validate(row["record"]))  # type: ignore[arg-type]
+            except (ValueError, KeyError) as e:
+                raise MemoryStoreError(f"{src}:{lineno}: bad memory snapshot row: {e}") from e
+    return by_kind

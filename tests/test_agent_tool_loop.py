@@ -4,9 +4,11 @@ Only the chat models are scripted; the tools are `tools.agent_tools.make_tools` 
 `HarnessStore`, an ephemeral Chroma memory (hash embedding), the real judge and a prompt-driven
 frozen policy. Checked: tool calls really run and their results are fed back, hallucinated tool
 names / bad or unparseable arguments / too many calls come back as readable error ToolMessages,
-the number of rounds is bounded, memory tools respect use_memory, the final answer is the one used,
-transport failures become the rule fallback, and the whole path over real HTTP (ChatOpenAI against
-the stub server) inside the evolver graph, with the calls recorded in the report and the trace table.
+the number of rounds is bounded, memory tools respect use_memory, the final answer is the one used
+and its raw text recorded, transport failures become the rule fallback (quoting a rejected answer),
+a model or server without tool calling answers without tools and says so, and the whole path over
+real HTTP (ChatOpenAI against the stub server) inside the evolver graph, with the calls recorded in
+the report and the trace table.
 """
 
 from __future__ import annotations
@@ -18,7 +20,16 @@ from langchain_core.messages import AIMessage, ToolMessage
 from pydantic import Field
 
 from agents import attributor, proposer
-from agents.llm import MAX_CALLS_PER_ROUND, MAX_RECORD_CHARS, MAX_TOOL_RESULT_CHARS, ROLE_TOOLS, BrainError, ToolBox, ask_with_tools
+from agents.llm import (
+    MAX_CALLS_PER_ROUND,
+    MAX_RECORD_CHARS,
+    MAX_TOOL_RESULT_CHARS,
+    ROLE_TOOLS,
+    SKIPPED_TOOLS,
+    BrainError,
+    ToolBox,
+    ask_with_tools,
+)
 from agents.schemas import Attribution
 from graphs.evolver import graph
 from graphs.trace_html import _decisions
@@ -154,7 +165,12 @@ def test_model_without_tool_binding_goes_straight_to_the_final_answer(run):
     llm = NoTools(respond=lambda messages: ATTRIBUTION)
     box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
     assert ask_with_tools(llm, Attribution, "s", "u", box).interface == "criteria"
-    assert llm.calls == 1 and box.calls == []
+    assert llm.calls == 1
+    # The skip is in the record (and so in the trace): one error entry naming why, no tool ran.
+    (note,) = box.calls
+    assert (note["name"], note["error"], note["round"]) == (SKIPPED_TOOLS, True, 0)
+    assert "cannot bind tools" in note["result"] and "cannot bind tools" in box.skipped
+    assert box.replies == [{"round": 1, "text": ATTRIBUTION, "used": True}]
 
 
 def test_timeout_and_a_dead_policy_endpoint_fall_back_to_the_rule_brain(run):
@@ -236,3 +252,48 @@ def test_unparseable_free_answer_is_asked_again_with_structured_output_over_http
     assert "outcome rejected" in history  # the real memory record reached the model over the wire
     assert third["response_format"]["type"] == "json_schema" and "tools" not in third
     assert [m["role"] for m in third["messages"]][-2:] == ["assistant", "user"]
+
+
+# -- a server without tool calling, and what the model said ----------------------------------------------
+NO_TOOL_CALLING = ('{"error": {"message": "\\"auto\\" tool choice requires --enable-auto-tool-choice and '
+                   '--tool-call-parser to be set", "type": "BadRequestError", "code": 400}}')
+
+
+def test_a_server_without_tool_calling_is_answered_without_tools_and_the_skip_recorded(run, openai_stub):
+    from agents.models import load_chat_model
+
+    openai_stub.fail_next(status=400, body=NO_TOOL_CALLING)
+    openai_stub.script([json.loads(ATTRIBUTION)])
+    llm = load_chat_model("openai:stub", base_url=openai_stub.base_url, timeout_s=5)
+    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
+    assert (att.interface, att.source) == ("criteria", "llm")
+    (answered,) = openai_stub.requests  # the stub records the requests it answered (not the refused one)
+    assert "tools" not in answered and answered["response_format"]["type"] == "json_schema"
+    (note,) = box.calls
+    assert note["name"] == SKIPPED_TOOLS and note["error"]
+    assert note["result"].startswith("tools skipped: server has no tool calling") and "enable-auto-tool-choice" in note["result"]
+    assert [(r["round"], r["used"]) for r in box.replies] == [(1, True)] and '"criteria"' in box.replies[0]["text"]
+
+
+def test_other_bad_requests_are_not_mistaken_for_missing_tool_calling(run, openai_stub):
+    from agents.models import load_chat_model
+
+    openai_stub.fail_next(status=400, body='{"error": {"message": "maximum context length is 512 tokens"}}')
+    llm = load_chat_model("openai:stub", base_url=openai_stub.base_url, timeout_s=5)
+    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
+    assert att.source == "llm_fallback" and "maximum context length" in att.notes[-1]
+    assert box.calls == [] and box.skipped is None
+
+
+def test_every_answer_is_recorded_and_a_rejected_one_is_quoted_in_the_fallback(run):
+    prose = "I think the criteria interface, because the water check is stuffed."
+    bad = '{"interface": "nowhere", "diagnosis": "d"}'
+    llm = Recording(messages=iter([tool_reply("task_history", {"task_id": "med-1"}), prose, bad]))
+    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
+    # The free prose (round 2) did not parse; the forced structured answer (round 3) was invalid: rule fallback.
+    assert att.source == "llm_fallback"
+    assert box.replies == [{"round": 2, "text": prose, "used": False}, {"round": 3, "text": bad, "used": False}]
+    assert "the model said: " in att.notes[-1] and "nowhere" in att.notes[-1]  # what it answered reaches the trace

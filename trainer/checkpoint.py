@@ -18,6 +18,11 @@ Resume (`restore`) makes the run folder match the checkpoint:
 - the memory folder is moved to `abandoned/<stamp>/memory/` and rebuilt from the checkpoint's snapshot.
   The memory is append-only, so "restore" means: records written after the checkpoint are dropped
   from the live store (kept aside, not deleted);
+- memory on a Chroma server (`harness.memory_url`), which cannot be moved aside, is made to hold exactly
+  the checkpoint's snapshot (`TrainingMemory.restore_exactly`): what the server held is first written to
+  `abandoned/<stamp>/memory.jsonl`, then records written after the checkpoint are deleted and records
+  changed since get the snapshot's values back; the number deleted per kind is in the summary
+  (`memory_dropped`);
 - `events.jsonl`, `metrics.jsonl` and `rounds.jsonl` lose their lines after the checkpoint's step;
 - evolver threads of abandoned rounds stay in `evolver.sqlite` but are no longer referenced; a
   repeated round gets a fresh thread id, so it never continues an abandoned thread.
@@ -124,14 +129,19 @@ def abandon_versions_after(store: Any, version: int, aside: Path) -> list[int]:
 
 def restore(run: Any, ckpt_dir: Path) -> dict[str, Any]:
     """Make `run` (opened with open_memory=False) match the checkpoint. Returns a summary for the log."""
-    from harness.detector import Detector
-
     state = read_state(ckpt_dir)
     version, step = int(state["harness_version"]), int(state["step"])
+    if not run.main_process:
+        # Another process of a multi-process run: the main one rolls the folder back (first, under
+        # `main_process_first`); this one takes the checkpoint's harness, detector and sampler state only.
+        run.set_state(run.store.load(version))
+        _restore_live_state(run, state)
+        return {"checkpoint": str(ckpt_dir), "step": step, "harness_version": version, "main_process": False}
     aside = run.paths.abandoned / f"resume-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"
     moved = abandon_versions_after(run.store, version, aside)
     run.set_state(run.store.load(version))
 
+    memory_dropped: dict[str, int] | None = None  # set when a Chroma server's records are deleted
     dropped = {name: truncate_jsonl(path, lambda r: int(r.get("step", 0)) <= step)
                for name, path in (("events", run.paths.events), ("metrics", run.paths.metrics),
                                   ("rounds", run.paths.rounds))}
@@ -146,15 +156,31 @@ def restore(run: Any, ckpt_dir: Path) -> dict[str, Any]:
         snap = Path(ckpt_dir) / MEMORY_FILE
         if state.get("memory_snapshot") and snap.is_file():
             run.memory.restore(snap)
-    elif run.memory is None:
-        run.memory = run._open_memory()  # a shared Chroma server is not rolled back (one writer owns it)
+    else:
+        if run.memory is None:
+            run.memory = run._open_memory()
+        snap = Path(ckpt_dir) / MEMORY_FILE
+        if state.get("memory_snapshot") and snap.is_file():
+            aside.mkdir(parents=True, exist_ok=True)
+            run.memory.snapshot(aside / MEMORY_FILE)  # what the server held, kept aside as the folder would be
+            memory_dropped = run.memory.restore_exactly(snap)
+
+    _restore_live_state(run, state)
+    return {"checkpoint": str(ckpt_dir), "step": step, "harness_version": version, "abandoned_versions": moved,
+            "dropped_lines": dropped, "memory_dropped": memory_dropped, "aside": str(aside) if aside.exists() else None}
+
+
+def _restore_live_state(run: Any, state: dict[str, Any]) -> None:
+    """The in-process part of a checkpoint, on every process: detector windows and sampler rng (identical on
+    all processes, which observe the same groups and draw the same batches), rounds done, and the pending
+    events (the main process's: it runs the rounds)."""
+    from harness.detector import Detector
 
     run.detector = Detector(run.detector.config)
     run.detector.load_state_dict(state["detector"])
     if run.sampler is not None and state.get("sampler"):
         run.sampler.load_state_dict(state["sampler"])
     with run.lock:
-        run.pending_events = [FailureEvent.model_validate(e) for e in state["pending_events"]]
+        run.pending_events = ([FailureEvent.model_validate(e) for e in state["pending_events"]]
+                              if run.main_process else [])
     run.rounds_done = list(state.get("rounds", []))
-    return {"checkpoint": str(ckpt_dir), "step": step, "harness_version": version, "abandoned_versions": moved,
-            "dropped_lines": dropped, "aside": str(aside) if aside.exists() else None}

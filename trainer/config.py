@@ -122,21 +122,32 @@ class HarnessConfig:
     sample_k_max: int = _f(16, "Critic: cap; the group doubles from sample_k up to this while its test is undecided.")
     critic_alpha: float = _f(0.1, "Critic: error rate of the sequential test that stops sampling early.")
     max_revisions: int = _f(2, "Critic: revisions per event before the fallback (R).")
+    generalise_max_tasks: int = _f(4, "An accepted repair is proposed (one batched, measured update) for at most this "
+                                      "many other tasks with the same failure signature; 0 turns it off (ablation).")
     max_events: int = _f(8, "Events handed to one evolver round: one per task, reward hacking before dead groups, "
                             "then most recent first (each costs the critic fresh rollouts: this bounds the pause).")
     attributor_model: str = _f("rules", "Attributor brain: 'rules' or provider:model.")
     proposer_model: str = _f("rules", "Proposer brain: 'rules' or provider:model.")
     critic_model: str = _f("rules", "Critic brain: 'rules' or provider:model (measurement always decides).")
     judge_model: str | None = _f(None, "LLM judge for criteria without a check (None: programmatic only).")
+    max_judge_failure_share: float = _f(0.2, "Flag a step (metrics.jsonl judge_flagged, a console warning) when more "
+                                             "than this share of its verdicts were left out because the judge failed.")
     llm_base_url: str | None = _f(None, "OpenAI-compatible base URL (e.g. a vLLM server's /v1) for LLM brains and judge.")
     memory_embedding: Literal["minilm", "hash"] = _f("minilm", "Memory embedding function ('hash' for tests).")
     memory_url: str | None = _f(None, "Chroma server URL (scale-out); None: local folder in the run.")
     langgraph_url: str | None = _f(None, "Run the evolver on a LangGraph server at this URL (Studio) instead of in process.")
-    langgraph_assistant: str = _f("evolver", "Graph/assistant id on the LangGraph server.")
+    langgraph_assistant: str = _f("evolver", "With langgraph_url: the assistant whose context chooses the evolver's "
+                                             "models, limits and thresholds (rounds send only run folder, memory and "
+                                             "frozen policy). A graph id ('evolver'): an assistant made from this "
+                                             "config; an assistant id or name (e.g. made in Studio): its context wins "
+                                             "over the harness.* brain and critic settings.")
     policy_endpoint: str = _f("local", "Frozen policy for the critic: 'local' (the paused model; with langgraph_url "
                                        "it is saved to run_dir/frozen/ at each pause and loaded by the server) or "
                                        "an OpenAI-compatible base URL (vLLM).")
     policy_model: str | None = _f(None, "Model name served at policy_endpoint (defaults to the adapter/model name).")
+    allow_unjudged_criteria: bool = _f(False, "Train although train tasks have text-only criteria (no programmatic "
+                                              "check) and no judge_model: those criteria are skipped, never scored. "
+                                              "Off: such a run is refused at start, with the count.")
     max_pause_s: int = _f(900, "Budget for one evolver pause (s); train.ddp_timeout must exceed it.")
 
     def __post_init__(self) -> None:
@@ -152,6 +163,10 @@ class HarnessConfig:
             raise ConfigError(f"harness.df_multiplier must be in [0, 1], got {self.df_multiplier}")
         if not 0.0 <= self.sampler_floor <= 1.0:
             raise ConfigError(f"harness.sampler_floor must be in [0, 1], got {self.sampler_floor}")
+        if not 0.0 <= self.max_judge_failure_share <= 1.0:
+            raise ConfigError(f"harness.max_judge_failure_share must be in [0, 1], got {self.max_judge_failure_share}")
+        if self.generalise_max_tasks < 0:
+            raise ConfigError(f"harness.generalise_max_tasks must be >= 0 (0 turns generalising off), got {self.generalise_max_tasks}")
         if self.sample_k < 2:
             raise ConfigError(f"harness.sample_k must be >= 2 (the critic needs a group), got {self.sample_k}")
         if self.sample_k_max < self.sample_k:
@@ -196,6 +211,30 @@ class RunConfig:
                               f"{h.max_pause_s * 2}")
         if h.policy_endpoint != "local" and not h.policy_endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"harness.policy_endpoint must be 'local' or an http(s) URL, got {h.policy_endpoint!r}")
+        if self.frozen_policy_source is None:
+            why = ("train.use_vllm=false" if not t.use_vllm else
+                   "train.vllm_mode=colocate (no server to push to)" if t.vllm_mode != "server" else
+                   f"it is not the training server train.vllm_server_base_url={t.vllm_server_base_url}")
+            raise ConfigError(
+                f"harness.policy_endpoint={h.policy_endpoint} is a frozen policy nothing keeps in sync with the trained "
+                f"weights (model.lora=false, so no adapter to hot-load; {why}): the critic would measure the base "
+                f"model. Set harness.policy_endpoint=local, or model.lora=true (each round hot-loads the step's "
+                f"adapter there), or train.use_vllm=true with train.vllm_mode=server and "
+                f"harness.policy_endpoint=train.vllm_server_base_url (each round pushes the weights there)")
+
+    @property
+    def frozen_policy_source(self) -> Literal["local", "training_server", "lora_adapter"] | None:
+        """How the critic's frozen policy follows the trained weights (None: it would not; refused above).
+
+        'local': the paused model itself; 'training_server': the policy endpoint is TRL's vLLM server, whose
+        weights are pushed before each round (LoRA merged, or full weights); 'lora_adapter': any other server,
+        into which each round hot-loads the step's adapter."""
+        h, t = self.harness, self.train
+        if h.policy_endpoint == "local":
+            return "local"
+        if t.use_vllm and t.vllm_mode == "server" and same_server(h.policy_endpoint, t.vllm_server_base_url):
+            return "training_server"
+        return "lora_adapter" if self.model.lora else None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -203,6 +242,14 @@ class RunConfig:
     @property
     def run_path(self) -> Path:
         return Path(self.run_dir)
+
+
+def same_server(a: str, b: str | None) -> bool:
+    """Whether two base URLs name one server ("http://h:8000", "http://h:8000/" and "http://h:8000/v1" do)."""
+    def root(u: str) -> str:
+        u = u.rstrip("/")
+        return u[: -len("/v1")] if u.endswith("/v1") else u
+    return b is not None and root(a) == root(b)
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

@@ -9,10 +9,15 @@ Two ways to run the graph (`harness.langgraph_url`):
   `LocalEndpoint`, the run's store, memory and judge) handed over through
   `graphs.services.register_services` under a per-run key named in the context;
 - on a LangGraph server (`langgraph dev` / Studio): `graphs.runner.run_on_server` creates a thread per
-  round and waits for the run; the server builds its services from the plain context values (absolute
-  run_dir, memory location, policy spec), so the server must see the run folder (same machine or shared
-  disk), the frozen policy is either an HTTP endpoint or `local:<run_dir/frozen/...>` saved by the
-  callback, and the memory is a Chroma server (`harness.memory_url`; config validation enforces it) or off.
+  round and waits for the run on the assistant `harness.langgraph_assistant`. The run sends only the
+  run-specific context (`graphs.runner.RUN_CONTEXT_KEYS`: run folder, memory, frozen policy); models,
+  limits and thresholds are the assistant's. The default, the graph id `evolver`, makes an assistant from
+  this config (named after the run); an assistant id or name made in Studio makes its context win over the
+  config's `harness.*` brain and critic knobs. The assistant id is recorded in rounds.jsonl. The server
+  builds its services from the plain context values (absolute run_dir, memory location, policy spec), so
+  the server must see the run folder (same machine or shared disk), the frozen policy is either an HTTP
+  endpoint or `local:<run_dir/frozen/...>` saved by the callback, and the memory is a Chroma server
+  (`harness.memory_url`; config validation enforces it) or off.
 
 Either way the graph's commit node writes accepted updates to the run's `HarnessStore`; the caller
 re-reads the latest version afterwards.
@@ -48,7 +53,7 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
         services_key=services_key, sample_k=h.sample_k, sample_k_max=h.sample_k_max,
         critic_alpha=h.critic_alpha, max_tokens=cfg.train.max_completion_length,
         temperature=cfg.train.temperature, seed=cfg.train.seed, max_revisions=h.max_revisions,
-        memory=h.memory, critic=h.critic, interfaces=list(h.interfaces),
+        memory=h.memory, critic=h.critic, interfaces=list(h.interfaces), generalise_max_tasks=h.generalise_max_tasks,
     )
 
 
@@ -61,16 +66,19 @@ def run_round(cfg: RunConfig, events: list[FailureEvent], harness_version: int, 
               thread_id: str) -> dict[str, Any]:
     """Run one round through `graphs.runner`: on `harness.langgraph_url` if set, else in process.
 
-    Returns the graph's output plus `thread_id` (a server names its own thread)."""
+    Returns the graph's output plus `thread_id` (a server names its own thread) and, on a server,
+    `assistant_id` (whose context chose the models and limits)."""
     inp = {"events": [e.model_dump(mode="json") for e in events], "harness_version": harness_version, "step": step}
     h = cfg.harness
     if h.langgraph_url is None:
         return {**run_in_process(inp, context, cfg.run_path / "evolver.sqlite", thread_id), "thread_id": thread_id}
     # The pause budget bounds the wait; if we give up, the server cancels the run (see graphs.runner).
-    server_thread, out = run_on_server(h.langgraph_url, inp, context, assistant_id=h.langgraph_assistant,
-                                       timeout_s=float(h.max_pause_s + 60),
-                                       metadata={"run_dir": str(cfg.run_path), "step": step, "round": thread_id})
-    return {**out, "thread_id": server_thread}
+    run = run_on_server(h.langgraph_url, inp, context, assistant=h.langgraph_assistant,
+                        assistant_name=f"harnessrl train {cfg.run_path.name}", timeout_s=float(h.max_pause_s + 60),
+                        metadata={"run_dir": str(cfg.run_path), "step": step, "round": thread_id})
+    log.info("evolver round at step %d: thread %s on %s, assistant %s", step, run.thread_id, h.langgraph_url,
+             run.assistant_id)
+    return {**run.output, "thread_id": run.thread_id, "assistant_id": run.assistant_id}
 
 
 def summarize(out: dict[str, Any]) -> dict[str, Any]:
@@ -85,9 +93,22 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
         # Keep the per-event essentials in rounds.jsonl; full attempts live in evolver.sqlite and memory.
         slim.append({k: r.get(k) for k in ("event_id", "task_id", "failure_type", "decision", "interface",
                                            "revisions", "committed_version", "note")} |
+                    {"generalised": _slim_generalised(r.get("generalised"))} |
                     {"attempts": [{"template": a.get("template"), "numbers": (a.get("critique") or {}).get("numbers"),
-                                   "reasons": (a.get("critique") or {}).get("reasons")}
+                                   "reasons": (a.get("critique") or {}).get("reasons"),
+                                   "evidence_used": a.get("evidence_used") or []}
                                   for a in r.get("attempts") or [] if isinstance(a, dict)]})
     by_event = {r.get("event_id"): r.get("interface") for r in reports}
     interfaces = [by_event.get(a.get("event_id")) for a in accepted]
-    return {"n_accepted": len(accepted), "accepted_interfaces": interfaces, "outcomes": outcomes, "reports": slim}
+    # On a server the assistant chose models and limits: record which one (absent in process).
+    where = {"assistant_id": out["assistant_id"]} if "assistant_id" in out else {}
+    return {"n_accepted": len(accepted), "accepted_interfaces": interfaces, "outcomes": outcomes, "reports": slim,
+            **where}
+
+
+def _slim_generalised(gen: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The batched repair of an accepted one, as rounds.jsonl keeps it: targets, skips, decision, numbers."""
+    if not gen:
+        return None
+    return {**{k: gen.get(k) for k in ("decision", "targets", "skipped", "signature", "version", "note")},
+            "numbers": (gen.get("critique") or {}).get("numbers")}

@@ -123,15 +123,19 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
 
     torch.set_num_threads(cfg.train.torch_threads)
     model, tokenizer, _ = load_policy(cfg)  # before touching the run folder: a missing model fails first
-    run = HarnessRun(cfg, judge=judge, open_memory=resume_from is None)
-    h = cfg.harness
-    sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor, dynamic_filtering=h.dynamic_filtering,
-                             df_window=h.df_window, df_multiplier=h.df_multiplier)
-    if resume_from is not None:
-        summary = restore(run, resume_from)
-        log.warning("resuming from %s", summary)
-    else:
-        save_config(cfg, run.paths.config)
+    args = grpo_args(cfg)  # sets up the process group (with train.ddp_timeout) before anything waits on it
+    # Several processes: the main one creates or rolls back the run folder first, then the others read it.
+    with args.main_process_first(local=False, desc="harness run folder"):
+        run = HarnessRun(cfg, judge=judge, open_memory=resume_from is None, main_process=args.process_index == 0)
+        h = cfg.harness
+        sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor,
+                                 dynamic_filtering=h.dynamic_filtering, df_window=h.df_window,
+                                 df_multiplier=h.df_multiplier)
+        if resume_from is not None:
+            summary = restore(run, resume_from)
+            log.warning("resuming from %s", summary)
+        elif run.main_process:
+            save_config(cfg, run.paths.config)
     peft_config = None
     if cfg.model.lora:
         peft_config = LoraConfig(r=cfg.model.lora_r, lora_alpha=cfg.model.lora_alpha, lora_dropout=cfg.model.lora_dropout,
@@ -140,7 +144,7 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
     trainer = harness_trainer_class()(
         harness_sampler=sampler, model=model, processing_class=tokenizer,
         reward_funcs=[RubricReward(run, cfg.train.num_generations)],
-        args=grpo_args(cfg), train_dataset=make_dataset(sampler), peft_config=peft_config,
+        args=args, train_dataset=make_dataset(sampler), peft_config=peft_config,
         callbacks=[callback, ConsoleProgress(run, enabled=progress)],
     )
     # The console prints one readable line per step (trainer.progress); TRL's raw log dicts go to
@@ -181,6 +185,11 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
     if overwrite and resume is not None:
         raise ValueError("overwrite and resume exclude each other: resume continues the run in run_dir, "
                          "overwrite deletes it")
+    if resume is None:
+        from trainer.run import check_criteria_are_judged, load_train_tasks
+
+        # A fresh run: refused before the model loads (minutes on a GPU preset) and before --overwrite deletes.
+        check_criteria_are_judged(cfg, load_train_tasks(cfg))
     if overwrite:
         clear_run_folder(cfg.run_path)
     ckpt = find_checkpoint(cfg.run_path, resume) if resume is not None else None

@@ -1,8 +1,9 @@
 """The training console: one line per step, one readable summary per evolver round, library noise filtered.
 
 Full metrics stay in `metrics.jsonl` (and `report_to`); the console carries only what a person follows
-while a run goes: reward, dead-group share, harness version and step time per step, and per round what
-was accepted on which task and why. TRL's raw log dicts (one `pass_rate/<task>/<criterion>` entry per
+while a run goes: reward, dead-group share, harness version and step time per step (plus a warning line
+when the step is flagged for judge failures, `judge_flag_line`), and per round what was accepted on
+which task and why. TRL's raw log dicts (one `pass_rate/<task>/<criterion>` entry per
 criterion) are not printed: `build_trainer` removes transformers' `PrinterCallback`.
 """
 
@@ -41,7 +42,19 @@ def step_line(step: int, max_steps: int, record: dict[str, Any], version: int, s
              f"harness v{version}", f"{step_s:.1f} s"]
     if record.get("judge_warnings"):
         parts.append(f"judge warnings {record['judge_warnings']}")
+    if record.get("judge_flagged"):
+        parts.append("JUDGE FLAGGED")
     return "  ".join(parts)
+
+
+def judge_flag_line(step: int, record: dict[str, Any]) -> str | None:
+    """The warning for a step flagged in `trainer/reward.py` (too many verdicts left out), else None."""
+    if not record.get("judge_flagged"):
+        return None
+    return (f"step {step}: judge failed on {record.get('judge_left_out', '?')} verdict(s) "
+            f"({float(record.get('judge_left_out_share') or 0.0):.0%} of the step's, over "
+            f"harness.max_judge_failure_share): they are left out, so this step's rewards rest on fewer criteria; "
+            f"check the judge server")
 
 
 def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pause_s: float,
@@ -75,6 +88,9 @@ class ConsoleProgress(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.enabled and state.is_world_process_zero:
-            log.info(step_line(state.global_step, state.max_steps, self.run.last_record, self.run.state.version,
+            record = self.run.last_record
+            log.info(step_line(state.global_step, state.max_steps, record, self.run.state.version,
                                time.perf_counter() - self._t0))
+            if flag := judge_flag_line(state.global_step, record):
+                log.warning(flag)
         return control

@@ -39,13 +39,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agents.context import RULES
 from harness.store import HarnessStore, atomic_write_text
 from harness.types import FailureEvent
 from trainer.checkpoint import MEMORY_FILE, STATE_FILE, checkpoints
 from trainer.config import RunConfig, load_config
 from trainer.io import read_jsonl
-
-RULES = "rules"
 
 
 # -- brain sets ---------------------------------------------------------------------------------------
@@ -61,9 +60,9 @@ class BrainSet:
         return f"attributor={self.attributor} proposer={self.proposer} critic={self.critic}"
 
     def folder_name(self, index: int) -> str:
-        """`<index>-<the non-rules roles>`, e.g. `2-proposer-openai_qwen3-8b` (`1-rules` for all rules)."""
+        """`<index>-<the non-rules roles>`, e.g. `2-proposer-openai_qwen_qwen3-8b` (`1-rules` for all rules)."""
         parts = [f"{role}-{model}" for role, model in dataclasses.asdict(self).items() if model != RULES]
-        slug = re.sub(r"[^a-z0-9.]+", "_", "-".join(parts).lower()).strip("_")[:60] or RULES
+        slug = re.sub(r"[^a-z0-9.-]+", "_", "-".join(parts).lower()).strip("_")[:60] or RULES
         return f"{index}-{slug}"
 
 
@@ -346,14 +345,19 @@ def _cell(report: dict[str, Any] | None, seconds: float | None, recorded: bool =
     decision = str(report.get("decision"))
     if report.get("committed_version"):
         decision += f" v{report['committed_version']}"
+    gen = report.get("generalised") or {}
+    if gen.get("decision") == "accepted":  # the repair was also committed for similar tasks (graphs/nodes.py generalise)
+        decision += f" + generalised to {len(gen.get('per_task') or gen.get('events') or [])} tasks v{gen.get('version')}"
     answers = " → ".join(_answer(a) for a in attempts) or (report.get("note") or "–")
     rollouts = tokens = 0
     for a in attempts:
+        # The critic copies the measurement's cost into its numbers (so rounds.jsonl has it); else the measurement's.
+        n = ((a.get("critique") or {}).get("numbers")) or a.get("numbers") or {}
         cost = ((a.get("measurement") or {}).get("cost")) or {}
-        rollouts += int(cost.get("probe_rollouts") or 0)
-        tokens += int(cost.get("probe_tokens") or 0)
+        rollouts += int(n.get("cost_probe_rollouts") or cost.get("probe_rollouts") or 0)
+        tokens += int(n.get("cost_probe_tokens") or cost.get("probe_tokens") or 0)
     tools = len(report.get("tool_calls") or [])
-    cost = "not recorded" if recorded else f"{rollouts} rollouts, {tokens} tokens" + (f", {tools} tool calls" if tools else "")
+    cost = f"{rollouts} rollouts, {tokens} tokens" + (f", {tools} tool calls" if tools else "")
     return {"decision": decision, "answer": answers, "numbers": _numbers(attempts[-1] if attempts else None),
             "cost": cost, "seconds": "not recorded" if recorded else (f"{seconds:.1f} s" if seconds is not None else "–")}
 

@@ -16,6 +16,12 @@ pending list, `events.jsonl` and memory), records a group summary with the best 
 in the memory, and tells the sampler whether the group was dead (dynamic-filtering baseline). Per
 batch it records the step metrics the callback writes to `metrics.jsonl`.
 
+Judge failures: a verdict the judge could not give (an LLM judge failing after its retries, a check
+timing out) is left out of the rollout's score, never counted unmet (`tools/judge.py`). The step counts
+those verdicts (`judge_left_out`, `judge_left_out_share` of all the step's verdicts) and, above
+`harness.max_judge_failure_share`, sets `judge_flagged` (the console prints a warning line for it):
+such a step's rewards rest on fewer criteria than its rubric has.
+
 It is an async callable (the judge is async) and picklable: pickling keeps only the config; the
 unpickled copy finds the live run of the same `run_dir` in this process or opens it.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,6 +49,33 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
         return str(completion[-1].get("content", ""))
     raise TypeError(f"unexpected completion format: {type(completion).__name__} {completion!r:.80}")
+
+
+@dataclass
+class StepPart:
+    """One process's part of a training step: its groups (stats + rollouts) and the counts the step's metrics
+    sum. With several processes each scores its own slice of the batch; the parts are gathered so that every
+    process observes every group (identical detector and dynamic-filtering state, hence identical draws) and
+    the main process records the whole step (memory, events, metrics.jsonl)."""
+
+    groups: list[tuple[GroupStats, list[RolloutRecord]]]
+    rewards: list[float]
+    hinted: list[bool]
+    judge_counts: dict[str, int]  # judge stats accrued on this process during the step
+    verdicts: int
+    left_out: int  # verdicts the judge could not give (left out of the score)
+
+
+def all_ranks(part: StepPart) -> list[StepPart]:
+    """Every process's part in rank order: accelerate's public `gather_object` (an all-gather of pickled
+    objects, a collective: every rank's reward calls it once per step, as TRL calls the reward on every rank)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return [part]
+    from accelerate.utils import gather_object
+
+    return list(gather_object([part]))
 
 
 class RubricReward:
@@ -100,7 +134,7 @@ class RubricReward:
         scored = await asyncio.gather(*(self._score_group(run, texts, idx, tid, v) for idx, tid, v in groups))
         rewards = [0.0] * n
         verdict_col: list[str] = [""] * n
-        stats_list: list[GroupStats] = []
+        mine: list[tuple[GroupStats, list[RolloutRecord]]] = []
         for (idx, tid, version), (results, audits) in zip(groups, scored):
             state = run.state_for(version)
             criteria = state.criteria(tid)
@@ -112,25 +146,50 @@ class RubricReward:
                 verdict_col[i] = json.dumps(met, sort_keys=True)
                 records.append(RolloutRecord(text=texts[i], reward=rewards[i], verdicts=met, audit=audits[j],
                                              hinted=bool(hinted[i]), hint_texts=[h for h in hint_text[i].split("\n") if h]))
-            stats = GroupStats.from_rollouts(tid, step, records, criteria=criteria, harness_version=version)
-            stats_list.append(stats)
-            self._observe(run, stats, records, version)
+            mine.append((GroupStats.from_rollouts(tid, step, records, criteria=criteria, harness_version=version),
+                         records))
 
-        batch = run.detector.batch(stats_list)
         judge_metrics = run.judge.stats.as_metrics()
         new_warnings = {k: v - self._judge_seen.get(k, 0) for k, v in judge_metrics.items()}
         self._judge_seen = dict(judge_metrics)
-        warn_count = sum(new_warnings[k] for k in ("judge/malformed", "judge/errors", "judge/unmet_after_retries",
-                                                   "judge/check_failures") if k in new_warnings)
-        versions = sorted({v for _, _, v in groups})
-        run.record_step(step, {
-            "step": step, "reward": float(np.mean(rewards)), "reward_std": float(np.mean([s.std for s in stats_list])),
+        all_results = [res for results, _ in scored for res in results]
+        # Every rank's part of the step, in rank order (the global batch's order, trainer.sampler.fill).
+        parts = all_ranks(StepPart(
+            groups=mine, rewards=rewards, hinted=[bool(h) for h in hinted], judge_counts=new_warnings,
+            verdicts=sum(len(res.verdicts) for res in all_results),
+            left_out=sum(1 for res in all_results for v in res.verdicts.values() if v.source == "error")))
+        stats_list: list[GroupStats] = []
+        for part in parts:
+            for stats, records in part.groups:
+                stats_list.append(stats)
+                self._observe(run, stats, records, int(stats.harness_version))
+
+        batch = run.detector.batch(stats_list)
+        warnings: dict[str, int] = {}
+        for part in parts:
+            for k, v in part.judge_counts.items():
+                warnings[k] = warnings.get(k, 0) + v
+        warn_count = sum(warnings[k] for k in ("judge/malformed", "judge/errors", "judge/llm_failures",
+                                               "judge/check_failures") if k in warnings)
+        left_out, share, flagged = self._judge_failure_share(sum(p.left_out for p in parts),
+                                                             sum(p.verdicts for p in parts))
+        versions = sorted({int(s.harness_version) for s in stats_list})
+        record = {
+            "step": step, "reward": float(np.mean([r for p in parts for r in p.rewards])),
+            "reward_std": float(np.mean([s.std for s in stats_list])),
             "dead_share": batch.dead_share, "n_groups": batch.n_groups, "harness_version": versions[-1],
-            "harness_versions": versions, "hinted_share": float(np.mean([bool(h) for h in hinted])),
-            "tasks": [tid for _, tid, _ in groups], "group_means": [s.mean for s in stats_list],
+            "harness_versions": versions, "hinted_share": float(np.mean([h for p in parts for h in p.hinted])),
+            "tasks": [s.task_id for s in stats_list], "group_means": [s.mean for s in stats_list],
             "group_stds": [s.std for s in stats_list],
-            "judge_warnings": warn_count, **{k: v for k, v in new_warnings.items() if v},
-        })
+            "judge_warnings": warn_count, "judge_left_out": left_out, "judge_left_out_share": share,
+            "judge_flagged": flagged, **{k: v for k, v in warnings.items() if v},
+        }
+        if len(parts) > 1:
+            # What each process trained on: its groups' tasks and the harness versions it drew them under.
+            record["ranks"] = [{"tasks": [s.task_id for s, _ in p.groups],
+                                "harness_versions": sorted({int(s.harness_version) for s, _ in p.groups})}
+                               for p in parts]
+        run.record_step(step, record)
         if log_extra is not None:
             log_extra("task_id", list(task_id))
             log_extra("harness_version", [int(v) for v in harness_version])
@@ -143,6 +202,11 @@ class RubricReward:
                 for cid, rate in s.pass_rates.items():
                     log_metric(f"pass_rate/{s.task_id}/{cid}", rate)
         return rewards
+
+    def _judge_failure_share(self, left_out: int, total: int) -> tuple[int, float, bool]:
+        """(verdicts left out because the judge failed, their share of all `total` verdicts, over the limit?)."""
+        share = left_out / total if total else 0.0
+        return left_out, share, share > self._cfg.harness.max_judge_failure_share
 
     async def _score_group(self, run: Any, texts: list[str], idx: list[int], task_id: str, version: int):
         state = run.state_for(version)

@@ -22,6 +22,7 @@ row carries the version it was sampled under and must be scored under that versi
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from collections import OrderedDict
@@ -32,7 +33,7 @@ from typing import Any, NamedTuple
 from harness.detector import Detector, DetectorConfig
 from harness.store import HarnessStore
 from harness.types import FAILURE_TYPES, FailureEvent, HarnessState
-from trainer.config import RunConfig, save_config
+from trainer.config import ConfigError, RunConfig, save_config
 from trainer.io import append_jsonl
 
 log = logging.getLogger(__name__)
@@ -108,21 +109,56 @@ def load_train_tasks(cfg: RunConfig) -> list:
     return tasks
 
 
+def check_criteria_are_judged(cfg: RunConfig, tasks: list) -> None:
+    """Refuse, at run start, train tasks whose text-only criteria (no programmatic `check`) nothing would judge.
+
+    Without `harness.judge_model` the judge skips such criteria: they never count, and a task made only of
+    them scores 0 in every group. `harness.allow_unjudged_criteria=true` accepts that knowingly."""
+    h = cfg.harness
+    if (h.judge_model and h.judge_model != "rules") or h.allow_unjudged_criteria:
+        return
+    train = [t for t in tasks if t.split == "train"]
+    unjudged = {t.id: sum(c.check is None for c in t.criteria) for t in train}
+    unjudged = {tid: n for tid, n in unjudged.items() if n}
+    if not unjudged:
+        return
+    blind = [t.id for t in train if t.id in unjudged and not any(c.check is not None and c.weight > 0 for c in t.criteria)]
+    raise ConfigError(
+        f"harness.judge_model is not set, but {sum(unjudged.values())} criteria in {len(unjudged)} of {len(train)} "
+        f"train tasks of {cfg.data.suite} have no programmatic check and would be skipped (never scored)"
+        f"{f'; {len(blind)} tasks would score 0 in every group' if blind else ''} "
+        f"(e.g. {', '.join(sorted(unjudged)[:5])}). Set harness.judge_model (e.g. openai:<model> with "
+        f"harness.llm_base_url), or harness.allow_unjudged_criteria=true to train on the checked criteria only, "
+        f"or narrow data.tasks / data.domains")
+
+
 class HarnessRun:
     """Run folder + harness store + detector + memory + judge + the per-step/per-round buffers."""
 
-    def __init__(self, cfg: RunConfig, *, memory: Any = None, judge: Any = None, open_memory: bool = True) -> None:
+    def __init__(self, cfg: RunConfig, *, memory: Any = None, judge: Any = None, open_memory: bool = True,
+                 main_process: bool | None = None) -> None:
         self.cfg = cfg
+        # Several processes (accelerate/torchrun): the main one owns every writer (harness store, memory, logs);
+        # the others score their slice and follow its harness. None: rank from the launcher's RANK variable.
+        self.main_process = is_main_rank() if main_process is None else main_process
         self.paths = RunPaths(Path(cfg.run_dir))
         self.paths.root.mkdir(parents=True, exist_ok=True)
         self.store = HarnessStore(self.paths.harness)
         if not self.store.versions():
-            self.store.init(HarnessState.from_tasks(load_train_tasks(cfg)))
+            if not self.main_process:
+                raise RuntimeError(f"{self.paths.harness}: no harness version yet, and only the main process creates "
+                                   f"it; build the run on the main process first (trainer.grpo.build_trainer does "
+                                   f"this under `args.main_process_first()`)")
+            tasks = load_train_tasks(cfg)
+            check_criteria_are_judged(cfg, tasks)  # a fresh run: refused at start, not discovered late
+            self.store.init(HarnessState.from_tasks(tasks))
             save_config(cfg, self.paths.config)
         self._state = self.store.latest()
         self._versions: OrderedDict[int, HarnessState] = OrderedDict()
         self.detector = Detector(DetectorConfig(**cfg.harness.detector))
-        self.memory = memory if memory is not None else (self._open_memory() if open_memory else None)
+        # Chroma's local folder admits one writer (a second process fails on its lock): main process only.
+        self.memory = memory if memory is not None else (
+            self._open_memory() if open_memory and self.main_process else None)
         self.judge = judge if judge is not None else self._make_judge()
         self.lock = threading.Lock()  # the reward runs on TRL's async-loop thread, the callback on the main one
         self.pending_events: list[FailureEvent] = []
@@ -182,6 +218,10 @@ class HarnessRun:
 
     # -- buffers ------------------------------------------------------------------------------------------
     def add_events(self, events: list[FailureEvent], harness_version: int) -> None:
+        """Log and queue events for the next round: on the main process only (it runs the rounds; every
+        process observes the same groups, so the others would only repeat these events)."""
+        if not self.main_process:
+            return
         for e in events:
             append_jsonl(self.paths.events, {"harness_version": harness_version, **e.model_dump(mode="json")})
             if self.memory is not None:
@@ -234,6 +274,13 @@ class HarnessRun:
             return self._state.task(task_id).domain
         except KeyError:
             return ""
+
+
+def is_main_rank() -> bool:
+    """Rank 0 of the launch, from the `RANK` variable that torchrun/accelerate/deepspeed set (absent: one process).
+
+    Read from the environment because a run is built before the trainer's process group exists."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def make_judge(judge_model: str | None, base_url: str | None = None) -> Any:

@@ -14,9 +14,10 @@ Two sources:
 - a snapshot folder (`events.json` + `harness/`, no `--step`): one brain set, in process with a SQLite
   checkpointer at `<run-dir>/evolver.sqlite`, so a run can be resumed by its thread id (`--thread`) and
   rendered with `harnessrl trace`; with `--server URL` the run goes to a LangGraph server (`langgraph dev`)
-  and shows up in Studio. Both run through `graphs/runner.py`, as the trainer's rounds do. A snapshot's
-  `harness_version` must be its store's latest (a round commits on top of the latest version): use a fresh
-  `--run-dir` per run.
+  and shows up in Studio: it sends only the run folder, memory, policy and `--approve`, and the assistant
+  (`--assistant` id or name, e.g. made in Studio; default one made from the flags) chooses the rest. Both
+  run through `graphs/runner.py`, as the trainer's rounds do. A snapshot's `harness_version` must be its
+  store's latest (a round commits on top of the latest version): use a fresh `--run-dir` per run.
 
 The knobs a training config also sets have its names: `--sample-k`, `--critic/--no-critic`,
 `--memory/--no-memory`, `--interfaces`, `--seed` (`harness.sample_k`, ..., `train.seed`).
@@ -34,7 +35,7 @@ from harness.store import atomic_write_text
 from harness.types import INTERFACES
 
 # Snapshot-mode defaults; a replay takes these knobs from the run's config unless a flag is given.
-SNAPSHOT_DEFAULTS = {"sample_k": 8, "max_tokens": 48, "max_revisions": 2, "seed": 0, "critic": True, "memory": True,
+SNAPSHOT_DEFAULTS = {"sample_k": 8, "sample_k_max": 16, "max_tokens": 48, "max_revisions": 2, "seed": 0, "critic": True, "memory": True,
                      "interfaces": list(INTERFACES), "judge_model": "rules"}
 
 
@@ -70,6 +71,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                                    "(replay: default the run's harness.llm_base_url)")
     p.add_argument("--sample-k", type=int, default=None, help="rollouts per affected task for candidate and control "
                                                              "(snapshot default 8; replay: the run's)")
+    p.add_argument("--sample-k-max", type=int, default=None,
+                   help="cap: the critic's groups double from --sample-k up to this while its test is undecided "
+                        "(snapshot default 16, at least --sample-k; replay: the run's); equal to --sample-k: fixed budget")
     p.add_argument("--max-tokens", type=int, default=None, help="max new tokens per rollout (snapshot default 48; "
                                                                "replay: the run's max_completion_length)")
     p.add_argument("--max-revisions", type=int, default=None, help="R: revisions of a rejected candidate "
@@ -86,6 +90,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--thread", default=None, help="snapshot: thread id; an existing unfinished thread is resumed")
     p.add_argument("--server", default=None, help="snapshot: LangGraph server URL (e.g. http://127.0.0.1:2124): "
                                                   "run there, visible in Studio")
+    p.add_argument("--assistant", default=None,
+                   help="with --server: an assistant id or name (e.g. made in Studio) whose context chooses models, "
+                        "limits and thresholds (the run sends only run dir, memory, policy and --approve; model and "
+                        "knob flags are then refused). Default: the graph 'evolver', with an assistant made from "
+                        "the flags")
     p.add_argument("--json", dest="json_out", default=None, help="also write the full output (replay: the comparison) "
                                                                  "as JSON here")
     p.set_defaults(func=run)
@@ -136,6 +145,13 @@ def _knobs(args: argparse.Namespace) -> dict:
     return {k: getattr(args, k) for k in SNAPSHOT_DEFAULTS}
 
 
+def _assistant_chooses(args: argparse.Namespace) -> list[str]:
+    """Flags given for what a named assistant's context chooses: a server run would not send them."""
+    given = [k for k, v in _knobs(args).items() if v is not None]
+    given += [k for k in ("attributor_model", "proposer_model", "critic_model", "base_url") if getattr(args, k)]
+    return ["--" + k.replace("_", "-") for k in given]
+
+
 def run(args: argparse.Namespace) -> int:
     from trainer.replay import brain_sets, split_models
 
@@ -143,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
                       split_models(args.critic_model))
     if args.step is not None:
         bad = [f for f, v in (("--run-dir", args.run_dir), ("--thread", args.thread), ("--server", args.server),
-                              ("--approve", args.approve)) if v]
+                              ("--assistant", args.assistant), ("--approve", args.approve)) if v]
         if bad:
             print(f"evolve --step replays in process in a scratch folder (--out); {', '.join(bad)} only apply to a "
                   f"snapshot", file=sys.stderr)
@@ -156,6 +172,13 @@ def run(args: argparse.Namespace) -> int:
     if len(sets) != 1:
         print(f"a snapshot runs one brain set; got {len(sets)} (several models per role compare brains on a training "
               f"run's round: SOURCE = run folder and --step N)", file=sys.stderr)
+        return 2
+    if args.assistant and not args.server:
+        print("--assistant names an assistant on a LangGraph server: pass --server URL too", file=sys.stderr)
+        return 2
+    if args.assistant and (chosen := _assistant_chooses(args)):
+        print(f"--assistant {args.assistant}: its context chooses models, limits and thresholds; drop "
+              f"{', '.join(chosen)} (or edit the assistant in Studio)", file=sys.stderr)
         return 2
     missing = [f for f, v in (("--run-dir", args.run_dir), ("--policy", args.policy)) if not v]
     if missing:
@@ -170,6 +193,8 @@ def run_replay(args: argparse.Namespace, sets: list) -> int:
     rr = load_round(args.source, args.step)
     out = Path(args.out) if args.out else Path("replays") / f"{rr.run_dir.resolve().name}-step-{args.step}"
     overrides = {k: v for k, v in _knobs(args).items() if v is not None}
+    if args.sample_k is not None and args.sample_k_max is None:  # a larger k lifts the run's cap with it
+        overrides["sample_k_max"] = max(args.sample_k, rr.cfg.harness.sample_k_max)
     print(f"replaying the round at step {rr.step} of {rr.run_dir} (harness v{rr.version_before}, {len(rr.events)} "
           f"events from {rr.events_source}) with {len(sets)} brain set(s) in {out}")
     result = replay_round(rr, sets, out, policy=args.policy, base_url=args.base_url, overrides=overrides)
@@ -184,6 +209,8 @@ def run_snapshot(args: argparse.Namespace, brains) -> int:
     from graphs.runner import load_snapshot, prepare_run_dir, run_in_process, run_on_server, thread_unfinished
 
     knobs = {k: SNAPSHOT_DEFAULTS[k] if v is None else v for k, v in _knobs(args).items()}
+    if args.sample_k_max is None:  # a larger k lifts the default cap with it
+        knobs["sample_k_max"] = max(knobs["sample_k"], knobs["sample_k_max"])
     inp = load_snapshot(args.source)
     run_dir = Path(args.run_dir).resolve()
     prepare_run_dir(args.source, run_dir)
@@ -194,7 +221,10 @@ def run_snapshot(args: argparse.Namespace, brains) -> int:
     )
     approve = _ask if args.approve else None
     if args.server:
-        thread_id, out = run_on_server(args.server, inp, ctx, approve=approve, thread_id=args.thread)
+        run = run_on_server(args.server, inp, ctx, approve=approve, thread_id=args.thread,
+                            assistant=args.assistant or "evolver", assistant_name=f"harnessrl evolve {run_dir.name}")
+        thread_id, out = run.thread_id, run.output
+        print(f"LangGraph server {args.server}: thread {thread_id}, assistant {run.assistant_id}")
     else:
         thread_id = args.thread or f"evolve-{inp['step']}-{time.strftime('%Y%m%d-%H%M%S')}"
         db = run_dir / "evolver.sqlite"

@@ -1,0 +1,185 @@
+"""Two training processes under `accelerate launch` (torchrun, gloo on the CPU), as users run several GPUs.
+
+One run of the tiny preset on two processes: rank 0 runs the evolver round while rank 1 waits in the
+broadcast, both ranks train the next step on the round's new harness version, and each rank's draws are its
+slice of one global draw (checked by replaying the sampler from the checkpoint). The launcher and both
+workers are then SIGKILLed mid-run after a checkpoint, and `--resume` of the pair restores the checkpoint's
+harness version on both ranks and repeats exactly the draws the killed run made after that checkpoint.
+Per-rank evidence comes from `metrics.jsonl`'s `ranks` field: each rank's own tasks and harness versions,
+gathered from that rank by the reward (trainer.reward.all_ranks).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_trainer_support import REPO, write_suite
+from trainer.io import read_jsonl
+
+pytestmark = pytest.mark.slow
+
+ACCELERATE = Path(sys.executable).parent / "accelerate"
+NUM_GENERATIONS = 4
+BATCH = 8  # per process: 2 groups per rank, 4 per step
+# As in test_trainer_e2e: the round at step 2 accepts a loosened t-long criterion (a new harness version).
+# Dynamic filtering on: its per-task multipliers change the draws, so they must be the same on both ranks.
+OVERRIDES = ("train.use_cpu=true", "data.tasks=[t-long,t-any]", "harness.interfaces=[sampling,criteria]",
+             "harness.sample_k=8", "harness.dynamic_filtering=true", f"train.batch_size={BATCH}",
+             f"train.num_generations={NUM_GENERATIONS}", "train.save_steps=2", "harness.evolve_every=2")
+
+
+def _launch(args: list[str], log: Path) -> subprocess.Popen:
+    cmd = [str(ACCELERATE), "launch", "--config_file", str(REPO / "configs" / "accelerate-cpu.yaml"),
+           "-m", "trainer.cli", "train", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of `pid` (torchrun starts each worker in a session of its own, outside our group)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _kill_launch(proc: subprocess.Popen) -> None:
+    """SIGKILL the launcher's process group and each worker's (a crash: no cleanup, no signal forwarding)."""
+    workers = _children(proc.pid)
+    for pgid in [proc.pid, *workers]:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers), f"workers {workers} survived SIGKILL"
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-4000:]
+
+
+def _by_step(path: Path) -> dict[int, dict]:
+    return {r["step"]: r for r in read_jsonl(path)}
+
+
+def _replayed_draws(cfg, ckpt: Path, groups_after: list[list[float]], steps: list[int]) -> dict[int, list[list[str]]]:
+    """Each rank's tasks at `steps`, replayed in this process from the checkpoint's sampler state and harness
+    version; `groups_after[i]`: the group stds of step steps[i] in global order (dynamic filtering reads them)."""
+    from trainer.checkpoint import read_state
+    from trainer.run import HarnessRun
+    from trainer.sampler import HarnessSampler, placeholder_row
+
+    state = read_state(ckpt)
+    run = HarnessRun(cfg, open_memory=False, main_process=False)  # reads the run folder, writes nothing
+    try:
+        h = cfg.harness
+        sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor, dynamic_filtering=True,
+                                 df_window=h.df_window, df_multiplier=h.df_multiplier)
+        run.set_state(run.store.load(int(state["harness_version"])))
+        sampler.load_state_dict(state["sampler"])
+        out: dict[int, list[list[str]]] = {}
+        for step, stds in zip(steps, groups_after):
+            saved = sampler.state_dict()
+            ranks = []
+            for rank in (0, 1):
+                sampler.load_state_dict(saved)  # every rank draws the same global batch from the same state
+                rows = sampler.fill([placeholder_row() for _ in range(BATCH)], num_generations=NUM_GENERATIONS,
+                                    step=step - 1, process_index=rank, num_processes=2)
+                ranks.append([r["task_id"] for r in rows[::NUM_GENERATIONS]])
+            out[step] = ranks
+            for tid, std in zip([t for r in ranks for t in r], stds):
+                sampler.observe_group(tid, std < run.detector.config.eps)
+        return out
+    finally:
+        run.close()
+
+
+def test_two_processes_round_broadcast_kill_and_resume(tmp_path, tiny_model_dir):
+    from trainer.checkpoint import find_checkpoint, read_state
+    from trainer.config import load_config
+
+    suite = write_suite(tmp_path / "suite")
+    run_dir = tmp_path / "run"
+    base = ["--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
+            *OVERRIDES]
+    log = tmp_path / "launch.log"
+
+    # -- run until step 5 is trained (a round at 2 and 4, checkpoints 2 and 4), then kill the pair --------------
+    proc = _launch([*base, "train.max_steps=8", "--no-progress"], log)
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if metrics.is_file() and any(r["step"] >= 5 for r in read_jsonl(metrics)):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, f"the launch ended before step 5 (rc {proc.returncode}):\n{_tail(log)}"
+        assert time.monotonic() < deadline, f"no step 5 within 300 s:\n{_tail(log)}"
+    finally:
+        _kill_launch(proc)
+    before_kill = _by_step(metrics)
+    shutil.copy(metrics, tmp_path / "metrics-before-kill.jsonl")  # kept for a failing test's reader
+
+    # Rank 0 ran the round at step 2 and it committed a new version; rank 1 got it by broadcast: both ranks
+    # drew and trained step 3 under that version (each rank's versions come from that rank's own rows).
+    rounds = read_jsonl(run_dir / "rounds.jsonl")
+    assert [r["step"] for r in rounds] == [2, 4], rounds
+    first = rounds[0]
+    assert "error" not in first and first["version_after"] > first["version_before"] == 0, first
+    for step in (1, 2):
+        assert [r["harness_versions"] for r in before_kill[step]["ranks"]] == [[0], [0]], before_kill[step]
+    assert [r["harness_versions"] for r in before_kill[3]["ranks"]] == [[first["version_after"]]] * 2, before_kill[3]
+    assert all(len(r["tasks"]) == BATCH // NUM_GENERATIONS for r in before_kill[3]["ranks"])
+
+    # -- the killed pair resumes from checkpoint 4 --------------------------------------------------------------
+    ckpt = find_checkpoint(run_dir)
+    assert ckpt.name == "checkpoint-4", f"expected the kill after checkpoint 4 and before 6, got {ckpt}"
+    ckpt_version = read_state(ckpt)["harness_version"]
+    assert ckpt_version == rounds[1]["version_after"]
+    resumed = _launch(["--resume", *base, "train.max_steps=6", "--no-progress"], log)
+    try:
+        rc = resumed.wait(timeout=300)
+    finally:
+        if resumed.poll() is None:
+            _kill_launch(resumed)
+    assert rc == 0, _tail(log)
+
+    after = _by_step(metrics)
+    assert sorted(after) == list(range(1, 7)), sorted(after)  # steps after the checkpoint replayed once
+    assert [r["step"] for r in read_jsonl(run_dir / "rounds.jsonl")] == [2, 4]  # none at the last step
+    for step in (5, 6):
+        assert [r["harness_versions"] for r in after[step]["ranks"]] == [[ckpt_version]] * 2, after[step]
+    # The same draws, rank by rank, as the killed run made in the step after the checkpoint ...
+    assert after[5]["ranks"] == before_kill[5]["ranks"], (before_kill[5], after[5])
+    # ... and they are the two slices of one global draw from the checkpoint's sampler state on both ranks.
+    cfg = load_config(REPO / "configs" / "tiny.yaml", [f"run_dir={run_dir}", f"data.suite={suite}", *OVERRIDES])
+    replay = _replayed_draws(cfg, ckpt, [after[5]["group_stds"], after[6]["group_stds"]], [5, 6])
+    for step in (5, 6):
+        assert [r["tasks"] for r in after[step]["ranks"]] == replay[step], (step, after[step]["ranks"], replay[step])
+    assert (run_dir / "final" / "model.safetensors").is_file()
