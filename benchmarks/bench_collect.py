@@ -1,5 +1,7 @@
-"""Benchmark collection: training-side numbers from each run folder, per-run and per-arm summaries,
-the pairing with the fixed harness and the issue's targets; `build_results` assembles `results.json`.
+"""Benchmark collection: training-side numbers from each run folder, the job summaries (`compact_summary`,
+written by the workers, committed under benchmarks/results/<preset>/), which of them may share a table (one
+code hash only: `select_code`), per-run and per-arm summaries, the pairing with the fixed harness and the
+issue's targets; `build_results` assembles `results.json`.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
     times = [m["time"] for m in metrics if "time" in m]
     # Can a repair act? Only if its task is drawn again after the round (tasks are drawn at step time, so
     # from step+1 on). Count the groups on updated tasks (or their variants) after it.
-    updates = read_jsonl(run_dir / "harness" / "updates.jsonl")
+    upd_file = run_dir / "harness" / "updates.jsonl"
+    updates = read_jsonl(upd_file) if upd_file.is_file() else []  # the plain arm has no harness folder
     revisits = 0
     for u in updates:
         touched = {op["task_id"] for op in u["update"]["ops"]}
@@ -76,12 +79,38 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
             if m["step"] > u["step"]:
                 revisits += sum(1 for t in m.get("tasks", []) if t.split(".")[0] in touched)
     late = [m for m in metrics if m["step"] > len(metrics) // 2]
+    # Wall time per step: from the step's start (trainer.grpo training_step) to its metrics line (after the
+    # evolver pause); summed, it is the training wall time across sittings (resume gaps and model loading are
+    # not in it). Older runs without `step_started`: the step time plus the pause.
+    walls: list[float] = []
+    for m in metrics:
+        if "step_started" in m and "time" in m:
+            walls.append(m["time"] - m["step_started"])
+        else:
+            walls.append(m.get("train_step_s", 0.0) + m.get("pause_s", 0.0))
+    cum, ckpt_wall = 0.0, {}
+    for m, w in zip(metrics, walls):
+        cum += w
+        ckpt_wall[str(m["step"])] = cum
+    gen = sum(m.get("ds_groups_generated", m.get("n_groups", 0)) for m in metrics)
+    trained = sum(m.get("ds_groups_kept", m.get("n_groups", 0)) for m in metrics)
+    dead_trained = sum(0 if "ds_groups_kept" in m else m.get("dead_share", 0.0) * m.get("n_groups", 0) for m in metrics)
     return {
         "steps": [{"step": m["step"], "reward": m.get("reward"), "reward_std": m.get("reward_std"),
                    "dead_share": m.get("dead_share"), "n_groups": m.get("n_groups"), "pause_s": m.get("pause_s", 0.0),
                    "harness_version": m.get("harness_version_after", m.get("harness_version")),
-                   "hinted_share": m.get("hinted_share")} for m in metrics],
+                   "hinted_share": m.get("hinted_share"), "wall_s": w, "train_step_s": m.get("train_step_s"),
+                   "overhead_s": m.get("harness_overhead_s")} for m, w in zip(metrics, walls)],
         "zero_var_share": dead / groups if groups else None,
+        # DAPO trains only on groups with variance: the share among the groups the step trained on.
+        "zero_var_trained": dead_trained / trained if trained else None,
+        "groups_generated": gen, "groups_trained": trained,
+        "ds_short": sum(m.get("ds_short", 0) for m in metrics),
+        "wall_s": sum(walls), "ckpt_wall": ckpt_wall,
+        "train_step_s": sum(m.get("train_step_s", 0.0) for m in metrics),
+        "overhead_s": sum(m.get("harness_overhead_s", 0.0) for m in metrics),
+        "sampler_s": sum(m.get("sampler_s", 0.0) for m in metrics),
+        "reward_overhead_s": sum(m.get("reward_overhead_s", 0.0) for m in metrics),
         "pause_s": sum(m.get("pause_s", 0.0) for m in metrics),
         "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,
         "judge_warnings": int(sum(m.get("judge_warnings", 0) for m in metrics)),
@@ -106,7 +135,23 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
     pct = lambda x: None if x is None else 100.0 * x  # noqa: E731
     gap = lambda e: None if e["audit"] is None else 100.0 * (e["avg_at_k"] - e["audit"])  # noqa: E731
     wall = run["train_s"]
+    greedy = {s: evals[s].get("greedy") for s in steps}
+    walls = {int(k): v for k, v in run.get("ckpt_wall", {}).items()}
+    walls[0] = 0.0
     return {
+        "greedy_curve": [(s, pct(greedy[s]["avg_at_k"]) if greedy[s] else None,
+                          pct(greedy[s]["audit"]) if greedy[s] else None) for s in steps],
+        "wall_curve": [(s, walls.get(s)) for s in steps],
+        "final_greedy_score": pct(greedy[steps[-1]]["avg_at_k"]) if greedy[steps[-1]] else None,
+        "final_greedy_audit": pct(greedy[steps[-1]]["audit"]) if greedy[steps[-1]] else None,
+        "zero_var_trained": run.get("zero_var_trained"), "overhead_s": run.get("overhead_s"),
+        "train_step_s": run.get("train_step_s"),
+        "overhead_share": (run["overhead_s"] / run["train_step_s"]) if run.get("train_step_s") else None,
+        "groups_generated": run.get("groups_generated"), "groups_trained": run.get("groups_trained"),
+        "extra_generation": ((run["groups_generated"] / run["groups_trained"]) - 1.0)
+        if run.get("groups_trained") else None,
+        "step_wall_s": (wall - run["pause_s"]) / len(run["steps"]) if run.get("steps") else None,
+        "ds_short": run.get("ds_short", 0),
         "curve": [(s, pct(evals[s]["avg_at_k"]), pct(evals[s]["audit"])) for s in steps],
         "best_step": best_step, "best_score": pct(evals[best_step]["avg_at_k"]),
         "best_audit": pct(evals[best_step]["audit"]), "max_audit": max(pct(evals[s]["audit"]) or 0 for s in steps),
@@ -134,8 +179,10 @@ def arm_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"n": len(runs), "seeds": [r["seed"] for r in runs]}
     for key in ("best_score", "best_audit", "max_audit", "best_step", "final_score", "final_audit", "zero_var_share",
                 "length_corr_final", "length_corr_base", "gap_growth", "wall_s", "pause_s", "pause_share", "eval_s",
-                "judge_warnings", "fallbacks", "rounds", "round_errors", "spurious_events", "words_final"):
-        vals = [r["summary"][key] for r in runs]
+                "judge_warnings", "fallbacks", "rounds", "round_errors", "spurious_events", "words_final",
+                "final_greedy_score", "final_greedy_audit", "zero_var_trained", "overhead_share", "extra_generation",
+                "step_wall_s", "overhead_s"):
+        vals = [r["summary"].get(key) for r in runs]
         out[key] = mean_of(vals)
         out[key + "_sd"] = sd_of(vals)
     out["per_interface"] = {i: {k: sum(r["summary"]["per_interface"][i][k] for r in runs)
@@ -204,23 +251,71 @@ def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str
     return rows
 
 
-def collect(jobs: list[Job], status: dict[str, str]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """Read every finished job's `bench.json` (base eval, arm runs with their summaries); marks the rest in `status`."""
+def _round(x: Any) -> Any:
+    if isinstance(x, float):
+        return round(x, 5)
+    if isinstance(x, dict):
+        return {k: _round(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_round(v) for v in x]
+    return x
+
+
+def compact_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The job summary committed under benchmarks/results/<preset>/: the worker's result with floats rounded."""
+    return _round({"schema": 2, **result})
+
+
+def load_summaries(results_dir: Path) -> list[dict[str, Any]]:
+    """Every job summary in the folder (one file per job; a rerun under other code replaces it)."""
+    if not results_dir.is_dir():
+        return []
+    return [json.loads(f.read_text()) for f in sorted(results_dir.glob("*.json"))]
+
+
+def code_groups(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Summaries grouped by the code they ran (code hash), most jobs first, then newest."""
+    groups: dict[str, dict[str, Any]] = {}
+    for s in summaries:
+        c = s.get("code") or {}
+        key = c.get("code_hash") or "unknown"
+        g = groups.setdefault(key, {"code_hash": key, "commits": set(), "dirty": False, "taken": "", "jobs": []})
+        g["commits"].add(c.get("commit", "unknown"))
+        g["dirty"] = g["dirty"] or bool(c.get("dirty"))
+        g["taken"] = max(g["taken"], c.get("taken", ""))
+        g["jobs"].append(s)
+    out = sorted(groups.values(), key=lambda g: (len(g["jobs"]), g["taken"]), reverse=True)
+    for g in out:
+        g["commits"] = sorted(g["commits"])
+    return out
+
+
+def select_code(summaries: list[dict[str, Any]], choose: str | None = None) -> tuple[dict[str, Any] | None, list]:
+    """(the group rendered, the groups left out): summaries of different code never share a table. `choose`
+    is a prefix of a commit or of a code hash; default: the group with most jobs (ties: the newest)."""
+    groups = code_groups(summaries)
+    if not groups:
+        return None, []
+    if choose:
+        hits = [g for g in groups if g["code_hash"].startswith(choose) or any(c.startswith(choose) for c in g["commits"])]
+        if len(hits) != 1:
+            raise SystemExit(f"compare.py: --commit {choose!r} matches {len(hits)} code versions of the summaries; "
+                             f"choose one of {[(g['commits'], g['code_hash'][:12]) for g in groups]}")
+        chosen = hits[0]
+    else:
+        chosen = groups[0]
+    return chosen, [g for g in groups if g is not chosen]
+
+
+def collect(summaries: list[dict[str, Any]], status: dict[str, str]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The base eval and the arm runs among `summaries` (one code version); marks every job in `status`."""
     base = None
     runs = []
-    for job in jobs:
-        f = Path(job.run_dir) / "bench.json"
-        if not f.is_file():
-            status.setdefault(job.name, "not run")
-            continue
-        if status.get(job.name, "reused").startswith(("failed", "not run")):
-            status[job.name] = "done (by a later invocation)"  # --render-only after a rerun filled the gap
-        status.setdefault(job.name, "reused")
-        data = json.loads(f.read_text())
-        if job.kind == "base":
+    for data in summaries:
+        status.setdefault(data["name"], "reused")
+        if data["kind"] == "base":
             base = data
         else:
-            data.update(collect_run(Path(job.run_dir)))  # re-read here: --render-only picks up new measures
             runs.append(data)
     for r in runs:
         r["summary"] = run_summary(r, base)
@@ -230,7 +325,10 @@ def collect(jobs: list[Job], status: dict[str, str]) -> tuple[dict[str, Any] | N
 def build_results(args: argparse.Namespace, jobs: list[Job], status: dict[str, str], started: str,
                   runtime_s: float, report: Path) -> dict[str, Any]:
     """Everything `results.json` holds except the plot file names (`bench_render.plots` adds them)."""
-    base, runs = collect(jobs, status)
+    chosen, left_out = select_code(load_summaries(Path(args.results)), getattr(args, "commit", None))
+    base, runs = collect(chosen["jobs"] if chosen else [], status)
+    for job in jobs:
+        status.setdefault(job.name, "not run")
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
         by_arm.setdefault(r["arm"], []).append(r)
@@ -241,6 +339,10 @@ def build_results(args: argparse.Namespace, jobs: list[Job], status: dict[str, s
         "runtime_s": runtime_s,
         "jobs": args.jobs, "git": args.git, "status": status, "base": base, "runs": runs, "arms": arm_sum,
         "targets": targets(by_arm, arm_sum), "plot_dir": str(report.parent / "plots"),
+        "code": None if chosen is None else {k: chosen[k] for k in ("code_hash", "commits", "dirty", "taken")}
+        | {"n_jobs": len(chosen["jobs"])},
+        "left_out": [{"code_hash": g["code_hash"], "commits": g["commits"], "dirty": g["dirty"],
+                      "jobs": sorted(j["name"] for j in g["jobs"])} for g in left_out],
         "budget": {"config": PRESETS[args.preset].config, "steps": args.steps, "batch": args.batch, "group": args.group,
                    "evolve_every": args.evolve_every, "eval_every": args.eval_every, "eval_tasks": jobs[0].eval_tasks,
                    "eval_per_domain": args.eval_per_domain, "eval_k": args.eval_k, "max_tokens": args.max_tokens,

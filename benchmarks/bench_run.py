@@ -1,11 +1,19 @@
 """Benchmark runs: plan the jobs (base-model eval + one job per arm and seed), run each job through the
 trainer (in this process or as worker processes on a frozen copy of the code) and evaluate its checkpoints
-on a fixed held-out subset. Every job writes `<run_dir>/bench.json`; its presence marks the job finished.
+on the held-out tasks.
+
+Every job is resumable: an interrupted training run resumes from its last complete checkpoint (the trainer's
+`--resume` semantics), a checkpoint's finished eval is cached and skipped. A job ends by writing its small
+JSON summary to `<results>/<job>.json` (config and overrides, the code it ran: commit, dirty flag and a hash
+of the code, per-checkpoint scores and wall time, zero-variance share, pause, overhead, generation count);
+a job is done for a given code when its summary carries that code's hash.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
 import os
 import subprocess
@@ -16,13 +24,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench_collect import collect_run
+from bench_collect import collect_run, compact_summary
 from bench_spec import ARMS, PRESETS, ROOT, Job, Preset
 from trainer.io import atomic_write_json
 
 # -- planning ----------------------------------------------------------------------------------------------
 def pick_eval_tasks(suite: str, per_domain: int, seed: int = 0, split: str = "test") -> list[str]:
-    """A fixed, seeded subset of `split` tasks, `per_domain` from every domain (mixed difficulty)."""
+    """A fixed, seeded subset of `split` tasks, `per_domain` from every domain (mixed difficulty); 0 = all."""
     import random
 
     from harness.data import load_suite
@@ -32,7 +40,7 @@ def pick_eval_tasks(suite: str, per_domain: int, seed: int = 0, split: str = "te
     for domain in sorted({t.domain for t in tasks}):
         ids = sorted(t.id for t in tasks if t.domain == domain)
         random.Random(f"{seed}:{domain}").shuffle(ids)
-        picked.extend(sorted(ids[:per_domain]))
+        picked.extend(sorted(ids[:per_domain] if per_domain > 0 else ids))
     return picked
 
 
@@ -48,22 +56,25 @@ def save_steps(args: argparse.Namespace) -> int:
     return math.gcd(args.evolve_every, args.eval_every)
 
 
-def plan(args: argparse.Namespace, code_root: Path = ROOT) -> list[Job]:
-    """Jobs in run order. Config and suite paths point into `code_root` (a frozen snapshot of the code)."""
+def plan(args: argparse.Namespace, code_root: Path = ROOT, code: dict[str, Any] | None = None) -> list[Job]:
+    """Jobs in run order. Config and suite paths point into `code_root` (a frozen snapshot of the code); run
+    folders sit under `<out>/runs/<code hash>/` so that a resumed job never continues another code's run."""
     preset = PRESETS[args.preset]
     import yaml
 
+    code = code or {}
     base_cfg = yaml.safe_load((code_root / preset.config).read_text())
     suite = str(code_root / base_cfg["data"]["suite"])
     eval_tasks = pick_eval_tasks(suite, args.eval_per_domain)
     pool = [f"data.tasks=[{','.join(pick_eval_tasks(suite, args.train_per_domain, split='train'))}]"] \
         if args.train_per_domain else []
-    out = Path(args.out)
+    out = Path(args.out) / "runs" / str(code.get("code_hash", "local"))[:12]
+    results = Path(args.results)
     shared = dict(config=str(code_root / preset.config), eval_tasks=eval_tasks, eval_k=args.eval_k,
-                  eval_every=args.eval_every,
-                  max_tokens=args.max_tokens, eval_seed=args.eval_seed)
-    jobs = [Job(kind="base", name="base", overrides=[f"data.suite={suite}"], run_dir=str(out / "runs" / "base"),
-                model=base_cfg["model"]["name"], **shared)]
+                  eval_every=args.eval_every, max_tokens=args.max_tokens, eval_seed=args.eval_seed,
+                  preset=args.preset, greedy=args.greedy, noise_seed=args.noise_seed, code=code)
+    jobs = [Job(kind="base", name="base", overrides=[f"data.suite={suite}"], run_dir=str(out / "base"),
+                model=base_cfg["model"]["name"], summary_path=str(results / "base.json"), **shared)]
     ablation_seeds = args.ablation_seeds if args.ablation_seeds is not None else args.seeds[:1]
     # Order: every key arm at the first seed, then the other seeds, then ablations, so a time budget that
     # runs out cuts ablations and extra seeds first, never the headline comparison.
@@ -73,10 +84,12 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT) -> list[Job]:
     order += [(a, s) for s in ablation_seeds for a in args.arms if not ARMS[a].key]
     for arm, seed in order:
         name = f"{arm}-s{seed}"
-        run_dir = out / "runs" / name
+        run_dir = out / name
         overrides = [*common_overrides(args, preset), *pool, *ARMS[arm].overrides, f"train.seed={seed}",
                      f"data.suite={suite}", f"run_dir={run_dir}"]
-        jobs.append(Job(kind="arm", name=name, overrides=overrides, run_dir=str(run_dir), arm=arm, seed=seed, **shared))
+        jobs.append(Job(kind="arm", name=name, overrides=overrides, run_dir=str(run_dir), arm=arm, seed=seed,
+                        runner=ARMS[arm].runner, summary_path=str(results / f"{name}.json"),
+                        overrides_arm=list(ARMS[arm].overrides), **shared))
     return jobs
 
 
@@ -132,23 +145,46 @@ def length_stats(result: dict[str, Any], responses: list[list[str]]) -> dict[str
 
 
 def eval_model(model_dir: Path, base: str | None, job: Job, tasks: list, judge: Any, dtype: str,
-               temperature: float) -> dict[str, Any]:
+               temperature: float, *, k: int | None = None, seed: int | None = None) -> dict[str, Any]:
+    """Avg@k at `temperature` with one batched call (same seed for every model: common random numbers);
+    `temperature=0` is greedy decoding (k=1)."""
     # `load_model` is the trainer's own loader (detects a LoRA adapter folder and merges it into the base).
     from tools.local_endpoint import LocalEndpoint
     from trainer.evaluate import evaluate, load_model
 
     from harness.guidance import render_prompt
 
+    k = job.eval_k if k is None else k
+    seed = job.eval_seed if seed is None else seed
     t0 = time.monotonic()
     model, tok = load_model(model_dir, base, dtype)
     endpoint = BatchedEvalEndpoint(LocalEndpoint(model, tok, name=f"local:{model_dir.name}"),
-                                   [render_prompt(t, []) for t in tasks], job.eval_k, job.max_tokens, temperature,
-                                   job.eval_seed)
-    res = evaluate(tasks, endpoint, judge, k=job.eval_k, max_tokens=job.max_tokens, temperature=temperature,
-                   seed=job.eval_seed, progress=False)
-    return {"avg_at_k": res["avg_at_k"], "audit": res["audit"], "domains": res["domains"],
+                                   [render_prompt(t, []) for t in tasks], k, job.max_tokens, temperature, seed)
+    res = evaluate(tasks, endpoint, judge, k=k, max_tokens=job.max_tokens, temperature=temperature,
+                   seed=seed, progress=False)
+    return {"avg_at_k": res["avg_at_k"], "audit": res["audit"], "domains": res["domains"], "k": k, "seed": seed,
+            "temperature": temperature,
             "tasks": {tid: {"avg": r["avg"], "audit": r["audit"]} for tid, r in res["tasks"].items()},
             **length_stats(res, endpoint.responses), "seconds": time.monotonic() - t0}
+
+
+def eval_checkpoint(model_dir: Path, base: str | None, job: Job, tasks: list, judge: Any, dtype: str,
+                    temperature: float, cache: Path, *, noise: bool = False) -> dict[str, Any]:
+    """Sampled Avg@k (+ greedy, + a second eval seed when `noise`) of one model, cached in `cache`: a job
+    resumed after an interruption skips the evals it finished."""
+    key = {"tasks": job.eval_tasks, "k": job.eval_k, "seed": job.eval_seed, "max_tokens": job.max_tokens,
+           "greedy": job.greedy, "noise_seed": job.noise_seed if noise else None}
+    if cache.is_file():
+        old = json.loads(cache.read_text())
+        if old.get("key") == key:
+            return old["eval"]
+    ev = eval_model(model_dir, base, job, tasks, judge, dtype, temperature)
+    if job.greedy:
+        ev["greedy"] = eval_model(model_dir, base, job, tasks, judge, dtype, 0.0, k=1)
+    if noise and job.noise_seed is not None:
+        ev["noise"] = eval_model(model_dir, base, job, tasks, judge, dtype, temperature, seed=job.noise_seed)
+    atomic_write_json(cache, {"key": key, "eval": ev})
+    return ev
 
 
 def _eval_setup(job: Job) -> tuple[Any, list, Any]:
@@ -164,6 +200,11 @@ def _eval_setup(job: Job) -> tuple[Any, list, Any]:
     return cfg, [by_id[t] for t in job.eval_tasks], make_judge(cfg.harness.judge_model, cfg.harness.llm_base_url)
 
 
+def bench_dir(job: Job) -> Path:
+    """The job's own files beside the trainer's run folder (eval cache, training summary)."""
+    return Path(job.run_dir).with_name(Path(job.run_dir).name + ".bench")
+
+
 def run_base(job: Job) -> dict[str, Any]:
     import torch
 
@@ -171,7 +212,8 @@ def run_base(job: Job) -> dict[str, Any]:
 
     cfg, tasks, judge = _eval_setup(job)
     torch.set_num_threads(cfg.train.torch_threads)
-    ev = eval_model(resolve_model(job.model), None, job, tasks, judge, cfg.model.dtype, cfg.train.temperature)
+    ev = eval_checkpoint(resolve_model(job.model), None, job, tasks, judge, cfg.model.dtype, cfg.train.temperature,
+                         bench_dir(job) / "eval-base.json", noise=True)
     return {"kind": "base", "name": job.name, "eval": ev, "judge_warnings": _judge_warnings(judge)}
 
 
@@ -180,56 +222,117 @@ def _judge_warnings(judge: Any) -> int:
     return int(sum(m.get(k, 0) for k in ("judge/malformed", "judge/errors", "judge/llm_failures")))
 
 
-def run_arm(job: Job) -> dict[str, Any]:
-    from trainer.grpo import train
+def train_resumable(job: Job, cfg: Any) -> dict[str, Any]:
+    """Train the job's run to the end: resume from the last complete checkpoint when an earlier attempt was
+    interrupted (`harnessrl train --resume`), start afresh otherwise; a finished run is not trained again."""
+    from trainer.checkpoint import checkpoints
+    from trainer.checkpoint import STATE_FILE
 
+    done = bench_dir(job) / "train.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    run_dir = Path(job.run_dir)
+    if job.runner == "plain":
+        from bench_plain import train_plain
+
+        summary = train_plain(cfg)
+    else:
+        from trainer.grpo import train
+
+        complete = [c for _, c in checkpoints(run_dir) if (c / STATE_FILE).is_file()] if run_dir.is_dir() else []
+        if complete:
+            print(f"[bench] {job.name}: resuming from {complete[-1].name}", flush=True)
+            summary = train(cfg, resume="latest", progress=False)
+        else:
+            summary = train(cfg, progress=False, overwrite=True)
+    atomic_write_json(done, summary)
+    return summary
+
+
+def run_arm(job: Job) -> dict[str, Any]:
     cfg, tasks, judge = _eval_setup(job)
-    t0 = time.monotonic()
-    summary = train(cfg, progress=False)
-    train_s = time.monotonic() - t0
+    summary = train_resumable(job, cfg)
     run_dir = Path(job.run_dir)
     evals: dict[int, dict[str, Any]] = {}
     every = job.eval_every
-    for ckpt in sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])):
+    ckpts = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    for ckpt in ckpts:
         step = int(ckpt.name.split("-")[1])
         if step % every and step != summary["steps"]:
             continue  # saved for an evolver round only
-        evals[step] = eval_model(ckpt, cfg.model.name, job, tasks, judge, cfg.model.dtype,
-                                                         cfg.train.temperature)
-    out = {"kind": "arm", "name": job.name, "arm": job.arm, "seed": job.seed, "train_s": train_s,
-           "summary": summary, "evals": {str(k): v for k, v in evals.items()},
-           "eval_judge_warnings": _judge_warnings(judge)}
+        evals[step] = eval_checkpoint(ckpt, cfg.model.name, job, tasks, judge, cfg.model.dtype, cfg.train.temperature,
+                                      bench_dir(job) / f"eval-step-{step}.json", noise=step == summary["steps"])
+    out = {"kind": "arm", "name": job.name, "arm": job.arm, "seed": job.seed, "summary": summary,
+           "evals": {str(k): v for k, v in evals.items()}, "eval_judge_warnings": _judge_warnings(judge)}
     out.update(collect_run(run_dir))
+    out["train_s"] = out["wall_s"]  # training wall time: steps + pauses, summed over sittings
     return out
 
 
 def run_job(job: Job) -> dict[str, Any]:
-    """Run one job and write `<run_dir>/bench.json` (its presence marks the job finished)."""
+    """Run one job (resuming what an interrupted attempt left) and write its summary JSON."""
     t0 = time.monotonic()
     result = run_base(job) if job.kind == "base" else run_arm(job)
     result["job_s"] = time.monotonic() - t0
     result["job"] = asdict(job)
-    atomic_write_json(Path(job.run_dir) / "bench.json", result)
-    return result
+    result["code"] = job.code
+    summary = compact_summary(result)
+    atomic_write_json(Path(job.summary_path), summary)
+    return summary
 
 
 # -- orchestration -----------------------------------------------------------------------------------------
+# The code a job runs: copied into the snapshot and hashed into the job's code identity. Report-only modules
+# (compare.py's CLI, bench_render.py, bench_power.py) are copied but not hashed: rendering does not change results.
 SNAPSHOT_PATHS = ("agents", "graphs", "harness", "memory", "tools", "trainer", "suitegen", "configs",
                   "data/rubric-mix-lite", "benchmarks/compare.py", "benchmarks/bench_spec.py", "benchmarks/bench_run.py",
-                  "benchmarks/bench_collect.py", "benchmarks/bench_render.py")
+                  "benchmarks/bench_collect.py", "benchmarks/bench_render.py", "benchmarks/bench_plain.py",
+                  "benchmarks/bench_power.py")
+NOT_HASHED = ("benchmarks/compare.py", "benchmarks/bench_render.py", "benchmarks/bench_power.py")
 
 
-def snapshot_code(out: Path) -> Path:
-    """Copy the code the workers run into OUT/code: the repository keeps changing while a benchmark runs
-    (an hour on a shared checkout), and every arm must run the same code. Workers put the snapshot first
-    on sys.path, ahead of the editable install (whose finder comes after the path finder)."""
+def code_hash(root: Path) -> str:
+    """sha256 over the hashed snapshot paths under `root` (relative names and contents, sorted)."""
+    h = hashlib.sha256()
+    for rel in SNAPSHOT_PATHS:
+        if rel in NOT_HASHED:
+            continue
+        src = root / rel
+        files = [src] if src.is_file() else sorted(f for f in src.rglob("*") if f.is_file()
+                                                   and "__pycache__" not in f.parts and f.suffix != ".pyc")
+        for f in files:
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def code_state(root: Path = ROOT) -> dict[str, Any]:
+    """The code a job runs: `git rev-parse HEAD`, whether the snapshot paths had uncommitted changes (a job run
+    on a dirty tree says so), and the hash of the code itself (what decides whether summaries may share a table)."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    changed = git("status", "--porcelain", "--", *SNAPSHOT_PATHS).splitlines()
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(changed), "changed_files": len(changed),
+            "code_hash": code_hash(root), "taken": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def git_state() -> dict[str, Any]:
+    """Back-compatible short form for the report's setup line."""
+    c = code_state()
+    return {"head": c["commit"][:7], "changed_files": c["changed_files"], "taken": c["taken"]}
+
+
+def snapshot_code(out: Path) -> tuple[Path, dict[str, Any]]:
+    """Copy the code the workers run into OUT/code/<hash>: the repository keeps changing while a benchmark runs
+    (hours on a shared checkout), and every job must run the same code. Workers put the snapshot first on
+    sys.path, ahead of the editable install (whose finder comes after the path finder). A snapshot of the same
+    code is reused (a later sitting resumes its jobs); changed code gets its own snapshot and run folders."""
     import shutil
 
-    dest = out / "code"
-    if dest.exists():
-        return dest  # resumed benchmark: keep the code the finished runs used
     tmp = out / f".code-{os.getpid()}"
-    atomic_write_json(tmp / "git_state.json", git_state())  # what the snapshot was taken from
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    state = code_state()
     for rel in SNAPSHOT_PATHS:
         src, dst = ROOT / rel, tmp / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -237,41 +340,37 @@ def snapshot_code(out: Path) -> Path:
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(src, dst)
-    tmp.rename(dest)
-    return dest
+    state["code_hash"] = code_hash(tmp)  # of the copy itself: the tree may change while it is copied
+    dest = out / "code" / state["code_hash"][:12]
+    if dest.exists():
+        shutil.rmtree(tmp)
+        state = json.loads((dest / "code_state.json").read_text())
+    else:
+        atomic_write_json(tmp / "code_state.json", state)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp.rename(dest)
+    return dest, state
 
 
-def git_state() -> dict[str, Any]:
-    def git(*a: str) -> str:
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-
-    changed = git("status", "--porcelain").splitlines()
-    return {"head": git("rev-parse", "--short", "HEAD"), "changed_files": len(changed),
-            "taken": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-
-
-def _prepare_dir(job: Job) -> bool:
-    """True if the job must run. A folder left by an interrupted job is moved aside (kept, never deleted)."""
-    run_dir = Path(job.run_dir)
-    if (run_dir / "bench.json").is_file():
+def summary_done(job: Job) -> bool:
+    """The job has a summary from this code (same code hash)."""
+    f = Path(job.summary_path)
+    if not f.is_file():
         return False
-    if run_dir.exists():
-        aside = run_dir.with_name(f"{run_dir.name}.interrupted-{int(time.time())}")
-        run_dir.rename(aside)
-        print(f"[bench] {run_dir} was incomplete; moved to {aside}", flush=True)
-    return True
+    return json.loads(f.read_text()).get("code", {}).get("code_hash") == job.code.get("code_hash")
 
 
 def execute(jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None,
             code_root: Path = ROOT) -> dict[str, str]:
-    """Run the jobs; returns {name: status} (done, reused, failed: ..., not run: time budget)."""
+    """Run the jobs that have no summary from this code (an interrupted one resumes where it stopped); returns
+    {name: status} (done, reused, failed: ..., not run: time budget)."""
     status: dict[str, str] = {}
     todo: list[Job] = []
     for job in jobs:
-        if _prepare_dir(job):
-            todo.append(job)
-        else:
+        if summary_done(job):
             status[job.name] = "reused"
+        else:
+            todo.append(job)
     t0 = time.monotonic()
     over = lambda: stop_after_s is not None and time.monotonic() - t0 > stop_after_s  # noqa: E731
     if n_jobs == 0:

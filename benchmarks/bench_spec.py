@@ -6,7 +6,7 @@ Part of `benchmarks/compare.py` (the CLI); the modules in `benchmarks/` import e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (or, in a worker, the frozen code snapshot)
@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository (or, in a worker, t
 # -- arms --------------------------------------------------------------------------------------------------
 _FULL = ["harness.evolver=true", "harness.interfaces=[sampling,guidance,criteria]", "harness.memory=true",
          "harness.critic=true"]
+DAPO_OVERSAMPLE = 2  # DAPO arm: generate 2 x batch rollouts a step, train on batch of them (verl's gen_batch_size)
 
 
 @dataclass(frozen=True)
@@ -22,23 +23,27 @@ class Arm:
     label: str
     overrides: tuple[str, ...]
     key: bool  # key arms run with every seed
+    runner: str = "harness"  # "harness": trainer.grpo.train; "plain": plain TRL GRPO, no harness code (bench_plain)
 
 
 ARMS: dict[str, Arm] = {a.name: a for a in [
     Arm("fixed", "1 fixed harness", ("harness.evolver=false",), True),
-    Arm("dynfilter", "2 fixed + dynamic filtering", ("harness.evolver=false", "harness.dynamic_filtering=true"), True),
+    Arm("dapo", "2 DAPO dynamic sampling (over-sample x2, drop, refill)",
+        ("harness.evolver=false", f"harness.dynamic_sampling={DAPO_OVERSAMPLE}"), True),
     Arm("harnessrl", "3 HarnessRL (rules, all)", tuple(_FULL), True),
-    Arm("no-sampling", "4a HarnessRL - sampling", (*_FULL, "harness.interfaces=[guidance,criteria]"), False),
-    Arm("no-guidance", "4b HarnessRL - guidance", (*_FULL, "harness.interfaces=[sampling,criteria]"), False),
-    Arm("no-criteria", "4c HarnessRL - criteria", (*_FULL, "harness.interfaces=[sampling,guidance]"), False),
-    Arm("no-memory", "4d HarnessRL - memory", (*_FULL, "harness.memory=false"), False),
-    Arm("no-critic", "4e HarnessRL - critic", (*_FULL, "harness.critic=false"), False),
+    Arm("dynfilter", "4 fixed + down-weighting filter", ("harness.evolver=false", "harness.dynamic_filtering=true"),
+        False),
+    Arm("no-sampling", "5a HarnessRL - sampling", (*_FULL, "harness.interfaces=[guidance,criteria]"), False),
+    Arm("no-guidance", "5b HarnessRL - guidance", (*_FULL, "harness.interfaces=[sampling,criteria]"), False),
+    Arm("no-criteria", "5c HarnessRL - criteria", (*_FULL, "harness.interfaces=[sampling,guidance]"), False),
+    Arm("no-memory", "5d HarnessRL - memory", (*_FULL, "harness.memory=false"), False),
+    Arm("no-critic", "5e HarnessRL - critic", (*_FULL, "harness.critic=false"), False),
+    Arm("plain", "6 plain TRL GRPO (same reward, no harness code)", ("harness.evolver=false",), False, "plain"),
 ]}
 KEY_ARMS = [a for a in ARMS if ARMS[a].key]
 SPURIOUS_EVENTS = ("spurious_length", "spurious_audit", "stuffing", "guidance_leak")
 
 
-# -- presets -----------------------------------------------------------------------------------------------
 # -- presets -----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Preset:
@@ -48,25 +53,45 @@ class Preset:
     group: int
     evolve_every: int
     eval_every: int  # held-out eval of the checkpoints at multiples of this (and the last step)
-    eval_per_domain: int  # held-out tasks per domain in the fixed eval subset
+    eval_per_domain: int  # held-out tasks per domain in the fixed eval subset (0 = every held-out task)
     eval_k: int
     max_tokens: int
     train_per_domain: int = 0  # training pool: this many train tasks per domain (0 = every train task)
     extra: tuple[str, ...] = ()  # preset-specific overrides applied to every arm
+    greedy: bool = True  # also evaluate every checkpoint with greedy decoding (one response per task)
+    noise_seed: int | None = None  # also evaluate the last checkpoint with this second eval seed (eval noise)
+    jobs: int = 1  # default --jobs
+    note: str = ""
 
 
 PRESETS: dict[str, Preset] = {
-    # SmolLM2-135M-Instruct + LoRA (configs/cpu-demo.yaml): the real benchmark.
-    # Sized for about an hour for all arms on a *shared* 2-core box, where one step took 40-100 s.
+    # SmolLM2-135M-Instruct + LoRA (configs/cpu-demo.yaml), the first, underpowered sitting (8 steps).
     # The training pool is small (2 tasks per domain) so that tasks are *revisited* within the budget: with all
     # 255 train tasks, 16 groups per run almost never revisit a task, so no per-task repair can act (measured).
     "smollm2": Preset("configs/cpu-demo.yaml", steps=8, batch=8, group=4, evolve_every=2, eval_every=4,
                       eval_per_domain=2, eval_k=4, max_tokens=48, train_per_domain=2,
-                      extra=("harness.max_events=3",)),
+                      extra=("harness.max_events=3",), greedy=False, jobs=2),
+    # The protocol (issue 13): >= 40 steps of 16 rollouts (4 prompts x G=4), a 10-task pool (each task ~16
+    # visits), evolver rounds every 8 steps, checkpoints evaluated every 8 steps on ALL 65 held-out tasks
+    # (greedy + Avg@4, the same eval seed for every model). Resumable: run it in several sittings.
+    "smollm2-40": Preset("configs/cpu-demo.yaml", steps=40, batch=16, group=4, evolve_every=8, eval_every=8,
+                         eval_per_domain=0, eval_k=4, max_tokens=48, train_per_domain=2,
+                         extra=("harness.max_events=3",), jobs=2),
+    # The pilot behind the power calculation: short runs, same eval (k=2), a second eval seed for eval noise.
+    "pilot": Preset("configs/cpu-demo.yaml", steps=6, batch=16, group=4, evolve_every=3, eval_every=6,
+                    eval_per_domain=0, eval_k=2, max_tokens=48, train_per_domain=2,
+                    extra=("harness.max_events=2",), noise_seed=4321, jobs=2),
+    # The same protocol on one GPU (never run in CI): every job a concurrent process on the one device, bf16,
+    # >= 100 steps per arm. Sized for < 8 min on one H200 (estimated, not measured: see RESULTS.md).
+    "gpu": Preset("configs/cpu-demo.yaml", steps=100, batch=16, group=4, evolve_every=10, eval_every=20,
+                  eval_per_domain=0, eval_k=8, max_tokens=48, train_per_domain=2,
+                  extra=("harness.max_events=3", "train.use_cpu=false", "train.bf16=true", "train.torch_threads=1"),
+                  jobs=16, note="GPU only; not run in CI"),
     # Random tiny model (configs/tiny.yaml): exercises every code path in seconds; numbers are meaningless.
     "tiny": Preset("configs/tiny.yaml", steps=2, batch=8, group=4, evolve_every=1, eval_every=1,
                    eval_per_domain=1, eval_k=2, max_tokens=16, train_per_domain=2,
-                   extra=("harness.max_events=2", "harness.sample_k=2", "harness.max_revisions=0")),
+                   extra=("harness.max_events=2", "harness.sample_k=2", "harness.max_revisions=0"), noise_seed=99,
+                   jobs=0),
 }
 
 
@@ -75,10 +100,10 @@ class Job:
     """One unit of work for a worker: the base-model eval or one (arm, seed) run. JSON-serialisable."""
 
     kind: str  # "base" | "arm"
-    name: str  # folder name under <out>/runs
+    name: str  # the job's name: its summary is <results>/<name>.json
     config: str
     overrides: list[str]
-    run_dir: str
+    run_dir: str  # the trainer's run folder (resumed when interrupted)
     eval_tasks: list[str]
     eval_k: int
     max_tokens: int
@@ -87,3 +112,10 @@ class Job:
     arm: str = ""
     seed: int = 0
     model: str = ""  # base job only: the policy name
+    preset: str = ""
+    summary_path: str = ""  # where the worker writes the job's summary (JSON)
+    greedy: bool = True
+    noise_seed: int | None = None
+    runner: str = "harness"
+    code: dict = field(default_factory=dict)  # commit, dirty, code_hash of the code the job runs
+    overrides_arm: list[str] = field(default_factory=list)  # the arm's own overrides (for the summary)

@@ -53,7 +53,7 @@ if str(HERE) not in sys.path:
 
 from bench_collect import build_results  # noqa: E402
 from bench_render import plots, render  # noqa: E402
-from bench_run import execute, git_state, plan, run_job, snapshot_code  # noqa: E402
+from bench_run import code_state, execute, plan, run_job, snapshot_code  # noqa: E402
 from bench_spec import ARMS, KEY_ARMS, PRESETS, Job  # noqa: E402
 from harness.store import atomic_write_text  # noqa: E402
 from trainer.io import atomic_write_json  # noqa: E402  (light: no torch)
@@ -109,9 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="benchmark folder: runs, logs, results.json (default runs/bench-PRESET)")
     p.add_argument("--report", default=None, help="Markdown report path (default OUT/RESULTS.md); plots go next to it "
                                                   "in plots/")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="arms trained at the same time, each its own process with one torch thread (default 1; "
-                        "0 = sequentially inside this process, used by the smoke test)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="jobs run at the same time, each its own process with one torch thread (default from the "
+                        "preset; 0 = sequentially inside this process, used by the smoke test)")
     p.add_argument("--batch", type=int, help="completions per step (default from the preset)")
     p.add_argument("--group", type=int, help="GRPO group size G (default from the preset)")
     p.add_argument("--evolve-every", type=int, help="steps between evolver rounds (default from the preset)")
@@ -127,7 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra trainer override for every arm, e.g. --set harness.sample_k=4 (repeatable)")
     p.add_argument("--stop-after", type=float, default=None, metavar="MIN",
                    help="start no new job after MIN minutes; the report lists what was not run")
-    p.add_argument("--render-only", action="store_true", help="rebuild the report from finished runs; train nothing")
+    p.add_argument("--render-only", action="store_true", help="rebuild the report from the job summaries; train nothing")
+    p.add_argument("--results", default=None,
+                   help="folder of the job summaries (default benchmarks/results/PRESET); commit it")
+    p.add_argument("--commit", default=None,
+                   help="render the summaries of this code (a commit or code-hash prefix); default: the code "
+                        "version with most jobs (ties: the newest). Summaries of other code are never mixed in")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one job spec (JSON file)
     return p
 
@@ -135,11 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     preset = PRESETS[args.preset]
     for name in ("steps", "batch", "group", "evolve_every", "eval_every", "eval_per_domain", "eval_k", "max_tokens",
-                 "train_per_domain"):
+                 "train_per_domain", "jobs"):
         if getattr(args, name) is None:
             setattr(args, name, getattr(preset, name))
+    args.greedy, args.noise_seed = preset.greedy, preset.noise_seed
     problems = []
-    for name in ("steps", "batch", "group", "evolve_every", "eval_every", "eval_per_domain", "eval_k", "max_tokens"):
+    if args.eval_per_domain < 0:
+        problems.append("--eval-per-domain must be >= 0 (0 = every held-out task)")
+    for name in ("steps", "batch", "group", "evolve_every", "eval_every", "eval_k", "max_tokens"):
         if getattr(args, name) < 1:
             problems.append(f"--{name.replace('_', '-')} must be >= 1")
     if args.batch % args.group:
@@ -152,6 +160,7 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         raise SystemExit("compare.py: " + "; ".join(problems))
     args.out = args.out or str(ROOT / "runs" / f"bench-{args.preset}")
     args.report = args.report or str(Path(args.out) / "RESULTS.md")
+    args.results = args.results or str(HERE / "results" / args.preset)
     return args
 
 
@@ -165,11 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     args.command = "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py " + " ".join(shlex.quote(a) for a in argv)
     out, report = Path(args.out), Path(args.report)
     out.mkdir(parents=True, exist_ok=True)
-    code_root = snapshot_code(out) if args.jobs > 0 and not args.render_only else ROOT
-    jobs = plan(args, code_root)
+    if args.jobs > 0 and not args.render_only:
+        code_root, code = snapshot_code(out)
+    else:
+        code_root, code = ROOT, code_state()
+    jobs = plan(args, code_root, code)
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    frozen = out / "code" / "git_state.json"
-    args.git = json.loads(frozen.read_text()) if frozen.is_file() else git_state()
+    args.git = {"head": code["commit"][:7], "changed_files": code["changed_files"], "taken": code["taken"]}
     t0 = time.monotonic()
     status = {} if args.render_only else execute(jobs, args.jobs, out,
                                                   None if args.stop_after is None else args.stop_after * 60, code_root)

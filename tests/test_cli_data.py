@@ -80,3 +80,24 @@ def test_generate_writes_identical_suite(tmp_path):
     assert r.returncode == 0, r.stderr
     for name in ("train.jsonl", "test.jsonl", "README.md"):
         assert (out / name).read_bytes() == (REPO / "data" / "rubric-mix-lite" / name).read_bytes()
+
+
+def test_convert_writes_our_format_and_keeps_source_ids(tmp_path, capsys):
+    """RaR train + HealthBench test files -> one folder in our format that loads back to the same tasks."""
+    from harness.data import load_suite, load_tasks
+    from trainer.cli import main
+
+    fixtures = Path(__file__).parent / "fixtures"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.jsonl").write_bytes((fixtures / "rar_sample.jsonl").read_bytes())
+    (src / "test.jsonl").write_bytes((fixtures / "healthbench_sample.jsonl").read_bytes())
+    out = tmp_path / "ours"
+    assert main(["data", "convert", str(src), "--out", str(out)]) == 0
+    converted = load_suite(out)
+    assert [t.model_dump() for t in converted] == [t.model_dump() for t in load_suite(src)]
+    assert load_tasks(out / "test.jsonl", fmt="harnessrl").tasks[0].id == "hb-sample-0001"
+    assert {t.meta["source"] for t in converted} == {"rar", "healthbench"}
+    # A second conversion into the same folder is refused rather than mixing files.
+    assert main(["data", "convert", str(src), "--out", str(out)]) == 1
+    assert "not an empty folder" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -150,8 +151,12 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
 
     client = get_sync_client(url=server)
     limits = {"sample_k": 4, "sample_k_max": 4, "max_tokens": 16}
-    rules = client.assistants.create(graph_id="evolver", name="studio-rules", context={"proposer_model": "rules", **limits})
-    llm = client.assistants.create(graph_id="evolver", name="studio-llm",
+    # Unique names: `langgraph dev` keeps its assistants between sessions (.langgraph_api/), and a name must
+    # name exactly one.
+    tag = uuid.uuid4().hex[:8]
+    rules = client.assistants.create(graph_id="evolver", name=f"studio-rules-{tag}",
+                                     context={"proposer_model": "rules", **limits})
+    llm = client.assistants.create(graph_id="evolver", name=f"studio-llm-{tag}",
                                    context={"proposer_model": "openai:stub", "base_url": stub.base_url, **limits})
     data = _input("snap-stuffing-med-1")
     events = [FailureEvent.model_validate(e) for e in data["events"]]
@@ -177,7 +182,7 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     assert source(out) == "rules" and structured() == before
     assert summarize(out)["assistant_id"] == rules["assistant_id"]  # recorded in rounds.jsonl
     # ... and the other way round, the assistant named by its name.
-    out = trainer_round("t-llm", "studio-llm", "rules")
+    out = trainer_round("t-llm", f"studio-llm-{tag}", "rules")
     assert source(out) == "llm" and structured() == before + 1 and out["assistant_id"] == llm["assistant_id"]
     # 2. Trainer, default (the graph id): an assistant made from the config, so the config's proposer answers.
     out = trainer_round("t-default", None, "openai:stub")
@@ -189,7 +194,7 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     policy, snapshot = f"openai:{stub.base_url}#stub", tmp_path / "snapshot"
     shutil.copytree(SNAPSHOT / "harness", snapshot / "harness")
     (snapshot / "events.json").write_text(json.dumps(data))
-    for assistant, expected in ((llm["assistant_id"], "llm"), ("studio-rules", "rules")):
+    for assistant, expected in ((llm["assistant_id"], "llm"), (f"studio-rules-{tag}", "rules")):
         run_dir, out_json = tmp_path / f"e-{expected}", tmp_path / f"e-{expected}.json"
         rc = main(["evolve", str(snapshot), "--run-dir", str(run_dir), "--policy", policy, "--server", server,
                    "--assistant", assistant, "--json", str(out_json)])
@@ -198,5 +203,5 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     assert structured() == before + 3  # one more LLM proposal: the LLM assistant's evolve run
     capsys.readouterr()
     assert main(["evolve", str(snapshot), "--run-dir", str(tmp_path / "e-bad"), "--policy", policy, "--server", server,
-                 "--assistant", "studio-llm", "--proposer-model", "rules"]) == 2
+                 "--assistant", f"studio-llm-{tag}", "--proposer-model", "rules"]) == 2
     assert "--proposer-model" in capsys.readouterr().err

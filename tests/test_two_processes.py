@@ -11,6 +11,8 @@ gathered from that rank by the reward (trainer.reward.all_ranks).
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import os
 import shutil
 import signal
@@ -18,13 +20,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from test_trainer_support import REPO, write_suite
+from memory.store import TrainingMemory
+from test_trainer_support import REPO, tiny_config, write_suite
+from trainer import reward as reward_module
+from trainer.checkpoint import restore, write_checkpoint_state
 from trainer.io import read_jsonl
-
-pytestmark = pytest.mark.slow
+from trainer.reward import RubricReward
+from trainer.run import HarnessRun
+from trainer.sampler import HarnessSampler
 
 ACCELERATE = Path(sys.executable).parent / "accelerate"
 NUM_GENERATIONS = 4
@@ -36,6 +43,73 @@ OVERRIDES = ("train.use_cpu=true", "data.tasks=[t-long,t-any]", "harness.interfa
              f"train.num_generations={NUM_GENERATIONS}", "train.save_steps=2", "harness.evolve_every=2")
 
 
+# -- one process plays each rank (fast): who writes, who observes what ------------------------------------------
+def _score(reward, run, task_id, texts, step=0):
+    n = len(texts)
+    return asyncio.run(reward(
+        prompts=[[{"role": "user", "content": "x"}]] * n, completions=[[{"role": "assistant", "content": t}] for t in texts],
+        task_id=[task_id] * n, harness_version=[run.state.version] * n, hinted=[False] * n, hint_text=[""] * n,
+        trainer_state=SimpleNamespace(global_step=step)))
+
+
+@pytest.fixture
+def ranks(tmp_path):
+    """(main, other): the same run folder opened as rank 0 and as rank 1 (after rank 0 created it)."""
+    cfg = tiny_config(tmp_path)
+    main = HarnessRun(cfg, memory=TrainingMemory.ephemeral(), main_process=True)
+    other = HarnessRun(cfg, main_process=False)
+    for r in (main, other):
+        HarnessSampler(r, seed=0)
+    yield main, other
+    other.close()
+    main.close()
+
+
+def test_every_rank_observes_every_group_and_only_the_main_one_writes(ranks, monkeypatch):
+    main, other = ranks
+    assert other.memory is None  # Chroma's folder admits one writer
+    captured = []
+    monkeypatch.setattr(reward_module, "all_ranks", lambda part: captured.append(part) or [part])
+    _score(RubricReward(other, num_generations=4), other, "t-any", ["ok"] * 4)  # rank 1's slice: a dead group
+    assert not main.paths.events.exists() and not other.pending_events  # rank 1 logged and queued nothing
+
+    monkeypatch.setattr(reward_module, "all_ranks", lambda part: [part, captured[0]])
+    _score(RubricReward(main, num_generations=4), main, "t-paris", ["Paris."] * 2 + ["no"] * 2)
+    record = main.pop_step(1)
+    assert record["tasks"] == ["t-paris", "t-any"] and record["n_groups"] == 2
+    assert record["ranks"] == [{"tasks": ["t-paris"], "harness_versions": [0]},
+                               {"tasks": ["t-any"], "harness_versions": [0]}]
+    assert main.detector.window("t-any"), "rank 1's group must reach rank 0's detector"
+    assert [e.task_id for e in main.pending_events] == ["t-any"]  # its collapse_high event, for rank 0's round
+    assert {r["task_id"] for r in read_jsonl(main.paths.events)} == {"t-any"}
+    for tid in ("t-paris", "t-any"):
+        assert main.memory.task_history(tid, kinds=("groups",)), f"no memory record of {tid}'s group"
+
+
+def test_ranks_that_drew_from_different_sampler_states_stop_the_step(ranks, monkeypatch):
+    main, _ = ranks
+    monkeypatch.setattr(reward_module, "all_ranks",
+                        lambda part: [part, dataclasses.replace(part, sampler="0" * 16)])
+    with pytest.raises(RuntimeError, match="different sampler states"):
+        _score(RubricReward(main, num_generations=4), main, "t-paris", ["Paris."] * 4)
+
+
+def test_other_ranks_resume_without_touching_the_run_folder(ranks, tmp_path):
+    from harness.types import HarnessUpdate, Reweight
+
+    main, other = ranks
+    ckpt = main.paths.checkpoints / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    write_checkpoint_state(ckpt, main, step=2)
+    main.store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id="t-any", weight=0.5)]))
+    summary = restore(other, ckpt)
+    assert other.state.version == 0 and summary["main_process"] is False
+    assert main.store.versions() == [0, 1] and not main.paths.abandoned.exists()  # rank 0 rolls back, not rank 1
+    with pytest.raises(RuntimeError, match="only the main process creates it"):
+        HarnessRun(tiny_config(tmp_path / "fresh"), main_process=False)
+
+
+# -- the real launch (slow) ----------------------------------------------------------------------------------------
 def _launch(args: list[str], log: Path) -> subprocess.Popen:
     cmd = [str(ACCELERATE), "launch", "--config_file", str(REPO / "configs" / "accelerate-cpu.yaml"),
            "-m", "trainer.cli", "train", *args]
@@ -120,6 +194,7 @@ def _replayed_draws(cfg, ckpt: Path, groups_after: list[list[float]], steps: lis
         run.close()
 
 
+@pytest.mark.slow
 def test_two_processes_round_broadcast_kill_and_resume(tmp_path, tiny_model_dir):
     from trainer.checkpoint import find_checkpoint, read_state
     from trainer.config import load_config

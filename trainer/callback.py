@@ -16,8 +16,9 @@ TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *
 2. run the evolver (`trainer/evolver_round.py` -> `graphs/runner.py`: in process with a SQLite
    checkpointer, or on a LangGraph server);
 3. re-read the latest harness version (the graph commits accepted updates to the store itself);
-   on several processes rank 0 does 1-3 and the version is broadcast to the others
-   (`accelerate.utils.broadcast_object_list`); `ddp_timeout` must exceed the pause (config checks it);
+   on several processes rank 0 does 1-3 (the weight push in 1 excepted: every rank takes part) and
+   broadcasts the version and the tasks it changed (`accelerate.utils.broadcast_object_list`), while the
+   other ranks wait in that broadcast; `ddp_timeout` must exceed the pause (config checks it);
 4. record the round and its pause time. The sampler and reward read `run.state`, so the next sampled
    prompts, hints and rewards follow the new version.
 
@@ -90,7 +91,8 @@ class HarnessCallback(TrainerCallback):
         if h.evolver and step % h.evolve_every == 0 and step < state.max_steps:
             pause = self.evolve(step)
         record.update({"step": step, "pause_s": pause, "harness_version_after": self.run.state.version,
-                       "time": time.time()})
+                       "time": time.time(),
+                       "harness_overhead_s": record.get("sampler_s", 0.0) + record.get("reward_overhead_s", 0.0)})
         self.run.last_record = record
         if self._is_main():
             append_jsonl(self.run.paths.metrics, record)

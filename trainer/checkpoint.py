@@ -26,6 +26,10 @@ Resume (`restore`) makes the run folder match the checkpoint:
 - `events.jsonl`, `metrics.jsonl` and `rounds.jsonl` lose their lines after the checkpoint's step;
 - evolver threads of abandoned rounds stay in `evolver.sqlite` but are no longer referenced; a
   repeated round gets a fresh thread id, so it never continues an abandoned thread.
+
+Several processes: only the main process writes the state file (after every rank has saved its part of
+the checkpoint, e.g. `rng_state_1.pth`) and rolls the folder back on resume; the other ranks, which wait
+until it has, take the checkpoint's harness version, detector and sampler state only.
 """
 
 from __future__ import annotations

@@ -57,7 +57,10 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    suite: str = _f("data/rubric-mix-lite", "Task suite directory with train.jsonl and test.jsonl.")
+    suite: str = _f("data/rubric-mix-lite", "Tasks: a folder with train.jsonl + test.jsonl (each in any supported "
+                                            "format: ours, RaR, HealthBench), a single JSONL file, or hf:<dataset id>.")
+    test_share: float = _f(0.2, "Single file or hf: suites whose rows carry no split: this share is held out for eval.")
+    split_seed: int = _f(0, "Seed of that held-out pick (the same file and seed always give the same split).")
     tasks: list[str] = _f([], "Train task ids to use (empty: all train tasks).")
     domains: list[str] = _f([], "Domains to keep (empty: all).")
     eval_tasks: list[str] = _f([], "Held-out task ids for `harnessrl eval` (empty: all test tasks).")
@@ -116,6 +119,9 @@ class HarnessConfig:
     dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
     df_window: int = _f(1, "Dynamic filtering: a task is down-weighted when its last N groups all had zero variance (1 = DAPO-like, act on the latest group).")
     df_multiplier: float = _f(0.2, "Dynamic filtering: weight multiplier of a task whose recent visits were all dead.")
+    dynamic_sampling: int = _f(0, "DAPO dynamic sampling (over-sample, drop zero-variance groups, refill): generate "
+                                  "this many times train.batch_size rollouts per step and train on the first "
+                                  "batch_size/G groups with reward variance (trainer/dynamic_sampling.py); 0 = off.")
     sampler_floor: float = _f(0.1, "Uniform floor mixed into task sampling so every active task stays reachable.")
     detector: dict[str, Any] = _f({}, "harness.detector.DetectorConfig overrides (eps, tau_lo, tau_hi, window, ...).")
     sample_k: int = _f(4, "Critic: rollouts per affected task and side a measurement starts with (k).")
@@ -159,6 +165,9 @@ class HarnessConfig:
                               f"{list(INTERFACES)} or set harness.evolver=false")
         if self.evolve_every < 1:
             raise ConfigError(f"harness.evolve_every must be >= 1, got {self.evolve_every}")
+        if self.dynamic_sampling < 0:
+            raise ConfigError(f"harness.dynamic_sampling must be >= 0 (0 = off, N = generate N x batch_size), "
+                              f"got {self.dynamic_sampling}")
         if not 0.0 <= self.df_multiplier <= 1.0:
             raise ConfigError(f"harness.df_multiplier must be in [0, 1], got {self.df_multiplier}")
         if not 0.0 <= self.sampler_floor <= 1.0:

@@ -91,7 +91,7 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
     from tools.local_endpoint import LocalEndpoint
     from trainer.config import config_from_dict
     from trainer.models import resolve_model
-    from trainer.run import make_judge
+    from trainer.run import make_judge, suite_tasks
 
     torch.set_num_threads(torch_threads)
     cfg = None
@@ -106,7 +106,10 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
     suite_dir = suite or (cfg.data.suite if cfg else None)
     if suite_dir is None:
         raise ValueError("eval needs --run RUN or --suite DIR")
-    tasks = [t for t in load_suite(suite_dir) if t.split == split]
+    if cfg is not None and suite is None:
+        tasks = [t for t in suite_tasks(cfg) if t.split == split]  # the run's own split of its suite
+    else:
+        tasks = [t for t in load_suite(suite_dir) if t.split == split]
     if cfg and split == "test" and cfg.data.eval_tasks:
         tasks = [t for t in tasks if t.id in set(cfg.data.eval_tasks)]
     if cfg and cfg.data.domains:

@@ -15,6 +15,7 @@ optimizer steps (they would train step s+1 on prompts drawn before the round).
 from __future__ import annotations
 
 import logging
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,14 @@ def grpo_args(cfg: RunConfig) -> Any:
 
     t = cfg.train
     use_cpu = t.use_cpu if t.use_cpu is not None else not torch.cuda.is_available()
+    ds = cfg.harness.dynamic_sampling
+    if ds and t.beta != 0.0:
+        raise ValueError(f"harness.dynamic_sampling needs train.beta=0 (got {t.beta}): the KL term would still act on "
+                         f"the rows dynamic sampling drops (trainer/dynamic_sampling.py)")
     kwargs: dict[str, Any] = dict(
         output_dir=str(cfg.run_path / "checkpoints"),
-        per_device_train_batch_size=t.batch_size, num_generations=t.num_generations,
+        # DAPO dynamic sampling generates N x batch_size rollouts and trains on batch_size of them.
+        per_device_train_batch_size=t.batch_size * max(1, ds), num_generations=t.num_generations,
         max_completion_length=t.max_completion_length, max_steps=t.max_steps, learning_rate=t.learning_rate,
         lr_scheduler_type=t.lr_scheduler_type, beta=t.beta, loss_type=t.loss_type, temperature=t.temperature,
         top_k=0, top_p=1.0, seed=t.seed, logging_steps=t.logging_steps,
@@ -89,19 +95,40 @@ def harness_trainer_class() -> type:
     from trl import GRPOTrainer
 
     class HarnessGRPOTrainer(GRPOTrainer):
-        def __init__(self, *args: Any, harness_sampler: Any, **kwargs: Any) -> None:
+        def __init__(self, *args: Any, harness_sampler: Any, dynamic_sampling: Any = None, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             check_one_generation_per_step(self.args)
             self.harness_sampler = harness_sampler
+            # trainer.dynamic_sampling.DynamicSamplingReward when DAPO dynamic sampling is on (one process only).
+            self.dynamic_sampling = dynamic_sampling
+            if dynamic_sampling is not None and self.accelerator.num_processes > 1:
+                raise ValueError("harness.dynamic_sampling runs on one process only (its group selection sees one "
+                                 "rank's rows)")
 
         def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
             # `inputs` are this rank's placeholder rows (read ahead by accelerate); the draw happens now,
             # after the previous step's evolver round and checkpoint.
+            t0 = time.perf_counter()
+            started = time.time()
             acc = self.accelerator
             rows = self.harness_sampler.fill(inputs, num_generations=self.args.num_generations,
                                              step=self.state.global_step, process_index=acc.process_index,
                                              num_processes=acc.num_processes)
-            return super().training_step(model, rows, num_items_in_batch)
+            out = super().training_step(model, rows, num_items_in_batch)
+            # Step time (generation + reward + loss + backward; not the optimizer step or the pause) and the
+            # step's wall-clock start: benchmarks add up per-step wall time from it, across resumes.
+            self.harness_sampler.run.record_step(self.state.global_step + 1, {
+                "train_step_s": time.perf_counter() - t0, "step_started": started})
+            return out
+
+        def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None):
+            if self.dynamic_sampling is not None and self.model.training:
+                # Normalise the token-mean loss over the rows dynamic sampling kept (trainer/dynamic_sampling.py);
+                # TRL's count spans the whole over-sampled generation batch.
+                kept = inputs["num_items_in_batch"].new_tensor(self.dynamic_sampling.kept_tokens)
+                inputs = {**inputs, "num_items_in_batch": kept}
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
 
     return HarnessGRPOTrainer
 
@@ -141,9 +168,16 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
         peft_config = LoraConfig(r=cfg.model.lora_r, lora_alpha=cfg.model.lora_alpha, lora_dropout=cfg.model.lora_dropout,
                                  target_modules=list(cfg.model.lora_targets), task_type="CAUSAL_LM")
     callback = HarnessCallback(run, run_graph=run_graph)
+    reward: Any = RubricReward(run, cfg.train.num_generations)
+    dynamic = None
+    if cfg.harness.dynamic_sampling:
+        from trainer.dynamic_sampling import DynamicSamplingReward
+
+        reward = dynamic = DynamicSamplingReward(reward, cfg.train.num_generations,
+                                                 cfg.train.batch_size // cfg.train.num_generations)
     trainer = harness_trainer_class()(
-        harness_sampler=sampler, model=model, processing_class=tokenizer,
-        reward_funcs=[RubricReward(run, cfg.train.num_generations)],
+        harness_sampler=sampler, dynamic_sampling=dynamic, model=model, processing_class=tokenizer,
+        reward_funcs=[reward],
         args=args, train_dataset=make_dataset(sampler), peft_config=peft_config,
         callbacks=[callback, ConsoleProgress(run, enabled=progress)],
     )

@@ -16,6 +16,13 @@ pending list, `events.jsonl` and memory), records a group summary with the best 
 in the memory, and tells the sampler whether the group was dead (dynamic-filtering baseline). Per
 batch it records the step metrics the callback writes to `metrics.jsonl`.
 
+Several processes: each rank scores its own slice of the batch, then the ranks' parts are gathered
+(`all_ranks`, accelerate's `gather_object`) and every rank feeds every group, in the global batch's order,
+to its detector and sampler: their state, and so the next draw, stays the same on all ranks (checked each
+step with `HarnessSampler.fingerprint`); only the main process writes memory, events and metrics. The step's
+metrics cover the whole batch and, with several processes, name each rank's tasks and harness versions
+(`ranks`).
+
 Judge failures: a verdict the judge could not give (an LLM judge failing after its retries, a check
 timing out) is left out of the rollout's score, never counted unmet (`tools/judge.py`). The step counts
 those verdicts (`judge_left_out`, `judge_left_out_share` of all the step's verdicts) and, above
@@ -64,6 +71,7 @@ class StepPart:
     judge_counts: dict[str, int]  # judge stats accrued on this process during the step
     verdicts: int
     left_out: int  # verdicts the judge could not give (left out of the score)
+    sampler: str | None = None  # HarnessSampler.fingerprint() after this step's draw
 
 
 def all_ranks(part: StepPart) -> list[StepPart]:
@@ -157,7 +165,12 @@ class RubricReward:
         parts = all_ranks(StepPart(
             groups=mine, rewards=rewards, hinted=[bool(h) for h in hinted], judge_counts=new_warnings,
             verdicts=sum(len(res.verdicts) for res in all_results),
-            left_out=sum(1 for res in all_results for v in res.verdicts.values() if v.source == "error")))
+            left_out=sum(1 for res in all_results for v in res.verdicts.values() if v.source == "error"),
+            sampler=run.sampler.fingerprint() if run.sampler is not None else None))
+        if len({p.sampler for p in parts}) > 1:
+            # Every rank raises (all hold the same parts): a silent mismatch would train on overlapping slices.
+            raise RuntimeError(f"step {step}: the processes drew from different sampler states "
+                               f"({[p.sampler for p in parts]}); their batches are not slices of one draw")
         stats_list: list[GroupStats] = []
         for part in parts:
             for stats, records in part.groups:

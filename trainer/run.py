@@ -17,6 +17,12 @@
 `state` is the harness version training uses *now*; the callback replaces it after an evolver round
 (or from a broadcast on other ranks). Earlier versions are loaded on demand (`state_for`) because a
 row carries the version it was sampled under and must be scored under that version's rubric.
+
+Several processes (`accelerate launch`): every rank opens a `HarnessRun` on the same folder (one machine,
+or a shared filesystem), but only the main process writes: it creates the store and the config, opens the
+memory (Chroma's folder admits one writer), logs and queues events and writes metrics, rounds and
+checkpoint state. The other ranks read the store, score their own slice of each batch and hand their
+groups to every rank (trainer.reward), so the detectors and samplers stay identical on all ranks.
 """
 
 from __future__ import annotations
@@ -82,15 +88,21 @@ class RunPaths:
     def report(self) -> Path: return self.root / "report.html"
 
 
-def load_train_tasks(cfg: RunConfig) -> list:
-    """The suite filtered by `data.tasks` / `data.domains` (test tasks are kept for eval)."""
+def suite_tasks(cfg: RunConfig) -> list:
+    """Every task of `data.suite` (train and held-out), split as the run's config says."""
     from harness.data import load_suite
 
-    suite = Path(cfg.data.suite)
-    if not suite.is_dir():
-        raise FileNotFoundError(f"data.suite: task suite folder {suite} not found (expected train.jsonl and test.jsonl "
-                                f"inside; the bundled suite is data/rubric-mix-lite)")
-    tasks = load_suite(suite)
+    suite = cfg.data.suite
+    if not suite.startswith("hf:") and not Path(suite).exists():
+        raise FileNotFoundError(f"data.suite: {suite} not found (a folder with train.jsonl and test.jsonl, a JSONL "
+                                f"file, or hf:<dataset id>; the bundled suite is data/rubric-mix-lite)")
+    return load_suite(suite, test_share=cfg.data.test_share, split_seed=cfg.data.split_seed)
+
+
+def load_train_tasks(cfg: RunConfig) -> list:
+    """The suite filtered by `data.tasks` / `data.domains` (test tasks are kept for eval)."""
+    suite = cfg.data.suite
+    tasks = suite_tasks(cfg)
     if cfg.data.domains:
         known = sorted({t.domain for t in tasks})
         bad = [d for d in cfg.data.domains if d not in known]

@@ -22,8 +22,9 @@ a stale batch after a commit would still leave the read-ahead's rng draws in the
 
 Several processes: accelerate gives each rank a contiguous slice of the stream (`IterableDatasetShard`,
 TRL forces `dispatch_batches=False`). `fill` mirrors that: every rank draws the whole global batch (same
-seed, same broadcast harness, so the same draws) and keeps its own slice. TRL's generation buffering must
-not span optimizer steps (`steps_per_generation`, `num_iterations`, gradient accumulation all 1; checked by
+seed, same broadcast harness, same dynamic-filtering multipliers since every rank observes every group: so
+the same draws, which the reward checks with `fingerprint`) and keeps its own slice. TRL's generation
+buffering must not span optimizer steps (`steps_per_generation`, `num_iterations`, gradient accumulation all 1; checked by
 `trainer.grpo.check_one_generation_per_step`): one `training_step` = one generation = one optimizer step.
 
 Rows carry the version they were drawn under; the reward scores them with that version's rubric.
@@ -38,7 +39,10 @@ until a visit with variance is seen. It edits a multiplier in the sampler, never
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import random
+import time
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -94,12 +98,17 @@ class HarnessSampler:
         if drawn_already:
             raise ValueError(f"HarnessSampler.fill: rows for {sorted(set(drawn_already))[:3]} are not placeholder "
                              f"rows; the dataset must come from trainer.sampler.make_dataset (draws happen here)")
+        t0 = time.perf_counter()
         self.step = step
         local = len(rows) // num_generations
         groups = [self.draw_row() for _ in range(local * num_processes)]
         mine = groups[process_index * local:(process_index + 1) * local]
         # Independent copies per rollout, as TRL's own repeat makes them.
-        return [copy.deepcopy(row) for row in mine for _ in range(num_generations)]
+        out = [copy.deepcopy(row) for row in mine for _ in range(num_generations)]
+        # The harness's own cost per step (benchmarks report it as a share of step time); labelled like the
+        # reward's record: the step this batch's update becomes.
+        self.run.record_step(step + 1, {"sampler_s": time.perf_counter() - t0})
+        return out
 
     # -- dynamic filtering baseline --------------------------------------------------------------------
     def observe_group(self, task_id: str, dead: bool) -> None:
@@ -115,6 +124,13 @@ class HarnessSampler:
         v, internal, gauss = self.guidance_rng.getstate()
         return {"core": self.core.state_dict(), "guidance_rng": [v, list(internal), gauss], "step": self.step,
                 "dead": {t: list(d) for t, d in self._dead.items()}}
+
+    def fingerprint(self) -> str:
+        """A digest of everything the next draw depends on besides the harness (rngs, multipliers, windows):
+        with several processes it must be equal on every rank at every step, or their slices are not slices
+        of one global batch (the reward compares them)."""
+        blob = json.dumps(self.state_dict(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.core.load_state_dict(state["core"])

@@ -41,6 +41,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     help="treat bad rows as skipped (still listed) instead of failing")
     va.set_defaults(func=_validate)
 
+    co = sub.add_parser("convert", help="write tasks from any supported source in this project's own format",
+                        description="Load a suite folder, one task file (ours, RaR or HealthBench) or hf:<dataset id> "
+                                    "and write it as train.jsonl + test.jsonl in the project's format (a folder "
+                                    "`data.suite` can point at). Source ids and metadata are kept. A source whose "
+                                    "rows carry no split gets a seeded held-out share.")
+    co.add_argument("source", help="suite folder, JSONL file or hf:<dataset id>[:split]")
+    co.add_argument("--out", required=True, help="output folder (train.jsonl + test.jsonl); must be empty or new")
+    co.add_argument("--test-share", type=float, default=0.2, help="held-out share when rows carry no split (0.2)")
+    co.add_argument("--split-seed", type=int, default=0, help="seed of that held-out pick (0)")
+    co.set_defaults(func=_convert)
+
     ge = sub.add_parser("generate", help=f"regenerate the bundled {SUITE_NAME} suite (deterministic)")
     ge.add_argument("--out", default=None, help=f"output folder (default: the bundled data/{SUITE_NAME})")
     ge.set_defaults(func=_generate)
@@ -125,6 +136,26 @@ def _validate(args: argparse.Namespace) -> int:
     if fatal or (problems and not args.skip_invalid):
         print(f"{problems} problem(s) found", file=sys.stderr)
         return 1
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from harness.data import DataError, load_suite
+    from harness.store import atomic_write_text
+
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        print(f"error: {out} exists and is not an empty folder; choose a new --out", file=sys.stderr)
+        return 1
+    try:
+        tasks = load_suite(args.source, test_share=args.test_share, split_seed=args.split_seed)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for split in ("train", "test"):
+        rows = [t.model_dump_json(exclude_none=True) + "\n" for t in tasks if t.split == split]
+        atomic_write_text(out / f"{split}.jsonl", "".join(rows))
+        print(f"{out / f'{split}.jsonl'}: {len(rows)} tasks")
     return 0
 
 

