@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 
-import pytest
 
 from graphs.evolver import graph
 from harness.sampling import TaskSampler
