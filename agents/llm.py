@@ -7,9 +7,12 @@ answer with a tool call) and validates the decoded dict with pydantic itself. Th
 the pydantic class, is passed on purpose: with the class, ChatOpenAI parses inside the client and a bad
 answer raises before we can see the raw text. When the model cannot do structured output
 (NotImplementedError) or its answer does not decode, the raw text goes through
-`agents.schemas.parse_json_output`. What the model said is kept: each answer's raw text goes into
-`ToolBox.replies` (round, text, whether it was used), and a `BrainError` quotes the raw answer it
-rejected, so the calling agent's fallback record (and with it the trace) says what the model answered.
+`agents.schemas.parse_json_output`; when the server refuses the schema itself
+(`agents.models.guided_schema_refused`: vLLM's grammar compiler cannot take the recursive checks of a
+`HarnessUpdate`), the answer is asked for in JSON-object mode and validated here. What the model said
+is kept: each answer's raw text goes into `ToolBox.replies` (round, text, whether it was used), and a
+`BrainError` quotes the raw answer it rejected (also one cut at the token limit), so the calling
+agent's fallback record (and with it the trace) says what the model answered.
 
 `ask_with_tools` first lets the model call the memory/policy tools of its role (`ToolBox`, built from
 `tools.agent_tools.make_tools`) for at most `max_rounds` turns:
@@ -48,7 +51,7 @@ from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, ValidationError
 
 from agents import prompts
-from agents.models import LLM_ERRORS, tool_calling_unsupported
+from agents.models import LLM_ERRORS, cut_answer, guided_schema_refused, tool_calling_unsupported
 from agents.schemas import parse_json_output, validate_output
 
 log = logging.getLogger(__name__)
@@ -165,7 +168,15 @@ def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: lis
     except NotImplementedError:
         # Models without structured output (plain fakes, some servers): ask for plain text.
         return _text(llm.invoke(messages)), None
-    out = structured.invoke(messages)
+    try:
+        out = structured.invoke(messages)
+    except LLM_ERRORS as err:
+        why = guided_schema_refused(err)
+        if why is None:
+            raise
+        # Still guided (any valid JSON object); pydantic then checks the shape the grammar could not.
+        log.warning("the server cannot decode with the %s schema (%s); asking for any JSON object", schema.__name__, why)
+        out = llm.with_structured_output(None, method="json_mode", include_raw=True).invoke(messages)
     parsed = out.get("parsed")
     text = _text(out.get("raw"))
     if isinstance(parsed, dict):
@@ -182,6 +193,7 @@ def _ask_structured_messages(llm: BaseChatModel, schema: type[T], messages: list
         said, parsed = _structured_reply(llm, schema, messages)
         answer = validate_output(parsed, schema) if parsed is not None else parse_json_output(said, schema)
     except LLM_ERRORS as err:
+        said = said or cut_answer(err)
         if box is not None and said:
             box.record_reply(round_no, said, used=False)
         quoted = f"; the model said: {_clip(said, MAX_SAID_CHARS)!r}" if said else ""

@@ -12,7 +12,9 @@ which ChatOpenAI sends as `response_format={"type": "json_schema", ...}`: vLLM's
 that into guided decoding, so the answer is a schema-valid object even from a small model. Tool calls
 need the server's tool-calling support (vLLM: `--enable-auto-tool-choice --tool-call-parser <name>`);
 `tool_calling_unsupported` recognises the server saying it has none, and the brains then answer without
-tools.
+tools. A schema the server's grammar compiler refuses (vLLM/xgrammar: recursive definitions such as the
+nested `all_of` checks of a `HarnessUpdate`) is recognised by `guided_schema_refused`; the brain then asks
+for any JSON object (`json_object` mode, still guided to valid JSON) and validates it itself.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from agents.context import RULES, EvolverContext
 
 
 # What a brain LLM call may raise that means "no usable answer" rather than a bug in our code:
-# timeouts, transport errors, provider API errors, and ValueError from parsing/validating its output.
-LLM_ERRORS: tuple[type[BaseException], ...] = (ValueError, TimeoutError, OSError, httpx.HTTPError, openai.APIError)
+# timeouts, transport errors, provider API errors, an answer cut at its token limit (the openai client's
+# parse raises on it in JSON mode), and ValueError from parsing/validating its output.
+LLM_ERRORS: tuple[type[BaseException], ...] = (ValueError, TimeoutError, OSError, httpx.HTTPError, openai.APIError,
+                                               openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError)
 
 
 # How an OpenAI-compatible server says it serves no tool calling (vLLM started without
@@ -45,6 +49,23 @@ def tool_calling_unsupported(err: BaseException) -> str | None:
         if any(hint in text for hint in _NO_TOOL_CALLING_HINTS):
             return text[:300]
     return None
+
+
+def guided_schema_refused(err: BaseException) -> str | None:
+    """The server's message when `err` says it cannot decode with the requested JSON schema, else None."""
+    if isinstance(err, openai.BadRequestError):
+        text = str(err)
+        if any(hint in text.casefold() for hint in ("grammar", "json schema", "json_schema")):
+            return text[:300]
+    return None
+
+
+def cut_answer(err: BaseException) -> str:
+    """The text of an answer the client refused because it hit the token limit ("" for other errors)."""
+    if isinstance(err, openai.LengthFinishReasonError):
+        choices = err.completion.choices
+        return (choices[0].message.content or "") if choices else ""
+    return ""
 
 
 def is_rules(model: str) -> bool:

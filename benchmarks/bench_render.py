@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench_collect import mean_of, paired_vs_fixed, sd_of
-from bench_spec import ARMS
+from bench_collect import DETECT_POINTS, mean_of, paired, paired_vs_fixed, sd_of, steps_to_best
+from bench_spec import ARMS, DAPO_OVERSAMPLE
 
 from harness.types import INTERFACES
 
@@ -116,6 +116,16 @@ def render(results: dict[str, Any], report: Path) -> str:
               f"k={b['eval_k']} samples, {b['max_tokens']} tokens, training temperature, eval seed {b['eval_seed']} "
               f"(same random numbers for every model). Scores are Avg@k on 0-100.",
               f"- Seeds: key arms {b['seeds']}, ablations {b['ablation_seeds']}.", ""]
+    code = results.get("code")
+    if code:
+        lines += [f"- Job summaries: `{results.get('results_dir', '')}`; this report renders the {code['n_jobs']} "
+                  f"summaries of ONE code version: code hash `{code['code_hash'][:12]}`, commit(s) "
+                  f"{', '.join(c[:10] for c in code['commits'])}, "
+                  f"{'**dirty tree** (uncommitted changes in the benchmarked code)' if code['dirty'] else 'clean tree'}."]
+        for g in results.get("left_out", []):
+            lines += [f"- Left out (other code, never mixed in): code `{g['code_hash'][:12]}` (commit(s) "
+                      f"{', '.join(c[:10] for c in g['commits'])}): {', '.join(g['jobs'])}; `--commit` chooses."]
+        lines += [""]
     lines += ["## Runs", "", "| job | status |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in results["status"].items()]
     lines += ["", "## Main table (mean ± sd over seeds)", "",
@@ -149,6 +159,7 @@ def render(results: dict[str, Any], report: Path) -> str:
         lines.append(f"| {arm} | {d['seeds']} | {', '.join(_fmt(x) for x in d['score'])} | "
                      f"{_fmt(mean_of(d['score']), 1, sd_of(d['score']))} | {', '.join(_fmt(x) for x in d['audit'])} | "
                      f"{_fmt(mean_of(d['audit']), 1, sd_of(d['audit']))} |")
+    lines += _new_sections(results)
     lines += ["", "## Per domain (final checkpoint, score / audit)", ""]
     domains = sorted({d for s in arm_sum.values() for d in s["final_domains"]})
     lines += ["| arm | " + " | ".join(domains) + " |", "|---|" + "---|" * len(domains)]
@@ -206,3 +217,124 @@ def render(results: dict[str, Any], report: Path) -> str:
             analysis = old[old.index(ANALYSIS_BEGIN):old.index(ANALYSIS_END) + len(ANALYSIS_END)]
     lines += ["", analysis, ""]
     return "\n".join(lines)
+
+
+def _ci(p: dict[str, Any] | None) -> str:
+    if p is None or p["mean"] is None:
+        return "–"
+    return f"{p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}]"
+
+
+PAIRS = [("harnessrl", "fixed"), ("harnessrl", "dapo"), ("dapo", "fixed"), ("dynfilter", "fixed"), ("plain", "fixed"),
+         ("no-sampling", "harnessrl"), ("no-guidance", "harnessrl"), ("no-criteria", "harnessrl"),
+         ("no-memory", "harnessrl"), ("no-critic", "harnessrl")]
+
+
+def _new_sections(results: dict[str, Any]) -> list[str]:
+    """Issue 13's additions: paired intervals at equal steps and equal wall time, steps to fixed's best, costs
+    (zero-variance, pause, overhead, DAPO's extra generation), power, and the GPU preset's status."""
+    runs, base, arm_sum = results["runs"], results.get("base"), results["arms"]
+    lines = ["", "## Paired differences with bootstrap 95% intervals (points, 0-100)", "",
+             "Same seed, same eval draws; per seed the difference over the held-out tasks, the interval resamples "
+             "seeds and tasks. *Equal steps*: final checkpoints. *Equal wall time*: per seed, each arm's last "
+             "evaluated checkpoint reached within the shorter of the two training wall times (HarnessRL pays its "
+             "pauses, DAPO its over-sampling); the steps used are listed.", "",
+             "| arm − reference | seeds | Δ audit, equal steps | Δ score, equal steps | Δ audit greedy | "
+             "Δ audit, equal wall time | Δ score, equal wall time | steps at equal time (arm/ref) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for arm, ref in PAIRS:
+        if arm not in arm_sum or ref not in arm_sum:
+            continue
+        a = paired(runs, base, arm, ref, metric="audit")
+        if a is None:
+            continue
+        sc = paired(runs, base, arm, ref, metric="avg")
+        g = paired(runs, base, arm, ref, metric="audit", greedy=True)
+        ta = paired(runs, base, arm, ref, metric="audit", equal_time=True)
+        ts = paired(runs, base, arm, ref, metric="avg", equal_time=True)
+        lines.append(f"| {arm} − {ref} | {a['seeds']} | {_ci(a)} | {_ci(sc)} | {_ci(g)} | {_ci(ta)} | {_ci(ts)} | "
+                     f"{', '.join(f'{x}/{y}' for x, y in ta['steps'])} |")
+    lines += ["", "## Steps to the fixed arm's best held-out score", "",
+              "| arm | per seed: fixed's best (step) → first checkpoint of the arm at or above it | mean ratio |",
+              "|---|---|---|"]
+    for arm in ("harnessrl", "dapo", "dynfilter"):
+        rows = steps_to_best(runs, arm)
+        if not rows:
+            continue
+        cells = "; ".join(f"s{r['seed']}: {_fmt(r['fixed_best'])} ({r['fixed_best_step']}) → "
+                          f"{'never' if r['reached_at'] is None else r['reached_at']}" for r in rows)
+        ratios = [r["ratio"] for r in rows]
+        lines.append(f"| {arm} | {cells} | {_fmt(mean_of(ratios), 2) if all(x is not None for x in ratios) else '–'} |")
+    lines += ["", "## Costs: zero-variance groups, pauses, harness overhead, DAPO's extra generation", "",
+              "| arm | zero-var share (generated) | zero-var share (trained) | pause % of wall | harness overhead % "
+              "of step time | overhead s | step wall s (no pause) | groups generated / trained | extra generation |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for arm, s in arm_sum.items():
+        rs = [r for r in runs if r["arm"] == arm]
+        gen = sum(r["summary"].get("groups_generated") or 0 for r in rs)
+        tr = sum(r["summary"].get("groups_trained") or 0 for r in rs)
+        pct = lambda x: None if x is None else 100 * x  # noqa: E731
+        lines.append(f"| {arm} | {_fmt(s.get('zero_var_share'), 2)} | {_fmt(s.get('zero_var_trained'), 2)} | "
+                     f"{_fmt(pct(s.get('pause_share')), 1)} | {_fmt(pct(s.get('overhead_share')), 2)} | "
+                     f"{_fmt(s.get('overhead_s'), 1)} | {_fmt(s.get('step_wall_s'), 1)} | {gen} / {tr} | "
+                     f"{_fmt(pct(s.get('extra_generation')), 0)}% |")
+    lines += ["", "*Zero-var (trained)*: share of the groups a step trained on (DAPO drops the others; other arms "
+                  "train on every generated group). *Harness overhead*: the harness's own work per step (sampler "
+                  "draw, reward bookkeeping, hidden audit, detector, memory writes; `harness_overhead_s` in "
+                  "metrics.jsonl) over the step time (generation + reward + loss + backward). The `plain` arm (plain "
+                  "TRL GRPO, same reward, no harness code) gives the step time without any of it. *Extra generation*: "
+                  "rollouts generated beyond those trained on (DAPO's over-sampling).", "",
+              "**How the DAPO arm differs from verl's dynamic sampling** (`trainer/dynamic_sampling.py`): verl "
+              "generates batch after batch until batch/G groups with reward variance are collected. TRL 1.16 "
+              "generates, scores and builds advantages in one private method, so here each step generates ONE "
+              f"over-sampled batch ({DAPO_OVERSAMPLE} x the rollouts), the reward wrapper keeps the first batch/G "
+              "groups with variance in draw order and returns None for the rest (advantage 0), and the loss is "
+              "normalised over the kept rows' tokens (public `compute_loss`). When fewer groups vary, the step "
+              "trains on fewer (counted as DAPO short groups: groups generated / trained above); dropped rows still "
+              "pass through the forward/backward with zero weight, which DAPO's wall time pays.", ""]
+    lines += _power_section(results.get("power"))
+    if not results.get("gpu_summaries"):
+        lines += ["", "## GPU preset", "", "The `gpu` preset (same protocol, >= 100 steps per arm, every job a "
+                  "concurrent bf16 process on one GPU, sized for < 8 min on one H200) **has not been run**: no GPU "
+                  "was available. Its config is validated in tests/test_bench_smoke.py; run it with "
+                  "`benchmarks/compare.py --preset gpu --arms all --seeds 0,1,2,3,4,5 --report benchmarks/RESULTS-gpu.md`."]
+    return lines
+
+
+def _power_section(pw: dict[str, Any] | None) -> list[str]:
+    if not pw:
+        return []
+    prev, p = pw["prev"], pw.get("pilot") or {}
+    lines = ["", "## Power: how many seeds detect a 2-audit-point difference", "",
+             f"Paired design: one difference HarnessRL − fixed per seed; two-sided α = 0.05, power 80%, "
+             f"δ = {DETECT_POINTS:.0f} audit points. Seeds needed n = ((z₀.₉₇₅ + z₀.₈) · sd_d / δ)² (normal "
+             f"approximation), and the smallest n whose paired t test has 80% power (`benchmarks/bench_power.py`).", "",
+             f"- sd of the paired difference measured so far: {_fmt(pw['sd_prev'], 2)} audit points (first sitting: "
+             f"{prev['steps']} steps, {prev['eval_tasks']} eval tasks × k={prev['eval_k']}; per seed "
+             f"{', '.join(f'{x:+.1f}' for x in prev['audit_diffs'])}). With it: n = {pw['needed_prev_sd']['normal']} "
+             f"(normal) / {pw['needed_prev_sd']['t']} (t)."]
+    if p.get("eval_sd_audit") is not None:
+        lines += [f"- Eval noise (pilot: the same model evaluated with two eval seeds, {p['n_tasks']} tasks × "
+                  f"k={p['k']}, models {', '.join(p['models'])}): sd of one eval's mean audit "
+                  f"{_fmt(p['eval_sd_audit'], 2)} points (score {_fmt(p.get('eval_sd_avg'), 2)}). Scaled as "
+                  f"1/√(tasks·k): {_fmt(pw.get('eval_sd_prev'), 2)} at the first sitting's eval, "
+                  f"{_fmt(pw.get('eval_sd_new'), 2)} at this protocol's eval. Greedy eval has no sampling noise.",
+                  f"- Training noise (sd_d² − 2·eval²): {_fmt(pw.get('sd_train'), 2)}; projected sd_d at this "
+                  f"protocol's eval: {_fmt(pw.get('sd_projected'), 2)} → **n = {pw['needed']['normal']} (normal) / "
+                  f"{pw['needed']['t']} (paired t) seeds per key arm**. Assumes the training noise of 8 steps; longer "
+                  f"runs may drift further apart (then the measured sd below takes over)."]
+    else:
+        lines += ["- No pilot summaries with a second eval seed were found: the projection uses the measured sd as is."]
+    lines += ["- Power at δ = 2 with the projected sd: " + ", ".join(
+        f"{n} seeds {100 * v:.0f}%" for n, v in pw["power_by_n"].items() if v == v)]
+    if pw.get("power_now") is not None:
+        lines += [f"- **Achieved** with the {pw['n_seeds']} paired seeds in this report (measured sd "
+                  f"{_fmt(pw['sd_measured'], 2)}): power {100 * pw['power_now']:.0f}% (paired t)."]
+    else:
+        lines += [f"- Achieved: this report has {pw['n_seeds']} paired seed(s) of HarnessRL and fixed; power needs ≥ 2."]
+    if p.get("step_s") is not None:
+        lines += [f"- Pilot timing (this machine, shared): one step of {16} rollouts {_fmt(p['step_s'], 0)} s "
+                  f"(wall {_fmt(p['step_wall_s'], 0)} s, pause excluded); one checkpoint eval "
+                  f"{_fmt(p.get('eval_sampled_s'), 0)} s sampled (k={p['k']}) + {_fmt(p.get('eval_greedy_s'), 0)} s "
+                  f"greedy; overhead share {_fmt(None if p.get('overhead_share') is None else 100 * p['overhead_share'], 2)}%."]
+    return lines

@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--render-only", action="store_true", help="rebuild the report from the job summaries; train nothing")
     p.add_argument("--results", default=None,
                    help="folder of the job summaries (default benchmarks/results/PRESET); commit it")
+    p.add_argument("--pilot-results", default=str(HERE / "results" / "pilot"),
+                   help="job summaries of the pilot (eval noise, step time) for the power section "
+                        "(default benchmarks/results/pilot)")
     p.add_argument("--commit", default=None,
                    help="render the summaries of this code (a commit or code-hash prefix); default: the code "
                         "version with most jobs (ties: the newest). Summaries of other code are never mixed in")

@@ -48,10 +48,16 @@ def _toolbox(ctx: EvolverContext, svc: Services, role: str, step: int) -> ToolBo
                             max_rounds=ctx.max_tool_rounds)
 
 
+ANSWER = "(answer)"  # a tool-log entry holding the model's raw answer rather than a tool call
+
+
 def _tool_log(state: LaneState, agent: str, box: ToolBox) -> list[dict[str, Any]]:
-    """The event's tool calls so far plus `box`'s, tagged with agent and revision (trace and Studio)."""
+    """The event's tool calls so far plus `box`'s tool calls and the model's raw answers, tagged with agent and
+    revision (trace and Studio): what an LLM role said is kept even when its answer was unusable."""
     rev = state.get("revision", 0)
-    return [*state.get("tool_calls", []), *({"agent": agent, "revision": rev, **c} for c in box.calls)]
+    return [*state.get("tool_calls", []), *({"agent": agent, "revision": rev, **c} for c in box.calls),
+            *({"agent": agent, "revision": rev, "round": r["round"], "name": ANSWER, "args": {}, "result": r["text"],
+               "error": not r["used"]} for r in box.replies)]
 
 
 def _event(state: LaneState) -> FailureEvent:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from graphs.nodes import ANSWER
 from langchain_core.messages import AIMessage, ToolMessage
 from pydantic import Field
 
@@ -228,9 +230,12 @@ def test_chat_openai_proposer_calls_tools_over_http_in_the_graph(tmp_path, opena
     scored = json.loads(tool_msgs["c-score"])  # the real judge scored the response against the real rubric
     assert scored[0]["verdicts"]["water"]["met"] is True and "audit" not in scored[0]  # the audit stays hidden
 
-    calls = report["tool_calls"]
+    calls = [c for c in report["tool_calls"] if c["name"] != ANSWER]
     assert [(c["agent"], c["revision"], c["name"], c["error"]) for c in calls] == [
         ("proposer", 0, "current_harness", False), ("proposer", 0, "score_responses", False)]
+    # What the model answered is kept beside its tool calls (the trace shows it).
+    answers = [c for c in report["tool_calls"] if c["name"] == ANSWER]
+    assert answers and answers[-1]["agent"] == "proposer" and answers[-1]["error"] is False and answers[-1]["result"]
     assert "proposer:current_harness, proposer:score_responses" in _decisions(out)
 
 
@@ -297,3 +302,16 @@ def test_every_answer_is_recorded_and_a_rejected_one_is_quoted_in_the_fallback(r
     assert att.source == "llm_fallback"
     assert box.replies == [{"round": 2, "text": prose, "used": False}, {"round": 3, "text": bad, "used": False}]
     assert "the model said: " in att.notes[-1] and "nowhere" in att.notes[-1]  # what it answered reaches the trace
+
+
+def test_a_schema_the_server_cannot_compile_is_asked_again_as_any_json_object(openai_stub):
+    from agents.llm import ask_structured
+    from agents.models import load_chat_model
+
+    refused = '{"error": {"message": "Grammar error: circular references with sibling keys are not supported"}}'
+    openai_stub.fail_next(status=400, body=refused)
+    openai_stub.script([json.loads(ATTRIBUTION)])
+    llm = load_chat_model("openai:stub", base_url=openai_stub.base_url, timeout_s=5)
+    assert ask_structured(llm, Attribution, "s", "u").interface == "criteria"
+    (answered,) = openai_stub.requests
+    assert answered["response_format"] == {"type": "json_object"}

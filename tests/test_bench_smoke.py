@@ -64,10 +64,10 @@ def test_code_snapshot_holds_every_benchmark_module():
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("key", ["fixed", "dynfilter", "harnessrl"]),
+    ("key", ["fixed", "dapo", "harnessrl"]),
     ("all", list(bench_spec.ARMS)),
     ("harnessrl,fixed,harnessrl", ["harnessrl", "fixed"]),
-    ("key,no-critic", ["fixed", "dynfilter", "harnessrl", "no-critic"]),
+    ("key,no-critic", ["fixed", "dapo", "harnessrl", "no-critic"]),
 ])
 def test_parse_arms(text, expected):
     assert compare.parse_arms(text) == expected
@@ -98,7 +98,7 @@ def test_plan_orders_key_arms_first_and_shares_the_budget(tmp_path):
     names = [j.name for j in jobs]
     assert names[0] == "base"
     # Key arms for seed 0, then seed 1, then ablations (first seed only): a time budget cuts ablations first.
-    assert names[1:7] == ["fixed-s0", "dynfilter-s0", "harnessrl-s0", "fixed-s1", "dynfilter-s1", "harnessrl-s1"]
+    assert names[1:7] == ["fixed-s0", "dapo-s0", "harnessrl-s0", "fixed-s1", "dapo-s1", "harnessrl-s1"]
     assert names[7:] == [f"{a}-s0" for a in bench_spec.ARMS if not bench_spec.ARMS[a].key]
     arm_jobs = [j for j in jobs if j.kind == "arm"]
     assert len({tuple(j.eval_tasks) for j in jobs}) == 1  # every model sees the same held-out subset
@@ -125,8 +125,11 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             "harnessrl": (True, False, 3, True, True), "no-sampling": (True, False, 2, True, True),
             "no-guidance": (True, False, 2, True, True), "no-criteria": (True, False, 2, True, True),
             "no-memory": (True, False, 3, False, True), "no-critic": (True, False, 3, True, False),
+            "dapo": (False, False, 3, True, True), "plain": (False, False, 3, True, True),
         }[job.arm]
         assert (h.evolver, h.dynamic_filtering, len(h.interfaces), h.memory, h.critic) == expect, job.arm
+        assert h.dynamic_sampling == (bench_spec.DAPO_OVERSAMPLE if job.arm == "dapo" else 0), job.arm
+        assert job.runner == ("plain" if job.arm == "plain" else "harness")
         if job.arm.startswith("no-") and job.arm[3:] in INTERFACES:
             assert job.arm[3:] not in h.interfaces
 
@@ -208,7 +211,8 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
     _jsonl(tmp_path / "events.jsonl", [{"type": "collapse_low"}, {"type": "spurious_length"}, {"type": "stuffing"}])
     (tmp_path / "harness").mkdir()
     _jsonl(tmp_path / "harness" / "updates.jsonl", [
-        {"step": 0, "update": {"ops": [{"task_id": "a"}]}},  # rows of steps >= 2 follow it: step 2 draws a.v1
+        # Draws happen at step time: the rows of steps 1 and 2 follow it (step 1 draws a, step 2 a.v1).
+        {"step": 0, "update": {"ops": [{"task_id": "a"}]}},
         {"step": 2, "update": {"ops": [{"task_id": "b"}]}},  # no step after 3: never revisited
     ])
     got = bench_collect.collect_run(tmp_path)
@@ -220,7 +224,7 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
     assert got["fallbacks"] == 1 and got["rounds"] == 2 and got["round_errors"] == 1
     assert got["spurious_events"] == 2
     assert got["critic_fails"] == {"guidance: std_gain": 1}
-    assert got["updates"] == 2 and got["updated_task_revisits"] == 1
+    assert got["updates"] == 2 and got["updated_task_revisits"] == 2
     assert got["hinted_share"] == pytest.approx(0.25) and got["train_reward_late"] == pytest.approx(0.6)
 
 
@@ -254,7 +258,7 @@ def test_summaries_and_targets():
     assert steps["value"] == pytest.approx(0.5) and steps["met"] is True  # step 4 of fixed's 8
     assert rows["zero-variance share(harnessrl) <= 0.5 x share(fixed)"]["value"] == pytest.approx(0.25)
     assert rows["evolver pause <= 10% of harnessrl wall time"]["met"] is True
-    assert rows["audit(harnessrl) - audit(dynfilter) >= 3 points (final checkpoint)"]["met"] is None  # not run
+    assert rows["audit(harnessrl) - audit(dapo) >= 3 points (final checkpoint)"]["met"] is None  # not run
     paired = bench_collect.paired_vs_fixed([fixed, h])
     assert paired == {"harnessrl": {"seeds": [0], "score": [pytest.approx(3.0)], "audit": [pytest.approx(5.0)]}}
 
@@ -273,13 +277,148 @@ def test_render_keeps_the_hand_written_analysis(tmp_path):
     assert "kept text" in text and "(not written yet)" not in text
 
 
+# -- issue 13: presets, code identity, summaries, DAPO selection, power ------------------------------------
+def test_protocol_presets_match_the_issue(tmp_path):
+    from trainer.config import load_config
+
+    for name, min_steps in (("smollm2-40", 40), ("gpu", 100)):
+        p = bench_spec.PRESETS[name]
+        assert p.steps >= min_steps and p.batch == 16 and p.group == 4 and 8 <= p.evolve_every <= 10
+        assert p.eval_per_domain == 0 and p.greedy and p.train_per_domain == 2
+        args = compare.resolve_args(compare.build_parser().parse_args(
+            ["--preset", name, "--arms", "all", "--out", str(tmp_path / name), "--results", str(tmp_path / "r")]))
+        jobs = bench_run.plan(args)
+        assert len(jobs[0].eval_tasks) == 65  # every held-out task
+        for job in jobs[1:]:  # every arm of the preset is a valid trainer config (the GPU one is never run in CI)
+            cfg = load_config(job.config, job.overrides)
+            assert cfg.train.max_steps == p.steps and len(cfg.data.tasks) == 10
+            if name == "gpu":
+                assert cfg.train.bf16 and cfg.train.use_cpu is False
+    assert bench_spec.PRESETS["gpu"].jobs >= len(bench_spec.ARMS)  # every job a concurrent process on the GPU
+
+
+def test_code_hash_follows_the_code_not_the_report(tmp_path):
+    for rel in bench_run.SNAPSHOT_PATHS:
+        f = tmp_path / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / rel).is_file():
+            f.write_text("y = 1\n")
+        else:
+            f.mkdir(exist_ok=True)
+            (f / "a.py").write_text("x = 1\n")
+    h0 = bench_run.code_hash(tmp_path)
+    (tmp_path / "benchmarks" / "bench_render.py").write_text("changed\n")  # report-only: same code
+    assert bench_run.code_hash(tmp_path) == h0
+    (tmp_path / "trainer" / "a.py").write_text("x = 2\n")
+    assert bench_run.code_hash(tmp_path) != h0
+
+
+def _summary(name, code_hash, commit="c0ffee", taken="2026-01-01 00:00 UTC", kind="arm"):
+    return {"name": name, "kind": kind, "code": {"code_hash": code_hash, "commit": commit, "dirty": False,
+                                                 "taken": taken}}
+
+
+def test_summaries_of_different_code_never_share_a_table():
+    sums = [_summary("fixed-s0", "aaa"), _summary("dapo-s0", "aaa"),
+            _summary("harnessrl-s0", "bbb", "beef", "2026-02-01 00:00 UTC")]
+    chosen, left = bench_collect.select_code(sums)
+    assert chosen["code_hash"] == "aaa" and [j["name"] for j in chosen["jobs"]] == ["fixed-s0", "dapo-s0"]
+    assert [g["code_hash"] for g in left] == ["bbb"]
+    chosen, _ = bench_collect.select_code(sums, "beef")  # --commit chooses by commit prefix ...
+    assert [j["name"] for j in chosen["jobs"]] == ["harnessrl-s0"]
+    chosen, _ = bench_collect.select_code(sums, "bb")  # ... or by code-hash prefix
+    assert chosen["code_hash"] == "bbb"
+    with pytest.raises(SystemExit, match="matches 0 code versions"):
+        bench_collect.select_code(sums, "nope")
+    # Equal job counts: the newest wins.
+    chosen, _ = bench_collect.select_code([_summary("a", "x", taken="2026-01-01"), _summary("b", "y", taken="2026-03-01")])
+    assert chosen["code_hash"] == "y"
+
+
+def test_a_job_is_done_only_with_a_summary_of_the_same_code(tmp_path):
+    job = bench_spec.Job(kind="arm", name="fixed-s0", config="c", overrides=[], run_dir=str(tmp_path / "r"),
+                         eval_tasks=[], eval_k=1, max_tokens=1, eval_seed=0, summary_path=str(tmp_path / "fixed-s0.json"),
+                         code={"code_hash": "aaa"})
+    assert not bench_run.summary_done(job)
+    (tmp_path / "fixed-s0.json").write_text(json.dumps(_summary("fixed-s0", "bbb")))
+    assert not bench_run.summary_done(job)  # other code: run it again
+    (tmp_path / "fixed-s0.json").write_text(json.dumps(_summary("fixed-s0", "aaa")))
+    assert bench_run.summary_done(job)
+
+
+def test_dapo_keeps_the_first_informative_groups_and_normalises_over_them():
+    import asyncio
+    from types import SimpleNamespace
+
+    from trainer.dynamic_sampling import DynamicSamplingReward, select_groups
+
+    rewards = [0.5] * 2 + [0.0, 1.0] + [1.0] * 2 + [0.2, 0.4] + [0.3, 0.1]  # groups of 2: dead, ok, dead, ok, ok
+    assert select_groups(rewards, 2, 2) == [1, 3]
+    assert select_groups(rewards, 2, 5) == [1, 3, 4]
+    recorded = {}
+
+    class Inner:
+        run = SimpleNamespace(record_step=lambda step, v: recorded.update(step=step, **v), sampler=None)
+
+        async def __call__(self, **kw):
+            return list(rewards)
+
+    w = DynamicSamplingReward(Inner(), num_generations=2, keep_groups=2)
+    ids = [[1] * (i + 1) for i in range(10)]  # row i has i+1 completion tokens
+    out = asyncio.run(w(completions=["x"] * 10, completion_ids=ids, trainer_state=SimpleNamespace(global_step=4)))
+    assert out == [None, None, 0.0, 1.0, None, None, 0.2, 0.4, None, None]
+    assert w.kept_tokens == 3 + 4 + 7 + 8
+    assert recorded["step"] == 5 and recorded["ds_groups_kept"] == 2 and recorded["ds_groups_dead"] == 2
+    assert recorded["ds_rollouts_generated"] == 10 and recorded["ds_short"] == 0
+
+
+def test_power_calculation():
+    import bench_power
+
+    # ((1.96 + 0.84) * 1.9 / 2)^2 = 7.1 -> 8 seeds (normal); the t test needs a little more.
+    n = bench_power.seeds_needed(2.0, 1.9)
+    assert n["normal"] == 8 and n["t"] in (9, 10)
+    assert bench_power.power(2.0, 1.9, n["t"]) >= 0.8 > bench_power.power(2.0, 1.9, n["t"] - 1)
+    assert bench_power.power(2.0, 1.9, 7, exact=False) < 0.8 <= bench_power.power(2.0, 1.9, 8, exact=False)
+    # Eval noise of one model from two eval seeds: per-task differences 2 and 0 points alternating.
+    a = {f"t{i}": {"avg": 0.5 + (0.02 if i % 2 else 0.0)} for i in range(10)}
+    b = {f"t{i}": {"avg": 0.5} for i in range(10)}
+    got = bench_power.eval_noise(a, b)
+    assert got["mean_diff"] == pytest.approx(1.0) and got["n_tasks"] == 10
+    assert bench_power.sd_d_for_eval(2.0, 1.0, 0.5) == pytest.approx((4 - 2 + 0.5) ** 0.5)
+    mean, lo, hi = bench_power.bootstrap_ci([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]])
+    assert mean == pytest.approx(2.0) and lo <= mean <= hi and hi - lo > 0
+
+
+def test_paired_at_equal_wall_time_uses_the_checkpoints_reached_in_time():
+    def run(arm, walls, scores):
+        evals = {str(s): {"avg_at_k": sc, "audit": sc, "tasks": {"t": {"avg": sc, "audit": sc}}}
+                 for s, sc in scores.items()}
+        return {"arm": arm, "seed": 0, "evals": evals,
+                "summary": {"final_step": max(scores), "wall_s": walls[max(scores)],
+                            "wall_curve": [(s, walls[s]) for s in sorted(scores)]}}
+
+    fixed = run("fixed", {4: 10.0, 8: 20.0}, {4: 0.40, 8: 0.50})
+    slow = run("harnessrl", {4: 15.0, 8: 30.0}, {4: 0.45, 8: 0.60})
+    steps = bench_collect.paired([fixed, slow], None, "harnessrl", "fixed", metric="audit")
+    assert steps["per_seed"] == [pytest.approx(10.0)] and steps["steps"] == [(8, 8)]
+    timed = bench_collect.paired([fixed, slow], None, "harnessrl", "fixed", metric="audit", equal_time=True)
+    assert timed["steps"] == [(4, 8)] and timed["per_seed"] == [pytest.approx(-5.0)]  # 20 s: harnessrl at step 4
+
+
 # -- slow: the real trainer, every arm ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     out, report = tmp_path / "bench", tmp_path / "report" / "RESULTS.md"
-    rc = compare.main(["--preset", "tiny", "--steps", "2", "--arms", "all", "--seeds", "0", "--jobs", "0",
-                       "--out", str(out), "--report", str(report)])
+    # The code identity, taken once: on a shared checkout other edits between the two invocations below would
+    # (rightly) make every job run again under the new code.
+    state = bench_run.code_state()
+    monkeypatch.setattr(compare, "code_state", lambda: dict(state))
+    sums = tmp_path / "results"
+    argv = ["--preset", "tiny", "--steps", "2", "--arms", "all", "--seeds", "0", "--jobs", "0",
+            "--out", str(out), "--report", str(report), "--results", str(sums), "--pilot-results", str(sums)]
+    rc = compare.main(argv)
     assert rc == 0
     results = json.loads((out / "results.json").read_text())
     assert set(results["arms"]) == set(bench_spec.ARMS)
@@ -305,3 +444,35 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
             assert s["per_interface"][off]["proposals"] == 0, run["name"]
         if run["arm"] == "no-sampling":
             assert s["fallbacks"] == 0  # the fallback is a sampling change: off with the interface
+    # Every job left a summary that names the code it ran; DAPO over-sampled and counted it; timers ran.
+    for name in results["status"]:
+        summary = json.loads((sums / f"{name}.json").read_text())
+        assert len(summary["code"]["commit"]) == 40 and isinstance(summary["code"]["dirty"], bool)
+        assert summary["code"]["code_hash"] == results["code"]["code_hash"]
+    dapo = json.loads((sums / "dapo-s0.json").read_text())
+    assert dapo["groups_generated"] == bench_spec.DAPO_OVERSAMPLE * 2 * 2  # 2 steps x 2 x (8/4) groups
+    assert dapo["groups_trained"] + dapo["ds_short"] == 2 * 2
+    fixed = json.loads((sums / "fixed-s0.json").read_text())
+    assert fixed["overhead_s"] > 0 and fixed["train_step_s"] > fixed["overhead_s"] and fixed["wall_s"] > 0
+    assert fixed["evals"]["2"]["greedy"]["k"] == 1 and "noise" in fixed["evals"]["2"]
+    assert set(fixed["ckpt_wall"]) == {"1", "2"}
+    for section in ("## Paired differences with bootstrap", "## Costs", "## Power", "## Steps to the fixed arm",
+                    "has not been run"):
+        assert section in text, section
+
+    # Resume: a job whose summary is gone runs again, resuming its run and skipping its cached evals; the
+    # others are reused. A summary of other code is never mixed into the table.
+    (sums / "fixed-s0.json").unlink()
+    (sums / "ghost-s0.json").write_text(json.dumps({**fixed, "name": "ghost-s0", "arm": "harnessrl",
+                                                    "code": {**fixed["code"], "code_hash": "0" * 64}}))
+    rc = compare.main(argv)
+    assert rc == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["status"]["fixed-s0"] == "done"
+    assert all(v == "reused" for k, v in again["status"].items() if k not in ("fixed-s0", "ghost-s0"))
+    refit = json.loads((sums / "fixed-s0.json").read_text())
+    assert refit["evals"] == fixed["evals"]  # the cached evals, not new ones
+    assert [r["name"] for r in again["runs"] if r["arm"] == "harnessrl"] == ["harnessrl-s0"]
+    assert again["left_out"] == [{"code_hash": "0" * 64, "commits": [fixed["code"]["commit"]],
+                                  "dirty": fixed["code"]["dirty"], "jobs": ["ghost-s0"]}]
+    assert "Left out (other code, never mixed in)" in report.read_text()

@@ -15,6 +15,7 @@ Rules (each check is a plain function, exercised on the real tree and on synthet
 from __future__ import annotations
 
 import ast
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,11 +120,14 @@ def check_source(rel_path: str, source: str) -> list[Violation]:
 
 
 def top_level_packages(root: Path) -> list[str]:
-    """Top-level folders of the repo that hold Python code (see the module docstring)."""
+    """Top-level folders of the repo that hold Python code (see the module docstring). Git-ignored folders
+    (run outputs such as a benchmark's frozen code copy under runs/) are not part of the repository."""
+    ignored = set(subprocess.run(["git", "check-ignore", *[d.name for d in root.iterdir() if d.is_dir()]],
+                                 cwd=root, capture_output=True, text=True).stdout.split())
     return sorted(
         d.name for d in root.iterdir()
         if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_PACKAGES and not d.name.endswith(".egg-info")
-        and any(f for f in d.rglob("*.py") if "__pycache__" not in f.parts)
+        and d.name not in ignored and any(f for f in d.rglob("*.py") if "__pycache__" not in f.parts)
     )
 
 

@@ -94,7 +94,11 @@ def harness_parts(config: str | Path | RunConfig | None = None, *, overrides: li
 
     `config`: a YAML file, a `RunConfig`, or None (the defaults); `overrides`: "section.key=value" strings;
     `settings`: the same as keyword arguments (see the module docstring). A fresh run folder is created
-    (an existing harness there is continued, as `harnessrl train --resume` would read it)."""
+    (an existing harness there is continued, as `harnessrl train --resume` would read it).
+
+    Several processes (accelerate/torchrun): create your `GRPOConfig` first and call this inside
+    `grpo_args.main_process_first(local=False)`, so the main process writes the run folder before the
+    others read it (they open no memory and write nothing)."""
     from trainer.callback import HarnessCallback
     from trainer.grpo import harness_trainer_class
     from trainer.reward import RubricReward
@@ -109,7 +113,8 @@ def harness_parts(config: str | Path | RunConfig | None = None, *, overrides: li
     else:
         cfg = load_config(config, extra)
     run = HarnessRun(cfg)
-    save_config(cfg, run.paths.config)
+    if run.main_process:
+        save_config(cfg, run.paths.config)
     h = cfg.harness
     sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor, dynamic_filtering=h.dynamic_filtering,
                              df_window=h.df_window, df_multiplier=h.df_multiplier)

@@ -63,6 +63,8 @@ def grpo_args(cfg: RunConfig) -> Any:
         shuffle_dataset=False,  # the harness sampler owns randomness; a shuffle buffer would hide updates
         dataloader_num_workers=0, ignore_data_skip=True, ddp_timeout=t.ddp_timeout, disable_tqdm=True,
         log_completions=t.log_completions, use_vllm=t.use_vllm,
+        # Every parameter gets a gradient each step: skip DDP's extra graph pass and its per-run warning.
+        ddp_find_unused_parameters=False,
     )
     if t.use_vllm:
         kwargs.update(vllm_mode=t.vllm_mode)

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.context import RULES
+from graphs.nodes import ANSWER
 from harness.store import HarnessStore, atomic_write_text
 from harness.types import FailureEvent
 from trainer.checkpoint import MEMORY_FILE, STATE_FILE, checkpoints
@@ -356,7 +357,7 @@ def _cell(report: dict[str, Any] | None, seconds: float | None, recorded: bool =
         cost = ((a.get("measurement") or {}).get("cost")) or {}
         rollouts += int(n.get("cost_probe_rollouts") or cost.get("probe_rollouts") or 0)
         tokens += int(n.get("cost_probe_tokens") or cost.get("probe_tokens") or 0)
-    tools = len(report.get("tool_calls") or [])
+    tools = sum(1 for c in report.get("tool_calls") or [] if c.get("name") != ANSWER)
     cost = f"{rollouts} rollouts, {tokens} tokens" + (f", {tools} tool calls" if tools else "")
     return {"decision": decision, "answer": answers, "numbers": _numbers(attempts[-1] if attempts else None),
             "cost": cost, "seconds": "not recorded" if recorded else (f"{seconds:.1f} s" if seconds is not None else "–")}

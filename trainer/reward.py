@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +95,7 @@ class RubricReward:
         self._cfg: RunConfig = run.cfg
         self.num_generations = num_generations
         self._judge_seen: dict[str, int] = {}
+        self._audit_s = 0.0  # audit time of the current call (overhead timer)
 
     # -- pickling: config only ----------------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -104,6 +106,7 @@ class RubricReward:
         self.num_generations = state["num_generations"]
         self._run = None
         self._judge_seen = {}
+        self._audit_s = 0.0
 
     @property
     def run(self) -> Any:
@@ -118,6 +121,7 @@ class RubricReward:
                        hinted: list[bool] | None = None, hint_text: list[str] | None = None,
                        trainer_state: Any = None, log_extra: Any = None, log_metric: Any = None,
                        **_: Any) -> list[float]:
+        t_call = time.perf_counter()  # the harness's own work = this call minus the criteria scoring
         run = self.run
         n = len(completions)
         g = self.num_generations
@@ -139,7 +143,9 @@ class RubricReward:
                                  "is shuffle_dataset off and the sampler yielding one row per group?")
             groups.append((idx, tids.pop(), versions.pop()))
 
+        t_score = time.perf_counter()
         scored = await asyncio.gather(*(self._score_group(run, texts, idx, tid, v) for idx, tid, v in groups))
+        t_scored = time.perf_counter()
         rewards = [0.0] * n
         verdict_col: list[str] = [""] * n
         mine: list[tuple[GroupStats, list[RolloutRecord]]] = []
@@ -202,6 +208,10 @@ class RubricReward:
             record["ranks"] = [{"tasks": [s.task_id for s, _ in p.groups],
                                 "harness_versions": sorted({int(s.harness_version) for s, _ in p.groups})}
                                for p in parts]
+        # Overhead timer: everything but the criteria scoring a plain reward also does (the hidden audit is the
+        # harness's, so it counts); the sampler adds its own `sampler_s`.
+        record["reward_overhead_s"] = (t_score - t_call) + (time.perf_counter() - t_scored) + self._audit_s
+        self._audit_s = 0.0
         run.record_step(step, record)
         if log_extra is not None:
             log_extra("task_id", list(task_id))
@@ -227,10 +237,19 @@ class RubricReward:
         responses = [texts[i] for i in idx]
         # The judge sees the task's own prompt, without hints: hints guide sampling, they are not the question.
         results = await run.judge.score(task.criteria, task.user_prompt, responses)
+        t0 = time.perf_counter()
         audits = await run.judge.audit(task, responses)
+        self._audit_s += time.perf_counter() - t0
         return results, audits
 
     def _observe(self, run: Any, stats: GroupStats, records: list[RolloutRecord], version: int) -> None:
+        positive = {c.id for c in run.state_for(version).criteria(stats.task_id) if c.weight > 0}
+        if not any(cid in positive for r in records for cid in r.verdicts):
+            # The judge decided no positive criterion for any rollout (an outage): the group's 0 rewards say
+            # nothing about the policy, so the detector, the filter and memory must not read it as a collapse.
+            log.warning("step %d: group of %s left unobserved: the judge decided none of its positive criteria",
+                        stats.step, stats.task_id)
+            return
         events = run.detector.observe(stats)
         if events:
             run.add_events(events, harness_version=version)
