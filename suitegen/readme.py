@@ -3,7 +3,7 @@ measured difficulty profile of the base policy."""
 
 from __future__ import annotations
 
-from harness.data import suite_stats
+from harness.suite_stats import suite_stats
 from harness.types import Task
 
 # Measured base-policy profile (written into README.md); update after re-profiling.
@@ -27,7 +27,7 @@ class of a task varies between visits, so treat it as a per-visit event."""
 
 
 def render_readme(tasks: list[Task], suite_name: str) -> str:
-    """The suite's README.md: what is in it, its numbers (from `harness.data.suite_stats`) and the measured profile."""
+    """The suite's README.md: what is in it, its numbers (from `harness.suite_stats.suite_stats`) and the measured profile."""
     s = suite_stats(tasks)
     dom_rows = "\n".join(f"| {d} | {v['train']} | {v['test']} | {v['train'] + v['test']} |"
                          for d, v in s["by_domain_split"].items())

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import DataError, RowError, kind_for, load_suite, load_tasks, loc_to_path, suite_stats
+from harness.data import DataError, RowError, kind_for, load_suite, load_tasks, loc_to_path
+from harness.suite_stats import suite_stats
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.checks import parse_check
-from harness.data import load_suite, suite_stats
+from harness.data import load_suite
+from harness.suite_stats import suite_stats
 from harness.guidance import hint_leaks_reference
 from suitegen.generate import build_tasks, write_suite
 

@@ -66,7 +66,8 @@ def _load_for_stats(target: Path):
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from harness.data import DataError, suite_stats
+    from harness.data import DataError
+    from harness.suite_stats import suite_stats
 
     target = Path(args.suite) if args.suite else default_suite_dir()
     if not target.exists():
