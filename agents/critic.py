@@ -64,7 +64,9 @@ from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Critique, Review
 from harness.types import FailureEvent, HarnessUpdate
 from harness.visibility import public_event, redact, redact_reasons
-from tools.measure import GroupMetrics, Measurement, StopRule
+from tools.group_metrics import GroupMetrics
+from tools.measure import Measurement
+from tools.sequential import StopRule
 
 log = logging.getLogger(__name__)
 

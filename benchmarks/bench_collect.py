@@ -460,12 +460,27 @@ def pilot_numbers(pilot: list[dict[str, Any]]) -> dict[str, Any]:
                     if got:
                         noise[key].append(got["sd_one_eval"])
     arms = [s for s in pilot if s["kind"] == "arm"]
+    # Eval noise of a PAIRED difference under common random numbers: (arm - base) measured with the eval seed
+    # and again with the second seed; half the variance of the two measurements' difference is one's.
+    pair_sd: list[float] = []
+    b = next((s["eval"] for s in pilot if s["kind"] == "base" and s["eval"].get("noise")), None)
+    for s in arms:
+        ev = s["evals"][max(s["evals"], key=int)] if s.get("evals") else None
+        if b is None or ev is None or not ev.get("noise"):
+            continue
+        ta, tb, na, nb = ev["tasks"], b["tasks"], ev["noise"]["tasks"], b["noise"]["tasks"]
+        dd = [100.0 * ((ta[t]["audit"] - tb[t]["audit"]) - (na[t]["audit"] - nb[t]["audit"])) for t in ta
+              if all(x.get(t, {}).get("audit") is not None for x in (ta, tb, na, nb))]
+        sd_dd = sd_of(dd)
+        if sd_dd is not None:
+            pair_sd.append(sd_dd / math.sqrt(len(dd)) / math.sqrt(2))
     steps = [st for s in arms for st in s.get("steps", [])]
     step_s = mean_of([st.get("train_step_s") for st in steps])
     step_wall = mean_of([st.get("wall_s", 0.0) - st.get("pause_s", 0.0) for st in steps])
     evals = [ev for s in arms for ev in s.get("evals", {}).values()] + [s["eval"] for s in pilot if s["kind"] == "base"]
     return {"models": models, "n_tasks": n_tasks, "k": k,
             "eval_sd_avg": mean_of(noise["avg"]), "eval_sd_audit": mean_of(noise["audit"]),
+            "eval_sd_paired_audit": mean_of(pair_sd),
             "step_s": step_s, "step_wall_s": step_wall,
             "batch": mean_of([st.get("n_groups") for st in steps]),
             "pause_share": mean_of([s["pause_s"] / s["wall_s"] for s in arms if s.get("wall_s")]),
@@ -493,6 +508,16 @@ def power_report(runs: list[dict[str, Any]], pilot: list[dict[str, Any]], budget
         e_new = per_sample / math.sqrt(len(budget["eval_tasks"]) * budget["eval_k"])
         out.update(eval_sd_prev=e_prev, eval_sd_new=e_new, sd_train=math.sqrt(max(0.0, sd_prev ** 2 - 2 * e_prev ** 2)),
                    sd_projected=sd_d_for_eval(sd_prev, e_prev, e_new))
+        ep = p.get("eval_sd_paired_audit")
+        if ep is not None:
+            # Under common random numbers the paired difference carries less eval noise than two independent
+            # evals (2 x e^2): use the measured paired eval noise instead, scaled the same way.
+            scale = math.sqrt(p["n_tasks"] * p["k"])
+            ep_prev = ep * scale / math.sqrt(prev["eval_tasks"] * prev["eval_k"])
+            ep_new = ep * scale / math.sqrt(len(budget["eval_tasks"]) * budget["eval_k"])
+            train = math.sqrt(max(0.0, sd_prev ** 2 - ep_prev ** 2))
+            out.update(eval_sd_paired_prev=ep_prev, eval_sd_paired_new=ep_new, sd_train=train,
+                       sd_projected=math.sqrt(train ** 2 + ep_new ** 2))
     sd_use = out.get("sd_projected", sd_prev)
     out["needed_prev_sd"] = seeds_needed(DETECT_POINTS, sd_prev)
     out["needed"] = seeds_needed(DETECT_POINTS, sd_use)

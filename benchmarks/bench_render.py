@@ -319,7 +319,12 @@ def _power_section(pw: dict[str, Any] | None) -> list[str]:
                   f"{_fmt(p['eval_sd_audit'], 2)} points (score {_fmt(p.get('eval_sd_avg'), 2)}). Scaled as "
                   f"1/√(tasks·k): {_fmt(pw.get('eval_sd_prev'), 2)} at the first sitting's eval, "
                   f"{_fmt(pw.get('eval_sd_new'), 2)} at this protocol's eval. Greedy eval has no sampling noise.",
-                  f"- Training noise (sd_d² − 2·eval²): {_fmt(pw.get('sd_train'), 2)}; projected sd_d at this "
+                  f"- Eval noise of a *paired* difference under common random numbers (pilot: trained − base "
+                  f"measured with both eval seeds): {_fmt(p.get('eval_sd_paired_audit'), 2)} audit points at the "
+                  f"pilot's eval; scaled: {_fmt(pw.get('eval_sd_paired_prev'), 2)} at the first sitting's eval, "
+                  f"{_fmt(pw.get('eval_sd_paired_new'), 2)} at this protocol's (used below when measured; else the "
+                  f"conservative 2·eval² of two independent evals).",
+                  f"- Training noise (sd_d² − eval noise of the difference): {_fmt(pw.get('sd_train'), 2)}; projected sd_d at this "
                   f"protocol's eval: {_fmt(pw.get('sd_projected'), 2)} → **n = {pw['needed']['normal']} (normal) / "
                   f"{pw['needed']['t']} (paired t) seeds per key arm**. Assumes the training noise of 8 steps; longer "
                   f"runs may drift further apart (then the measured sd below takes over)."]

@@ -40,6 +40,10 @@ alone.
     .venv/bin/python benchmarks/evolver_quality.py --render benchmarks/results/evolver_quality_before.json \\
         benchmarks/results/evolver_quality_after.json --report benchmarks/EVOLVER.md
 
+The parts: `benchmarks/evq_cases.py` (planted defects, the gaming overlay, known-bad candidates),
+`benchmarks/evq_detect.py` (the detection phase), `benchmarks/evq_report.py` (summary and EVOLVER.md); this
+file is the CLI and the driver (one evolver round per case and arm). They import each other by plain name.
+
 Porting to a changed evolver: only the "API adapter" block below names evolver internals.
 """
 
@@ -48,46 +52,38 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shlex
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))  # run from anywhere: repo root on the path
+if str(HERE) not in sys.path:
+    sys.path.insert(1, str(HERE))  # the benchmark's own modules, imported by plain name
 
-from harness.checks import ContainsAny, MaxRepeatedNgram, WordCount, words  # noqa: E402
+from evq_cases import DEFECTS, EXPECTED, STEP, Case, GamingOverlay, build_cases, initial_state, known_bad  # noqa: E402
+from evq_detect import Detection, detect, matching_event, planted_event  # noqa: E402
+from evq_report import render_markdown, summarise, write_report  # noqa: E402
 from harness.data import load_suite  # noqa: E402
-from harness.detector import Detector, DetectorConfig, GroupStats, RolloutRecord  # noqa: E402
-from harness.guidance import render_prompt, visible_hints  # noqa: E402
+from harness.detector import DetectorConfig, GroupStats, RolloutRecord  # noqa: E402
 from harness.ops import validate as validate_update  # noqa: E402
 from harness.store import HarnessStore  # noqa: E402
-from harness.types import (  # noqa: E402
-    AddHint,
-    Criterion,
-    EditCriterion,
-    EditHint,
-    FailureEvent,
-    Guidance,
-    HarnessState,
-    HarnessUpdate,
-    Hint,
-    Schedule,
-    Task,
-)
-from tools.judge import Judge, run_sync  # noqa: E402
+from harness.types import FailureEvent, HarnessState, HarnessUpdate  # noqa: E402
+from tools.judge import Judge  # noqa: E402
 
 # == API adapter: the only evolver names this benchmark depends on (edit here when they move) ==========
 from agents import critic as critic_rules  # noqa: E402
 from agents.context import EvolverContext  # noqa: E402
 from graphs.runner import run_in_process  # noqa: E402
 from graphs.services import Services, register_services, unregister_services  # noqa: E402
-from tools.measure import ProbeCache, latest_rollouts, measure_candidate  # noqa: E402
+from tools.measure import measure_candidate  # noqa: E402
+from tools.probes import ProbeCache, latest_rollouts  # noqa: E402
 
 
 def make_context(arm: Arm, *, services_key: str, run_dir: Path, k: int, max_tokens: int, max_revisions: int,
@@ -147,28 +143,6 @@ def critic_verdict(state: HarnessState, event: FailureEvent, update: HarnessUpda
 
 
 DEMO_CONFIG = ROOT / "configs" / "cpu-demo.yaml"  # the evolver settings the benchmark uses by default
-STEP = 10  # training step the round pretends to run at; detection visits are the W steps up to it
-DETECT_SEED = 1000
-DEFECTS = ("blind", "stuffing", "impossible", "saturated", "leak", "control")
-EXPECTED: dict[str, tuple[str | None, str | None]] = {  # defect -> (failure type, interface)
-    "blind": ("blind_criterion", "criteria"), "stuffing": ("stuffing", "criteria"),
-    "impossible": ("collapse_low", "guidance"), "saturated": ("collapse_high", "sampling"),
-    "leak": ("guidance_leak", "guidance"), "control": (None, None),
-}
-# Bundled train tasks each defect is planted into, in order (cases per type take the first n).
-SOURCES: dict[str, tuple[str, ...]] = {
-    "blind": ("sci-0023", "med-0053", "sci-0018"),
-    "stuffing": ("med-0016", "sci-0005", "med-0040"),
-    "impossible": ("sci-0010", "med-0010", "sci-0030"),
-    "saturated": ("med-0046", "sci-0020", "med-0028"),
-    "leak": ("med-0034", "sci-0015", "sci-0025"),
-    "control": ("med-0063", "sci-0008", "med-0003"),
-}
-STUFF_WORDS = ("hydration", "chlorophyll", "antioxidant")
-MADE_UP_TERMS = ("zorbifex", "quandrelite", "vintoplasm")
-# What the detector might wrongly emit on a healthy task (from one noisy group); the right answer is no change.
-FALSE_EVENTS = ("stuffing", "blind_criterion", "collapse_low")
-STUFF_REPEAT = 5
 
 
 @dataclass(frozen=True)
@@ -182,146 +156,7 @@ ARMS: dict[str, Arm] = {a.name: a for a in (Arm("rules", True, True), Arm("no-me
                                             Arm("no-critic", True, False))}
 
 
-# -- planted cases ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Case:
-    case_id: str
-    defect: str
-    source_id: str
-    task: Task
-    event_type: str  # planted (or, for controls, false) event type
-    criterion_id: str | None = None
-    guidance: Guidance | None = None
-    stuff_word: str | None = None  # gaming overlay: this task's rollouts stuff the keyword
-    parrot: bool = False  # gaming overlay: this task's rollouts repeat the hint
-
-
-def _crit(cid: str, text: str, weight: float, kind: str, check: Any) -> Criterion:
-    return Criterion(id=cid, text=text, weight=weight, kind=kind, check=check, origin="benchmark:planted")  # type: ignore[arg-type]
-
-
-def _copy(task: Task, tid: str, **update: Any) -> Task:
-    return task.model_copy(update={"id": tid, "meta": {**task.meta, "planted_from": task.id}, **update})
-
-
-def plant(defect: str, i: int, src: Task) -> Case:
-    """Copy `src` as `evq-<defect>-<i>` with the defect planted (see the module docstring)."""
-    tid = f"evq-{defect}-{i + 1}"
-    pitfalls = [c for c in src.criteria if c.weight < 0]
-    if defect == "blind":
-        blind = _crit("evq_blind", "Gives an answer", 3.0, "important", WordCount(min=1))
-        return Case(tid, defect, src.id, _copy(src, tid, criteria=[*src.criteria, blind]), "blind_criterion", "evq_blind")
-    if defect == "stuffing":
-        word = STUFF_WORDS[i % len(STUFF_WORDS)]
-        kw = _crit("evq_kw", f"Mentions {word}", 5.0, "essential", ContainsAny(phrases=[word]))
-        audit = [_crit("evq_a_norepeat", "No word more than 3 times", 5.0, "essential", MaxRepeatedNgram(n=1, max_count=3)),
-                 *[a.model_copy(update={"weight": 3.0, "kind": "important"}) for a in src.audit_criteria[:1]]]
-        return Case(tid, defect, src.id, _copy(src, tid, criteria=[*src.criteria, kw], audit_criteria=audit), "stuffing",
-                    "evq_kw", stuff_word=word)
-    if defect == "impossible":
-        term = MADE_UP_TERMS[i % len(MADE_UP_TERMS)]
-        need = _crit("evq_term", f"Uses the term '{term}'", 5.0, "essential", ContainsAny(phrases=[term]))
-        return Case(tid, defect, src.id, _copy(src, tid, criteria=[need, *pitfalls]), "collapse_low")
-    if defect == "saturated":
-        easy = _crit("evq_easy", "Answers", 5.0, "essential", WordCount(min=1))
-        return Case(tid, defect, src.id, _copy(src, tid, criteria=[easy, *pitfalls]), "collapse_high")
-    if defect == "leak":
-        if not src.reference_answer:
-            raise ValueError(f"leak case needs a source task with a reference answer; {src.id} has none")
-        g = Guidance(hints=[Hint(id="evq_leaky", text=src.reference_answer, source="benchmark:planted")],
-                     schedule=Schedule(mode="constant", hinted_share=1.0))
-        return Case(tid, defect, src.id, _copy(src, tid), "guidance_leak", guidance=g, parrot=True)
-    if defect == "control":
-        etype = FALSE_EVENTS[i % len(FALSE_EVENTS)]
-        positive = [c.id for c in src.criteria if c.weight > 0 and c.check is not None]
-        cid = positive[0] if etype == "stuffing" else positive[-1] if etype == "blind_criterion" else None
-        return Case(tid, defect, src.id, _copy(src, tid), etype, cid)
-    raise ValueError(f"unknown defect {defect!r}; known: {DEFECTS}")
-
-
-def build_cases(suite: dict[str, Task], per_type: int, defects: Sequence[str]) -> list[Case]:
-    cases = []
-    for d in defects:
-        for i, sid in enumerate(SOURCES[d][:per_type]):
-            if sid not in suite:
-                raise KeyError(f"benchmark source task {sid!r} (defect {d}) is not in the suite")
-            cases.append(plant(d, i, suite[sid]))
-    return cases
-
-
-def initial_state(cases: Sequence[Case]) -> HarnessState:
-    """Version 0 with every planted task; the leaking hints are put in directly (they got there somehow:
-    the point is to see whether the evolver takes them out), bypassing the ops' leak guard."""
-    state = HarnessState.from_tasks([c.task for c in cases])
-    return state.model_copy(update={"guidance": {c.task.id: c.guidance for c in cases if c.guidance is not None}})
-
-
-def known_bad(cases: Sequence[Case]) -> list[tuple[str, Case, HarnessUpdate]]:
-    """Candidates a correct critic rejects: loosened criteria and leaking hints (kind, case, update)."""
-    out: list[tuple[str, Case, HarnessUpdate]] = []
-    by = {d: [c for c in cases if c.defect == d] for d in DEFECTS}
-    if by["impossible"]:
-        c = by["impossible"][0]  # "the" instead of the required term: variance without content
-        out.append(("loosened criterion", c, HarnessUpdate(interface="criteria", ops=[EditCriterion(
-            task_id=c.task.id, criterion_id="evq_term", check=ContainsAny(phrases=["the"]))], rationale="bad: loosened")))
-    if by["stuffing"]:
-        c = by["stuffing"][0]  # the stuffed keyword or any "the": stuffers keep their credit
-        out.append(("loosened criterion", c, HarnessUpdate(interface="criteria", ops=[EditCriterion(
-            task_id=c.task.id, criterion_id="evq_kw", check=ContainsAny(phrases=[c.stuff_word or "", "the"]))],
-            rationale="bad: loosened")))
-    if by["impossible"] and by["impossible"][-1].task.reference_answer:
-        c = by["impossible"][-1]  # the reference answer as a hint
-        out.append(("leaking hint", c, HarnessUpdate(interface="guidance", ops=[AddHint(
-            task_id=c.task.id, hint=Hint(id="evq_bad_hint", text=f"The answer is: {c.task.reference_answer}"))],
-            rationale="bad: leaks the reference")))
-    if by["leak"]:
-        c = by["leak"][-1]  # a reworded hint that still hands over the answer (too few words in a row for the guard)
-        ref = (c.task.reference_answer or "").rstrip(".")
-        words = ref.split()
-        text = " ".join([*words[:2], "(really)", *words[2:]]) + "." if len(words) > 2 else f"Say: {ref}, exactly."
-        out.append(("leaking hint", c, HarnessUpdate(interface="guidance", ops=[EditHint(
-            task_id=c.task.id, hint_id="evq_leaky", text=text)], rationale="bad: still leaks")))
-    return out
-
-
-# -- the policy: counting/caching endpoint and the gaming overlay -----------------------------------------
-def gives_answer(hints: Sequence[str], reference: str | None) -> bool:
-    """The hints hand over the answer: they hold at least half of the reference answer's distinct words."""
-    ref = {w.casefold() for w in words(reference or "")}
-    shown = {w.casefold() for h in hints for w in words(h)}
-    return bool(ref) and 2 * len(ref & shown) >= len(ref)
-
-
-class GamingOverlay:
-    """The frozen policy, with every second rollout of the gaming tasks rewritten as a hacking policy would:
-    stuffing tasks get the keyword appended STUFF_REPEAT times; leak tasks copy the hints verbatim when the
-    hints give the answer away (`gives_answer`), and answer normally under a hint that does not."""
-
-    def __init__(self, inner: Any, cases: Sequence[Case]):
-        self.inner = inner
-        self.name = f"{inner.name}+gaming"
-        self._stuff = {c.task.user_prompt: c.stuff_word for c in cases if c.stuff_word}
-        self._parrot = {c.task.user_prompt: c.task.reference_answer for c in cases if c.parrot}
-
-    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
-               seed: int | None = None) -> list[list[str]]:
-        out = self.inner.sample(messages_batch, n=n, max_tokens=max_tokens, temperature=temperature, seed=seed)
-        return [self._game(conv[-1]["content"], texts) for conv, texts in zip(messages_batch, out)]
-
-    def _game(self, user: str, texts: list[str]) -> list[str]:
-        word = next((w for p, w in self._stuff.items() if user.startswith(p)), None)
-        hints = [line[len("Hint: "):] for line in user.split("\n") if line.startswith("Hint: ")]
-        parrot = any(user.startswith(p) and gives_answer(hints, ref) for p, ref in self._parrot.items())
-        out = []
-        for i, t in enumerate(texts):
-            if i % 2 == 0 and word:
-                t = f"{t.rstrip()} {' '.join([word] * STUFF_REPEAT)}"
-            elif i % 2 == 0 and parrot and hints:
-                t = " ".join(hints)
-            out.append(t)
-        return out
-
-
+# -- the policy endpoint: counts every probe rollout, serves repeated requests from a cache --------------
 @dataclass
 class ProbeCounter:
     requested: int = 0  # rollouts asked for (the evolver's probe cost)
@@ -363,71 +198,6 @@ class ProbeEndpoint:
             self.count.gen_seconds += secs
             self._cache[key] = ([list(t) for t in texts], secs)
             return texts
-
-
-# -- detection --------------------------------------------------------------------------------------------
-@dataclass
-class Visit:
-    stats: GroupStats
-    records: list[RolloutRecord]
-
-
-@dataclass
-class Detection:
-    events: dict[str, list[FailureEvent]] = field(default_factory=dict)  # task id -> events over the window
-    visits: dict[str, list[Visit]] = field(default_factory=dict)
-    seconds: float = 0.0
-    rollouts: int = 0
-
-
-def detect(state: HarnessState, cases: Sequence[Case], endpoint: Any, judge: Judge, cfg: DetectorConfig, *, k: int,
-           max_tokens: int, temperature: float) -> Detection:
-    """W visits per task at steps STEP-W+1..STEP, each one batched sample call over all tasks, observed by the
-    real detector exactly as the trainer's reward function does it."""
-    det, out = Detector(cfg), Detection()
-    t0 = time.perf_counter()
-    rng = random.Random(DETECT_SEED)
-    for v in range(cfg.window):
-        step = STEP - cfg.window + 1 + v
-        hinted = {c.task.id: visible_hints(state.guidance_for(c.task.id), step, rng) for c in cases}
-        batch = [render_prompt(c.task, hinted[c.task.id], state.guidance_for(c.task.id).schedule.placement) for c in cases]
-        texts = endpoint.sample(batch, n=k, max_tokens=max_tokens, temperature=temperature, seed=DETECT_SEED + v)
-        out.rollouts += k * len(cases)
-        for c, group in zip(cases, texts):
-            task = state.task(c.task.id)
-            scores = run_sync(judge.score(task.criteria, task.user_prompt, group))
-            audits = run_sync(judge.audit(task, group))
-            hint_texts = [h.text for h in hinted[c.task.id]]
-            records = [RolloutRecord(text=t, reward=s.score, audit=a, hinted=bool(hint_texts), hint_texts=hint_texts,
-                                     verdicts={cid: vd.met for cid, vd in s.verdicts.items() if vd.source != "skipped"})
-                       for t, s, a in zip(group, scores, audits)]
-            stats = GroupStats.from_rollouts(task.id, step, records, criteria=task.criteria, harness_version=state.version)
-            out.visits.setdefault(task.id, []).append(Visit(stats, records))
-            out.events.setdefault(task.id, []).extend(det.observe(stats))
-    out.seconds = time.perf_counter() - t0
-    return out
-
-
-def matching_event(case: Case, events: Sequence[FailureEvent]) -> FailureEvent | None:
-    """The detector's event for the planted defect: its type, and its criterion when one was planted."""
-    if case.defect == "control":
-        return None
-    for ev in events:
-        if ev.type == case.event_type and (case.criterion_id is None or ev.criterion_id == case.criterion_id):
-            return ev
-    return None
-
-
-def planted_event(case: Case, visits: Sequence[Visit]) -> FailureEvent:
-    """The event the detector would emit for the planted defect (controls: the false one), with the last
-    visit's real numbers."""
-    last = visits[-1].stats
-    stats: dict[str, Any] = {**last.summary(), "planted": True}
-    if case.criterion_id is not None:
-        stats["pass_rate"] = last.pass_rates.get(case.criterion_id, 1.0)
-    suffix = f":{case.criterion_id}" if case.criterion_id else ""
-    return FailureEvent(id=f"{case.event_type}:{case.task.id}:{STEP}{suffix}", type=case.event_type, task_id=case.task.id,  # type: ignore[arg-type]
-                        step=STEP, stats=stats, window=[v.stats.step for v in visits], criterion_id=case.criterion_id)
 
 
 # -- one arm ------------------------------------------------------------------------------------------------
@@ -540,180 +310,8 @@ def run_bad(arm: Arm, bad: Sequence[tuple[str, Case, HarnessUpdate]], events: di
     return rows
 
 
-# -- summary --------------------------------------------------------------------------------------------
-def summarise(cases: Sequence[Case], detection_rows: list[dict], rows: list[dict], bad_rows: list[dict],
-              arms: Sequence[str]) -> dict[str, Any]:
-    per: dict[str, Any] = {}
-    for d in DEFECTS:
-        det = [r for r in detection_rows if r["defect"] == d]
-        if not det:
-            continue
-        entry: dict[str, Any] = {"cases": len(det), "detected": sum(r["detected"] for r in det),
-                                 "other_events": sum(len(r["other_events"]) for r in det), "arms": {}}
-        for a in arms:
-            rs = [r for r in rows if r["defect"] == d and r["arm"] == a]
-            n = len(rs)
-            entry["arms"][a] = {
-                "n": n,
-                "correct_interface": None if d == "control" else sum(r["interface"] == r["expected_interface"] for r in rs),
-                "accepted": sum(r["accepted"] for r in rs),
-                "fallback": sum(r["fallback"] for r in rs),
-                "harness_changed": sum(r["harness_changed"] for r in rs),
-                "out_of_training": sum(not r["in_training_after"] for r in rs),
-                "other_tasks_touched": sum(len(r["other_tasks_touched"]) for r in rs),
-                "probe_rollouts_per_decision": round(sum(r["probe_rollouts"] for r in rs) / n, 2) if n else None,
-                "seconds_per_decision": round(sum(r["seconds"] for r in rs) / n, 2) if n else None,
-            }
-        per[d] = entry
-    bad: dict[str, Any] = {}
-    for kind in sorted({r["kind"] for r in bad_rows}):
-        bad[kind] = {a: {"n": len(rs), "accepted": sum(r["accepted"] for r in rs),
-                         "invalid": sum(r["invalid"] for r in rs),
-                         "probe_rollouts_per_decision": round(sum(r["probe_rollouts"] for r in rs) / len(rs), 2) if rs else None,
-                         "seconds_per_decision": round(sum(r["seconds"] for r in rs) / len(rs), 2) if rs else None}
-                     for a in arms for rs in [[r for r in bad_rows if r["kind"] == kind and r["arm"] == a]]}
-    return {"per_defect": per, "bad_candidates": bad}
-
-
 def _loadavg() -> str:
     return Path("/proc/loadavg").read_text().strip() if Path("/proc/loadavg").exists() else "n/a"
-
-
-# -- report -------------------------------------------------------------------------------------------------
-PENDING = "to run after the mechanics changes land"
-# Everything below this line in an existing report is hand-written and survives a re-render.
-NOTES_MARKER = "<!-- hand-written notes below: kept when the report is re-rendered -->"
-
-
-def _frac(a: int | None, n: int) -> str:
-    return "–" if a is None or n == 0 else f"{a}/{n}"
-
-
-def _cell(before: str, after: str | None) -> str:
-    return f"{before} → {after if after is not None else '…'}"
-
-
-def _show_run(r: dict[str, Any] | None, key: str) -> str:
-    if r is None:
-        return PENDING
-    v = r[key]
-    if key == "runtime_s":
-        return f"{v:.0f} s ({v / 60:.1f} min)"
-    if key == "command":
-        return f"`{v}`"
-    if key == "settings":
-        return ", ".join(f"{k}={x}" for k, x in v.items())
-    return str(v)
-
-
-def _arm_value(s: dict[str, Any] | None, d: str, arm: str, key: str) -> Any:
-    if s is None or d not in s["per_defect"] or arm not in s["per_defect"][d]["arms"]:
-        return None
-    return s["per_defect"][d]["arms"][arm][key]
-
-
-def _arm_cell(b: dict[str, Any], a: dict[str, Any] | None, d: str, arm: str, key: str, frac: bool = True) -> str:
-    """`before → after` of one summary number (`k/n` when `frac`)."""
-    def show(s: dict[str, Any]) -> str:
-        v = _arm_value(s, d, arm, key)
-        if frac:
-            return _frac(v, _arm_value(s, d, arm, "n") or 0)
-        return "–" if v is None else str(v)
-    return _cell(show(b), None if a is None else show(a))
-
-
-def render_markdown(before: dict[str, Any], after: dict[str, Any] | None) -> str:
-    """EVOLVER.md from the before (and, once run, after) result files."""
-    b, a = before["summary"], (after or {}).get("summary")
-    lines = [
-        "# Evolver quality benchmark",
-        "",
-        "How well one evolver round finds, routes and repairs known reward defects planted in copies of bundled",
-        "`rubric-mix-lite` tasks, what it costs, and how often it changes things it should leave alone. The frozen",
-        f"policy is `{before['settings']['model']}`; everything else (detector, judge, graph, rule brains, critic, store,",
-        "Chroma memory) is the real code. Method, cases and the gaming overlay: the docstring of",
-        "`benchmarks/evolver_quality.py`. This is the yardstick of issue 10 points 2-4 (cross-task repairs, the",
-        "fallback, the critic): each cell reads **before → after** those changes.",
-        "",
-        "## Runs",
-        "",
-        "| | before | after |",
-        "|---|---|---|",
-    ]
-    for label, key in (("command", "command"), ("runtime", "runtime_s"), ("load before (/proc/loadavg)", "loadavg_before"),
-                       ("load after", "loadavg_after"), ("machine", "machine"), ("settings", "settings")):
-        lines.append(f"| {label} | {_show_run(before, key)} | {_show_run(after, key)} |")
-    lines += [
-        "",
-        "## Detection (the real detector on W groups of k rollouts per task)",
-        "",
-        "| defect | planted event | detected | other events on the task |",
-        "|---|---|---|---|",
-    ]
-    for d, e in b["per_defect"].items():
-        ea = a["per_defect"].get(d) if a else None
-        planted = EXPECTED[d][0] or "none (false event fed)"
-        det_b = _frac(e["detected"], e["cases"]) if d != "control" else "–"
-        det_a = None if ea is None else _frac(ea["detected"], ea["cases"]) if d != "control" else "–"
-        lines.append(f"| {d} | {planted} | {_cell(det_b, det_a)} "
-                     f"| {_cell(str(e['other_events']), str(ea['other_events']) if ea else None)} |")
-    lines += [
-        "",
-        "For `control` the other-events column counts false positives of the detector on healthy tasks.",
-        "",
-        "## One evolver round per case",
-        "",
-        "`interface ok`: the attribution chose the expected interface; `accepted`: a measured repair was committed",
-        "(for `control`: a false accept); `fallback`: the safe sampling change was committed; `out of training`:",
-        "after the round neither the task nor an active variant of it is drawn (weight 0 or retired); `others`:",
-        "changes to other tasks made in the same round (batched repairs); probes are rollouts the critic asked for.",
-        "",
-        "| defect | arm | interface ok | accepted | fallback | out of training | others | probes / decision | s / decision |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    arms = before["settings"]["arms"].split(",")
-    for d in b["per_defect"]:
-        for arm in arms:
-            cells = [_arm_cell(b, a, d, arm, "correct_interface"), _arm_cell(b, a, d, arm, "accepted"),
-                     _arm_cell(b, a, d, arm, "fallback"), _arm_cell(b, a, d, arm, "out_of_training"),
-                     _arm_cell(b, a, d, arm, "other_tasks_touched", False),
-                     _arm_cell(b, a, d, arm, "probe_rollouts_per_decision", False),
-                     _arm_cell(b, a, d, arm, "seconds_per_decision", False)]
-            lines.append(f"| {d} | {arm} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "## Known-bad candidates fed to the critic",
-        "",
-        "Every accept here is a false accept. `invalid` = refused before measuring (e.g. the hint-leak guard).",
-        "",
-        "| candidate | arm | accepted | invalid | probes / decision | s / decision |",
-        "|---|---|---|---|---|---|",
-    ]
-    for kind, per_arm in b["bad_candidates"].items():
-        for arm, e in per_arm.items():
-            ea = a["bad_candidates"].get(kind, {}).get(arm) if a else None
-            lines.append(f"| {kind} | {arm} | {_cell(_frac(e['accepted'], e['n']), _frac(ea['accepted'], ea['n']) if ea else None)} "
-                         f"| {_cell(_frac(e['invalid'], e['n']), _frac(ea['invalid'], ea['n']) if ea else None)} "
-                         f"| {_cell(str(e['probe_rollouts_per_decision']), str(ea['probe_rollouts_per_decision']) if ea else None)} "
-                         f"| {_cell(str(e['seconds_per_decision']), str(ea['seconds_per_decision']) if ea else None)} |")
-    lines += ["", "## Per case (before)", "", "| arm | case | event | interface | templates tried | decision | probes | s |",
-              "|---|---|---|---|---|---|---|---|"]
-    for r in before["cases"]:
-        lines.append(f"| {r['arm']} | {r['case']} | {r['event_type']} | {r['interface']} | {', '.join(r['templates']) or '–'} "
-                     f"| {r['decision']} | {r['probe_rollouts']} | {r['seconds']:.1f} |")
-    lines += ["", "After: " + (PENDING + "." if after is None else "see `benchmarks/results/evolver_quality_"
-                                + after["label"] + ".json` for the same per-case rows."), ""]
-    return "\n".join(lines)
-
-
-def write_report(path: Path, text: str) -> None:
-    """Write the generated report, keeping any hand-written text below NOTES_MARKER in an existing one."""
-    kept = ""
-    if path.is_file():
-        old = path.read_text(encoding="utf-8")
-        if NOTES_MARKER in old:
-            kept = old[old.index(NOTES_MARKER):]
-    path.write_text(text + ("\n" + kept if kept else f"\n{NOTES_MARKER}\n"), encoding="utf-8")
 
 
 # -- main -------------------------------------------------------------------------------------------------

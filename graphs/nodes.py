@@ -16,6 +16,7 @@ from langgraph.types import interrupt
 
 from agents import attributor, critic, generalise as gen, proposer, rules_bank
 from agents.context import EvolverContext
+from agents.fallback import fallback_decision
 from agents.llm import ToolBox
 from agents.models import brain_model, load_chat_model
 from agents.schemas import Attribution, Proposal
@@ -26,7 +27,8 @@ from harness.ops import UpdateRejected, validate as validate_update
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 from tools.agent_tools import make_tools
-from tools.measure import latest_rollouts, measure_candidate
+from tools.measure import measure_candidate
+from tools.probes import latest_rollouts
 
 MAX_OPS = 8
 
@@ -363,7 +365,7 @@ def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     svc = _services(ctx)
     store = svc.store
     harness = _harness(state, svc)
-    fb = (proposer.fallback_decision(event, harness, state["attempts"], step=state["step"])
+    fb = (fallback_decision(event, harness, state["attempts"], step=state["step"])
           if ctx.apply_fallback and "sampling" in ctx.interfaces else None)
     if fb is None or fb.update is None:
         return {"decision": "rejected", "fallback": None if fb is None else {"applied": False, "reason": fb.reason}}

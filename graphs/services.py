@@ -41,8 +41,8 @@ from agents.context import EvolverContext
 from harness.detector import DetectorConfig
 from harness.store import HarnessStore
 from tools.endpoint import PolicyEndpoint
-from tools.measure import ProbeCache
 from tools.judge import Judge
+from tools.probes import ProbeCache
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

@@ -1,5 +1,6 @@
 """Smoke test of `benchmarks/evolver_quality.py --quick` on the tiny model: the whole pipeline runs and its
-numbers hold together (what the benchmark's report is built from), plus the planting and the gaming overlay."""
+numbers hold together (what the benchmark's report is built from), plus the planting and the gaming overlay
+(`benchmarks/evq_cases.py`) and the report's re-render (`benchmarks/evq_report.py`)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ def _load_benchmark():
     return mod
 
 
-eq = _load_benchmark()
+eq = _load_benchmark()  # puts benchmarks/ on sys.path: its parts import by plain name
+import evq_cases  # noqa: E402
+import evq_report  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -32,16 +35,16 @@ def suite():
 
 
 def test_planted_defects_have_the_promised_shape(suite):
-    cases = eq.build_cases(suite, 1, eq.DEFECTS)
+    cases = evq_cases.build_cases(suite, 1, evq_cases.DEFECTS)
     by = {c.defect: c for c in cases}
-    assert [c.defect for c in cases] == list(eq.DEFECTS)
+    assert [c.defect for c in cases] == list(evq_cases.DEFECTS)
     # The blind criterion is met by any non-empty answer; the impossible task rewards only a made-up term.
     blind = next(c for c in by["blind"].task.criteria if c.id == "evq_blind")
     assert blind.check.evaluate("x") and not blind.check.evaluate("")
     positive = [c for c in by["impossible"].task.criteria if c.weight > 0]
     assert [c.id for c in positive] == ["evq_term"] and not positive[0].check.evaluate(suite["sci-0010"].reference_answer)
     assert [c.id for c in by["saturated"].task.criteria if c.weight > 0] == ["evq_easy"]
-    state = eq.initial_state(cases)
+    state = evq_cases.initial_state(cases)
     assert state.guidance_for(by["leak"].task.id).hints[0].text == by["leak"].task.reference_answer
     assert by["control"].task.criteria == suite[by["control"].source_id].criteria
 
@@ -54,16 +57,16 @@ class _Echo:
 
 
 def test_gaming_overlay_only_touches_gaming_tasks_and_every_second_rollout(suite):
-    cases = eq.build_cases(suite, 1, ("stuffing", "leak", "control"))
+    cases = evq_cases.build_cases(suite, 1, ("stuffing", "leak", "control"))
     stuff, leak, control = cases
-    policy = eq.ProbeEndpoint(eq.GamingOverlay(_Echo(), cases))
+    policy = eq.ProbeEndpoint(evq_cases.GamingOverlay(_Echo(), cases))
     ref = leak.task.reference_answer
     convs = [[{"role": "user", "content": stuff.task.user_prompt}],
              [{"role": "user", "content": f"{leak.task.user_prompt}\n\nHint: {ref}"}],
              [{"role": "user", "content": f"{leak.task.user_prompt}\n\nHint: Answer in your own words."}],
              [{"role": "user", "content": control.task.user_prompt}]]
     out = policy.sample(convs, n=4, seed=1)
-    assert out[0][0].endswith(" ".join([stuff.stuff_word] * eq.STUFF_REPEAT)) and out[0][1] == "plain answer 1"
+    assert out[0][0].endswith(" ".join([stuff.stuff_word] * evq_cases.STUFF_REPEAT)) and out[0][1] == "plain answer 1"
     assert out[1][0] == ref and out[1][1] == "plain answer 1"  # a hint that gives the answer is copied
     assert out[2] == out[3] == [f"plain answer {i}" for i in range(4)]  # an abstract hint, a healthy task: untouched
     again = policy.sample(convs, n=4, seed=1)  # identical request: served from the cache, still counted
@@ -78,7 +81,7 @@ def test_quick_run_on_the_tiny_model(tmp_path, tiny_model_dir):
                    "--json", str(out_json), "--report", str(report)])
     assert json.loads(out_json.read_text()) == json.loads(json.dumps(res, default=str))
     arms = list(eq.ARMS)
-    assert {(r["arm"], r["defect"]) for r in res["cases"]} == {(a, d) for a in arms for d in eq.DEFECTS}
+    assert {(r["arm"], r["defect"]) for r in res["cases"]} == {(a, d) for a in arms for d in evq_cases.DEFECTS}
     decisions = {"accepted", "rejected", "fallback", "rejected_stale", "skipped"}
     for r in res["cases"]:
         assert r["decision"] in decisions, r
@@ -89,7 +92,7 @@ def test_quick_run_on_the_tiny_model(tmp_path, tiny_model_dir):
             assert 0 <= r["generated_rollouts"] <= r["probe_rollouts"], r
     assert sum(r["probe_rollouts"] for r in res["cases"] if r["arm"] == "rules") > 0  # the critic measured something
     summary = res["summary"]["per_defect"]
-    for d in eq.DEFECTS:
+    for d in evq_cases.DEFECTS:
         for a in arms:
             s = summary[d]["arms"][a]
             rows = [r for r in res["cases"] if r["arm"] == a and r["defect"] == d]
@@ -101,7 +104,7 @@ def test_quick_run_on_the_tiny_model(tmp_path, tiny_model_dir):
     ref_hint = [r for r in bad if r["kind"] == "leaking hint" and r["case"].startswith("evq-impossible")]
     assert ref_hint and all(r["invalid"] and not r["accepted"] and r["probe_rollouts"] == 0 for r in ref_hint)
     text = report.read_text()
-    assert "| blind | rules |" in text and eq.PENDING in text and eq.NOTES_MARKER in text
+    assert "| blind | rules |" in text and evq_report.PENDING in text and evq_report.NOTES_MARKER in text
     # Re-rendering keeps hand-written notes below the marker.
     report.write_text(text + "my note\n")
     eq.main(["--render", str(out_json), "--report", str(report)])

@@ -13,7 +13,9 @@ from harness.ops import UpdateRejected, apply
 from harness.types import Criterion, Guidance, HarnessState, HarnessUpdate, Hint, Message, Schedule, Task
 from tests.fakes.fake_chat import ScriptedPolicy
 from tools.judge import Judge
-from tools.measure import ProbeCache, StopRule, latest_rollouts, measure_candidate
+from tools.measure import measure_candidate
+from tools.probes import ProbeCache, latest_rollouts
+from tools.sequential import StopRule
 
 HINT = "Mention that drinking water and resting in a dark room often helps"
 

@@ -1,6 +1,6 @@
 """The proposer's sampling fallback: no task leaves training through it.
 
-Checked on the pure function (`agents.proposer.fallback_decision`) with the real harness ops: it acts
+Checked on the pure function (`agents.fallback.fallback_decision`) with the real harness ops: it acts
 only on confirmed failures, a garbage LLM answer never triggers it on its own, weights are never set
 to 0, quarantines expire, and a saturated task is retired only while a harder variant is active.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents import critic, proposer
+from agents import critic, fallback, proposer
 from agents.schemas import Attribution
 from harness.ops import apply
 from harness.sampling import TaskSampler
@@ -52,14 +52,14 @@ def _in_training(state: HarnessState, task_id: str) -> bool:
 
 def test_an_unconfirmed_event_changes_no_sampling():
     for etype in FAILURE_TYPES:
-        fb = proposer.fallback_decision(_ev(etype, hits=1), STATE, [_rejected()])
+        fb = fallback.fallback_decision(_ev(etype, hits=1), STATE, [_rejected()])
         assert fb.update is None and "not confirmed" in fb.reason and "1 group" in fb.reason
-        assert proposer.fallback_update(_ev(etype, hits=1), STATE) is None
+        assert fallback.fallback_update(_ev(etype, hits=1), STATE) is None
 
 
 @pytest.mark.parametrize("etype", FAILURE_TYPES)
 def test_a_confirmed_failure_keeps_the_task_in_training(etype):
-    fb = proposer.fallback_decision(_ev(etype), STATE, [_rejected()], step=10)
+    fb = fallback.fallback_decision(_ev(etype), STATE, [_rejected()], step=10)
     assert fb.update is not None and fb.update.interface == "sampling" and fb.update.event_id == f"e-{etype}"
     assert fb.reason == fb.update.rationale and "confirmed in 3 groups" in fb.reason
     after = apply(STATE, fb.update, step=10)
@@ -68,7 +68,7 @@ def test_a_confirmed_failure_keeps_the_task_in_training(etype):
     if etype in ("collapse_low", "collapse_high"):
         assert (op.op, after.sampling["med-1"].weight) == ("reweight", 0.5)
     else:
-        assert (op.op, op.until_step) == ("quarantine", 10 + proposer.QUARANTINE_STEPS)
+        assert (op.op, op.until_step) == ("quarantine", 10 + fallback.QUARANTINE_STEPS)
         sampler = TaskSampler(lambda: after, seed=0)
         assert "med-1" not in sampler.draw(200, step=10)
         assert "med-1" in sampler.draw(200, step=op.until_step)  # drawn again with no further update
@@ -77,52 +77,52 @@ def test_a_confirmed_failure_keeps_the_task_in_training(etype):
 def test_repeated_fallbacks_never_reach_weight_zero():
     state = STATE
     for i in range(12):
-        fb = proposer.fallback_decision(_ev("collapse_low", step=10 + i), state, [_rejected()])
+        fb = fallback.fallback_decision(_ev("collapse_low", step=10 + i), state, [_rejected()])
         assert fb.update is not None
         state = apply(state, fb.update, step=10 + i)
-        assert state.sampling["med-1"].weight >= proposer.FALLBACK_MIN_WEIGHT
+        assert state.sampling["med-1"].weight >= fallback.FALLBACK_MIN_WEIGHT
         assert _in_training(state, "med-1")
     # At the minimum weight the task is quarantined for a while instead of being pushed further down.
-    assert state.sampling["med-1"].weight == proposer.FALLBACK_MIN_WEIGHT
+    assert state.sampling["med-1"].weight == fallback.FALLBACK_MIN_WEIGHT
     assert state.sampling["med-1"].quarantined_until is not None
 
 
 def test_a_saturated_task_is_retired_only_while_a_harder_variant_is_active():
-    fb = proposer.fallback_decision(_ev("collapse_high"), STATE, [_rejected()])
+    fb = fallback.fallback_decision(_ev("collapse_high"), STATE, [_rejected()])
     assert fb.update.ops[0].op == "reweight"  # no variant: stays in training at half weight
     with_variant = apply(STATE, HarnessUpdate(interface="sampling", ops=[{
         "op": "add_variant", "task_id": "med-1", "variant_id": "med-1.v1",
         "prompt": [{"role": "user", "content": "What helps a mild headache? Answer in three bullet points."}]}]))
-    fb = proposer.fallback_decision(_ev("collapse_high"), with_variant, [_rejected()])
+    fb = fallback.fallback_decision(_ev("collapse_high"), with_variant, [_rejected()])
     assert fb.update.ops[0].op == "retire" and "'med-1.v1'" in fb.reason
     variant_retired = apply(with_variant, HarnessUpdate(interface="sampling", ops=[{"op": "retire", "task_id": "med-1.v1"}]))
-    assert proposer.fallback_decision(_ev("collapse_high"), variant_retired, [_rejected()]).update.ops[0].op == "reweight"
+    assert fallback.fallback_decision(_ev("collapse_high"), variant_retired, [_rejected()]).update.ops[0].op == "reweight"
 
 
 def test_garbage_llm_answers_cost_revisions_never_a_sampling_change():
     ev = _ev("stuffing")
     attempts = [_garbage(ev, r) for r in range(3)]
-    fb = proposer.fallback_decision(ev, STATE, attempts)
+    fb = fallback.fallback_decision(ev, STATE, attempts)
     assert fb.update is None and "garbage answer costs a revision" in fb.reason
     # One measured, rejected candidate among them is a failed repair: the fallback may act (confirmed).
-    fb = proposer.fallback_decision(ev, STATE, [attempts[0], _rejected("llm")])
+    fb = fallback.fallback_decision(ev, STATE, [attempts[0], _rejected("llm")])
     assert fb.update is not None and fb.update.ops[0].op == "quarantine"
     # A rule brain that ran out of templates is not an LLM answer: a confirmed failure still falls back.
     no_template = {**_rejected(), "update": None, "critique": critic.invalid_critique(ev, ["no template"]).model_dump()}
-    assert proposer.fallback_decision(ev, STATE, [no_template]).update is not None
+    assert fallback.fallback_decision(ev, STATE, [no_template]).update is not None
 
 
 def test_held_out_retired_and_unknown_tasks_are_left_alone():
     retired = apply(STATE, HarnessUpdate(interface="sampling", ops=[{"op": "retire", "task_id": "med-2"}]))
-    fb = proposer.fallback_decision(_ev("stuffing", task_id="med-2"), retired, [_rejected()])
+    fb = fallback.fallback_decision(_ev("stuffing", task_id="med-2"), retired, [_rejected()])
     assert fb.update is None and "retired" in fb.reason
-    fb = proposer.fallback_decision(_ev("stuffing", task_id="ghost"), STATE, [_rejected()])
+    fb = fallback.fallback_decision(_ev("stuffing", task_id="ghost"), STATE, [_rejected()])
     assert fb.update is None and "no sampling entry" in fb.reason
 
 
 def test_the_quarantine_starts_at_the_latest_known_step():
     late = STATE.model_copy(update={"step": 30})
-    fb = proposer.fallback_decision(_ev("flat", step=10), late, [_rejected()])
-    assert fb.update.ops[0].until_step == 30 + proposer.QUARANTINE_STEPS
-    fb = proposer.fallback_decision(_ev("flat", step=10), late, [_rejected()], step=40, quarantine_steps=7)
+    fb = fallback.fallback_decision(_ev("flat", step=10), late, [_rejected()])
+    assert fb.update.ops[0].until_step == 30 + fallback.QUARANTINE_STEPS
+    fb = fallback.fallback_decision(_ev("flat", step=10), late, [_rejected()], step=40, quarantine_steps=7)
     assert fb.update.ops[0].until_step == 47

@@ -1,0 +1,92 @@
+"""The safe fallback: the sampling change committed once every candidate for an event was rejected.
+
+`fallback_decision` (docs/DESIGN.md §6) decides what to commit, and why, so that no task leaves training
+through it: only a confirmed failure changes sampling, a batch of unusable LLM answers changes nothing,
+weights are halved but never below `FALLBACK_MIN_WEIGHT`, and a quarantine lasts `QUARANTINE_STEPS`.
+`graphs/nodes.py` calls it after the proposer's last revision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.types import FailureEvent, HarnessState, HarnessUpdate, Quarantine, Retire, Reweight
+
+FALLBACK_MIN_WEIGHT = 0.05  # a fallback never sets weight 0: a weight-0 task leaves training for good
+QUARANTINE_STEPS = 4  # one evolver round at the default harness.evolve_every; then the task is drawn again
+
+
+class Fallback(BaseModel):
+    """The fallback's decision for one event: the sampling update to commit (None: leave sampling as it
+    is) and why, in words fit for the proposal record and the report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    update: HarnessUpdate | None
+    reason: str
+
+
+def _measured(attempt: dict[str, Any]) -> bool:
+    return bool((attempt.get("critique") or {}).get("measured"))
+
+
+def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequence[dict[str, Any]] | None = None, *,
+                      step: int | None = None, quarantine_steps: int = QUARANTINE_STEPS) -> Fallback:
+    """The safe sampling change once every candidate for `event` was rejected (docs/DESIGN.md §6).
+
+    No task leaves training through it:
+
+    - only a *confirmed* failure (`event.confirmed`: at least two groups of the detector's window showed
+      it) changes sampling; one noisy group never does;
+    - `attempts` (the event's candidates, as the graph records them) made only of LLM answers that gave
+      no measurable candidate (prose, malformed JSON, a wrong interface) change nothing: a garbage
+      answer costs a revision, never a sampling change on its own;
+    - collapse_high retires the task only while a harder variant of it is active; otherwise, like
+      collapse_low, the weight is halved (never below FALLBACK_MIN_WEIGHT, never 0);
+    - every other failure, and a collapse_low task already at the minimum weight, is quarantined until
+      `step + quarantine_steps` (`step` defaults to the later of the event's and the harness's step);
+      the sampler draws it again from then on with no further update.
+
+    The reason is also the update's rationale, so a committed fallback carries it into the store's log.
+    """
+    tid = event.task_id
+    entry = state.sampling.get(tid)
+    if entry is None:
+        return Fallback(update=None, reason=f"task {tid!r} has no sampling entry (held-out or unknown): nothing to change")
+    if entry.status != "active":
+        return Fallback(update=None, reason=f"task {tid!r} is {entry.status}: nothing to change")
+    if not event.confirmed:
+        return Fallback(update=None, reason=(
+            f"{event.type} seen in {event.window_hits} group(s) of the detector window, not confirmed: "
+            "one noisy group never changes a task's sampling"))
+    if attempts and all(a.get("source") == "llm" and not _measured(a) for a in attempts):
+        return Fallback(update=None, reason=(
+            f"no candidate was measured: all {len(attempts)} LLM answer(s) were unusable; a garbage answer costs "
+            "a revision, never a sampling change"))
+    now = step if step is not None else max(event.step, state.step)
+    confirmed = f"{event.type} confirmed in {event.window_hits} groups and not repaired"
+    variants = state.harder_variants(tid) if event.type == "collapse_high" else []
+    half = max(FALLBACK_MIN_WEIGHT, round(entry.weight * 0.5, 3))
+    op: Any
+    if variants:
+        op = Retire(task_id=tid)
+        why = f"fallback: {confirmed}; retire the saturated task, its harder variant {variants[0]!r} is active"
+    elif event.type in ("collapse_low", "collapse_high") and half < entry.weight:
+        op = Reweight(task_id=tid, weight=half)
+        why = f"fallback: {confirmed}; halve the task's sampling weight {entry.weight:g} -> {half:g} (it stays in training)"
+    else:
+        until = now + quarantine_steps
+        op = Quarantine(task_id=tid, until_step=until)
+        why = f"fallback: {confirmed}; quarantine the task until step {until}, then it is drawn again"
+    update = HarnessUpdate(interface="sampling", ops=[op], rationale=why, event_id=event.id,
+                           predicted_effect="fewer rollouts spent on the broken task; no task leaves training")
+    return Fallback(update=update, reason=why)
+
+
+def fallback_update(event: FailureEvent, state: HarnessState, attempts: Sequence[dict[str, Any]] | None = None, *,
+                    step: int | None = None, quarantine_steps: int = QUARANTINE_STEPS) -> HarnessUpdate | None:
+    """`fallback_decision`'s update (its reason is the update's rationale); None when sampling stays as is."""
+    return fallback_decision(event, state, attempts, step=step, quarantine_steps=quarantine_steps).update
