@@ -48,6 +48,7 @@ from trainer import evolver_round
 from trainer.checkpoint import abandon_versions_after, write_checkpoint_state
 from trainer.frozen import MemoEndpoint
 from trainer.io import append_jsonl
+from trainer.progress import round_lines
 from trainer.run import make_judge
 
 log = logging.getLogger(__name__)
@@ -137,8 +138,9 @@ class HarnessCallback(TrainerCallback):
                          {"reports": info.get("reports", [])})
         run.rounds_done.append({k: info.get(k) for k in ("step", "thread_id", "version_before", "version_after")})
         if self._is_main():
-            log.info("evolver round at step %d: %d events, v%d -> v%d, %.1fs", step, len(events), before,
-                     new_state.version, pause)
+            # One readable summary per round: what happened to each event, on which task, and why.
+            for line in round_lines(step, info, before, new_state.version, pause, len(events)):
+                log.info("%s", line)
         return pause
 
     def _stale_check(self) -> Any:
