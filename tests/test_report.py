@@ -208,6 +208,12 @@ def test_update_effect_rows_split_each_tasks_groups_at_the_update(run_dir):
     assert r1["mean before"] == pytest.approx(0.25) and r1["dead before"] == pytest.approx(0.5)
     assert r1["mean after"] == pytest.approx(0.7) and r1["dead after"] == 0.0 and r1["outcome"] == "accepted"
     assert rows[2]["groups before"] == 0 and rows[2]["mean after"] is None and rows[2]["outcome"] == "fallback"
+    # A harder variant an update added is the task's "after": its groups count there.
+    data["updates"] = [{"version": 9, "step": 4, "meta": {}, "update": {"interface": "sampling", "ops": [
+        {"op": "add_variant", "task_id": "t1", "variant_id": "t1.v9-hard"}]}}]
+    data["metrics"].append({"step": 7, "tasks": ["t1.v9-hard"], "group_means": [0.4], "group_stds": [0.2]})
+    (v9,) = update_effect_rows(data)
+    assert v9["tasks"] == ["t1", "t1.v9-hard"] and v9["groups after"] == 2 and v9["mean after"] == pytest.approx(0.55)
 
 
 def test_eval_domains_side_by_side_and_summary_sentences(run_dir):

@@ -30,7 +30,7 @@ def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> l
     for u in data["updates"]:
         ops = u["update"]["ops"]
         tasks = sorted({o["task_id"] for o in ops if o.get("task_id")})
-        added = sorted({o["variant"]["id"] for o in ops if isinstance(o.get("variant"), dict) and o["variant"].get("id")})
+        added = sorted({o["variant_id"] for o in ops if o.get("op") == "add_variant"})
         before = [g for t in tasks for g in groups.get(t, []) if g[0] <= u["step"]]
         after = [g for t in [*tasks, *added] for g in groups.get(t, []) if g[0] > u["step"]]
         b, a = side(before), side(after)

@@ -42,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
         print("harnessrl eval: --k and --batch-size must be >= 1", file=sys.stderr)
         return 2
     from trainer.evaluate import run_eval
+    from trainer.progress import quiet_library_warnings
+
+    quiet_library_warnings()
 
     try:
         result = run_eval(run_dir=args.run, model=args.model, base=args.base, suite=args.suite, split=args.split,
