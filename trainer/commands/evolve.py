@@ -35,7 +35,7 @@ from harness.store import atomic_write_text
 from harness.types import INTERFACES
 
 # Snapshot-mode defaults; a replay takes these knobs from the run's config unless a flag is given.
-SNAPSHOT_DEFAULTS = {"sample_k": 8, "sample_k_max": 16, "max_tokens": 48, "max_revisions": 2, "seed": 0, "critic": True, "memory": True,
+SNAPSHOT_DEFAULTS = {"sample_k": 8, "sample_k_max": 16, "critic_alpha": 0.1, "max_tokens": 48, "max_revisions": 2, "seed": 0, "critic": True, "memory": True,
                      "interfaces": list(INTERFACES), "judge_model": "rules"}
 
 
@@ -74,6 +74,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sample-k-max", type=int, default=None,
                    help="cap: the critic's groups double from --sample-k up to this while its test is undecided "
                         "(snapshot default 16, at least --sample-k; replay: the run's); equal to --sample-k: fixed budget")
+    p.add_argument("--critic-alpha", type=float, default=None,
+                   help="error rate of the critic's sequential test (snapshot default 0.1; replay: the run's)")
     p.add_argument("--max-tokens", type=int, default=None, help="max new tokens per rollout (snapshot default 48; "
                                                                "replay: the run's max_completion_length)")
     p.add_argument("--max-revisions", type=int, default=None, help="R: revisions of a rejected candidate "
