@@ -192,7 +192,8 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
 
 # What `harnessrl train` writes into a run folder; `overwrite` only deletes folders made of these.
 RUN_ENTRIES = {"config.yaml", "harness", "events.jsonl", "metrics.jsonl", "rounds.jsonl", "memory", "evolver.sqlite",
-               "checkpoints", "abandoned", "adapters", "frozen", "final", "logs", "eval.json", "report.html"}
+               "checkpoints", "abandoned", "adapters", "frozen", "final", "logs", "eval.json", "report.html",
+               "traces"}
 
 
 def clear_run_folder(run_dir: Path) -> None:
