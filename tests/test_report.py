@@ -232,6 +232,7 @@ def test_eval_domains_side_by_side_and_summary_sentences(run_dir):
     assert rows["all"]["audit change"] == pytest.approx(0.1)
     text = " ".join(report.summary_sentences(report.summary(data)))
     assert "8 training steps" in text and "The critic accepted 2 updates" in text and "2 fallbacks" in text
+    assert "1 evolver round " not in text and "2 evolver rounds" in text
     assert "_total" not in text and "_by_interface" not in text
 
 
@@ -251,3 +252,13 @@ def test_report_writes_a_trace_page_per_round_and_links_it(tmp_path, tiny_model_
     page = report.build_report(run).read_text()
     assert (run / "traces" / "t1.html").is_file() and not (run / "traces" / "on-server.html").exists()
     assert '<a href="traces/t1.html">t1</a>' in page and "on-server</td>" in page
+
+
+def test_report_command_prints_sentences_or_json(run_dir, capsys):
+    from trainer.cli import main
+
+    assert main(["report", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("8 training steps") and "report: " in out and "accepted_total" not in out
+    assert main(["report", str(run_dir), "--json"]) == 0
+    assert '"accepted_total": 2' in capsys.readouterr().out

@@ -338,6 +338,10 @@ def _kv_table(values: dict[str, Any]) -> str:
     return f"<table class=kv>{rows}</table>"
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def summary_sentences(s: dict[str, Any]) -> list[str]:
     """The summary as a person reads it."""
     def by_iface(d: dict[str, int]) -> str:
@@ -345,12 +349,12 @@ def summary_sentences(s: dict[str, Any]) -> list[str]:
 
     pause = f"{s['pause_s']:.0f} s" + (f" ({100 * s['pause_share']:.0f}% of training time)"
                                        if s.get("pause_share") is not None else "")
-    lines = [f"{s['steps']} training steps; the detector reported {s['events']} failure events "
+    lines = [f"{_n(s['steps'], 'training step')}; the detector reported {_n(s['events'], 'failure event')} "
              f"({_fmt(s['event_types']) or 'none'}).",
-             f"{s['rounds']} evolver rounds ({s['rounds_failed']} failed) paused training for {pause}.",
-             f"The critic accepted {s['accepted_total']} updates ({by_iface(s['accepted_by_interface'])}); "
-             f"{s['fallback_total']} fallbacks changed sampling after every candidate was rejected; "
-             f"{s['committed_total']} harness versions were committed in all."]
+             f"{_n(s['rounds'], 'evolver round')} ({s['rounds_failed']} failed) paused training for {pause}.",
+             f"The critic accepted {_n(s['accepted_total'], 'update')} ({by_iface(s['accepted_by_interface'])}); "
+             f"{_n(s['fallback_total'], 'fallback')} changed sampling after every candidate was rejected; "
+             f"{_n(s['committed_total'], 'harness version')} committed in all."]
     if s["judge_warnings"]:
         lines.append(f"The judge reported {s['judge_warnings']} warnings (malformed answers, errors or checks that "
                      "could not decide): see metrics.jsonl.")

@@ -1,4 +1,4 @@
-"""`harnessrl report RUN`: write RUN/report.html (self-contained, plots embedded) and print the counts."""
+"""`harnessrl report RUN`: write RUN/report.html (self-contained, plots embedded) and print its summary."""
 
 from __future__ import annotations
 
@@ -12,17 +12,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description="Reads metrics, events, rounds, harness updates and eval.json of a run "
                                           "folder and writes report.html into it.")
     p.add_argument("run", help="run folder")
+    p.add_argument("--json", action="store_true", help="print every count as JSON instead of the summary sentences")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainer.report import build_report, collect, summary
+    from trainer.report import build_report, collect, summary, summary_sentences
 
     try:
         out = build_report(args.run)
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(summary(collect(args.run)), indent=2))
+    counts = summary(collect(args.run))
+    print(json.dumps(counts, indent=2) if args.json else "\n".join(summary_sentences(counts)))
     print(f"report: {out}")
     return 0
