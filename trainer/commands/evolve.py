@@ -155,7 +155,10 @@ def _assistant_chooses(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainer.progress import quiet_library_warnings
     from trainer.replay import brain_sets, split_models
+
+    quiet_library_warnings()
 
     sets = brain_sets(split_models(args.attributor_model), split_models(args.proposer_model),
                       split_models(args.critic_model))
