@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench_collect import DETECT_POINTS, mean_of, paired, paired_vs_fixed, sd_of, steps_to_best
+from bench_collect import paired_vs_fixed
+from bench_stats import DETECT_POINTS, mean_of, paired, sd_of, steps_to_best
 from bench_spec import ARMS, DAPO_OVERSAMPLE
 
 from harness.types import INTERFACES

@@ -283,12 +283,14 @@ def run_job(job: Job) -> dict[str, Any]:
 
 # -- orchestration -----------------------------------------------------------------------------------------
 # The code a job runs: copied into the snapshot and hashed into the job's code identity. Report-only modules
-# (compare.py's CLI, bench_render.py, bench_power.py) are copied but not hashed: rendering does not change results.
+# (compare.py's CLI, bench_render.py, bench_stats.py, bench_power.py) are copied but not hashed: rendering does not
+# change results.
 SNAPSHOT_PATHS = ("agents", "graphs", "harness", "memory", "tools", "trainer", "suitegen", "configs",
                   "data/rubric-mix-lite", "benchmarks/compare.py", "benchmarks/bench_spec.py", "benchmarks/bench_run.py",
                   "benchmarks/bench_collect.py", "benchmarks/bench_render.py", "benchmarks/bench_plain.py",
-                  "benchmarks/bench_power.py")
-NOT_HASHED = ("benchmarks/compare.py", "benchmarks/bench_render.py", "benchmarks/bench_power.py")
+                  "benchmarks/bench_power.py", "benchmarks/bench_stats.py")
+NOT_HASHED = ("benchmarks/compare.py", "benchmarks/bench_render.py", "benchmarks/bench_power.py",
+              "benchmarks/bench_stats.py")
 
 
 def code_hash(root: Path) -> str:

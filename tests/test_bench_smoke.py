@@ -22,6 +22,7 @@ import bench_collect  # noqa: E402
 import bench_render  # noqa: E402
 import bench_run  # noqa: E402
 import bench_spec  # noqa: E402
+import bench_stats  # noqa: E402
 
 
 def _load_compare():
@@ -400,9 +401,9 @@ def test_paired_at_equal_wall_time_uses_the_checkpoints_reached_in_time():
 
     fixed = run("fixed", {4: 10.0, 8: 20.0}, {4: 0.40, 8: 0.50})
     slow = run("harnessrl", {4: 15.0, 8: 30.0}, {4: 0.45, 8: 0.60})
-    steps = bench_collect.paired([fixed, slow], None, "harnessrl", "fixed", metric="audit")
+    steps = bench_stats.paired([fixed, slow], None, "harnessrl", "fixed", metric="audit")
     assert steps["per_seed"] == [pytest.approx(10.0)] and steps["steps"] == [(8, 8)]
-    timed = bench_collect.paired([fixed, slow], None, "harnessrl", "fixed", metric="audit", equal_time=True)
+    timed = bench_stats.paired([fixed, slow], None, "harnessrl", "fixed", metric="audit", equal_time=True)
     assert timed["steps"] == [(4, 8)] and timed["per_seed"] == [pytest.approx(-5.0)]  # 20 s: harnessrl at step 4
 
 
