@@ -94,7 +94,11 @@ def _pick_constraint(p: TemplateInput) -> bank.Constraint | None:
     if p.constraint is not None:
         return next((c for c in bank.CONSTRAINTS if c.name == p.constraint and not bank.constraint_used(p.task, c)), None)
     tried = {a["template"].split(":", 1)[1] for a in p.attempts if a["template"].startswith("variant:")}
-    options = [c for c in bank.CONSTRAINTS if c.name not in tried and not bank.constraint_used(p.task, c)]
+    # A harder variant already in training that asks for a constraint makes that constraint taken: a saturated
+    # parent drawn again gets a *different* variant (or, none left, the template list's down-weighting).
+    siblings = [p.state.task(v) for v in p.state.harder_variants(p.task.id)]
+    options = [c for c in bank.CONSTRAINTS if c.name not in tried and not bank.constraint_used(p.task, c)
+               and not any(bank.constraint_used(v, c) for v in siblings)]
     if not options:
         return None
     last = next((c for c in bank.CONSTRAINTS if p.attempts and p.attempts[-1]["template"] == f"variant:{c.name}"), None)

@@ -110,6 +110,20 @@ def test_variant_adds_constraint_and_matching_check():
     assert nxt.template in ("variant:words25", "variant:question", "variant:opener")
 
 
+def test_a_parent_drawn_again_gets_a_different_variant_than_the_active_one():
+    """A saturated parent whose harder variant is in training gets a variant with another constraint, never
+    a copy of the active one (a second identical variant changes nothing)."""
+    from harness.ops import apply
+
+    att = Attribution(interface="sampling", diagnosis="d")
+    first = proposer.rule_proposal(_ev("collapse_high"), att, STATE, [], step=0)
+    after = apply(STATE, first.update)
+    again = proposer.rule_proposal(_ev("collapse_high"), att, after, [], step=4)
+    (op,) = again.update.ops
+    assert again.template.startswith("variant:") and again.template != first.template
+    assert first.update.ops[0].prompt[-1].content != op.prompt[-1].content
+
+
 # -- LLM proposer: data, never code ------------------------------------------------------------------------
 def _proposal(ops, interface="criteria"):
     return json.dumps({"update": {"interface": interface, "ops": ops}, "rationale": "r"})
