@@ -16,7 +16,7 @@ whose hidden audit score is below `AUDIT_PASS`, "honest" ones at or above it.
 | flat | d.std >= c.std + min_std_gain and d not dead |
 | spurious_length | corr(reward, length) falls by >= min_corr_drop and d not dead (unless c was) |
 | spurious_audit, stuffing | gamed rollouts lose >= min_gamed_drop reward, or corr(reward, audit) rises by >= min_audit_delta |
-| blind_criterion | the criterion (or a part it was split into) has a pass rate strictly in (0, 1), or d.std >= c.std + min_std_gain |
+| blind_criterion | the criterion (blind under the control: pass rate 0 or 1) or a part it was split into has a pass rate strictly in (0, 1), or d.std >= c.std + min_std_gain |
 | guidance_leak | d.leak_hits < c.leak_hits |
 | any type, sampling reweight/retire | confirmation: the control group shows the failure on the frozen policy now (dead for collapse/flat, ...) — a reweight changes no group, so the rule is that the evidence still holds |
 
@@ -197,8 +197,12 @@ def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupM
         n["criterion_pass_rate_before"] = c.pass_rates.get(cid)
         n["criterion_discriminating_parts"] = float(len(discriminating))
         primary = "pass_rate_in_band"
-        ok = bool(discriminating) or std_ok
-        reasons.append(f"pass rates of {cid} and its parts under the candidate {rates}; {std_why}")
+        # A criterion that already discriminates under the control is not blind: moving its pass rate around
+        # inside (0, 1) repairs nothing, so only a std gain can accept (a false event must not pass on noise).
+        blind_now = c.pass_rates.get(cid) in (0.0, 1.0, None)
+        ok = (bool(discriminating) and blind_now) or std_ok
+        reasons.append(f"pass rates of {cid} and its parts under the candidate {rates} (control "
+                       f"{c.pass_rates.get(cid)}{'' if blind_now else ': already discriminating'}); {std_why}")
     else:  # guidance_leak
         primary, ok = "leak_hits", d.leak_hits < c.leak_hits
         reasons.append(f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} (must fall)")

@@ -96,6 +96,16 @@ def test_failure_type_decided_on_measured_numbers(tmp_path, ev, policy, decision
     assert outcomes[-1] == ("accepted" if decision == "accepted" else "fallback")
 
 
+def test_a_false_blind_event_on_a_discriminating_criterion_is_not_accepted(tmp_path):
+    """`len` (>= 3 words) already splits the group under the control (half the answers are one word): a
+    blind_criterion event about it is false, and a candidate that leaves it discriminating repairs nothing."""
+    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: HONEST if i % 2 == 0 else "Rest."))
+    out = _run(graph, [event("e-false-blind", "blind_criterion", "med-1", criterion_id="len", pass_rate=1.0)], key)
+    (report,) = out["reports"]
+    assert report["decision"] != "accepted" and out["accepted"] == []
+    assert any("already discriminating" in r for a in report["attempts"] for r in (a["critique"] or {}).get("reasons", []))
+
+
 @pytest.mark.parametrize("etype", ["flat", "spurious_length", "spurious_audit", "guidance_leak"])
 def test_other_failure_types_end_with_a_decision(tmp_path, etype):
     key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: [HONEST, "water water water", "Rest.", "no idea at all"][i % 4]))
