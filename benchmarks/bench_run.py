@@ -274,7 +274,8 @@ def run_job(job: Job) -> dict[str, Any]:
     t0 = time.monotonic()
     result = run_base(job) if job.kind == "base" else run_arm(job)
     result["job_s"] = time.monotonic() - t0
-    result["job"] = asdict(job)
+    # Committed with the results: the summary names itself relative to its folder, never by this machine's path.
+    result["job"] = {**asdict(job), "summary_path": Path(job.summary_path).name}
     result["code"] = job.code
     summary = compact_summary(result)
     atomic_write_json(Path(job.summary_path), summary)
