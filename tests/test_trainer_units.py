@@ -232,9 +232,10 @@ def test_stale_events_are_dropped(run):
     assert superseded == [] and run.pending_events == []
 
 
-def _typed(kind, task_id, step):
+def _typed(kind, task_id, step, confirmed=False):
     return FailureEvent(id=f"{kind}:{task_id}:{step}", type=kind, task_id=task_id, step=step,
-                        stats={"harness_version": 0}, window=[step])
+                        stats={"harness_version": 0}, window=[step - 1, step] if confirmed else [step],
+                        window_hits=2 if confirmed else 1, confirmed=confirmed)
 
 
 @pytest.mark.parametrize("pending,limit,taken,superseded,waiting", [
@@ -245,6 +246,11 @@ def _typed(kind, task_id, step):
      ["spurious_length:d:1", "collapse_high:c:5", "collapse_low:a:2", "flat:b:9"], 0, 0),
     # batch-level events go last; beyond the limit they wait for the next round
     ([("collapse_low", "*", 9), ("collapse_low", "a", 1), ("flat", "b", 2)], 2, ["collapse_low:a:1", "flat:b:2"], 0, 1),
+    # a confirmed dead group goes before hacks seen in one group only, not before a confirmed hack
+    ([("stuffing", "a", 9), ("spurious_length", "b", 8), ("collapse_low", "c", 2, True), ("spurious_audit", "d", 1, True)],
+     3, ["spurious_audit:d:1", "collapse_low:c:2", "stuffing:a:9"], 0, 1),
+    # unconfirmed, the same dead group waits behind them
+    ([("stuffing", "a", 9), ("collapse_low", "c", 2)], 1, ["stuffing:a:9"], 0, 1),
 ])
 def test_take_events_prioritises_and_dedupes(run, pending, limit, taken, superseded, waiting):
     with run.lock:

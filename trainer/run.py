@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 # events (task "*") come last: the evolver records them but cannot update a task for them.
 EVENT_PRIORITY = {"spurious_audit": 0, "stuffing": 0, "spurious_length": 1, "guidance_leak": 1,
                   "collapse_low": 2, "collapse_high": 2, "flat": 3, "blind_criterion": 3}
+# An unconfirmed event (one group in the window: often noise) ranks this many classes lower, so a dead group
+# seen again and again is repaired before a hack seen once. Without it, on SmolLM2 every round went to one-group
+# spurious/stuffing events the critic could not reproduce while a confirmed collapse_low waited all 40 steps.
+UNCONFIRMED_PENALTY = 2.5
 
 # Process-wide registry so a pickled RubricReward can find the live run again (same process) by run_dir.
 _RUNS: dict[str, HarnessRun] = {}
@@ -247,12 +251,13 @@ class HarnessRun:
 
         A round repairs a task once: of several events on one task the most urgent (then most recent)
         is taken and the others are superseded (dropped: the detector fires again if the failure
-        persists under the repaired harness). Tasks are ordered by `EVENT_PRIORITY`, then recency;
-        events beyond `limit` wait for the next round. Each event costs the critic fresh rollouts, so
-        the limit is what bounds the pause.
+        persists under the repaired harness). Tasks are ordered by `EVENT_PRIORITY` (an unconfirmed
+        event `UNCONFIRMED_PENALTY` classes lower), then recency; events beyond `limit` wait for the
+        next round. Each event costs the critic fresh rollouts, so the limit is what bounds the pause.
         """
-        def rank(e: FailureEvent) -> tuple[int, int]:
-            return EVENT_PRIORITY.get(e.type, len(FAILURE_TYPES)) + (100 if e.task_id == "*" else 0), -e.step
+        def rank(e: FailureEvent) -> tuple[float, int]:
+            cls = EVENT_PRIORITY.get(e.type, len(FAILURE_TYPES)) + (0 if e.confirmed else UNCONFIRMED_PENALTY)
+            return cls + (100 if e.task_id == "*" else 0), -e.step
 
         with self.lock:
             best: dict[str, FailureEvent] = {}
