@@ -34,3 +34,19 @@ def tiny_model_dir():
 # ============================================================================================
 # end of endpoints & models block
 # ============================================================================================
+
+
+# ============================================================================================
+# evolver services block (owner: agent tools / services tests)
+# ============================================================================================
+
+
+@pytest.fixture
+def services(tmp_path):
+    """Real evolver `Services` over the two-task world of `tests.services_factories`, memory closed after."""
+    from tests.services_factories import make_services
+
+    s = make_services(tmp_path)
+    memory = s.memory  # a test may swap or drop s.memory; close the one made here
+    yield s
+    memory.close()

@@ -2,7 +2,7 @@
 
 Real components: `HarnessStore` on a tmp folder, `TrainingMemory` (ephemeral Chroma, hash embedding),
 `OpenAIEndpoint` against the stdlib OpenAI stub, LangGraph's `ToolNode`. The policy in most tests is a
-scripted fake LLM (`ScriptedPolicy` from test_measure).
+scripted fake LLM (the `services` fixture: tests/services_factories.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from graphs.services import Services
-from harness.store import HarnessStore
-from harness.types import Criterion, FailureEvent, HarnessState, HarnessUpdate, Message, Task
+from harness.types import FailureEvent, HarnessUpdate
 from memory.records import EventRecord, ProposalRecord
-from memory.store import TrainingMemory
-from tests.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
+from tests.fakes.fake_chat import FunctionChatModel
+from tests.services_factories import tools_by_name as _tools
 from tools.agent_tools import make_tools
 from tools.judge import Judge
 
@@ -33,41 +31,6 @@ EXPECTED_ARGS = {
     "score_responses": {"task_id", "responses"},
     "measure_candidate": {"update_json"},
 }
-
-
-def _crit(cid, weight=5.0, check=None, kind=None):
-    return Criterion(id=cid, text=f"criterion {cid}", weight=weight, kind=kind or ("pitfall" if weight < 0 else "essential"),
-                     check=check)
-
-
-def _task(tid, reference=None):
-    return Task(id=tid, domain="medical", prompt=[Message(role="user", content="How do I treat a mild headache?")],
-                criteria=[_crit("water", 5, {"type": "contains_any", "phrases": ["water"]})],
-                audit_criteria=[_crit("doctor", 5, {"type": "contains_any", "phrases": ["doctor"]})],
-                reference_answer=reference)
-
-
-def _mixed(prompt, i):
-    return ["drink water, guaranteed", "rest a while", "water helps", "sleep"][i % 4]
-
-
-def _state() -> HarnessState:
-    t = _task("a", reference="Drink two glasses of water")
-    t = t.model_copy(update={"criteria": [*t.criteria, _crit("txt", 2, None, kind="important")]})
-    return HarnessState.from_tasks([t, _task("b")])
-
-
-@pytest.fixture
-def services(tmp_path):
-    store = HarnessStore(tmp_path / "harness")
-    store.init(_state())
-    mem = TrainingMemory.ephemeral(embedding="hash")
-    yield Services(store=store, endpoint=ScriptedPolicy(_mixed), judge=Judge(None), memory=mem, sample_k=4, seed=5)
-    mem.close()
-
-
-def _tools(services, step=3):
-    return {t.name: t for t in make_tools(services, step)}
 
 
 def test_tool_schemas_hide_infrastructure(services):

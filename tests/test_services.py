@@ -13,25 +13,15 @@ import pytest
 
 from agents.context import EvolverContext
 from graphs.services import (
-    Services, get_services, live_services, parse_policy, register_services, services_from_settings, unregister_services,
+    get_services, live_services, parse_policy, register_services, services_from_settings, unregister_services,
 )
 from harness.detector import DetectorConfig
 from harness.store import HarnessStore
-from memory.store import TrainingMemory
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
-from tests.test_agent_tools import _mixed, _state, _tools
+from tests.services_factories import mixed_answers as _mixed, tool_state as _state, tools_by_name as _tools
 from tools.judge import Judge
 
 SAMPLING = ("sample_k", "max_tokens", "temperature", "seed")
-
-
-@pytest.fixture
-def services(tmp_path):
-    store = HarnessStore(tmp_path / "harness")
-    store.init(_state())
-    mem = TrainingMemory.ephemeral(embedding="hash")
-    yield Services(store=store, endpoint=ScriptedPolicy(_mixed), judge=Judge(None), memory=mem, sample_k=4, seed=5)
-    mem.close()
 
 
 def test_register_and_get_services(services):
