@@ -10,10 +10,10 @@ task's rewarded criterion with probability p (reward `--hit-reward`, else 0), co
 audit constant, no leaks. Simplification: the candidate is one hinted stratum (the real hint schedule
 mixes hinted and unhinted visits, which dilutes the effect further).
 
-    .venv/bin/python benchmarks/critic_power.py --reps 200 --out benchmarks/results/critic_power.json
+    .venv/bin/python benchmarks/critic_power.py --reps 200 --out benchmarks/results/critic/power.json
 
 The default effects bracket what the benchmark measured on SmolLM2: a hint that lifted a dead task's hit
-rate from about 1 in 16 to about 1 in 3 (replay in benchmarks/results/smollm2-40/critic_power_replay.json).
+rate from about 1 in 16 to about 1 in 3 (replay in benchmarks/results/critic/replay_collapse_low.json).
 """
 
 from __future__ import annotations
