@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         if prev.is_file():  # keep the original run's timing and command
             old = json.loads(prev.read_text())
             started, runtime, args.command = old["started"], old["runtime_s"], old["command"]
-            args.finished = old["finished"]
+            args.finished, args.git = old["finished"], old.get("git", args.git)  # the code that ran, not today's tree
             status = {k: v for k, v in old["status"].items()}
     results = build_results(args, jobs, status, started, runtime, report)
     results["plots"] = plots(results, Path(results["plot_dir"])) if results["runs"] else []
