@@ -8,22 +8,18 @@ from pathlib import Path
 
 from graphs.services import Services
 from harness.store import HarnessStore
-from harness.types import Criterion, HarnessState, Message, Task
+from harness.types import HarnessState, Message, Task
 from memory.store import TrainingMemory
 from tests.fakes.fake_chat import ScriptedPolicy
+from tests.harness_factories import crit
 from tools.agent_tools import make_tools
 from tools.judge import Judge
 
 
-def _crit(cid: str, weight: float = 5.0, check: dict | None = None, kind: str | None = None) -> Criterion:
-    return Criterion(id=cid, text=f"criterion {cid}", weight=weight, kind=kind or ("pitfall" if weight < 0 else "essential"),
-                     check=check)
-
-
 def _task(tid: str, reference: str | None = None) -> Task:
     return Task(id=tid, domain="medical", prompt=[Message(role="user", content="How do I treat a mild headache?")],
-                criteria=[_crit("water", 5, {"type": "contains_any", "phrases": ["water"]})],
-                audit_criteria=[_crit("doctor", 5, {"type": "contains_any", "phrases": ["doctor"]})],
+                criteria=[crit("water", 5, check={"type": "contains_any", "phrases": ["water"]})],
+                audit_criteria=[crit("doctor", 5, check={"type": "contains_any", "phrases": ["doctor"]})],
                 reference_answer=reference)
 
 
@@ -35,7 +31,7 @@ def mixed_answers(prompt, i: int) -> str:
 def tool_state() -> HarnessState:
     """Task "a" (reference answer, a rule-checked and an unchecked criterion) and task "b"."""
     t = _task("a", reference="Drink two glasses of water")
-    t = t.model_copy(update={"criteria": [*t.criteria, _crit("txt", 2, None, kind="important")]})
+    t = t.model_copy(update={"criteria": [*t.criteria, crit("txt", 2, "important")]})
     return HarnessState.from_tasks([t, _task("b")])
 
 
