@@ -22,7 +22,8 @@ may wait at once); with no callback a run that reaches an interrupt stops and re
 `{"__interrupt__": [...]}` so the caller can resume later with the same thread id.
 
 A snapshot (what `harnessrl evolve` reads) is a folder with `events.json`
-(`{"events": [FailureEvent...], "harness_version": n, "step": s}`) and `harness/` (a `HarnessStore`).
+(`{"events": [FailureEvent...], "harness_version": n, "step": s}`; an event may be a line copied from a run's
+`events.jsonl`) and `harness/` (a `HarnessStore`).
 """
 
 from __future__ import annotations
@@ -76,12 +77,13 @@ def load_snapshot(snapshot: str | Path) -> dict[str, Any]:
     for key in ("events", "harness_version", "step"):
         if key not in data:
             raise ValueError(f"{path}: missing field {key!r}")
+    events = []
     for i, ev in enumerate(data["events"]):
-        try:
-            FailureEvent.model_validate(ev)
+        try:  # an event copied from the run's events.jsonl keeps its logged harness version: accepted, dropped
+            events.append(FailureEvent.from_log_line(ev).model_dump(mode="json"))
         except ValueError as err:
             raise ValueError(f"{path}: events[{i}]: {err}") from None
-    return {"events": data["events"], "harness_version": int(data["harness_version"]), "step": int(data["step"])}
+    return {"events": events, "harness_version": int(data["harness_version"]), "step": int(data["step"])}
 
 
 def prepare_run_dir(snapshot: str | Path, run_dir: str | Path) -> HarnessStore:

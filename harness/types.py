@@ -388,3 +388,12 @@ class FailureEvent(_Model):
             raise ValueError(f"confirmed: a failure seen in {self.window_hits} group(s) cannot be confirmed "
                              f"(needs at least {MIN_CONFIRM_HITS})")
         return self
+
+    # An `events.jsonl` line is the event plus the harness version it was detected under: a fact of the run's
+    # log, not of the event, so it is added on writing and removed on reading (replay, `evolve SNAPSHOT`).
+    def log_line(self, harness_version: int) -> dict[str, Any]:
+        return {"harness_version": harness_version, **self.model_dump(mode="json")}
+
+    @classmethod
+    def from_log_line(cls, line: dict[str, Any]) -> FailureEvent:
+        return cls.model_validate({k: v for k, v in line.items() if k != "harness_version"})

@@ -1,13 +1,19 @@
 """`graphs/runner.py` in process: the async SQLite checkpointer, approval interrupts answered by the approver,
-resuming a waiting thread by id, and `thread_unfinished` (what `harnessrl evolve --thread` resumes on).
+resuming a waiting thread by id, `thread_unfinished` (what `harnessrl evolve --thread` resumes on), and
+`load_snapshot` reading events copied from a run's `events.jsonl`.
 
 Real store, memory, judge and measurement; the frozen policy is the scripted `PromptPolicy`.
 """
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from agents.context import EvolverContext
-from graphs.runner import run_in_process, thread_unfinished
+from graphs.runner import load_snapshot, run_in_process, thread_unfinished
+from harness.types import FailureEvent
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
@@ -51,3 +57,23 @@ def test_without_approval_the_round_runs_through(tmp_path):
     ctx = EvolverContext(services_key=key, sample_k=4)
     out = run_in_process(_input(), ctx, tmp_path / "evolver.sqlite", "t3")
     assert out["reports"][0]["decision"] == "accepted" and out["harness_version"] == svc.store.latest().version == 1
+
+
+def _snapshot(tmp_path, events):
+    (tmp_path / "events.json").write_text(json.dumps({"events": events, "harness_version": 3, "step": 12}))
+    return tmp_path
+
+
+def test_snapshot_takes_events_copied_from_the_run_log(tmp_path):
+    logged = FailureEvent.model_validate(event("e1", "collapse_low", "med-1")).log_line(harness_version=2)
+    assert logged["harness_version"] == 2  # what trainer/run.py writes to events.jsonl
+    inp = load_snapshot(_snapshot(tmp_path, [logged]))
+    assert inp["harness_version"] == 3 and inp["step"] == 12  # the snapshot's version, not the event's logged one
+    assert [FailureEvent.model_validate(e) for e in inp["events"]] == [FailureEvent.from_log_line(logged)]
+    assert "harness_version" not in inp["events"][0]
+
+
+def test_snapshot_event_with_an_unknown_field_names_file_and_index(tmp_path):
+    bad = {**event("e1", "collapse_low", "med-1"), "severity": "high"}
+    with pytest.raises(ValueError, match=r"(?s)events\.json: events\[1\]: .*severity.*Extra inputs"):
+        load_snapshot(_snapshot(tmp_path, [event("e0", "flat", "med-2"), bad]))

@@ -147,8 +147,7 @@ def _round_events(run_dir: Path, record: dict[str, Any], rounds: list[dict[str, 
         if missing:
             raise ValueError(f"{path}: events {missing} of the round at step {step} ({source}) are not in the file")
         chosen = [by_id[i] for i in ids]
-    # events.jsonl lines carry the version they were detected under next to the event's own fields.
-    return [FailureEvent.model_validate({k: v for k, v in r.items() if k != "harness_version"}) for r in chosen], source
+    return [FailureEvent.from_log_line(r) for r in chosen], source
 
 
 # -- the scratch folder of one brain set --------------------------------------------------------------------

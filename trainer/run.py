@@ -239,7 +239,7 @@ class HarnessRun:
         if not self.main_process:
             return
         for e in events:
-            append_jsonl(self.paths.events, {"harness_version": harness_version, **e.model_dump(mode="json")})
+            append_jsonl(self.paths.events, e.log_line(harness_version))
             if self.memory is not None:
                 domain = self._domain(e.task_id)
                 self.memory.add_event(e, domain=domain, harness_version=harness_version)

@@ -49,7 +49,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                "Example: harnessrl evolve runs/cpu-demo --step 4 --proposer-model rules "
                "--proposer-model openai:Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1")
     p.add_argument("source", help="a training run folder (with --step), or a snapshot folder with events.json "
-                                  "({events, harness_version, step}) and harness/")
+                                  "({events, harness_version, step}; events may be lines copied from a run's "
+                                  "events.jsonl) and harness/")
     p.add_argument("--step", type=int, default=None,
                    help="replay the round that ran at this step of the training run SOURCE")
     p.add_argument("--out", default=None, help="replay: scratch folder for the brain sets' runs and comparison.html "
