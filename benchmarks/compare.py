@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "tiny: random tiny model (configs/tiny.yaml), seconds per arm, for smoke tests")
     p.add_argument("--steps", type=int, help="GRPO steps per arm (the shared step budget; default from the preset)")
     p.add_argument("--seeds", type=_csv_ints, default=[0, 1],
-                   help="training seeds for the key arms (fixed, dynfilter, harnessrl), e.g. 0,1 (default 0,1)")
+                   help="training seeds for the key arms (fixed, dapo, harnessrl), e.g. 0,1 (default 0,1)")
     p.add_argument("--ablation-seeds", type=_csv_ints, default=None,
                    help="seeds for the ablation arms (default: the first of --seeds)")
     p.add_argument("--arms", type=parse_arms, default=list(ARMS),
