@@ -97,6 +97,14 @@ def plots(results: dict[str, Any], plot_dir: Path) -> list[str]:
 ANALYSIS_BEGIN, ANALYSIS_END = "<!-- BEGIN ANALYSIS (hand-written, kept on re-render) -->", "<!-- END ANALYSIS -->"
 
 
+def eval_subset(b: dict[str, Any]) -> str:
+    """The held-out eval set in words; eval_per_domain 0 means every held-out task."""
+    n = len(b["eval_tasks"])
+    if not b["eval_per_domain"]:
+        return f"all {n} held-out test tasks"
+    return f"fixed subset of {n} test tasks ({b['eval_per_domain']} per domain)"
+
+
 def render(results: dict[str, Any], report: Path) -> str:
     arm_sum = results["arms"]
     lines = [f"# Benchmark: HarnessRL vs fixed harness vs dynamic filtering ({results['preset']} preset)", ""]
@@ -113,7 +121,7 @@ def render(results: dict[str, Any], report: Path) -> str:
               f"({b['batch'] // b['group']} prompts x G={b['group']}), evolver every {b['evolve_every']} steps, "
               f"held-out eval every {b['eval_every']} steps and at the last step.",
               f"- Training pool: {'all train tasks' if not b.get('train_per_domain') else str(b['train_per_domain']) + ' train tasks per domain, `' + b['train_pool'] + '`'}.",
-              f"- Held-out eval: fixed subset of {len(b['eval_tasks'])} test tasks ({b['eval_per_domain']} per domain), "
+              f"- Held-out eval: {eval_subset(b)}, "
               f"k={b['eval_k']} samples, {b['max_tokens']} tokens, training temperature, eval seed {b['eval_seed']} "
               f"(same random numbers for every model). Scores are Avg@k on 0-100.",
               f"- Seeds: key arms {b['seeds']}, ablations {b['ablation_seeds']}.", ""]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 
@@ -52,31 +50,3 @@ def services(tmp_path):
     memory = s.memory  # a test may swap or drop s.memory; close the one made here
     yield s
     memory.close()
-
-
-# ============================================================================================
-# disk block (owner: CI)
-# ============================================================================================
-# A whole run writes about 2 GB of checkpoints into tmp_path folders, and pytest deletes them only at the end
-# of a later session. On a shared disk with a few GB free that filled /tmp mid-run and failed CI; so a passing
-# test's folder goes as soon as the test is done, and a failing test's stays for inspection.
-
-
-_CALL_PASSED = pytest.StashKey[bool]()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    report = yield
-    if report.when == "call":
-        item.stash[_CALL_PASSED] = report.passed
-    return report
-
-
-@pytest.fixture(autouse=True)
-def _remove_tmp_path_of_passing_test(request):
-    path = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
-    yield
-    if path is not None and request.node.stash.get(_CALL_PASSED, False):
-        # Scratch only: a file still held by a server the test stopped must not fail a passing test.
-        shutil.rmtree(path, ignore_errors=True)
