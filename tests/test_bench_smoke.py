@@ -150,6 +150,12 @@ def test_eval_subset_is_fixed_and_covers_every_domain():
     assert len(a) == 10 and len({t.split("-")[0] for t in a}) == 5
 
 
+@pytest.mark.parametrize("per_domain, words", [(0, "all 3 held-out test tasks"),
+                                                (1, "fixed subset of 3 test tasks (1 per domain)")])
+def test_report_names_the_eval_set(per_domain, words):
+    assert bench_render.eval_subset({"eval_tasks": ["a", "b", "c"], "eval_per_domain": per_domain}) == words
+
+
 def test_length_stats_within_task_correlation():
     result = {"tasks": {"t1": {"scores": [0.5, 1.0]}, "t2": {"scores": [0.0, 0.5]}}}
     # Longer answers score higher inside each task -> +1, although the longer task (t2) scores lower overall.
