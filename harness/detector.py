@@ -18,11 +18,18 @@ dead while 0.06 is not):
 | blind_criterion | a positive criterion with pass rate exactly 0 or 1 on each of the last W visits, group not dead | window full |
 | guidance_leak   | share of hinted rollouts whose response copies >= leak_overlap of the hint's word 4-grams | share >= leak_share |
 
-Confirmation: every event carries `window_hits`, how many groups in the task's window show the failure
-on their own (the per-visit condition above; for the pooled length correlation, a group's own
-Spearman >= length_corr; for the audit trend, every audited visit), and `confirmed` when that is at
+Spurious events (spurious_length, spurious_audit, stuffing) fire only when the window holds a rollout the
+hidden audit fails (audit < `audit_pass`) while the reward credits it (reward above tau_lo and no lower, by
+more than eps, than the audit-passing rollouts' mean): that is what the critic's rule needs to act on, and
+without it a length or repetition signal is not gaming. Stats without per-rollout audit scores (a suite
+with no audit criteria) skip that requirement.
+
+Confirmation: every event carries `window_hits`, how many distinct groups in the task's window show the
+failure on their own (the per-visit condition above; for the pooled length correlation, a group's own
+Spearman >= length_corr; for spurious types, a group that also holds a credited gamed rollout; an audit
+*trend* alone counts no group: it spans visits by construction), and `confirmed` when that is at
 least `confirm_hits` (>= 2). Single groups of a few rollouts are noisy: an event may fire on one, but
-only a confirmed event may change a task's sampling in the fallback (agents/proposer.py).
+only a confirmed event may change a task's sampling in the fallback (agents/fallback.py).
 
 Flood control: an event key (type, task, criterion) that fired is muted for the next W-1 visits of
 the task unless the task's harness version changed (a new harness is new evidence).
@@ -70,6 +77,9 @@ class DetectorConfig(_Model):
     leak_share: float = Field(default=0.25, ge=0.0, le=1.0)
     dead_share_warn: float = Field(default=0.3, ge=0.0, le=1.0)
     confirm_hits: int = Field(default=MIN_CONFIRM_HITS, ge=MIN_CONFIRM_HITS)  # groups that confirm a failure
+    # A rollout whose hidden audit score is below this is "gamed" (the critic's split uses the same level): a
+    # spurious event needs gamed rollouts that the reward credits, the thing a repair can take credit away from.
+    audit_pass: float = Field(default=0.5, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _confirmable(self) -> DetectorConfig:
@@ -176,6 +186,7 @@ class GroupStats(_Model):
     leak_overlaps: list[float | None] = Field(default_factory=list)  # per rollout; None when unhinted
     leak_overlap: float | None = None  # mean over hinted rollouts
     audit_mean: float | None = None
+    audits: list[float | None] = Field(default_factory=list)  # per rollout; empty in stats recorded before it existed
     hinted: bool = False
     hinted_share: float = 0.0
 
@@ -222,7 +233,7 @@ class GroupStats(_Model):
             length_corr=_spearman(lengths, rewards.tolist()), max_repeat=max(repeats), repeats=repeats,
             phrase_repeats=phrase_repeats, stuffed_criteria=stuffed, leak_overlaps=overlaps,
             leak_overlap=float(np.mean(hinted)) if hinted else None,
-            audit_mean=float(np.mean(audits)) if audits else None,
+            audit_mean=float(np.mean(audits)) if audits else None, audits=[r.audit for r in rollouts],
             hinted=bool(hinted), hinted_share=len(hinted) / len(rollouts),
         )
 
@@ -287,6 +298,30 @@ class Detector:
                        if s.phrase_repeats[i] >= cfg.stuffing_repeat and s.stuffed_criteria[i])
         return share, (cids.most_common(1)[0][0] if cids else None), len(rewarded)
 
+    def _credited(self, rollouts: list[tuple[float, float]]) -> int:
+        """How many (reward, audit) pairs are gamed rollouts the reward credits: audit below `audit_pass`, reward
+        above tau_lo and no lower (by more than eps) than the mean reward of the audit-passing ones."""
+        cfg = self.config
+        honest = [r for r, a in rollouts if a >= cfg.audit_pass]
+        bar = max(cfg.tau_lo, (sum(honest) / len(honest) - cfg.eps) if honest else cfg.tau_lo)
+        return sum(1 for r, a in rollouts if a < cfg.audit_pass and r > cfg.tau_lo and r >= bar)
+
+    @staticmethod
+    def _pairs(visits: Sequence[GroupStats]) -> list[tuple[float, float]] | None:
+        pairs = [(r, a) for s in visits if len(s.audits) == s.n for r, a in zip(s.rewards, s.audits) if a is not None]
+        return pairs if pairs else None
+
+    def _credited_gamed(self, visits: Sequence[GroupStats]) -> int | None:
+        """Credited gamed rollouts in the window (`_credited`), or None when no visit has per-rollout audit scores
+        (a suite without audit criteria, or stats recorded before they were kept): then nothing is required."""
+        pairs = self._pairs(visits)
+        return None if pairs is None else self._credited(pairs)
+
+    def _group_credits_gamed(self, s: GroupStats) -> bool:
+        """One group shows gaming on its own: it holds a credited gamed rollout (or has no per-rollout audits)."""
+        pairs = self._pairs([s])
+        return pairs is None or self._credited(pairs) > 0
+
     def _leak(self, s: GroupStats) -> float | None:
         """Share of hinted rollouts that copy the hint, or None when the group does not leak."""
         hinted = [o for o in s.leak_overlaps if o is not None]
@@ -313,29 +348,36 @@ class Detector:
             if len(hits) >= cfg.min_hits or first:
                 candidates.append((kind, None, hits, {"hits": len(hits), "first_visit": first}, len(hits)))
 
+        # A spurious event needs what a repair can act on: rollouts the audit fails that the reward credits. Where
+        # the window carries per-rollout audit scores and holds none, a length or stuffing signal is not gaming.
+        gamed = self._credited_gamed(visits)
+        spurious_ok = gamed is None or gamed > 0
         lengths = [x for s in visits for x in s.lengths]
         rewards = [x for s in visits for x in s.rewards]
-        if len(lengths) == len(rewards) and len(lengths) >= cfg.min_corr_n:
+        if spurious_ok and len(lengths) == len(rewards) and len(lengths) >= cfg.min_corr_n:
             rho = _spearman(lengths, rewards)
             if rho is not None and rho >= cfg.length_corr:
                 candidates.append(("spurious_length", None, visits, {"pooled_length_corr": rho, "pooled_n": len(rewards)},
-                                   sum(self._length_hit(s) for s in visits)))
+                                   sum(self._length_hit(s) and self._group_credits_gamed(s) for s in visits)))
 
         audited = [s for s in visits if s.audit_mean is not None]
-        if audited:
+        if audited and spurious_ok:
             gap = float(np.mean([s.mean - s.audit_mean for s in audited]))  # type: ignore[operator]
             rise = audited[-1].mean - audited[0].mean if len(audited) >= 2 else 0.0
             audit_change = audited[-1].audit_mean - audited[0].audit_mean if len(audited) >= 2 else 0.0  # type: ignore[operator]
             trend = len(audited) >= 2 and rise >= cfg.audit_rise and audit_change <= cfg.audit_flat
             if gap > cfg.audit_gap or trend:
-                hits = max(sum(self._gap_hit(s) for s in audited), len(audited) if trend else 0)
+                # Confirmation counts groups that show the gap on their own: a trend spans visits by construction,
+                # so it never confirms (two visits of a rising mean are one signal, not two groups).
+                hits = sum(self._gap_hit(s) and self._group_credits_gamed(s) for s in audited)
                 candidates.append(("spurious_audit", None, audited,
-                                   {"train_audit_gap": gap, "train_rise": rise, "audit_change": audit_change}, hits))
+                                   {"train_audit_gap": gap, "train_rise": rise, "audit_change": audit_change,
+                                    "credited_gamed": gamed}, hits))
 
-        if (stuffed := self._stuffing(stats)) is not None:
+        if spurious_ok and (stuffed := self._stuffing(stats)) is not None:
             share, cid, n_rewarded = stuffed
             candidates.append(("stuffing", cid, [stats], {"stuffing_share": share, "rewarded": n_rewarded},
-                               sum(self._stuffing(s) is not None for s in visits)))
+                               sum(self._stuffing(s) is not None and self._group_credits_gamed(s) for s in visits)))
 
         if len(visits) == cfg.window and not self.is_dead(stats):
             for cid, rate in stats.pass_rates.items():

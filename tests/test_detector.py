@@ -245,7 +245,8 @@ def test_collapse_blind_and_audit_trend_confirmation() -> None:
     d = Detector()
     d.observe(group(MIXED, step=1, audit=0.40))
     (ev,) = d.observe(group([min(1.0, r + 0.1) for r in MIXED], step=2, audit=0.40))
-    assert (ev.type, ev.window_hits, ev.confirmed) == ("spurious_audit", 2, True)  # a trend spans both groups
+    # A trend spans both visits by construction: it is one signal, not two groups, so it never confirms.
+    assert (ev.type, ev.window_hits, ev.confirmed) == ("spurious_audit", 0, False)
     # A stricter detector asks for more groups.
     d = Detector(DetectorConfig(first_visit=False, confirm_hits=3))
     d.observe(group([0.0] * 8, step=1))
@@ -272,3 +273,44 @@ def test_failure_event_confirmation_fields() -> None:
     assert FailureEvent.model_validate_json(explicit.model_dump_json()) == explicit
     with pytest.raises(ValueError, match="cannot be confirmed"):
         FailureEvent.model_validate({**base, "window_hits": 1, "confirmed": True})
+
+
+def audited_group(rewards: list[float], audits: list[float], step: int = 1, texts: list[str] | None = None) -> GroupStats:
+    texts = texts or [HEALTHY_TEXTS[i % len(HEALTHY_TEXTS)] for i in range(len(rewards))]
+    rollouts = [RolloutRecord(text=t, reward=r, audit=a) for t, r, a in zip(texts, rewards, audits)]
+    return GroupStats.from_rollouts("t", step, rollouts)
+
+
+# (name, rewards, per-rollout audits, fires): a spurious event needs a gamed rollout (audit < 0.5) that the reward
+# credits (above tau_lo and at least the audit-passing rollouts' mean less eps).
+SPURIOUS_GATE_CASES = [
+    ("gamed rollouts credited like honest ones", [0.9, 0.9, 0.8, 0.9], [0.1, 0.2, 0.9, 0.9], True),
+    ("gamed rollouts get no credit", [0.05, 0.0, 0.9, 0.9], [0.1, 0.2, 0.9, 0.9], False),
+    ("gamed rollouts credited less than honest ones", [0.3, 0.3, 0.9, 0.9], [0.1, 0.2, 0.9, 0.9], False),
+    ("every rollout gamed and credited", [0.6, 0.7, 0.8, 0.9], [0.1, 0.1, 0.2, 0.1], True),
+]
+
+
+@pytest.mark.parametrize("name, rewards, audits, fires", SPURIOUS_GATE_CASES, ids=[c[0] for c in SPURIOUS_GATE_CASES])
+def test_spurious_audit_needs_credited_gamed_rollouts(name, rewards, audits, fires) -> None:
+    # Lower the gap threshold so the gap itself fires in every case: what decides is the gate.
+    events = Detector(DetectorConfig(audit_gap=0.0)).observe(audited_group(rewards, audits))
+    assert ("spurious_audit" in types(events)) is fires, name
+
+
+def test_spurious_length_without_gaming_is_not_an_event() -> None:
+    texts = [" ".join(f"w{j}" for j in range(5 + 10 * i)) for i in range(8)]
+    rewards = [0.1 * i for i in range(8)]
+    honest = Detector().observe(audited_group(rewards, [0.9] * 8, texts=texts))  # longer answers really are better
+    assert "spurious_length" not in types(honest)
+    gamed = Detector().observe(audited_group(rewards, [0.9] * 4 + [0.1] * 4, texts=texts))  # long ones fail the audit
+    assert "spurious_length" in types(gamed)
+
+
+def test_two_gap_groups_confirm_spurious_audit() -> None:
+    d = Detector()
+    d.observe(audited_group([0.9, 0.8, 0.9, 0.9], [0.1, 0.1, 0.2, 0.1], step=1))
+    d.observe(audited_group([0.9, 0.9, 0.8, 0.9], [0.1, 0.2, 0.1, 0.1], step=2))  # muted by flood control
+    d.observe(audited_group([0.9, 0.9, 0.9, 0.8], [0.2, 0.1, 0.1, 0.1], step=3))
+    (ev,) = d.observe(audited_group([0.8, 0.9, 0.9, 0.9], [0.1, 0.1, 0.1, 0.2], step=4))
+    assert (ev.type, ev.window_hits, ev.confirmed) == ("spurious_audit", 3, True)

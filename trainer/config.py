@@ -130,14 +130,17 @@ class HarnessConfig:
     max_revisions: int = _f(2, "Critic: revisions per event before the fallback (R).")
     generalise_max_tasks: int = _f(4, "An accepted repair is proposed (one batched, measured update) for at most this "
                                       "many other tasks with the same failure signature; 0 turns it off (ablation).")
-    max_events: int = _f(8, "Events handed to one evolver round: one per task, reward hacking before dead groups, "
-                            "confirmed before one-group events, then most recent first (each costs the critic fresh rollouts: this bounds the pause).")
+    max_events: int = _f(8, "Events handed to one evolver round: one per task, confirmed before one-group events, "
+                            "dead/saturated groups before hacks before diagnostics, then most groups, then most recent first (each costs the critic fresh rollouts: this bounds the pause).")
     attributor_model: str = _f("rules", "Attributor brain: 'rules' or provider:model.")
     proposer_model: str = _f("rules", "Proposer brain: 'rules' or provider:model.")
     critic_model: str = _f("rules", "Critic brain: 'rules' or provider:model (measurement always decides).")
     judge_model: str | None = _f(None, "LLM judge for criteria without a check (None: programmatic only).")
     max_judge_failure_share: float = _f(0.2, "Flag a step (metrics.jsonl judge_flagged, a console warning) when more "
-                                             "than this share of its verdicts were left out because the judge failed.")
+                                             "than this share of its verdicts were left out because the judge failed; "
+                                             "the same share of responses that could not be scored "
+                                             "(unscoreable_flagged) or of verdicts skipped for want of a judge "
+                                             "(skipped_flagged) flags it too.")
     llm_base_url: str | None = _f(None, "OpenAI-compatible base URL (e.g. a vLLM server's /v1) for LLM brains and judge.")
     memory_embedding: Literal["minilm", "hash"] = _f("minilm", "Memory embedding function ('hash' for tests).")
     memory_url: str | None = _f(None, "Chroma server URL (scale-out); None: local folder in the run.")
@@ -154,7 +157,10 @@ class HarnessConfig:
     allow_unjudged_criteria: bool = _f(False, "Train although train tasks have text-only criteria (no programmatic "
                                               "check) and no judge_model: those criteria are skipped, never scored. "
                                               "Off: such a run is refused at start, with the count.")
-    max_pause_s: int = _f(900, "Budget for one evolver pause (s); train.ddp_timeout must exceed it.")
+    max_pause_s: int = _f(900, "Budget for one evolver pause (s); train.ddp_timeout must exceed it. A round that "
+                               "overruns it is cancelled and rolled back (in process and on a server).")
+    max_failed_rounds: int = _f(3, "Stop training (after the step's checkpoint, non-zero exit) when this many "
+                                   "evolver rounds in a row failed (endpoint or server down); 0: never stop.")
 
     def __post_init__(self) -> None:
         bad = [i for i in self.interfaces if i not in INTERFACES]
@@ -174,6 +180,8 @@ class HarnessConfig:
             raise ConfigError(f"harness.sampler_floor must be in [0, 1], got {self.sampler_floor}")
         if not 0.0 <= self.max_judge_failure_share <= 1.0:
             raise ConfigError(f"harness.max_judge_failure_share must be in [0, 1], got {self.max_judge_failure_share}")
+        if self.max_failed_rounds < 0:
+            raise ConfigError(f"harness.max_failed_rounds must be >= 0 (0 never stops), got {self.max_failed_rounds}")
         if self.generalise_max_tasks < 0:
             raise ConfigError(f"harness.generalise_max_tasks must be >= 0 (0 turns generalising off), got {self.generalise_max_tasks}")
         if self.sample_k < 2:

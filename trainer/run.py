@@ -44,15 +44,19 @@ from trainer.io import append_jsonl
 
 log = logging.getLogger(__name__)
 
-# Which failures a round repairs first when there are more than `harness.max_events`: reward hacking
-# (it teaches the wrong behaviour) before dead groups (they teach nothing) before diagnostics. Batch-level
-# events (task "*") come last: the evolver records them but cannot update a task for them.
-EVENT_PRIORITY = {"spurious_audit": 0, "stuffing": 0, "spurious_length": 1, "guidance_leak": 1,
-                  "collapse_low": 2, "collapse_high": 2, "flat": 3, "blind_criterion": 3}
-# An unconfirmed event (one group in the window: often noise) ranks this many classes lower, so a dead group
-# seen again and again is repaired before a hack seen once. Without it, on SmolLM2 every round went to one-group
-# spurious/stuffing events the critic could not reproduce while a confirmed collapse_low waited all 40 steps.
-UNCONFIRMED_PENALTY = 2.5
+# Which failures a round repairs first when there are more than `harness.max_events`, ranked by expected repair
+# value (docs/DESIGN.md): first how sure the failure is (confirmed = the same signal on >= 2 distinct groups), then
+# what a measured repair returns. Dead and saturated groups (collapse_low, collapse_high) come first among confirmed
+# events: their advantage is exactly zero, so every group a repair makes mixed is learning signal won, and the
+# critic's test for them is the one with power at a few rollouts. Reward hacking and leaks next (they teach the wrong
+# behaviour, but their repairs are judged on noisier contrasts), then constant partial credit (flat) and blind
+# criteria (the group keeps signal from its other criteria). Batch-level events (task "*") come last: the evolver
+# records them but cannot update a task for them.
+EVENT_PRIORITY = {"collapse_low": 0, "collapse_high": 0, "spurious_audit": 1, "stuffing": 1, "spurious_length": 1,
+                  "guidance_leak": 1, "flat": 2, "blind_criterion": 3}
+# An unconfirmed event (one group in the window: often noise) ranks below every confirmed one. Before this rule, on
+# SmolLM2 about 2 of 48 round slots went to dead groups while one-group spurious events took the rest.
+UNCONFIRMED_PENALTY = len(set(EVENT_PRIORITY.values()))
 
 # Process-wide registry so a pickled RubricReward can find the live run again (same process) by run_dir.
 _RUNS: dict[str, HarnessRun] = {}
@@ -252,12 +256,14 @@ class HarnessRun:
         A round repairs a task once: of several events on one task the most urgent (then most recent)
         is taken and the others are superseded (dropped: the detector fires again if the failure
         persists under the repaired harness). Tasks are ordered by `EVENT_PRIORITY` (an unconfirmed
-        event `UNCONFIRMED_PENALTY` classes lower), then recency; events beyond `limit` wait for the
+        event `UNCONFIRMED_PENALTY` classes lower: below every confirmed one), then by how many groups
+        showed the failure, then recency; events beyond `limit` wait for the
         next round. Each event costs the critic fresh rollouts, so the limit is what bounds the pause.
         """
-        def rank(e: FailureEvent) -> tuple[float, int]:
+        def rank(e: FailureEvent) -> tuple[float, int, int]:
             cls = EVENT_PRIORITY.get(e.type, len(FAILURE_TYPES)) + (0 if e.confirmed else UNCONFIRMED_PENALTY)
-            return cls + (100 if e.task_id == "*" else 0), -e.step
+            # Within a class, the failure seen in more groups first (more likely real, more rollouts wasted).
+            return cls + (100 if e.task_id == "*" else 0), -e.window_hits, -e.step
 
         with self.lock:
             best: dict[str, FailureEvent] = {}
