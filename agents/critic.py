@@ -112,6 +112,11 @@ def _focus(event: FailureEvent, update: HarnessUpdate, measurement: Measurement)
     return focus if focus in measurement.per_task else measurement.task_ids[0]
 
 
+def reproduces(event: FailureEvent, c: GroupMetrics) -> tuple[bool, str]:
+    """Whether the control group `c` shows `event`'s failure on the frozen policy now, and the numbers saying so."""
+    return _confirmed(event, c)
+
+
 def _confirmed(event: FailureEvent, c: GroupMetrics) -> tuple[bool, str]:
     t = event.type
     if t in ("collapse_low", "collapse_high", "flat"):
@@ -241,7 +246,12 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
     c, d = m.per_task[focus]["control"], m.per_task[focus]["candidate"]
     v = _rule(event, update, c, d, bool(m.paired.get(focus)), ctx)
     n = {**v.numbers, "judge_failures": float(m.judge_failures), "k": float(m.k), **cost_numbers(m)}
-    reasons = [f"focus group {focus} (paired={m.paired.get(focus)})", *v.reasons]
+    # Whether the control group shows the event's failure on the frozen policy now: the fallback acts only on a
+    # failure reproduced here, never on the detector's training groups alone (agents/fallback.py).
+    reproduced, why_reproduced = _confirmed(event, m.per_task[event.task_id]["control"] if event.task_id in m.per_task else c)
+    n["control_reproduced"] = float(reproduced)
+    reasons = [f"focus group {focus} (paired={m.paired.get(focus)})", *v.reasons,
+               f"failure reproduced on the frozen policy: {reproduced} ({why_reproduced})"]
     guards = [(m.judge_failures == 0, f"judge failures during the measurement: {m.judge_failures}"), *v.guards]
     if m.sequential is not None:
         s = m.sequential

@@ -1,7 +1,8 @@
 """The safe fallback: the sampling change committed once every candidate for an event was rejected.
 
 `fallback_decision` (docs/DESIGN.md §6) decides what to commit, and why, so that no task leaves training
-through it: only a confirmed failure changes sampling, a batch of unusable LLM answers changes nothing,
+through it: only a confirmed failure that the frozen policy reproduces changes sampling (the control group of a
+measured candidate, or a probe of the fallback's own update, shows it), a batch of unusable LLM answers changes nothing,
 weights are halved but never below `FALLBACK_MIN_WEIGHT`, and a quarantine lasts `QUARANTINE_STEPS`.
 `graphs/nodes.py` calls it after the proposer's last revision.
 """
@@ -27,6 +28,20 @@ class Fallback(BaseModel):
 
     update: HarnessUpdate | None
     reason: str
+    # No measured candidate said whether its control group shows the failure on the frozen policy: the caller must
+    # probe the control (`reproduces` on a measurement of `update`) and commit only when it does.
+    needs_probe: bool = False
+
+
+def reproduction(attempts: Sequence[dict[str, Any]] | None) -> bool | None:
+    """Whether the event's failure showed on the frozen policy in a measured candidate's control group (the critic's
+    `control_reproduced` number): True if any did, False if every measured one said it did not, None when no attempt
+    carries the number (nothing was measured, or the rule brain had no template)."""
+    seen = [((a.get("critique") or {}).get("numbers") or {}).get("control_reproduced") for a in attempts or ()]
+    seen = [x for x in seen if x is not None]
+    if not seen:
+        return None
+    return any(x >= 1.0 for x in seen)
 
 
 def _measured(attempt: dict[str, Any]) -> bool:
@@ -41,6 +56,9 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
 
     - only a *confirmed* failure (`event.confirmed`: at least two groups of the detector's window showed
       it) changes sampling; one noisy group never does;
+    - and only one the frozen policy reproduces: when a measured candidate's control group did not show it
+      (`reproduction` is False) nothing changes; when no candidate was measured the decision carries
+      `needs_probe` and the graph measures the fallback's own update first (`graphs/nodes.py` `fallback`);
     - `attempts` (the event's candidates, as the graph records them) made only of LLM answers that gave
       no measurable candidate (prose, malformed JSON, a wrong interface) change nothing: a garbage
       answer costs a revision, never a sampling change on its own;
@@ -66,6 +84,11 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
         return Fallback(update=None, reason=(
             f"no candidate was measured: all {len(attempts)} LLM answer(s) were unusable; a garbage answer costs "
             "a revision, never a sampling change"))
+    reproduced = reproduction(attempts)
+    if reproduced is False:
+        return Fallback(update=None, reason=(
+            f"{event.type} confirmed in {event.window_hits} training groups but not reproduced on the frozen policy: "
+            "no measured candidate's control group shows it, so sampling stays as is"))
     now = step if step is not None else max(event.step, state.step)
     confirmed = f"{event.type} confirmed in {event.window_hits} groups and not repaired"
     variants = state.harder_variants(tid) if event.type == "collapse_high" else []
@@ -83,7 +106,7 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
         why = f"fallback: {confirmed}; quarantine the task until step {until}, then it is drawn again"
     update = HarnessUpdate(interface="sampling", ops=[op], rationale=why, event_id=event.id,
                            predicted_effect="fewer rollouts spent on the broken task; no task leaves training")
-    return Fallback(update=update, reason=why)
+    return Fallback(update=update, reason=why, needs_probe=reproduced is None)
 
 
 def fallback_update(event: FailureEvent, state: HarnessState, attempts: Sequence[dict[str, Any]] | None = None, *,

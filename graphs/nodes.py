@@ -192,6 +192,8 @@ def _gates(update: HarnessUpdate, event: FailureEvent, att: Attribution, ctx: Ev
     for i, op in enumerate(update.ops):
         if op.task_id != event.task_id:
             errors.append(f"ops[{i}] ({op.op}).task_id: {op.task_id!r} is not the event's task {event.task_id!r}")
+        if op.op.startswith("restore_"):  # restores are the trainer's reverts (agents/decisions.py), never a proposal
+            errors.append(f"ops[{i}] ({op.op}): restore ops are reserved for reverting a provisional update")
     if len(update.ops) > MAX_OPS:
         errors.append(f"ops: {len(update.ops)} ops, at most {MAX_OPS} per update")
     return errors
@@ -374,6 +376,21 @@ def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     if errors:
         return {"decision": "rejected", "fallback": {"update": update.model_dump(mode="json"), "applied": False,
                                                      "errors": errors, "reason": fb.reason}}
+    reason = fb.reason
+    if fb.needs_probe and ctx.critic:
+        # No candidate was measured: probe the control group (the fallback's own sampling update changes no group,
+        # so both sides are the current harness) and act only if the frozen policy shows the failure now.
+        m = measure_candidate(harness, update, svc.endpoint, svc.judge, k=ctx.sample_k, probe_cache=svc.probe_cache,
+                              max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed, step=state["step"],
+                              detector_config=svc.detector_config)
+        ok, why = critic.reproduces(event, m.per_task[event.task_id]["control"])
+        if not ok:
+            return {"decision": "rejected", "fallback": {"update": update.model_dump(mode="json"), "applied": False,
+                                                         "reason": f"not reproduced on the frozen policy ({why}): sampling stays as is",
+                                                         "probe": m.compact()}}
+        reason = f"{reason} (reproduced on the frozen policy: {why})"
+    elif fb.needs_probe:
+        reason = f"{reason} (critic off: not reproduced on the frozen policy first)"
     try:
         new = store.commit(update, step=state["step"], meta={"event_id": event.id, "failure_type": event.type, "fallback": True})
     except UpdateRejected as err:
@@ -381,7 +398,7 @@ def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
                                                      "errors": [str(err)], "reason": fb.reason}}
     return {"decision": "fallback", "committed_version": new.version, "harness_version": new.version,
             "fallback": {"update": update.model_dump(mode="json"), "applied": True, "version": new.version,
-                         "reason": fb.reason}}
+                         "reason": reason}}
 
 
 def _outcome(attempt: dict[str, Any], last: bool, decision: str) -> str:

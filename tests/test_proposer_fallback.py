@@ -126,3 +126,21 @@ def test_the_quarantine_starts_at_the_latest_known_step():
     assert fb.update.ops[0].until_step == 30 + fallback.QUARANTINE_STEPS
     fb = fallback.fallback_decision(_ev("flat", step=10), late, [_rejected()], step=40, quarantine_steps=7)
     assert fb.update.ops[0].until_step == 47
+
+
+def _measured_control(reproduced: float) -> dict:
+    """A measured, rejected candidate whose control group did (1.0) or did not (0.0) show the failure."""
+    a = _rejected()
+    return {**a, "critique": {**a["critique"], "numbers": {"control_reproduced": reproduced}}}
+
+
+@pytest.mark.parametrize("etype", ["collapse_low", "stuffing", "spurious_audit"])
+def test_a_failure_the_frozen_policy_does_not_reproduce_changes_no_sampling(etype):
+    ev = _ev(etype)
+    fb = fallback.fallback_decision(ev, STATE, [_measured_control(0.0), _measured_control(0.0)])
+    assert fb.update is None and "not reproduced on the frozen policy" in fb.reason
+    # One control group that showed it is enough; no number at all asks the graph to probe first.
+    fb = fallback.fallback_decision(ev, STATE, [_measured_control(0.0), _measured_control(1.0)])
+    assert fb.update is not None and not fb.needs_probe
+    fb = fallback.fallback_decision(ev, STATE, [_rejected()])
+    assert fb.update is not None and fb.needs_probe
