@@ -31,6 +31,7 @@ from langchain_core.language_models import BaseChatModel
 
 from agents import prompts
 from agents.llm import BrainError, ToolBox, ask_with_tools
+from agents.rollout_signals import RolloutSignals
 from agents.rule_templates import Template, TemplateInput, templates_for
 from agents.schemas import Attribution, Proposal, ProposalOut
 from harness.types import FailureEvent, HarnessState, HarnessUpdate, Task
@@ -117,15 +118,17 @@ def _first(order: list[tuple[str, Template]], p: TemplateInput, used: list[str])
 
 def rule_proposal(event: FailureEvent, attribution: Attribution, state: HarnessState, attempts: list[dict[str, Any]],
                   step: int, unmet: list[str] | None = None, *, similar: Sequence[dict[str, Any]] = (),
-                  signature: str = "") -> Proposal:
+                  signature: str = "", signals: RolloutSignals | None = None) -> Proposal:
     """The next template's update for this event; `Proposal(update=None)` when none is left.
 
     `similar`: cross-task proposal records (memory, `gather_evidence`'s "cross_task"; empty with the memory
-    ablation). A template accepted on a similar case (`similar_case`) is tried first; one rejected there
+    ablation). `signals`: what the task's cached rollouts show (`agents.rollout_signals`); templates size word
+    budgets, floors and thresholds from it. A template accepted on a similar case (`similar_case`) is tried first; one rejected there
     `SKIP_AFTER_FAILURES` times and never accepted is skipped. When that evidence changes the choice against the
     default order, the proposal's `evidence_used` names the records that did."""
     task = state.task(event.task_id)
-    p = TemplateInput(event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [])
+    sig = signals or RolloutSignals()
+    p = TemplateInput(event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [], signals=sig)
     used = [a["template"] for a in attempts]
     default = templates_for(attribution.interface, event.type)
     ev = template_evidence(similar, event, attribution.interface, task.domain, signature)
@@ -137,7 +140,7 @@ def rule_proposal(event: FailureEvent, attribution: Attribution, state: HarnessS
                               f"{skipped}, skipped after failures on similar cases {left_out})")
     evidence: list[str] = []
     if similar:  # what the default order would have chosen: evidence is recorded only when it changed the choice
-        d = TemplateInput(event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [])
+        d = TemplateInput(event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [], signals=sig)
         default_label, _, _ = _first(default, d, used)
         if _family(default_label) != _family(label):
             if ev.promoted(_family(label)):
@@ -179,13 +182,17 @@ def _public_critique(critique: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attribution, state: HarnessState,
-                 attempts: list[dict[str, Any]], toolbox: ToolBox | None = None) -> Proposal:
+                 attempts: list[dict[str, Any]], toolbox: ToolBox | None = None,
+                 signals: RolloutSignals | None = None) -> Proposal:
+    """The LLM's update for this event. It reads the task (with what its cached rollouts show: `signals.public()`,
+    criterion ids and snippets, no audit score), the event and the critic's public feedback on earlier attempts."""
     task = state.task(event.task_id)
     feedback = [{"template": a["template"], "update": a.get("update"), "critique": _public_critique(a.get("critique"))}
                 for a in attempts]
     system = prompts.render(prompts.PROPOSER_SYSTEM, interface=attribution.interface, task_id=task.id)
     user = prompts.render(prompts.PROPOSER_USER, event=json.dumps(public_event(event)), attribution=attribution.model_dump_json(),
-                          task=json.dumps(_task_view(task, state), indent=1), feedback=json.dumps(feedback, indent=1) if feedback else "(first attempt)")
+                          task=json.dumps({**_task_view(task, state), "rollouts": redact((signals or RolloutSignals()).public())},
+                                          indent=1), feedback=json.dumps(feedback, indent=1) if feedback else "(first attempt)")
     try:
         out = ask_with_tools(llm, ProposalOut, system, user, toolbox)
     except BrainError as err:

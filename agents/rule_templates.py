@@ -12,7 +12,10 @@ critic's verdicts) and returns an update, or None when it does not apply. The te
 - criteria: word floors and repetition limits on stuffed / format-only criteria (`all_of`), pitfall
   criteria, tightening or loosening blind criteria, graded splits of coarse criteria.
 
-Some templates read the critic's last numbers (a variant that came out dead-low steps to an easier
+Templates that need a number (a word budget, a floor, a padding length) size it from the task's own cached
+rollouts (`TemplateInput.signals`, `agents/rollout_signals.py`) when there are at least `MIN_SIGNAL_ROLLOUTS`,
+so the update splits what the policy actually writes; criteria the gamed rollouts meet far more often than the
+honest ones (criterion ids only) are the first targets of spurious-reward repairs. Some templates read the critic's last numbers (a variant that came out dead-low steps to an easier
 constraint; a tightening that cost honest rollouts too much reward uses a lower word floor). Which template
 is tried when is `agents/proposer.py`'s decision (`rule_proposal`).
 """
@@ -24,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents import rules_bank as bank
+from agents.rollout_signals import RolloutSignals
+from harness.checks import WordCount
 from harness.guidance import hint_leaks_reference
 from harness.types import (
     AddCriterion,
@@ -62,6 +67,7 @@ class TemplateInput:
     unmet: list[str] = field(default_factory=list)
     label: str | None = None  # a template that picks among options names the one it used here
     constraint: str | None = None  # re-rendering "variant:<name>" for another task: that constraint, no other
+    signals: RolloutSignals = field(default_factory=RolloutSignals)  # what the task's cached rollouts show
 
     @property
     def last_numbers(self) -> dict[str, Any]:
@@ -130,6 +136,38 @@ def t_variant(p: TemplateInput) -> HarnessUpdate | None:
     p.label = f"variant:{c.name}"
     return p.update("sampling", [op], f"saturated task: derive a harder variant ({c.instruction!r})",
                     "the variant's group is neither all-0 nor all-1 (std up), the parent is sampled half as often")
+
+
+MIN_SIGNAL_ROLLOUTS = 4  # fewer cached rollouts than one group: the sized templates do not apply
+
+
+def _sized(p: TemplateInput) -> bool:
+    return p.signals.n >= MIN_SIGNAL_ROLLOUTS and p.signals.length_median is not None
+
+
+def t_variant_sized(p: TemplateInput) -> HarnessUpdate | None:
+    """A harder variant whose word budget is the median length of the task's own cached rollouts: about half of
+    what the policy writes now would miss it, so the saturated group splits (a fixed budget is either always met
+    or never met by short answers)."""
+    # A task that already sets a word budget (a word_count with a max) has one the variant would contradict.
+    if not _sized(p) or any(isinstance(c.check, WordCount) and c.check.max is not None for c in p.task.criteria):
+        return None
+    budget = int(p.signals.length_median)  # type: ignore[arg-type]
+    floor = min(bank.WORD_FLOOR, max(1, budget // 2))
+    if budget <= floor:
+        return None
+    taken = set(p.state.tasks) | set(p.state.variants)
+    vid = bank.fresh_id(f"{p.task.id}.v{p.state.version + 1}-words{budget}"[:120], taken)
+    instruction = f"Answer in at most {budget} words."
+    prompt = [m.model_copy() for m in p.task.prompt]
+    prompt[-1] = Message(role="user", content=f"{prompt[-1].content.rstrip()} {instruction}")
+    crit = Criterion(id=bank.fresh_id(f"evo-words{budget}", p.taken_ids), text=f"Answers within {budget} words",
+                     weight=5.0, kind="essential", check=WordCount(min=floor, max=budget), origin="evolver:variant")
+    weight = p.state.sampling[p.task.id].weight
+    op = AddVariant(task_id=p.task.id, variant_id=vid, prompt=prompt, extra_criteria=[crit], weight=weight,
+                    parent_weight=round(weight * 0.5, 3))
+    return p.update("sampling", [op], f"saturated task: a harder variant with a word budget of {budget} (the median "
+                    f"length of its {p.signals.n} cached rollouts)", "about half the rollouts meet the budget: std up")
 
 
 def _downweight(factor: float) -> Template:
@@ -234,7 +272,11 @@ def _edit_checks(p: TemplateInput, targets: list[Criterion], floor: int, repeat:
 
 
 def _floor(p: TemplateInput, base: int) -> int:
-    # The critic said honest rollouts lost too much reward: take a smaller step.
+    """The word floor of a tightened check: the first quartile of the task's cached rollout lengths when there are
+    enough (at most a quarter of what the policy writes now falls below it; `base` would be a number short answers
+    always clear or never reach), else `base`. The critic said honest rollouts lost too much reward: a smaller step."""
+    if _sized(p) and p.signals.length_q25 is not None:
+        base = max(3, int(p.signals.length_q25))
     return max(3, base // 2) if "honest" in p.last_reasons else base
 
 
@@ -271,7 +313,42 @@ def _pitfall(make: Callable[[set[str]], Criterion], why: str) -> Template:
 
 t_pitfall_repeat = _pitfall(bank.pitfall_repetition, "keyword stuffing: penalise repeated words")
 t_pitfall_short = _pitfall(bank.pitfall_too_short, "credit without content: penalise near-empty answers")
-t_pitfall_padding = _pitfall(lambda taken: bank.pitfall_padding(taken, 60), "length gaming: penalise padding")
+PADDING_WORDS = 60  # the padding pitfall's length without cached rollouts to size it from
+
+
+def t_pitfall_padding(p: TemplateInput) -> HarnessUpdate | None:
+    """Penalise answers longer than the upper quartile of the task's cached rollout lengths, when the higher-reward
+    half of them is the longer one (length is what the reward credits); `PADDING_WORDS` without rollouts."""
+    sig = p.signals
+    if _sized(p):
+        if (sig.high_reward_length or 0.0) <= (sig.low_reward_length or 0.0):
+            return None  # the reward does not credit length here: nothing to penalise
+        limit = max(bank.WORD_FLOOR, int(sig.length_q75 or PADDING_WORDS))
+    else:
+        limit = PADDING_WORDS
+    return _pitfall(lambda taken: bank.pitfall_padding(taken, limit),
+                    f"length gaming: penalise answers over {limit} words")(p)
+
+
+def t_tighten_contrast(p: TemplateInput) -> HarnessUpdate | None:
+    """Tighten the training criteria that the task's gamed rollouts meet far more often than its honest ones
+    (`RolloutSignals.contrast_criteria`: ids only), with a word floor and a repetition limit sized from the rollouts."""
+    ids = set(p.signals.contrast_criteria)
+    targets = [c for c in p.task.criteria if c.id in ids and c.weight > 0]
+    return _edit_checks(p, targets, _floor(p, bank.WORD_FLOOR), bank.REPEAT_LIMIT,
+                        f"the criteria {sorted(c.id for c in targets)} credit the rollouts that game the task: they now "
+                        "also need real content and no repetition")
+
+
+def t_reweight_contrast(p: TemplateInput) -> HarnessUpdate | None:
+    """Halve the weight of the contrast criteria (as `t_tighten_contrast` finds them), keeping one content criterion."""
+    ids = set(p.signals.contrast_criteria)
+    ops = [ReweightCriterion(task_id=p.task.id, criterion_id=c.id, weight=bank._split_weight(c.weight, 2))
+           for c in p.task.criteria if c.id in ids and c.weight > 0 and abs(c.weight) > 0.1]
+    if not ops or len(ops) == sum(c.weight > 0 for c in p.task.criteria):
+        return None
+    return p.update("criteria", ops[:8], "the criteria that credit gamed rollouts carry less of the reward",
+                    "gamed rollouts lose reward; the other criteria decide more of the score")
 
 
 def t_reweight_format(p: TemplateInput) -> HarnessUpdate | None:
@@ -369,7 +446,8 @@ def t_loosen_hardest(p: TemplateInput) -> HarnessUpdate | None:
 
 TEMPLATES: dict[str, dict[str, list[tuple[str, Template]]]] = {
     "sampling": {
-        "collapse_high": [("variant", t_variant), ("variant", t_variant), ("variant", t_variant), ("downweight", _downweight(0.5))],
+        "collapse_high": [("variant_sized", t_variant_sized), ("variant", t_variant), ("variant", t_variant), ("variant", t_variant),
+                          ("downweight", _downweight(0.5))],
         "*": [("downweight", _downweight(0.5)), ("downweight_more", _downweight(0.25))],
     },
     "guidance": {
@@ -377,9 +455,11 @@ TEMPLATES: dict[str, dict[str, list[tuple[str, Template]]]] = {
         "*": [("hint", t_hint), ("hint_strong", t_hint_strong), ("hint_all", t_hint_all)],
     },
     "criteria": {
-        "stuffing": [("tighten_repeat", t_tighten_repeat), ("pitfall_repeat", t_pitfall_repeat), ("tighten_repeat_strict", t_tighten_repeat_strict)],
+        "stuffing": [("tighten_contrast", t_tighten_contrast), ("tighten_repeat", t_tighten_repeat), ("pitfall_repeat", t_pitfall_repeat),
+                     ("tighten_repeat_strict", t_tighten_repeat_strict)],
         "spurious_length": [("pitfall_padding", t_pitfall_padding), ("tighten_format", t_tighten_format), ("pitfall_short", t_pitfall_short)],
-        "spurious_audit": [("tighten_format", t_tighten_format), ("pitfall_short", t_pitfall_short), ("reweight_format", t_reweight_format)],
+        "spurious_audit": [("tighten_contrast", t_tighten_contrast), ("reweight_contrast", t_reweight_contrast),
+                           ("tighten_format", t_tighten_format), ("pitfall_short", t_pitfall_short), ("reweight_format", t_reweight_format)],
         "blind_criterion": [("blind_edit", t_blind_edit), ("blind_split", t_blind_split), ("blind_reweight", t_blind_reweight)],
         "flat": [("split_graded", t_split_graded), ("add_graded", t_add_graded), ("tighten_format", t_tighten_format)],
         "collapse_low": [("split_graded", t_split_graded), ("loosen_hardest", t_loosen_hardest)],

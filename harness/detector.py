@@ -187,6 +187,7 @@ class GroupStats(_Model):
     leak_overlap: float | None = None  # mean over hinted rollouts
     audit_mean: float | None = None
     audits: list[float | None] = Field(default_factory=list)  # per rollout; empty in stats recorded before it existed
+    verdicts: list[dict[str, bool]] = Field(default_factory=list)  # per rollout: criterion id -> met (same caveat)
     hinted: bool = False
     hinted_share: float = 0.0
 
@@ -234,6 +235,7 @@ class GroupStats(_Model):
             phrase_repeats=phrase_repeats, stuffed_criteria=stuffed, leak_overlaps=overlaps,
             leak_overlap=float(np.mean(hinted)) if hinted else None,
             audit_mean=float(np.mean(audits)) if audits else None, audits=[r.audit for r in rollouts],
+            verdicts=[dict(r.verdicts) for r in rollouts],
             hinted=bool(hinted), hinted_share=len(hinted) / len(rollouts),
         )
 
