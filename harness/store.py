@@ -46,7 +46,26 @@ _VERSION_FILE = re.compile(r"^v(\d{6,})\.json$")
 
 
 class StoreCorrupt(ValueError):
-    """A file in the store cannot be read back; the message names the path (and line)."""
+    """A file in the store cannot be read back; the message names the path (and line), what is wrong and the way
+    out, in one line (no pydantic dump)."""
+
+
+def _what(err: ValidationError) -> str:
+    """A validation error in a sentence: the first problem with its field, and how many more."""
+    errors = err.errors(include_url=False)
+    first = errors[0] if errors else {"loc": (), "msg": str(err)}
+    loc = ".".join(str(p) for p in first.get("loc", ())) or "the file"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{loc}: {first.get('msg', '')}{more}"
+
+
+def _version_recovery(version: int) -> str:
+    if version == 0:
+        return ("version 0 is the seed harness: `harnessrl train --resume` rebuilds it from the run's suite; or move "
+                "the file aside and resume from a checkpoint")
+    return (f"`harnessrl train --resume` rebuilds it exactly from version {version - 1} and its updates.jsonl line when "
+            f"that line holds the update; otherwise resume from a checkpoint taken before version {version} "
+            f"(`--resume STEP`), which moves this version aside")
 
 
 class UpdateRecord(BaseModel):
@@ -113,9 +132,10 @@ class HarnessStore:
         try:
             state = HarnessState.model_validate_json(path.read_bytes())
         except ValidationError as err:
-            raise StoreCorrupt(f"{path}: not a valid harness state: {err}") from None
+            raise StoreCorrupt(f"{path}: not a valid harness state ({_what(err)}); {_version_recovery(version)}") from None
         if state.version != version:
-            raise StoreCorrupt(f"{path}: file holds version {state.version}, expected {version}")
+            raise StoreCorrupt(f"{path}: file holds version {state.version}, expected {version}; "
+                               f"{_version_recovery(version)}")
         return state
 
     def latest(self) -> HarnessState:
@@ -144,7 +164,9 @@ class HarnessStore:
             try:
                 records.append(UpdateRecord.model_validate_json(raw))
             except ValidationError as err:
-                raise StoreCorrupt(f"{self.updates_path}:{i}: invalid update record: {err}") from None
+                raise StoreCorrupt(f"{self.updates_path}:{i}: invalid update record ({_what(err)}); the version files "
+                                   f"are the source of truth: move the bad line aside (a commit logs a recovery "
+                                   f"record for a version without one), or resume from a checkpoint") from None
         return records, (len(complete) + 1 if tail else None)
 
     # -- writing --------------------------------------------------------------------------------------

@@ -1,9 +1,13 @@
 """Wiring: config -> model, harness run, sampler dataset, reward, callbacks -> TRL `GRPOTrainer`.
 
-`train(cfg, resume=None)` is what `harnessrl train` calls. With `resume`, the run folder is first
-rolled back to the checkpoint (`trainer.checkpoint.restore`: harness version, memory, detector,
-sampler, logs) and TRL resumes model/optimizer/scheduler/rng state from the same folder. TRL's data
-skipping is off (`ignore_data_skip`): it would replay the sampler; ours restores its rng instead.
+`train(cfg, resume=None)` is what `harnessrl train` calls. It first takes the run folder's lock
+(`trainer.run_lock`: one writer per run folder, before anything in it is touched, also for `--overwrite`
+and `--resume`). With `resume`, the run folder is first rolled back to the checkpoint
+(`trainer.checkpoint.prepare_resume` + `restore`: harness version, memory, detector, sampler, logs) and
+TRL resumes model/optimizer/scheduler/rng state from the same folder. TRL's data skipping is off
+(`ignore_data_skip`): it would replay the sampler; ours restores its rng instead. A run whose checkpoint
+is already at `train.max_steps` is finished: `--resume` says so and changes nothing (it only rebuilds a
+missing `final/` from that checkpoint, an exact copy of its model files).
 
 `HarnessGRPOTrainer` is TRL's `GRPOTrainer` with one public override, `training_step`: it swaps the
 dataset's placeholder rows for groups the sampler draws at that step, so an update committed by the
@@ -136,18 +140,23 @@ def harness_trainer_class() -> type:
 
 
 def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: bool = True,
-                  run_graph: Any = None, judge: Any = None) -> tuple[Any, Any, Any]:
-    """(trainer, run, harness_callback). `run_graph`/`judge` are injection points for tests."""
+                  run_graph: Any = None, judge: Any = None, fresh_memory: bool = False) -> tuple[Any, Any, Any]:
+    """(trainer, run, harness_callback). `run_graph`/`judge` are injection points for tests.
+
+    The main process holds the run folder's lock (`trainer.run_lock`) from before the folder is touched until
+    `run.close()`; `fresh_memory` lets a resume start with an empty memory when the checkpoint has no
+    readable memory snapshot (`trainer.checkpoint.prepare_resume`)."""
     import torch
     from peft import LoraConfig
 
     from trainer.callback import HarnessCallback
-    from trainer.checkpoint import restore
+    from trainer.checkpoint import prepare_resume, restore, resume_lines
     from transformers import PrinterCallback
 
     from trainer.progress import ConsoleProgress
     from trainer.reward import RubricReward
     from trainer.run import HarnessRun
+    from trainer.run_lock import RunLock
     from trainer.sampler import HarnessSampler, make_dataset
 
     torch.set_num_threads(cfg.train.torch_threads)
@@ -155,16 +164,32 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
     args = grpo_args(cfg)  # sets up the process group (with train.ddp_timeout) before anything waits on it
     # Several processes: the main one creates or rolls back the run folder first, then the others read it.
     with args.main_process_first(local=False, desc="harness run folder"):
-        run = HarnessRun(cfg, judge=judge, open_memory=resume_from is None, main_process=args.process_index == 0)
-        h = cfg.harness
-        sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor,
-                                 dynamic_filtering=h.dynamic_filtering, df_window=h.df_window,
-                                 df_multiplier=h.df_multiplier)
-        if resume_from is not None:
-            summary = restore(run, resume_from)
-            log.warning("resuming from %s", summary)
-        elif run.main_process:
-            save_config(cfg, run.paths.config)
+        main = args.process_index == 0
+        lock = RunLock.acquire(cfg.run_path) if main else None  # refuses a second trainer before any change
+        run = None
+        try:
+            # Files first (a corrupt later version must not stop HarnessRun from opening the folder).
+            prepared = prepare_resume(cfg, resume_from, fresh_memory=fresh_memory) if (
+                resume_from is not None and main) else None
+            run = HarnessRun(cfg, judge=judge, open_memory=resume_from is None, main_process=main)
+            run.folder_lock = lock
+            h = cfg.harness
+            sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor,
+                                     dynamic_filtering=h.dynamic_filtering, df_window=h.df_window,
+                                     df_multiplier=h.df_multiplier)
+            if resume_from is not None:
+                summary = restore(run, resume_from, fresh_memory=fresh_memory, prepared=prepared)
+                if main:
+                    for line in resume_lines(summary):
+                        log.warning("%s", line)
+            elif run.main_process:
+                save_config(cfg, run.paths.config)
+        except BaseException:
+            if run is not None:
+                run.close()  # releases the lock it holds
+            elif lock is not None:
+                lock.release()
+            raise
     peft_config = None
     if cfg.model.lora:
         peft_config = LoraConfig(r=cfg.model.lora_r, lora_alpha=cfg.model.lora_alpha, lora_dropout=cfg.model.lora_dropout,
@@ -196,28 +221,50 @@ RUN_ENTRIES = {"config.yaml", "harness", "events.jsonl", "metrics.jsonl", "round
                "traces"}
 
 
-def clear_run_folder(run_dir: Path) -> None:
+def _written_by_a_run(name: str) -> bool:
+    # `<log>.jsonl.torn`: what healing a torn log tail cut off (trainer.io.heal_jsonl).
+    return name in RUN_ENTRIES or name.startswith(".") or (name.endswith(".jsonl.torn") and
+                                                            name.removesuffix(".torn") in RUN_ENTRIES)
+
+
+def clear_run_folder(run_dir: Path, *, keep: tuple[str, ...] = ()) -> None:
     """Delete a previous run's folder for a fresh start; refuse a folder holding anything a run does not write
-    (a mistyped run_dir such as `.` must not delete a checkout)."""
+    (a mistyped run_dir such as `.` must not delete a checkout). With `keep` (the held lock file), the folder
+    and those entries stay and everything else goes: the lock must outlive the delete, or a second trainer
+    could take a new one in between."""
     import shutil
 
     if not run_dir.exists():
         return
     if not run_dir.is_dir():
         raise FileExistsError(f"run_dir {run_dir} exists and is not a folder")
-    foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_ENTRIES and not p.name.startswith("."))
+    foreign = sorted(p.name for p in run_dir.iterdir() if not _written_by_a_run(p.name))
     if foreign:
         raise FileExistsError(f"refusing to overwrite {run_dir}: it holds {foreign[:5]}, which a harnessrl run does not "
                               f"write; delete it yourself or choose another run_dir")
-    shutil.rmtree(run_dir)
+    if not keep:
+        shutil.rmtree(run_dir)
+        return
+    for p in run_dir.iterdir():
+        if p.name in keep:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
 
 
 def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, run_graph: Any = None,
-          judge: Any = None, overwrite: bool = False) -> dict[str, Any]:
+          judge: Any = None, overwrite: bool = False, fresh_memory: bool = False) -> dict[str, Any]:
     """Run GRPO with harness evolution; returns a summary (steps, versions, pause time).
 
-    `overwrite=True` deletes a previous run in `cfg.run_dir` first (not with `resume`)."""
-    from trainer.checkpoint import find_checkpoint
+    `overwrite=True` deletes a previous run in `cfg.run_dir` first (not with `resume`). The run folder's lock
+    is held from before anything in it is touched (`trainer.run_lock`). A resume of a run whose checkpoint is
+    at `train.max_steps` returns at once with `already_finished` (nothing trained, nothing changed)."""
+    from trainer.checkpoint import find_checkpoint, run_reached
+    from trainer.models import resolve_model
+    from trainer.run import is_main_rank
+    from trainer.run_lock import LOCK_NAME, RunLock
 
     if overwrite and resume is not None:
         raise ValueError("overwrite and resume exclude each other: resume continues the run in run_dir, "
@@ -227,20 +274,63 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
 
         # A fresh run: refused before the model loads (minutes on a GPU preset) and before --overwrite deletes.
         check_criteria_are_judged(cfg, load_train_tasks(cfg))
-    if overwrite:
-        clear_run_folder(cfg.run_path)
-    ckpt = find_checkpoint(cfg.run_path, resume) if resume is not None else None
-    if ckpt is None and (cfg.run_path / "harness" / "versions").is_dir():
-        # A fresh run must start from harness v0 with an empty memory; never mix two runs in one folder.
-        raise FileExistsError(f"run folder {cfg.run_path} is already used by a run; pass --resume to continue it from "
-                              f"its last checkpoint, --overwrite to delete it and start afresh, or choose another "
-                              f"run_dir (e.g. --set run_dir={cfg.run_path}-2)")
-    trainer, run, callback = build_trainer(cfg, resume_from=ckpt, progress=progress, run_graph=run_graph, judge=judge)
+    resolve_model(cfg.model.name)  # a missing model fails before the run folder is created or locked
+    lock = RunLock.acquire(cfg.run_path) if is_main_rank() else None
     try:
-        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
-        final = cfg.run_path / "final"
-        trainer.save_model(str(final))
-        return {"run_dir": str(cfg.run_path), "steps": trainer.state.global_step, "harness_version": run.state.version,
-                "pause_s": callback.pause_s_total, "final_model": str(final)}
+        if overwrite:
+            clear_run_folder(cfg.run_path, keep=(LOCK_NAME,))
+        ckpt = find_checkpoint(cfg.run_path, resume) if resume is not None else None
+        if ckpt is None and (cfg.run_path / "harness" / "versions").is_dir():
+            # A fresh run must start from harness v0 with an empty memory; never mix two runs in one folder.
+            raise FileExistsError(f"run folder {cfg.run_path} is already used by a run; pass --resume to continue it "
+                                  f"from its last checkpoint, --overwrite to delete it and start afresh, or choose "
+                                  f"another run_dir (e.g. --set run_dir={cfg.run_path}-2)")
+        if ckpt is not None and run_reached(ckpt) >= cfg.train.max_steps:
+            return finished_summary(cfg, ckpt)
+        trainer, run, callback = build_trainer(cfg, resume_from=ckpt, progress=progress, run_graph=run_graph,
+                                               judge=judge, fresh_memory=fresh_memory)
+        try:
+            trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+            final = cfg.run_path / "final"
+            trainer.save_model(str(final))
+            return {"run_dir": str(cfg.run_path), "steps": trainer.state.global_step,
+                    "harness_version": run.state.version, "pause_s": callback.pause_s_total, "final_model": str(final)}
+        finally:
+            run.close()
     finally:
-        run.close()
+        if lock is not None:
+            lock.release()
+
+
+# Files of a TRL checkpoint that are training state, not the model `save_model` writes to final/.
+_NOT_MODEL = ("optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json", "rng_state")
+
+
+def finished_summary(cfg: RunConfig, ckpt: Path) -> dict[str, Any]:
+    """A resume of a finished run: say so, train nothing. A missing `final/` (killed after the last checkpoint,
+    before the final save) is rebuilt from the checkpoint's model files (exact: the same weights), built next
+    to its place and renamed."""
+    import os
+    import shutil
+
+    from trainer.checkpoint import MEMORY_FILE, STATE_FILE, read_state
+
+    state = read_state(ckpt)
+    final = cfg.run_path / "final"
+    rebuilt = False
+    if not final.is_dir():
+        tmp = cfg.run_path / ".final.resume-tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        for p in ckpt.iterdir():
+            if p.is_file() and p.name not in (STATE_FILE, MEMORY_FILE) and not p.name.startswith(_NOT_MODEL):
+                shutil.copy2(p, tmp / p.name)
+        os.replace(tmp, final)
+        rebuilt = True
+    log.warning("run in %s already finished: %s is at step %d and train.max_steps is %d, so --resume trains nothing "
+                "and changes nothing%s. To train further, raise train.max_steps (e.g. --set train.max_steps=%d) "
+                "and --resume again", cfg.run_path, ckpt.name, int(state["step"]), cfg.train.max_steps,
+                f" (final/ was missing: rebuilt from {ckpt.name})" if rebuilt else "",
+                2 * max(int(state["step"]), 1))
+    return {"run_dir": str(cfg.run_path), "steps": int(state["step"]), "harness_version": int(state["harness_version"]),
+            "pause_s": 0.0, "final_model": str(final), "already_finished": True, "final_rebuilt": rebuilt}

@@ -30,6 +30,7 @@ import dataclasses
 import html
 import itertools
 import json
+import logging
 import re
 import shutil
 import time
@@ -47,6 +48,7 @@ from trainer.checkpoint import MEMORY_FILE, STATE_FILE, checkpoints
 from trainer.config import RunConfig, load_config
 from trainer.io import read_jsonl
 
+log = logging.getLogger(__name__)
 
 # -- brain sets ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -163,8 +165,17 @@ def copy_harness(src_root: Path, dest_root: Path, version: int) -> HarnessStore:
         if v <= version:
             shutil.copyfile(src.path(v), dest.path(v))
     if src.updates_path.is_file():
-        lines = src.updates_path.read_bytes().split(b"\n")
-        kept = [ln for ln in lines if ln.strip() and json.loads(ln).get("version", version + 1) <= version]
+        kept = []
+        for i, ln in enumerate(src.updates_path.read_bytes().split(b"\n"), 1):
+            if not ln.strip():
+                continue
+            try:
+                rec = json.loads(ln)
+            except ValueError as e:  # read past a torn or damaged line, saying where, as the report does
+                log.warning("%s:%d: not a JSON record (%s); line skipped", src.updates_path, i, e)
+                continue
+            if rec.get("version", version + 1) <= version:
+                kept.append(ln)
         dest.updates_path.write_bytes(b"".join(ln + b"\n" for ln in kept))
     return dest
 

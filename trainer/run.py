@@ -13,6 +13,8 @@
       checkpoints/         TRL checkpoints; each checkpoint-N/ also holds harness_version.json + memory.jsonl
       abandoned/           harness versions / memory moved aside by a resume or a failed round
       eval.json, report.html
+      .harnessrl.lock      one writer per run folder: the trainer's pid while it runs (trainer.run_lock)
+      *.jsonl.torn         torn log tails a resume cut off (trainer.io.heal_jsonl)
 
 `state` is the harness version training uses *now*; the callback replaces it after an evolver round
 (or from a broadcast on other ranks). Earlier versions are loaded on demand (`state_for`) because a
@@ -187,6 +189,8 @@ class HarnessRun:
         self.rounds_done: list[dict[str, Any]] = []
         self.last_record: dict[str, Any] = {}  # last metrics.jsonl line (progress bar)
         self.group_counts: dict[tuple[str, int], int] = {}  # (task, step) -> groups seen: memory record ids
+        # The run folder's lock (trainer.run_lock.RunLock) when the builder took it: released by `close`.
+        self.folder_lock: Any = None
         _RUNS[str(self.paths.root.resolve())] = self
 
     # -- live objects -----------------------------------------------------------------------------------
@@ -209,9 +213,14 @@ class HarnessRun:
         return _RUNS.get(str(Path(run_dir).resolve()))
 
     def close(self) -> None:
-        if self.memory is not None:
-            self.memory.close()
-        _RUNS.pop(str(self.paths.root.resolve()), None)
+        try:
+            if self.memory is not None:
+                self.memory.close()
+            _RUNS.pop(str(self.paths.root.resolve()), None)
+        finally:
+            if self.folder_lock is not None:
+                self.folder_lock.release()
+                self.folder_lock = None
 
     # -- harness versions ---------------------------------------------------------------------------------
     @property

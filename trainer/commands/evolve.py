@@ -170,7 +170,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"evolve --step replays in process in a scratch folder (--out); {', '.join(bad)} only apply to a "
                   f"snapshot", file=sys.stderr)
             return 2
-        return run_replay(args, sets)
+        try:
+            return run_replay(args, sets)
+        except (FileNotFoundError, ValueError) as e:  # a missing or corrupt run file: one line, not a traceback
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     if (Path(args.source) / "rounds.jsonl").is_file() and not (Path(args.source) / "events.json").is_file():
         print(f"{args.source} is a training run: pass --step N to replay the round that ran at step N",
               file=sys.stderr)

@@ -21,10 +21,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         out = build_report(args.run)
-    except FileNotFoundError as e:
+        counts = summary(collect(args.run))
+    except (FileNotFoundError, ValueError) as e:  # ValueError: a corrupt eval.json or harness file, named in e
         print(f"error: {e}", file=sys.stderr)
         return 1
-    counts = summary(collect(args.run))
     print(json.dumps(counts, indent=2) if args.json else "\n".join(summary_sentences(counts)))
     print(f"report: {out}")
     return 0

@@ -23,6 +23,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "(a checkpoint folder or a step number)")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh: delete a previous run in run_dir first (only files a run writes)")
+    p.add_argument("--fresh-memory", action="store_true",
+                   help="with --resume: when the checkpoint's memory snapshot is missing or unreadable, resume with "
+                        "an empty training memory instead of refusing")
     p.add_argument("--help-config", action="store_true", help="list every config field with its help and exit")
     p.add_argument("--no-progress", action="store_true", help="no per-step console line (rounds and errors still print)")
     p.set_defaults(func=run)
@@ -46,16 +49,26 @@ def run(args: argparse.Namespace) -> int:
     from trainer.progress import quiet_library_warnings
 
     quiet_library_warnings()
+    from harness.store import StoreCorrupt
+    from memory.store import MemoryStoreError
+    from trainer.checkpoint import ResumeError
     from trainer.grpo import train
     from trainer.models import ModelNotAvailable
+    from trainer.run_lock import RunFolderLocked
 
     if args.overwrite and args.resume is not None:
         print("harnessrl train: --overwrite deletes the run that --resume would continue; pass one of them",
               file=sys.stderr)
         return 2
+    if args.fresh_memory and args.resume is None:
+        print("harnessrl train: --fresh-memory applies to --resume only (a fresh run starts with an empty memory)",
+              file=sys.stderr)
+        return 2
     try:
-        summary = train(cfg, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite)
-    except (ModelNotAvailable, FileNotFoundError, FileExistsError) as e:
+        summary = train(cfg, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite,
+                        fresh_memory=args.fresh_memory)
+    except (ModelNotAvailable, FileNotFoundError, FileExistsError, RunFolderLocked, ResumeError, StoreCorrupt,
+            MemoryStoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(json.dumps(summary, indent=2))

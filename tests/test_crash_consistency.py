@@ -1,0 +1,339 @@
+"""Crash consistency of the run folder: what real runs meet (torn writes, a full disk, a second trainer, a resume
+of a finished run, corrupt files) and what must hold after each.
+
+Fast tests work on a run folder built in process (a `HarnessRun`, a checkpoint written by
+`write_checkpoint_state`, versions committed after it). The slow fault-injection tests train the tiny preset:
+a base run is trained once in process, then each fault is injected into a `--resume` subprocess
+(`tests/crash_driver.py` arms it: a torn write, a kill inside a step, an evolver round, a harness commit or a
+checkpoint save), the subprocess is SIGKILLed at that point, and a second `--resume` must finish the run with
+every invariant of `check_invariants` holding.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.store import HarnessStore, StoreCorrupt
+from harness.types import AddHint, HarnessUpdate, Hint, Schedule, SetSchedule
+from memory.records import TaskProfile
+from test_trainer_support import REPO, tiny_config
+from trainer.checkpoint import ResumeError, prepare_resume, read_state, restore, write_checkpoint_state
+from trainer.cli import main
+from trainer.io import append_jsonl, heal_jsonl, read_jsonl
+from trainer.run import HarnessRun
+from trainer.run_lock import LOCK_NAME, RunLock
+from trainer.sampler import HarnessSampler
+
+
+def _update(task_id: str = "t-paris", text: str = "The answer is a city on the Seine.") -> HarnessUpdate:
+    return HarnessUpdate(interface="guidance", ops=[AddHint(task_id=task_id, hint=Hint(id="h1", text=text)),
+                                                    SetSchedule(task_id=task_id, schedule=Schedule(mode="constant"))])
+
+
+def _metric(step: int) -> dict:
+    return {"step": step, "reward": 0.1 * step, "reward_std": 0.1, "dead_share": 0.5, "time": 10.0 * step,
+            "pause_s": 0.0, "judge_warnings": 0, "harness_version": 0}
+
+
+def _built_run(tmp_path: Path, *overrides: str):
+    """A run folder: v1 and steps 1-2 before checkpoint-2 (with a memory profile), v2 and step 3 after it."""
+    cfg = tiny_config(tmp_path, *overrides)
+    r = HarnessRun(cfg)
+    HarnessSampler(r, seed=0)
+    r.store.commit(_update(), step=1)
+    r.refresh()
+    for s in (1, 2):
+        append_jsonl(r.paths.metrics, _metric(s))
+        append_jsonl(r.paths.events, {"id": f"e{s}", "type": "flat", "task_id": "t-any", "step": s})
+    r.memory.upsert_profile(TaskProfile(task_id="t-paris", visits=2, step=2))
+    ckpt = cfg.run_path / "checkpoints" / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    write_checkpoint_state(ckpt, r, step=2)
+    r.store.commit(_update("t-photo", "Plants use light."), step=3)
+    append_jsonl(r.paths.metrics, _metric(3))
+    r.memory.upsert_profile(TaskProfile(task_id="t-photo", visits=1, step=3))
+    r.close()
+    return cfg, ckpt
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file under `root` (but the lock file) with a hash of its bytes: "nothing changed" is equality."""
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != LOCK_NAME}
+
+
+def _resume(cfg, ckpt, **kw):
+    run = HarnessRun(cfg, open_memory=False)
+    HarnessSampler(run, seed=0)
+    try:
+        return run, restore(run, ckpt, **kw)
+    except BaseException:
+        run.close()
+        raise
+
+
+# -- failure 1: a torn last line was glued to the next record ----------------------------------------------------
+def test_torn_tail_is_cut_on_resume_counted_and_never_glued(tmp_path):
+    cfg, ckpt = _built_run(tmp_path)
+    metrics = cfg.run_path / "metrics.jsonl"
+    with open(metrics, "ab") as f:
+        f.write(b'{"step": 4, "reward": 0.')  # killed mid-append
+    run, summary = _resume(cfg, ckpt)
+    try:
+        assert summary["torn_lines"] == {"metrics.jsonl": 1}
+        assert summary["dropped_lines"]["metrics"] == 1  # step 3, after the checkpoint
+        append_jsonl(metrics, _metric(3))  # the resumed run's next step
+        assert [r["step"] for r in read_jsonl(metrics, strict=True)] == [1, 2, 3]
+        assert (cfg.run_path / "metrics.jsonl.torn").read_bytes() == b'{"step": 4, "reward": 0.\n'
+    finally:
+        run.close()
+
+
+def test_append_heals_a_torn_tail_first(tmp_path, caplog):
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b'{"step": 1}\n{"step": 2, "ty')
+    with caplog.at_level(logging.WARNING):
+        append_jsonl(log, {"step": 3})
+    assert read_jsonl(log, strict=True) == [{"step": 1}, {"step": 3}]
+    assert "events.jsonl: the last line was torn" in caplog.text
+    # A tail that is a whole record whose newline was lost is kept.
+    log.write_bytes(b'{"step": 1}\n{"step": 2}')
+    assert heal_jsonl(log) == 0 and read_jsonl(log, strict=True) == [{"step": 1}, {"step": 2}]
+
+
+def test_report_reads_past_a_damaged_line_naming_file_and_line(tmp_path, caplog, capsys):
+    cfg, _ = _built_run(tmp_path)
+    metrics = cfg.run_path / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    # What the old append produced: a torn record with the next one glued on, in the middle of the log.
+    metrics.write_text("\n".join([lines[0], lines[1][:20] + lines[2], *lines[3:]]) + "\n")
+    with caplog.at_level(logging.WARNING):
+        rc = main(["report", str(cfg.run_path)])
+    assert rc == 0, capsys.readouterr().err
+    assert f"{metrics}:2: not a JSON record" in caplog.text
+    assert (cfg.run_path / "report.html").is_file()
+    with pytest.raises(ValueError, match=r"metrics\.jsonl:2: not a JSON record"):
+        read_jsonl(metrics, strict=True)
+
+
+# -- a full disk -------------------------------------------------------------------------------------------------
+def test_enospc_mid_append_leaves_the_log_as_it_was(tmp_path, monkeypatch):
+    log = tmp_path / "metrics.jsonl"
+    append_jsonl(log, _metric(1))
+    before = log.read_bytes()
+    real_write = os.write
+
+    def full_disk(fd, data):  # the disk fills half-way through the record
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("trainer.io.os.write", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        append_jsonl(log, _metric(2))
+    monkeypatch.undo()
+    assert log.read_bytes() == before
+    append_jsonl(log, _metric(2))
+    assert [r["step"] for r in read_jsonl(log, strict=True)] == [1, 2]
+
+
+def test_enospc_in_an_atomic_write_keeps_the_old_file_and_no_temp(tmp_path, monkeypatch):
+    from trainer.io import atomic_write_json
+
+    path = tmp_path / "eval.json"
+    atomic_write_json(path, {"a": 1})
+
+    def full_disk(fd):  # the data does not fit when it is flushed
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("harness.store.os.fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        atomic_write_json(path, {"a": 2})
+    monkeypatch.undo()
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["eval.json"]
+
+
+# -- failure 2: two trainers on one run folder -------------------------------------------------------------------
+_HOLDER = ("import sys, time; from trainer.run_lock import RunLock; RunLock.acquire(sys.argv[1]); "
+           "print('held', flush=True); time.sleep(120)")
+
+
+def _holder(run_dir: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(run_dir)], cwd=REPO, stdout=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.readline().strip() == b"held"
+    return proc
+
+
+def test_a_second_trainer_is_refused_before_it_touches_the_folder(tmp_path, capsys):
+    cfg, ckpt = _built_run(tmp_path)
+    before = _tree(cfg.run_path)
+    proc = _holder(cfg.run_path)
+    try:
+        rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={cfg.run_path}",
+                   f"data.suite={cfg.data.suite}", "--resume", "--no-progress"])
+        err = capsys.readouterr().err
+        assert rc == 1 and f"pid {proc.pid}" in err and "in use by another trainer" in err, err
+        assert "Traceback" not in err
+        rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={cfg.run_path}",
+                   f"data.suite={cfg.data.suite}", "--overwrite", "--no-progress"])
+        assert rc == 1 and f"pid {proc.pid}" in capsys.readouterr().err
+        assert _tree(cfg.run_path) == before  # nothing rolled back, nothing deleted
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_stale_lock_of_a_killed_trainer_is_taken_over(tmp_path, caplog):
+    proc = _holder(tmp_path / "run")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert str(proc.pid) in (tmp_path / "run" / LOCK_NAME).read_text()  # died holding it
+    with caplog.at_level(logging.WARNING):
+        lock = RunLock.acquire(tmp_path / "run")
+    try:
+        assert f"stale lock left by pid {proc.pid}" in caplog.text
+        again = RunLock.acquire(tmp_path / "run")  # re-entrant within a process
+        again.release()
+        assert lock.held and str(os.getpid()) in (tmp_path / "run" / LOCK_NAME).read_text()
+    finally:
+        lock.release()
+    assert (tmp_path / "run" / LOCK_NAME).read_text() == ""  # a clean release leaves no pid
+
+
+def test_overwrite_keeps_the_held_lock_file(tmp_path):
+    from trainer.grpo import clear_run_folder
+
+    root = tmp_path / "run"
+    (root / "harness").mkdir(parents=True)
+    (root / "metrics.jsonl").write_text("{}\n")
+    (root / "metrics.jsonl.torn").write_text("{\n")
+    with RunLock.acquire(root):
+        clear_run_folder(root, keep=(LOCK_NAME,))
+        assert [p.name for p in root.iterdir()] == [LOCK_NAME]
+        child = subprocess.run([sys.executable, "-c", "import sys; from trainer.run_lock import RunLock; "
+                                "RunLock.acquire(sys.argv[1])", str(root)], cwd=REPO, capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert child.returncode != 0 and "RunFolderLocked" in child.stderr and f"pid {os.getpid()}" in child.stderr
+
+
+# -- failure 3: a finished run resumed trained past its budget ---------------------------------------------------
+def test_resume_of_a_finished_run_changes_nothing(tmp_path, capsys, caplog):
+    cfg, ckpt = _built_run(tmp_path, "train.max_steps=2")
+    (ckpt / "model.safetensors").write_bytes(b"weights")
+    (ckpt / "optimizer.pt").write_bytes(b"optimizer")
+    final = cfg.run_path / "final"
+    final.mkdir()
+    (final / "model.safetensors").write_bytes(b"weights")
+    before = _tree(cfg.run_path)
+    args = ["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={cfg.run_path}",
+            f"data.suite={cfg.data.suite}", "train.max_steps=2", "--resume", "--no-progress"]
+    with caplog.at_level(logging.WARNING):
+        assert main(args) == 0
+    assert "already finished" in caplog.text and "raise train.max_steps" in caplog.text
+    assert '"already_finished": true' in capsys.readouterr().out
+    assert _tree(cfg.run_path) == before
+    # Killed after the last checkpoint but before final/: final/ is rebuilt from the checkpoint's model files.
+    for p in final.iterdir():
+        p.unlink()
+    final.rmdir()
+    assert main(args) == 0
+    assert sorted(p.name for p in final.iterdir()) == ["model.safetensors"]
+
+
+# -- failure 4: corrupt files are a traceback --------------------------------------------------------------------
+def test_a_corrupt_version_is_rebuilt_exactly_from_its_parent_and_logged_update(tmp_path, caplog):
+    cfg, ckpt = _built_run(tmp_path)
+    store = HarnessStore(cfg.run_path / "harness")
+    good = store.path(1).read_bytes()
+    store.path(1).write_bytes(good[: len(good) // 2])
+    with pytest.raises(StoreCorrupt) as err:
+        store.load(1)
+    assert "errors.pydantic.dev" not in str(err.value) and "--resume" in str(err.value)
+    with caplog.at_level(logging.WARNING):
+        run, summary = _resume(cfg, ckpt)
+    run.close()
+    assert summary["rebuilt_versions"] == [1] and "rebuilt it exactly" in caplog.text
+    assert json.loads(store.path(1).read_bytes()) == json.loads(good)
+
+
+def test_version_zero_is_rebuilt_from_the_suite(tmp_path):
+    cfg, ckpt = _built_run(tmp_path)
+    store = HarnessStore(cfg.run_path / "harness")
+    good = json.loads(store.path(0).read_bytes())
+    store.path(0).unlink()
+    run, summary = _resume(cfg, ckpt)
+    run.close()
+    assert summary["rebuilt_versions"] == [0] and json.loads(store.path(0).read_bytes()) == good
+
+
+def test_an_unrebuildable_version_is_one_clear_error_and_nothing_changes(tmp_path, capsys):
+    cfg, ckpt = _built_run(tmp_path)
+    store = HarnessStore(cfg.run_path / "harness")
+    store.path(1).write_text('{"version": 1, "tasks": 7}')
+    # its update line is gone too: nothing to rebuild it from
+    lines = store.updates_path.read_text().splitlines()
+    store.updates_path.write_text("".join(ln + "\n" for ln in lines if json.loads(ln)["version"] != 1))
+    before = _tree(cfg.run_path)
+    with pytest.raises(ResumeError, match=r"v000001\.json: not a valid harness state .*cannot be rebuilt exactly"):
+        prepare_resume(cfg, ckpt)
+    assert _tree(cfg.run_path) == before
+    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={cfg.run_path}",
+               f"data.suite={cfg.data.suite}", "--resume", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "v000001.json" in err and "no earlier complete checkpoint" in err, err
+    assert "Traceback" not in err and "errors.pydantic.dev" not in err
+    assert _tree(cfg.run_path) == before
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("state_missing", r"harness_version\.json: missing"),
+    ("state_garbage", r"harness_version\.json: not readable JSON"),
+    ("snapshot_missing", r"memory\.jsonl: the checkpoint's memory snapshot is missing.*--fresh-memory"),
+    ("snapshot_garbage", r"memory\.jsonl: memory snapshot not readable.*--fresh-memory"),
+])
+def test_a_corrupt_checkpoint_is_one_clear_error_and_nothing_changes(tmp_path, damage, message):
+    cfg, ckpt = _built_run(tmp_path)
+    {"state_missing": lambda: (ckpt / "harness_version.json").unlink(),
+     "state_garbage": lambda: (ckpt / "harness_version.json").write_text('{"step": 2, "harn'),
+     "snapshot_missing": lambda: (ckpt / "memory.jsonl").unlink(),
+     "snapshot_garbage": lambda: (ckpt / "memory.jsonl").write_text('{"format": 1}\n{"kind": "pro'),
+     }[damage]()
+    before = _tree(cfg.run_path)
+    with pytest.raises(ResumeError, match=message):
+        prepare_resume(cfg, ckpt)
+    assert _tree(cfg.run_path) == before
+
+
+def test_fresh_memory_resumes_without_a_snapshot_and_says_so(tmp_path, caplog):
+    cfg, ckpt = _built_run(tmp_path)
+    (ckpt / "memory.jsonl").unlink()
+    with caplog.at_level(logging.WARNING):
+        run, summary = _resume(cfg, ckpt, fresh_memory=True)
+    try:
+        assert summary["fresh_memory"] is True and "empty training memory" in caplog.text
+        assert sum(run.memory.count().values()) == 0 and run.state.version == 1
+    finally:
+        run.close()
+
+
+def test_resume_restores_the_memory_of_the_checkpoint(tmp_path):
+    cfg, ckpt = _built_run(tmp_path)
+    run, summary = _resume(cfg, ckpt)
+    try:
+        assert run.memory.profile("t-paris") is not None and run.memory.profile("t-photo") is None
+        assert summary["memory_restored"]["profiles"] == 1 and summary["abandoned_versions"] == [2]
+        assert not list(cfg.run_path.glob(".memory.resume-*"))
+    finally:
+        run.close()
