@@ -10,7 +10,9 @@ The knobs a training config also sets carry the config's names (`sample_k`, `cri
 `interfaces`, `seed`; see `trainer/config.py`), and `harnessrl evolve` names its flags after them.
 
 Each model role is a `provider:model` string resolved in `agents/models.py`; the value `rules`
-selects that agent's deterministic rule brain (the offline default and an ablation baseline).
+selects that agent's deterministic rule brain (the offline default and an ablation baseline). Each LLM role
+(`LLM_ROLES`) may name its own OpenAI-compatible server and API-key variable (`<role>_base_url`,
+`<role>_api_key_env`); unset, it uses the shared `base_url` / `api_key_env` (`agents.models.role_endpoint`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 from harness.types import INTERFACES
 
 RULES = "rules"
+# The roles that may be LLMs; each can have its own endpoint (`<role>_base_url`, `<role>_api_key_env`).
+LLM_ROLES = ("attributor", "proposer", "critic", "judge")
 
 
 def _f(default: Any, help: str) -> Any:
@@ -39,6 +43,15 @@ class EvolverContext:
     critic_model: str = _f(RULES, "'rules' or provider:model for the critic's review (it may veto, never accept)")
     base_url: str | None = _f(None, "OpenAI-compatible base URL for the brains (e.g. a vLLM server's /v1)")
     api_key_env: str = _f("OPENAI_API_KEY", "environment variable holding the brains' API key ('EMPTY' if unset)")
+    # Per-role endpoints (a proposer on one server, critic and judge on another); None: the shared values above.
+    attributor_base_url: str | None = _f(None, "the attributor's own OpenAI-compatible base URL (None: base_url)")
+    attributor_api_key_env: str | None = _f(None, "the attributor's API-key variable (None: api_key_env)")
+    proposer_base_url: str | None = _f(None, "the proposer's own OpenAI-compatible base URL (None: base_url)")
+    proposer_api_key_env: str | None = _f(None, "the proposer's API-key variable (None: api_key_env)")
+    critic_base_url: str | None = _f(None, "the critic's own OpenAI-compatible base URL (None: base_url)")
+    critic_api_key_env: str | None = _f(None, "the critic's API-key variable (None: api_key_env)")
+    judge_base_url: str | None = _f(None, "the judge's own OpenAI-compatible base URL (None: base_url)")
+    judge_api_key_env: str | None = _f(None, "the judge's API-key variable (None: api_key_env)")
     llm_timeout_s: float = _f(60.0, "per-call timeout of a brain LLM, seconds")
     llm_max_tokens: int = _f(2048, "max tokens of one brain LLM answer")
     llm_temperature: float = _f(0.0, "sampling temperature of the brain LLMs")

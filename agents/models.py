@@ -3,7 +3,8 @@
 No other module imports a provider class. `rules` is not a model: callers check `is_rules` first
 and run the agent's rule brain instead. For OpenAI-compatible servers (vLLM, the test stub) pass
 `base_url`; the API key is read from the environment variable named in the context (vLLM accepts
-any string, so a missing key becomes "EMPTY" instead of an error). `use_responses_api=False` is
+any string, so a missing key becomes "EMPTY" instead of an error). Each role's URL and key variable are its
+own or the shared ones (`role_endpoint`: the one place that fallback is decided). `use_responses_api=False` is
 pinned for the openai provider because ChatOpenAI silently switches to the Responses API for some
 options, which vLLM does not serve.
 
@@ -27,7 +28,7 @@ import openai
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
-from agents.context import RULES, EvolverContext
+from agents.context import LLM_ROLES, RULES, EvolverContext
 
 
 # What a brain LLM call may raise that means "no usable answer" rather than a bug in our code:
@@ -100,12 +101,27 @@ def load_chat_model(
     return init_chat_model(name, model_provider=provider, **kwargs)
 
 
+def role_endpoint(ctx: EvolverContext, role: str) -> tuple[str | None, str]:
+    """(base URL, API-key variable) of one LLM role: its own `<role>_base_url` / `<role>_api_key_env`, each
+    falling back to the shared `base_url` / `api_key_env`."""
+    if role not in LLM_ROLES:
+        raise ValueError(f"unknown LLM role {role!r}; roles: {list(LLM_ROLES)}")
+    return (getattr(ctx, f"{role}_base_url") or ctx.base_url, getattr(ctx, f"{role}_api_key_env") or ctx.api_key_env)
+
+
+def judge_settings(ctx: EvolverContext) -> dict[str, Any]:
+    """The judge's model and endpoint as `graphs.services` settings (`judge_model`, `base_url`, `api_key_env`)."""
+    base_url, api_key_env = role_endpoint(ctx, "judge")
+    return {"judge_model": ctx.judge_model, "base_url": base_url, "api_key_env": api_key_env}
+
+
 def brain_model(ctx: EvolverContext, role: str) -> BaseChatModel | None:
     """The chat model of one role (`attributor`, `proposer`, `critic`), or None for its rule brain."""
     model = getattr(ctx, f"{role}_model")
     if is_rules(model):
         return None
+    base_url, api_key_env = role_endpoint(ctx, role)
     return load_chat_model(
-        model, base_url=ctx.base_url, api_key_env=ctx.api_key_env, timeout_s=ctx.llm_timeout_s,
+        model, base_url=base_url, api_key_env=api_key_env, timeout_s=ctx.llm_timeout_s,
         max_tokens=ctx.llm_max_tokens, temperature=ctx.llm_temperature,
     )

@@ -18,7 +18,7 @@ from agents import attributor, critic, generalise as gen, proposer, rules_bank
 from agents.context import EvolverContext
 from agents.fallback import fallback_decision
 from agents.llm import ToolBox
-from agents.models import brain_model, load_chat_model
+from agents.models import brain_model, judge_settings, load_chat_model
 from agents.schemas import Attribution, Proposal
 from graphs.services import Services, get_services
 from graphs.state import EvolverState, LaneState
@@ -41,7 +41,8 @@ def _services(ctx: EvolverContext) -> Services:
     """Live services: registered in-process under `services_key`, else built once from the plain settings."""
     if ctx.services_key:
         return get_services(ctx.services_key)
-    return get_services(ctx.to_dict(), chat_model_factory=load_chat_model)
+    # The judge's own endpoint, when the context names one, replaces the shared base URL in the settings.
+    return get_services({**ctx.to_dict(), **judge_settings(ctx)}, chat_model_factory=load_chat_model)
 
 
 def _toolbox(ctx: EvolverContext, svc: Services, role: str, step: int) -> ToolBox:

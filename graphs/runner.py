@@ -8,7 +8,10 @@ This is the one place that runs a round; the trainer's callback (`trainer/evolve
   under `asyncio.run` (the caller, e.g. the trainer's callback thread, has no running loop). Every node
   is synchronous; under an event loop LangGraph runs sync nodes in worker threads, as a LangGraph server
   does, so a round executes the same way in process and on a server, and the parallel task lanes each
-  get their own thread.
+  get their own thread. `timeout_s` bounds the round: when it is spent the graph task is cancelled (no further
+  node starts), the node already running in its worker thread finishes (a thread cannot be interrupted; the
+  return waits for it, so nothing of the round runs afterwards) and `RoundTimeout` is raised: the caller rolls
+  back what the round committed, as after a server run it gave up on.
 - `run_on_server`: `langgraph_sdk` against a `langgraph dev` / LangGraph server. The server merges a run's
   `context` over its assistant's, so a run sends only the run-specific values (`RUN_CONTEXT_KEYS`) and the
   assistant chooses models, limits and thresholds: an assistant made in Studio wins. Given a graph id instead
@@ -33,7 +36,7 @@ import json
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,10 @@ from harness.store import HarnessStore
 from harness.types import FailureEvent
 
 Approver = Callable[[dict[str, Any]], bool]
+
+
+class RoundTimeout(TimeoutError):
+    """An in-process round outlasted its `timeout_s` and was cancelled."""
 
 # The context keys a server run sends itself; every other key comes from the run's assistant (the server merges
 # the run's context over the assistant's, so a key sent here would override what was chosen in Studio). These are
@@ -98,8 +105,10 @@ def prepare_run_dir(snapshot: str | Path, run_dir: str | Path) -> HarnessStore:
 
 
 def run_in_process(inp: dict[str, Any] | None, ctx: EvolverContext, db_path: str | Path, thread_id: str,
-                   approve: Approver | None = None) -> dict[str, Any]:
-    """Run (or resume, with `inp=None`) thread `thread_id` of the evolver, checkpointed in SQLite at `db_path`."""
+                   approve: Approver | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+    """Run (or resume, with `inp=None`) thread `thread_id` of the evolver, checkpointed in SQLite at `db_path`.
+
+    `timeout_s` (None: unbounded) cancels the round when spent and raises `RoundTimeout` (see the module doc)."""
 
     async def go() -> dict[str, Any]:
         cfg = {"configurable": {"thread_id": thread_id}}
@@ -113,7 +122,17 @@ def run_in_process(inp: dict[str, Any] | None, ctx: EvolverContext, db_path: str
                     return out
                 payload = Command(resume={i.id: {"approve": approve(i.value)} for i in interrupts})
 
-    return asyncio.run(go())
+    async def bounded() -> dict[str, Any]:
+        if timeout_s is None:
+            return await go()
+        try:
+            return await asyncio.wait_for(go(), timeout_s)
+        except TimeoutError:
+            raise RoundTimeout(f"evolver thread {thread_id} outlasted its budget of {timeout_s:.0f} s and was "
+                               f"cancelled") from None
+
+    # asyncio.run returns only once the default executor's threads (the sync nodes) have finished.
+    return asyncio.run(bounded())
 
 
 def thread_unfinished(db_path: str | Path, thread_id: str) -> bool:
@@ -136,6 +155,7 @@ class ServerRun:
     thread_id: str
     assistant_id: str
     output: dict[str, Any]
+    assistant_context: dict[str, Any] = field(default_factory=dict)  # what the assistant chose (its context)
 
 
 def split_context(ctx: EvolverContext) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -212,4 +232,5 @@ def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve
         if not interrupts:
             break
         out = wait(command={"resume": {i["id"]: {"approve": approve(i["value"])} for i in interrupts}})
-    return ServerRun(thread_id=thread_id, assistant_id=assistant_id, output=out)
+    chosen = client.assistants.get(assistant_id).get("context") or {}
+    return ServerRun(thread_id=thread_id, assistant_id=assistant_id, output=out, assistant_context=dict(chosen))

@@ -81,8 +81,8 @@ _MEMORIES: dict[tuple[str, str], TrainingMemory | None] = {}
 KEEP_LOCAL_POLICIES = 2
 
 # Settings `get_services` reads from a mapping (an `EvolverContext.to_dict()` has more keys: ignored).
-_SETTINGS = ("run_dir", "memory_location", "memory_embedding", "policy", "judge_model", "base_url", "sample_k",
-             "max_tokens", "temperature", "seed")
+_SETTINGS = ("run_dir", "memory_location", "memory_embedding", "policy", "judge_model", "base_url", "api_key_env",
+             "sample_k", "max_tokens", "temperature", "seed")
 
 
 def live_services(ctx: EvolverContext, *, store: HarnessStore, endpoint: PolicyEndpoint, judge: Judge,
@@ -174,6 +174,7 @@ def services_from_settings(
     policy: str,
     judge_model: str = "rules",
     base_url: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
     chat_model_factory: ChatModelFactory | None = None,
     detector_config: DetectorConfig | None = None,
     sample_k: int = 8,
@@ -183,6 +184,7 @@ def services_from_settings(
     share: bool = False,
 ) -> Services:
     """Build services from plain values. The harness store is `run_dir/harness` and must be initialised.
+    `base_url` and `api_key_env` are the judge's endpoint (`agents.models.judge_settings`).
 
     `share=True` (what `get_services` uses; call it under `_LOCK`) reuses this process's endpoint and memory
     already built for the same policy spec / memory location instead of opening new ones.
@@ -196,7 +198,7 @@ def services_from_settings(
         if chat_model_factory is None:
             raise ValueError(f"judge_model {judge_model!r} needs a chat_model_factory "
                              "(agents.models.load_chat_model) to resolve it")
-        llm = chat_model_factory(judge_model, base_url=base_url)
+        llm = chat_model_factory(judge_model, base_url=base_url, api_key_env=api_key_env)
     if share:
         endpoint, mem = _shared_endpoint(policy), _shared_memory(memory_location, memory_embedding)
     else:

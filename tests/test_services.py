@@ -55,7 +55,7 @@ def test_services_from_settings_judge_model_needs_a_factory(tmp_path):
         services_from_settings(**kw)
     seen = {}
 
-    def factory(spec, base_url=None):
+    def factory(spec, base_url=None, api_key_env=None):
         seen.update(spec=spec, base_url=base_url)
         return FunctionChatModel(respond=lambda m: "yes")
 

@@ -24,7 +24,12 @@ TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *
 
 A round is all-or-nothing: if the evolver raises (judge or endpoint down, server unreachable), the
 error is logged to rounds.jsonl, any version committed during the failed round is moved aside, the
-events go back to the pending list, and training continues on the unchanged harness.
+events go back to the pending list, and training continues on the unchanged harness. A round that outlasts
+`harness.max_pause_s` fails the same way (in process `graphs.runner.run_in_process` cancels it; on a server the
+run is cancelled when the wait gives up). After `harness.max_failed_rounds` failed rounds in a row (0: never) the
+callback stops training once the step's checkpoint is written, and `trainer.grpo.train` raises `EvolverStopped`
+with the cause and how to resume (`harnessrl train` exits non-zero): a run whose evolver never ran is not a
+HarnessRL run.
 """
 
 from __future__ import annotations
@@ -54,6 +59,11 @@ from trainer.run import make_judge
 log = logging.getLogger(__name__)
 
 
+class EvolverStopped(RuntimeError):
+    """Training was stopped because `harness.max_failed_rounds` evolver rounds in a row failed; the message says
+    why and how to resume."""
+
+
 class HarnessCallback(TrainerCallback):
     def __init__(self, run: Any, trainer: Any = None, *, run_graph: Any = None) -> None:
         self.run = run
@@ -63,6 +73,9 @@ class HarnessCallback(TrainerCallback):
         self._run_graph = run_graph
         self.pause_s_total = 0.0
         self._evolver_judge: Any = None  # built at the first in-process round
+        self.failed_in_a_row = 0  # evolver rounds that failed since the last one that ran (main process)
+        self.stop_reason: str | None = None  # set when those reach harness.max_failed_rounds
+        self._server_settings_named = False  # the first server round names what the server does not take
 
     # -- distributed helpers ------------------------------------------------------------------------------
     def _accelerator(self) -> Any:
@@ -91,6 +104,9 @@ class HarnessCallback(TrainerCallback):
         h = self.cfg.harness
         if h.evolver and step % h.evolve_every == 0 and step < state.max_steps:
             pause = self.evolve(step)
+            if self.stop_reason is not None:
+                # The checkpoint of this step (evolve_every is a multiple of save_steps) is still written.
+                control.should_training_stop = True
         record.update({"step": step, "pause_s": pause, "harness_version_after": self.run.state.version,
                        "time": time.time(),
                        "harness_overhead_s": record.get("sampler_s", 0.0) + record.get("reward_overhead_s", 0.0)})
@@ -137,11 +153,39 @@ class HarnessCallback(TrainerCallback):
             append_jsonl(run.paths.rounds, {k: v for k, v in info.items() if k != "reports"} |
                          {"reports": info.get("reports", [])})
         run.rounds_done.append({k: info.get(k) for k in ("step", "thread_id", "version_before", "version_after")})
+        self._count_failure(step, info, new_state.version)
         if self._is_main():
             # One readable summary per round: what happened to each event, on which task, and why.
             for line in round_lines(step, info, before, new_state.version, pause, len(events)):
                 log.info("%s", line)
         return pause
+
+    def _count_failure(self, step: int, info: dict[str, Any], version: int) -> None:
+        """Count failed rounds in a row; at `harness.max_failed_rounds` set `stop_reason` (on every rank)."""
+        limit = self.cfg.harness.max_failed_rounds
+        reason: str | None = None
+        if self._is_main():
+            if info.get("error"):
+                self.failed_in_a_row += 1
+            elif not info.get("skipped"):
+                self.failed_in_a_row = 0
+            if limit and self.failed_in_a_row >= limit:
+                reason = (f"{self.failed_in_a_row} evolver rounds in a row failed (harness.max_failed_rounds={limit}); "
+                          f"the last, after step {step}: {info['error']}. Training stopped after step {step} on "
+                          f"harness v{version}, which the failed rounds left unchanged; the step's checkpoint keeps "
+                          f"their events. Fix the cause (the LLM, judge or policy endpoint, or the LangGraph server: "
+                          f"see rounds.jsonl), then continue the run with `harnessrl train --config <your config> "
+                          f"--resume`; harness.max_failed_rounds=0 trains on without stopping.")
+        if self._num_processes() > 1:
+            from accelerate.utils import broadcast_object_list
+
+            payload = [reason]
+            broadcast_object_list(payload, from_process=0)  # every rank stops together, or the others hang
+            reason = payload[0]
+        if reason is not None:
+            self.stop_reason = reason
+            if self._is_main():
+                log.error("%s", reason)
 
     def _stale_check(self) -> Any:
         """A predicate for events about a harness that is gone: rows sampled before an update (the dataloader
@@ -176,6 +220,10 @@ class HarnessCallback(TrainerCallback):
             runner = self._run_graph or evolver_round.run_round
             out = runner(self.cfg, events, before, step, context, thread_id)
             stats = endpoint.stats() if isinstance(endpoint, MemoEndpoint) else {}
+            if on_server and not self._server_settings_named:
+                self._server_settings_named = True
+                for note in out.get("server_settings") or []:
+                    log.warning("LangGraph server round: %s", note)
             return {"thread_id": out.get("thread_id", thread_id), "policy": spec, "publish_s": round(publish_s, 2), **stats,
                     **evolver_round.summarize(out)}
         except Exception as e:  # noqa: BLE001 - a failed round must not kill training; it is logged in full
@@ -223,7 +271,7 @@ class HarnessCallback(TrainerCallback):
         run, h = self.run, self.cfg.harness
         if self._evolver_judge is None:
             # Own judge for the evolver: its stats must not leak into the training-reward metrics.
-            self._evolver_judge = make_judge(h.judge_model, h.llm_base_url)
+            self._evolver_judge = make_judge(h.judge_model, *evolver_round.judge_endpoint(self.cfg))
         register_services(key, live_services(
             context, store=run.store, memory=run.memory if h.memory else None, endpoint=endpoint,
             judge=self._evolver_judge, detector_config=DetectorConfig(**h.detector)))

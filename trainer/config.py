@@ -141,7 +141,19 @@ class HarnessConfig:
                                              "the same share of responses that could not be scored "
                                              "(unscoreable_flagged) or of verdicts skipped for want of a judge "
                                              "(skipped_flagged) flags it too.")
-    llm_base_url: str | None = _f(None, "OpenAI-compatible base URL (e.g. a vLLM server's /v1) for LLM brains and judge.")
+    llm_base_url: str | None = _f(None, "OpenAI-compatible base URL (e.g. a vLLM server's /v1) for LLM brains and judge "
+                                        "(the shared default of the <role>_base_url fields).")
+    llm_api_key_env: str = _f("OPENAI_API_KEY", "Environment variable holding the LLMs' API key ('EMPTY' when unset); "
+                                                "the shared default of the <role>_api_key_env fields.")
+    attributor_base_url: str | None = _f(None, "The attributor LLM's own base URL (None: llm_base_url).")
+    attributor_api_key_env: str | None = _f(None, "The attributor LLM's API-key variable (None: llm_api_key_env).")
+    proposer_base_url: str | None = _f(None, "The proposer LLM's own base URL (None: llm_base_url).")
+    proposer_api_key_env: str | None = _f(None, "The proposer LLM's API-key variable (None: llm_api_key_env).")
+    critic_base_url: str | None = _f(None, "The critic LLM's own base URL (None: llm_base_url).")
+    critic_api_key_env: str | None = _f(None, "The critic LLM's API-key variable (None: llm_api_key_env).")
+    judge_base_url: str | None = _f(None, "The LLM judge's own base URL, for training rewards and the critic "
+                                          "(None: llm_base_url).")
+    judge_api_key_env: str | None = _f(None, "The LLM judge's API-key variable (None: llm_api_key_env).")
     memory_embedding: Literal["minilm", "hash"] = _f("minilm", "Memory embedding function ('hash' for tests).")
     memory_url: str | None = _f(None, "Chroma server URL (scale-out); None: local folder in the run.")
     langgraph_url: str | None = _f(None, "Run the evolver on a LangGraph server at this URL (Studio) instead of in process.")

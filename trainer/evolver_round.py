@@ -29,8 +29,9 @@ import logging
 import time
 from typing import Any
 
-from agents.context import EvolverContext
-from graphs.runner import run_in_process, run_on_server
+from agents.context import LLM_ROLES, EvolverContext
+from agents.models import role_endpoint
+from graphs.runner import run_in_process, run_on_server, split_context
 from harness.types import FailureEvent
 from trainer.config import RunConfig
 
@@ -48,13 +49,21 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
     return EvolverContext(
         attributor_model=h.attributor_model, proposer_model=h.proposer_model, critic_model=h.critic_model,
         # Absolute: a LangGraph server resolves paths against its own working directory.
-        base_url=h.llm_base_url, run_dir=str(cfg.run_path.resolve()), memory_location=memory_location,
+        base_url=h.llm_base_url, api_key_env=h.llm_api_key_env,
+        **{f"{role}_{part}": getattr(h, f"{role}_{part}") for role in LLM_ROLES for part in ("base_url", "api_key_env")},
+        run_dir=str(cfg.run_path.resolve()), memory_location=memory_location,
         memory_embedding=h.memory_embedding, policy=policy_spec, judge_model=h.judge_model or "rules",
         services_key=services_key, sample_k=h.sample_k, sample_k_max=h.sample_k_max,
         critic_alpha=h.critic_alpha, max_tokens=cfg.train.max_completion_length,
         temperature=cfg.train.temperature, seed=cfg.train.seed, max_revisions=h.max_revisions,
         memory=h.memory, critic=h.critic, interfaces=list(h.interfaces), generalise_max_tasks=h.generalise_max_tasks,
     )
+
+
+def judge_endpoint(cfg: RunConfig) -> tuple[str | None, str]:
+    """(base URL, API-key variable) of the run's judge: `harness.judge_base_url` / `judge_api_key_env`, else the
+    shared `llm_base_url` / `llm_api_key_env` (resolved by `agents.models.role_endpoint`)."""
+    return role_endpoint(evolver_context(cfg, services_key=None), "judge")
 
 
 def thread_id_for(cfg: RunConfig, step: int) -> str:
@@ -71,14 +80,33 @@ def run_round(cfg: RunConfig, events: list[FailureEvent], harness_version: int, 
     inp = {"events": [e.model_dump(mode="json") for e in events], "harness_version": harness_version, "step": step}
     h = cfg.harness
     if h.langgraph_url is None:
-        return {**run_in_process(inp, context, cfg.run_path / "evolver.sqlite", thread_id), "thread_id": thread_id}
+        # The pause budget bounds the round; one that overruns it is cancelled and the callback rolls it back.
+        out = run_in_process(inp, context, cfg.run_path / "evolver.sqlite", thread_id, timeout_s=float(h.max_pause_s))
+        return {**out, "thread_id": thread_id}
     # The pause budget bounds the wait; if we give up, the server cancels the run (see graphs.runner).
     run = run_on_server(h.langgraph_url, inp, context, assistant=h.langgraph_assistant,
                         assistant_name=f"harnessrl train {cfg.run_path.name}", timeout_s=float(h.max_pause_s + 60),
                         metadata={"run_dir": str(cfg.run_path), "step": step, "round": thread_id})
     log.info("evolver round at step %d: thread %s on %s, assistant %s", step, run.thread_id, h.langgraph_url,
              run.assistant_id)
-    return {**run.output, "thread_id": run.thread_id, "assistant_id": run.assistant_id}
+    return {**run.output, "thread_id": run.thread_id, "assistant_id": run.assistant_id,
+            "server_settings": server_setting_notes(cfg, context, run.assistant_context)}
+
+
+def server_setting_notes(cfg: RunConfig, context: EvolverContext, assistant_context: dict[str, Any]) -> list[str]:
+    """What a LangGraph server round does not take from the config, one sentence each: settings it never receives
+    (`harness.detector`) and context values its assistant replaces (a key the assistant lacks takes
+    `EvolverContext`'s default there)."""
+    notes = []
+    if cfg.harness.detector:
+        notes.append(f"harness.detector {cfg.harness.detector} is not sent to the LangGraph server: its rounds "
+                     f"measure with the detector defaults")
+    _, mine = split_context(context)
+    used = {**EvolverContext().to_dict(), **assistant_context}
+    for key in sorted(mine):
+        if key in used and used[key] != mine[key]:
+            notes.append(f"{key}: the server's assistant uses {used[key]!r}, not the config's {mine[key]!r}")
+    return notes
 
 
 def summarize(out: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +129,7 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
     by_event = {r.get("event_id"): r.get("interface") for r in reports}
     interfaces = [by_event.get(a.get("event_id")) for a in accepted]
     # On a server the assistant chose models and limits: record which one (absent in process).
-    where = {"assistant_id": out["assistant_id"]} if "assistant_id" in out else {}
+    where = {k: out[k] for k in ("assistant_id", "server_settings") if k in out}
     return {"n_accepted": len(accepted), "accepted_interfaces": interfaces, "outcomes": outcomes, "reports": slim,
             **where}
 

@@ -291,6 +291,10 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
                                                judge=judge, fresh_memory=fresh_memory)
         try:
             trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+            if callback.stop_reason is not None:  # failed evolver rounds stopped training: no final model
+                from trainer.callback import EvolverStopped
+
+                raise EvolverStopped(callback.stop_reason)
             final = cfg.run_path / "final"
             trainer.save_model(str(final))
             return {"run_dir": str(cfg.run_path), "steps": trainer.state.global_step,

@@ -2,7 +2,8 @@
 
 Full metrics stay in `metrics.jsonl` (and `report_to`); the console carries only what a person follows
 while a run goes: reward, dead-group share, harness version and step time per step (plus a warning line
-when the step is flagged for judge failures, `judge_flag_line`), and per round what was accepted on
+when the step is flagged for judge failures, `judge_flag_line`, or for responses it could not score or criteria
+it skipped, `scoring_flag_lines`), and per round what was accepted on
 which task and why. TRL's raw log dicts (one `pass_rate/<task>/<criterion>` entry per
 criterion) are not printed: `build_trainer` removes transformers' `PrinterCallback`.
 """
@@ -47,6 +48,20 @@ def step_line(step: int, max_steps: int, record: dict[str, Any], version: int, s
     return "  ".join(parts)
 
 
+def scoring_flag_lines(step: int, record: dict[str, Any]) -> dict[str, str]:
+    """Warnings, by flag ("unscoreable", "skipped"), for a step whose responses could not be scored or whose
+    criteria were skipped (`trainer/reward.py` flags them above `harness.max_judge_failure_share`)."""
+    lines = {}
+    if record.get("unscoreable_flagged"):
+        lines["unscoreable"] = (f"step {step}: {record.get('unscoreable', '?')} response(s) could not be scored "
+                                f"(no positive criterion decided: no judge, or the judge failed) and got reward 0; "
+                                f"check the judge")
+    if record.get("skipped_flagged"):
+        lines["skipped"] = (f"step {step}: {record.get('criteria_skipped', '?')} verdict(s) skipped: text-only "
+                            f"criteria without an LLM judge (harness.judge_model) are never scored")
+    return lines
+
+
 def judge_flag_line(step: int, record: dict[str, Any]) -> str | None:
     """The warning for a step flagged in `trainer/reward.py` (too many verdicts left out), else None."""
     if not record.get("judge_flagged"):
@@ -81,6 +96,7 @@ class ConsoleProgress(TrainerCallback):
         self.run = run
         self.enabled = enabled
         self._t0 = time.perf_counter()
+        self._skipped_said = False
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._t0 = time.perf_counter()
@@ -93,4 +109,12 @@ class ConsoleProgress(TrainerCallback):
                                time.perf_counter() - self._t0))
             if flag := judge_flag_line(state.global_step, record):
                 log.warning(flag)
+            for kind, line in scoring_flag_lines(state.global_step, record).items():
+                # Skipped criteria the config allows (allow_unjudged_criteria) are said once, then summed in the report.
+                if kind == "skipped" and self.run.cfg.harness.allow_unjudged_criteria:
+                    if self._skipped_said:
+                        continue
+                    self._skipped_said = True
+                    line += " (harness.allow_unjudged_criteria: said once; the report sums them)"
+                log.warning(line)
         return control

@@ -259,7 +259,8 @@ def _run_one(rr: RecordedRound, brains: BrainSet, folder: Path, endpoint: Any, s
     from graphs.trace_html import write_trace
     from harness.detector import DetectorConfig
     from memory.store import TrainingMemory
-    from trainer.evolver_round import evolver_context
+    from agents.models import role_endpoint
+    from trainer.evolver_round import evolver_context, judge_endpoint
     from trainer.run import make_judge
 
     h = rr.cfg.harness
@@ -276,8 +277,9 @@ def _run_one(rr: RecordedRound, brains: BrainSet, folder: Path, endpoint: Any, s
         run_dir=str(folder.resolve()), memory_location=str((folder / "memory").resolve()) if memory else "none",
         attributor_model=brains.attributor, proposer_model=brains.proposer, critic_model=brains.critic,
         base_url=base_url or h.llm_base_url, **overrides)
-    # The run's judge scores the critic's rollouts unless --judge-model replaces it (then with the brains' URL).
-    judge = make_judge(h.judge_model, h.llm_base_url) if "judge_model" not in overrides else make_judge(ctx.judge_model, ctx.base_url)
+    # The run's judge scores the critic's rollouts unless --judge-model replaces it (then at the context's judge URL).
+    judge = (make_judge(h.judge_model, *judge_endpoint(rr.cfg)) if "judge_model" not in overrides
+             else make_judge(ctx.judge_model, *role_endpoint(ctx, "judge")))
     register_services(key, live_services(ctx, store=store, endpoint=endpoint, memory=memory, judge=judge,
                                          detector_config=DetectorConfig(**h.detector)))
     thread_id = f"replay-{rr.run_dir.name}-step{rr.step}-{folder.name}"

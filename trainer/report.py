@@ -98,6 +98,9 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
         "committed_by_interface": committed, "committed_total": len(data["updates"]),
         "pause_s": total_pause, "pause_share": (total_pause / span) if span > 0 else None,
         "judge_warnings": sum(int(x.get("judge_warnings", 0)) for x in m),
+        **{k: sum(int(x.get(k, 0)) for x in m) for k in ("unscoreable", "criteria_skipped", "judge_left_out")},
+        "steps_flagged": sum(1 for x in m if x.get("judge_flagged") or x.get("unscoreable_flagged")
+                             or x.get("skipped_flagged")),
     }
 
 
@@ -355,6 +358,11 @@ def summary_sentences(s: dict[str, Any]) -> list[str]:
              f"The critic accepted {_n(s['accepted_total'], 'update')} ({by_iface(s['accepted_by_interface'])}); "
              f"{_n(s['fallback_total'], 'fallback')} changed sampling after every candidate was rejected; "
              f"{_n(s['committed_total'], 'harness version')} committed in all."]
+    if s.get("unscoreable") or s.get("criteria_skipped") or s.get("judge_left_out"):
+        lines.append(f"Scoring: {_n(s['unscoreable'], 'response')} could not be scored (reward 0), "
+                     f"{_n(s['criteria_skipped'], 'verdict')} skipped for want of a judge and "
+                     f"{_n(s['judge_left_out'], 'verdict')} left out because the judge failed; "
+                     f"{_n(s['steps_flagged'], 'step')} flagged (metrics.jsonl).")
     if s["judge_warnings"]:
         lines.append(f"The judge reported {s['judge_warnings']} warnings (malformed answers, errors or checks that "
                      "could not decide): see metrics.jsonl.")

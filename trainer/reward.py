@@ -27,7 +27,11 @@ Judge failures: a verdict the judge could not give (an LLM judge failing after i
 timing out) is left out of the rollout's score, never counted unmet (`tools/judge.py`). The step counts
 those verdicts (`judge_left_out`, `judge_left_out_share` of all the step's verdicts) and, above
 `harness.max_judge_failure_share`, sets `judge_flagged` (the console prints a warning line for it):
-such a step's rewards rest on fewer criteria than its rubric has.
+such a step's rewards rest on fewer criteria than its rubric has. The same step record counts the responses
+no positive criterion could be decided for (`unscoreable`: reward 0, flagged `unscoreable_flagged` above that
+share of the step's responses) and the verdicts skipped for want of an LLM judge (`criteria_skipped`, flagged
+`skipped_flagged` above that share of the step's verdicts); the console prints a line for each flag and the
+report sums them.
 
 It is an async callable (the judge is async) and picklable: pickling keeps only the config; the
 unpickled copy finds the live run of the same `run_dir` in this process or opens it.
@@ -192,6 +196,8 @@ class RubricReward:
                                                "judge/check_failures") if k in warnings)
         left_out, share, flagged = self._judge_failure_share(sum(p.left_out for p in parts),
                                                              sum(p.verdicts for p in parts))
+        scoring = self._scoring_counts(warnings, n_responses=sum(len(p.rewards) for p in parts),
+                                       n_verdicts=sum(p.verdicts for p in parts))
         versions = sorted({int(s.harness_version) for s in stats_list})
         record = {
             "step": step, "reward": float(np.mean([r for p in parts for r in p.rewards])),
@@ -201,7 +207,7 @@ class RubricReward:
             "tasks": [s.task_id for s in stats_list], "group_means": [s.mean for s in stats_list],
             "group_stds": [s.std for s in stats_list],
             "judge_warnings": warn_count, "judge_left_out": left_out, "judge_left_out_share": share,
-            "judge_flagged": flagged, **{k: v for k, v in warnings.items() if v},
+            "judge_flagged": flagged, **scoring, **{k: v for k, v in warnings.items() if v},
         }
         if len(parts) > 1:
             # What each process trained on: its groups' tasks and the harness versions it drew them under.
@@ -230,6 +236,15 @@ class RubricReward:
         """(verdicts left out because the judge failed, their share of all `total` verdicts, over the limit?)."""
         share = left_out / total if total else 0.0
         return left_out, share, share > self._cfg.harness.max_judge_failure_share
+
+    def _scoring_counts(self, warnings: dict[str, int], *, n_responses: int, n_verdicts: int) -> dict[str, Any]:
+        """The step's responses that could not be scored (reward 0) and verdicts skipped for want of a judge, each
+        flagged above `harness.max_judge_failure_share` of the step's responses / verdicts."""
+        limit = self._cfg.harness.max_judge_failure_share
+        unscoreable = int(warnings.get("judge/unscoreable", 0))
+        skipped = int(warnings.get("judge/skipped", 0))
+        return {"unscoreable": unscoreable, "unscoreable_flagged": bool(n_responses) and unscoreable / n_responses > limit,
+                "criteria_skipped": skipped, "skipped_flagged": bool(n_verdicts) and skipped / n_verdicts > limit}
 
     async def _score_group(self, run: Any, texts: list[str], idx: list[int], task_id: str, version: int):
         state = run.state_for(version)

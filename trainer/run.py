@@ -206,7 +206,9 @@ class HarnessRun:
         return TrainingMemory.persistent(self.paths.memory, embedding=h.memory_embedding)
 
     def _make_judge(self) -> Any:
-        return make_judge(self.cfg.harness.judge_model, self.cfg.harness.llm_base_url)
+        from trainer.evolver_round import judge_endpoint
+
+        return make_judge(self.cfg.harness.judge_model, *judge_endpoint(self.cfg))
 
     @classmethod
     def lookup(cls, run_dir: str | Path) -> HarnessRun | None:
@@ -315,7 +317,7 @@ def is_main_rank() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def make_judge(judge_model: str | None, base_url: str | None = None) -> Any:
+def make_judge(judge_model: str | None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY") -> Any:
     """The rubric judge: programmatic checks, plus an LLM for text-only criteria when a model is set."""
     from tools.judge import Judge
 
@@ -323,4 +325,4 @@ def make_judge(judge_model: str | None, base_url: str | None = None) -> Any:
         return Judge()
     from agents.models import load_chat_model
 
-    return Judge(llm=load_chat_model(judge_model, base_url=base_url))
+    return Judge(llm=load_chat_model(judge_model, base_url=base_url, api_key_env=api_key_env))

@@ -19,6 +19,9 @@ Two sources:
   run through `graphs/runner.py`, as the trainer's rounds do. A snapshot's `harness_version` must be its
   store's latest (a round commits on top of the latest version): use a fresh `--run-dir` per run.
 
+Each LLM role may have its own server and key variable (`--proposer-base-url URL`, `--judge-api-key-env VAR`,
+...; default `--base-url` / `--api-key-env`), as `harness.<role>_base_url` in a training config.
+
 The knobs a training config also sets have its names: `--sample-k`, `--critic/--no-critic`,
 `--memory/--no-memory`, `--interfaces`, `--seed` (`harness.sample_k`, ..., `train.seed`).
 """
@@ -31,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+from agents.context import LLM_ROLES
 from harness.store import atomic_write_text
 from harness.types import INTERFACES
 
@@ -70,6 +74,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                                       "(snapshot: default rules; replay: the run's judge)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL for the brain/judge models "
                                                    "(replay: default the run's harness.llm_base_url)")
+    p.add_argument("--api-key-env", default=None, help="environment variable holding the LLMs' API key "
+                                                      "(default OPENAI_API_KEY; replay: the run's llm_api_key_env)")
+    for role in LLM_ROLES:
+        p.add_argument(f"--{role}-base-url", default=None, metavar="URL",
+                       help=f"the {role}'s own OpenAI-compatible base URL (default --base-url)")
+        p.add_argument(f"--{role}-api-key-env", default=None, metavar="VAR",
+                       help=f"the {role}'s API-key variable (default --api-key-env)")
     p.add_argument("--sample-k", type=int, default=None, help="rollouts per affected task for candidate and control "
                                                              "(snapshot default 8; replay: the run's)")
     p.add_argument("--sample-k-max", type=int, default=None,
@@ -148,9 +159,17 @@ def _knobs(args: argparse.Namespace) -> dict:
     return {k: getattr(args, k) for k in SNAPSHOT_DEFAULTS}
 
 
+ENDPOINT_FLAGS = ("api_key_env", *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")))
+
+
+def _endpoints(args: argparse.Namespace) -> dict:
+    """The per-role endpoint flags given (the shared --base-url aside); EvolverContext field names."""
+    return {k: getattr(args, k) for k in ENDPOINT_FLAGS if getattr(args, k) is not None}
+
+
 def _assistant_chooses(args: argparse.Namespace) -> list[str]:
     """Flags given for what a named assistant's context chooses: a server run would not send them."""
-    given = [k for k, v in _knobs(args).items() if v is not None]
+    given = [k for k, v in _knobs(args).items() if v is not None] + list(_endpoints(args))
     given += [k for k in ("attributor_model", "proposer_model", "critic_model", "base_url") if getattr(args, k)]
     return ["--" + k.replace("_", "-") for k in given]
 
@@ -202,7 +221,7 @@ def run_replay(args: argparse.Namespace, sets: list) -> int:
 
     rr = load_round(args.source, args.step)
     out = Path(args.out) if args.out else Path("replays") / f"{rr.run_dir.resolve().name}-step-{args.step}"
-    overrides = {k: v for k, v in _knobs(args).items() if v is not None}
+    overrides = {k: v for k, v in _knobs(args).items() if v is not None} | _endpoints(args)
     if args.sample_k is not None and args.sample_k_max is None:  # a larger k lifts the run's cap with it
         overrides["sample_k_max"] = max(args.sample_k, rr.cfg.harness.sample_k_max)
     print(f"replaying the round at step {rr.step} of {rr.run_dir} (harness v{rr.version_before}, {len(rr.events)} "
@@ -228,6 +247,7 @@ def run_snapshot(args: argparse.Namespace, brains) -> int:
         attributor_model=brains.attributor, proposer_model=brains.proposer, critic_model=brains.critic,
         base_url=args.base_url, run_dir=str(run_dir), memory_location=args.memory_location,
         memory_embedding=args.memory_embedding, policy=args.policy, require_approval=args.approve, **knobs,
+        **_endpoints(args),
     )
     approve = _ask if args.approve else None
     if args.server:

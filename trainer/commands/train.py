@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from trainer.progress import quiet_library_warnings
 
     quiet_library_warnings()
+    from trainer.callback import EvolverStopped
     from harness.store import StoreCorrupt
     from memory.store import MemoryStoreError
     from trainer.checkpoint import ResumeError
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         summary = train(cfg, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite,
                         fresh_memory=args.fresh_memory)
     except (ModelNotAvailable, FileNotFoundError, FileExistsError, RunFolderLocked, ResumeError, StoreCorrupt,
-            MemoryStoreError) as e:
+            MemoryStoreError, EvolverStopped) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(json.dumps(summary, indent=2))
