@@ -69,6 +69,12 @@ class EvolverContext:
     sample_k: int = _f(4, "k: rollouts per affected task and side a measurement starts with")
     sample_k_max: int = _f(16, "cap: the group doubles from sample_k up to this while the critic's test is undecided")
     critic_alpha: float = _f(0.1, "error rate of the critic's sequential test (stopping early on noise)")
+    # 0.25: a dead-group repair worth its slot turns about one rollout in four into a hit (a mixed group of 4 has
+    # one); smaller gains make groups of 4 mixed too rarely to pay for a harness change, and the futility bound of
+    # the exact test (tools/sequential.py) is sized for this gain.
+    min_rate_gain: float = _f(0.25, "dead-group repairs: the hit-rate gain over the control the exact test's futility "
+                                    "stop is powered for (a true repair of this size is failed early <= alpha)")
+    history_rollouts: int = _f(64, "cached training rollouts per task (newest first) a measurement pools from memory")
     max_tokens: int = _f(48, "max new tokens of each frozen-policy rollout")
     temperature: float = _f(1.0, "sampling temperature of the frozen policy in the critic")
     seed: int = _f(0, "seed of the frozen-policy rollouts (critic and agent tools; candidate and control share it)")
@@ -109,6 +115,10 @@ class EvolverContext:
             raise ValueError(f"EvolverContext.sample_k must be >= 2 (std needs two rollouts), got {self.sample_k}")
         if self.sample_k_max < self.sample_k:
             raise ValueError(f"EvolverContext.sample_k_max ({self.sample_k_max}) must be >= sample_k ({self.sample_k})")
+        if not 0.0 < self.min_rate_gain <= 1.0:
+            raise ValueError(f"EvolverContext.min_rate_gain must be in (0, 1], got {self.min_rate_gain}")
+        if self.history_rollouts < 0:
+            raise ValueError(f"EvolverContext.history_rollouts must be >= 0, got {self.history_rollouts}")
         if not 0.0 < self.critic_alpha < 1.0:
             raise ValueError(f"EvolverContext.critic_alpha must be in (0, 1), got {self.critic_alpha}")
         unknown = [i for i in self.interfaces if i not in INTERFACES]

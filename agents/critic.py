@@ -4,8 +4,9 @@
 `tools.measure.Measurement` of a candidate: rollouts of the frozen policy as the next training
 visits would prompt it (hints at the reveal fraction of step s+1, hinted and unhinted visits weighted
 by `hinted_share`) under the candidate and under the current harness; criteria updates re-score the
-*same* rollouts — the task's latest training group plus the round's shared control probes — so the
-comparison is paired and costs no generation. "focus" is the event's task, or the new variant for an
+*same* rollouts — every cached training group of the task in memory plus the round's shared control
+probes — so the comparison is paired and costs no generation; the control of a dead-group repair on a
+guidance or sampling candidate is pooled from the task's cached training groups (`tools.measure`). "focus" is the event's task, or the new variant for an
 `add_variant`. c = control group, d = candidate group of the focus task; "gamed" rollouts are those
 whose hidden audit score is below `AUDIT_PASS`, "honest" ones at or above it.
 
@@ -20,17 +21,29 @@ whose hidden audit score is below `AUDIT_PASS`, "honest" ones at or above it.
 | guidance_leak | d.leak_hits < c.leak_hits |
 | any type, sampling reweight/retire | confirmation: the control group shows the failure on the frozen policy now (dead for collapse/flat, ...) — a reweight changes no group, so the rule is that the evidence still holds |
 
-Guards (any failing one rejects): honest rollouts lose at most `max_mean_drop` reward (criteria
-updates); the audit mean drops at most `max_audit_drop` (guidance and criteria updates); no more
-leak hits than the control, and none at all for guidance updates; no judge failures during the
-measurement (their forced-unmet verdicts would make the numbers meaningless); and, when the
-measurement ran the sequential test, its decision is "pass".
+Guards (any failing one rejects) veto on a bound, not a point estimate: a drop vetoes only when its
+lower one-sided (1 - `critic_alpha`) confidence bound exceeds the margin (paired differences when both sides
+are the same rollouts, else Welch's standard error; normal approximation), so a guard reads the pooled
+rollouts and not the noise of 4. Honest rollouts lose at most `max_mean_drop` reward (criteria updates,
+except dead-group repairs: in a dead group every rollout is honest, and moving their reward is the repair);
+the audit mean drops at most `max_audit_drop` (guidance and criteria updates); no more leak hits than the
+control, and none at all for guidance updates; no judge failures during the measurement (their
+forced-unmet verdicts would make the numbers meaningless); and, when the measurement ran the sequential
+test, its decision is "pass". No guard reads the signal the candidate's own failure type repairs (the gamed
+rollouts' reward of a spurious_audit/stuffing repair, the honest reward of a dead group).
 
-Sequential test (`stop_rule` -> `measure_candidate(rule=...)`): the primary rule and the group guards
-above are re-evaluated on bootstrap resamples of the focus groups; groups grow from `sample_k`,
-doubling to `sample_k_max`, until the rule holds in >= 1 - alpha/L of the resamples (pass) or in
-<= alpha/L (fail), L being the looks the budget allows; undecided at the cap rejects. A candidate is
-thus accepted only when its improvement is distinguishable from sampling noise at error rate alpha.
+Sequential test (`stop_rule` -> `measure_candidate(rule=...)`, `tools.sequential` states both tests):
+- collapse_low / collapse_high / flat on a guidance candidate or an `add_variant` (`hit_test`): the exact
+  group-sequential hit test — rollouts leaving the dead level in the repairing direction (`DEAD_DIRECTION`),
+  against the control's hit rate pooled from the task's cached training groups; an all-zero first look is
+  "undecided", futility stops only where the look has the power for a gain of `min_rate_gain`;
+- every other rule: the primary rule and the group guards re-evaluated on bootstrap resamples of the focus
+  groups, pass at >= 1 - alpha/L of the resamples, fail at <= alpha/L.
+Groups grow from `sample_k`, doubling to `sample_k_max`; undecided at the cap rejects.
+
+No effect: a criteria candidate whose rubric scores every re-scored rollout exactly as the control's does
+(`no_effect`) is refused with `Critique.no_effect` set: it costs no revision (`agents/decisions.py`) and is
+not written to memory as a failure of its template (`graphs/nodes.py` `record`).
 
 Every critique carries the measurement's cost in its numbers (`cost_*`: probe rollouts and tokens,
 reused rollouts, sample calls, scored rollouts, judge calls, seconds), so memory and rounds.jsonl
@@ -55,6 +68,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from langchain_core.language_models import BaseChatModel
 
@@ -66,11 +80,13 @@ from harness.types import FailureEvent, HarnessUpdate
 from harness.visibility import public_event, redact, redact_reasons
 from tools.group_metrics import GroupMetrics
 from tools.measure import Measurement
-from tools.sequential import StopRule
+from tools.sequential import Direction, HitTest, Sequential, StopRule
 
 log = logging.getLogger(__name__)
 
 AUDIT_PASS = 0.5
+# Dead-group failure types and the way a repairing rollout leaves the dead level (the exact hit test's direction).
+DEAD_DIRECTION: dict[str, Direction] = {"collapse_low": "up", "collapse_high": "down", "flat": "off"}
 
 
 def _mean(xs: Sequence[float]) -> float | None:
@@ -91,6 +107,22 @@ def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 def _audit_corr(m: GroupMetrics) -> float | None:
     pairs = [(r, a) for r, a in zip(m.rewards, m.audits) if a is not None]
     return _pearson([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None
+
+
+def _drop_bound(c: Sequence[float], d: Sequence[float], paired: bool, z: float) -> tuple[float, float] | None:
+    """(drop, its lower one-sided confidence bound) of mean(c) - mean(d): paired differences when the two sides
+    are the same rollouts, else Welch's standard error (normal approximation); None when a side is empty."""
+    if not c or not d:
+        return None
+    if paired and len(c) == len(d):
+        diffs = [a - b for a, b in zip(c, d)]
+        drop = sum(diffs) / len(diffs)
+        var = sum((x - drop) ** 2 for x in diffs) / max(1, len(diffs) - 1)
+        return drop, drop - z * math.sqrt(var / len(diffs))
+    mc, md = sum(c) / len(c), sum(d) / len(d)
+    vc = sum((x - mc) ** 2 for x in c) / max(1, len(c) - 1)
+    vd = sum((x - md) ** 2 for x in d) / max(1, len(d) - 1)
+    return mc - md, mc - md - z * math.sqrt(vc / len(c) + vd / len(d))
 
 
 def _split_by_audit(m: GroupMetrics) -> tuple[list[int], list[int]]:
@@ -212,22 +244,44 @@ def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupM
         primary, ok = "leak_hits", d.leak_hits < c.leak_hits
         reasons.append(f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} (must fall)")
 
+    # Guards veto on a bound, not a point estimate: only when the drop's lower one-sided (1 - critic_alpha) bound
+    # exceeds its margin, i.e. the pooled rollouts show the harm beyond sampling noise.
+    z = NormalDist().inv_cdf(1.0 - ctx.critic_alpha)
     guards: list[tuple[bool, str]] = [(d.leak_hits <= c.leak_hits, f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} must not rise")]
     if update.interface == "guidance" and t != "guidance_leak":
         guards.append((d.leak_hits == 0, f"guidance candidate must not leak (hits {d.leak_hits:g})"))
     if update.interface in ("guidance", "criteria") and c.audit_mean is not None and d.audit_mean is not None:
-        guards.append((d.audit_mean >= c.audit_mean - ctx.max_audit_drop,
-                       f"audit mean {c.audit_mean:.3f} -> {d.audit_mean:.3f} may drop at most {ctx.max_audit_drop}"))
-    if update.interface == "criteria" and paired:
+        ca = [a for a in c.audits if a is not None]
+        da = [a for a in d.audits if a is not None]
+        b = _drop_bound(ca, da, paired, z)
+        margin_of_error = 0.0 if b is None else b[0] - b[1]  # z * standard error of the drop
+        lo = c.audit_mean - d.audit_mean - margin_of_error  # the visit-weighted drop, less its noise
+        n["audit_drop_bound"] = lo
+        guards.append((lo <= ctx.max_audit_drop,
+                       f"audit mean {c.audit_mean:.3f} -> {d.audit_mean:.3f}: the drop's lower bound {lo:+.3f} "
+                       f"({len(ca)} vs {len(da)} rollouts) may be at most {ctx.max_audit_drop}"))
+    # The honest-reward guard protects audit-passing rollouts from a rubric that games them down. It does not apply to
+    # a dead-group repair: in a dead group every rollout is "honest", and moving their reward is the repair itself.
+    if update.interface == "criteria" and paired and t not in DEAD_DIRECTION:
         honest = _split_by_audit(c)[1]
-        h_c = _mean([c.rewards[i] for i in honest])
-        h_d = _mean([d.rewards[i] for i in honest])
-        honest_drop = None if h_c is None or h_d is None else h_c - h_d
-        n["honest_drop"] = honest_drop
-        if honest_drop is not None:
-            guards.append((honest_drop <= ctx.max_mean_drop,
-                           f"honest rollouts' reward {h_c:.3f} -> {h_d:.3f} (drop {honest_drop:+.3f}, at most {ctx.max_mean_drop})"))
+        b = _drop_bound([c.rewards[i] for i in honest], [d.rewards[i] for i in honest], True, z)
+        n["honest_drop"] = None if b is None else b[0]
+        n["honest_drop_bound"] = None if b is None else b[1]
+        if b is not None:
+            guards.append((b[1] <= ctx.max_mean_drop,
+                           f"honest rollouts' reward drop {b[0]:+.3f} over {len(honest)} rollouts (lower bound {b[1]:+.3f}, "
+                           f"at most {ctx.max_mean_drop})"))
     return _Verdict(primary=primary, ok=ok, numbers=n, reasons=reasons, guards=guards)
+
+
+def hit_test(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -> HitTest | None:
+    """The exact hit test for a dead-group repair that makes new groups (a guidance candidate, an `add_variant`);
+    None where the bootstrap test applies (criteria candidates re-score the same rollouts, reweights change none)."""
+    direction = DEAD_DIRECTION.get(event.type)
+    makes_groups = update.interface == "guidance" or any(op.op == "add_variant" for op in update.ops)
+    if direction is None or not makes_groups:
+        return None
+    return HitTest(direction=direction, min_rate_gain=ctx.min_rate_gain)
 
 
 def stop_rule(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -> StopRule:
@@ -237,7 +291,26 @@ def stop_rule(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -
         v = _rule(event, update, c, d, paired, ctx)
         return v.ok and all(good for good, _ in v.guards)
 
-    return StopRule(task_id=focus_task(event, update), holds=holds)
+    return StopRule(task_id=focus_task(event, update), holds=holds, hits=hit_test(event, update, ctx))
+
+
+def no_effect(m: Measurement) -> bool:
+    """A criteria candidate that scores every rollout of every task exactly as the control rubric does."""
+    if m.interface != "criteria" or not m.per_task:
+        return False
+    return all(m.paired.get(t) and sides["control"].rewards == sides["candidate"].rewards
+               for t, sides in m.per_task.items())
+
+
+def _sequential_why(s: Sequential) -> str:
+    if s.test == "exact":
+        return (f"exact hit test {s.decision} at k={s.ks[-1]} (looks {s.ks}): candidate hits {s.hits} of {s.trials} "
+                f"({s.direction} of the dead level {s.level}), pass bounds {s.pass_at}, futility bounds {s.fail_at}; "
+                f"control {s.control_hits} of {s.control_n} pooled rollouts; alpha {s.alpha} spent over the looks")
+    p = s.p_pass[-1] if s.p_pass else None
+    return (f"sequential test {s.decision} at k={s.ks[-1]} (looks {s.ks}, cap {s.max_looks} looks): the rule held in "
+            f"{p} of {s.resamples} bootstrap resamples; accepting needs >= {1 - s.alpha_per_look:.3f} "
+            f"(alpha {s.alpha} over the looks)")
 
 
 def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
@@ -257,10 +330,15 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
         s = m.sequential
         p = s.p_pass[-1] if s.p_pass else None
         n["seq_p_pass"], n["seq_looks"] = p, float(len(s.ks))
-        guards.append((s.decision == "pass",
-                       f"sequential test {s.decision} at k={s.ks[-1]} (looks {s.ks}, cap {s.max_looks} looks): the rule held in "
-                       f"{p} of {s.resamples} bootstrap resamples; accepting needs >= {1 - s.alpha_per_look:.3f} "
-                       f"(alpha {s.alpha} over the looks)"))
+        if s.test == "exact":
+            n["seq_hits"], n["seq_trials"] = float(s.hits[-1]), float(s.trials[-1])
+            n["seq_control_hits"], n["seq_control_n"] = float(s.control_hits or 0), float(s.control_n or 0)
+        guards.append((s.decision == "pass", _sequential_why(s)))
+    if no_effect(m):
+        rows = sum(len(sides["control"].rewards) for sides in m.per_task.values())
+        return Critique(failure_type=event.type, measured_ok=False, primary=v.primary, numbers=_finite(n), no_effect=True,
+                        reasons=[*reasons, f"NO EFFECT: the candidate rubric scores all {rows} cached rollouts exactly as "
+                                 "the control does; refused without costing a revision"])
     failed = [why for good, why in guards if not good]
     reasons.append(("PASS: " if v.ok else "FAIL: ") + v.primary)
     reasons += [f"guard failed: {why}" for why in failed]
@@ -292,6 +370,17 @@ def unmeasured_critique(event: FailureEvent) -> Critique:
                     reasons=["critic disabled (ablation): valid candidates are accepted unmeasured"])
 
 
+REVIEW_FAILED = "LLM review failed"  # how a failed review starts: the rule critic's measured verdict stands alone
+
+
+def review_brain(asked: bool, critique: Critique) -> str:
+    """Which brain made the critic's decision: "rules" (no LLM review asked), "llm" (the review answered) or
+    "llm_fallback" (asked, it failed after its retries: the measured verdict of the rule critic stands)."""
+    if not asked:
+        return "rules"
+    return "llm_fallback" if critique.review.startswith(REVIEW_FAILED) else "llm"
+
+
 def llm_review(llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, critique: Critique,
                toolbox: ToolBox | None = None) -> Critique:
     """Ask the LLM critic to review a candidate that passed; it can only add a veto and a review.
@@ -306,7 +395,7 @@ def llm_review(llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, c
         review = ask_with_tools(llm, Review, system, user, toolbox)
     except BrainError as err:
         log.warning("critic LLM review failed on %s: %s; keeping the measured verdict", event.id, err)
-        return critique.model_copy(update={"review": f"LLM review failed ({err}); measured verdict kept"})
+        return critique.model_copy(update={"review": f"{REVIEW_FAILED} ({err}); measured verdict kept"})
     return critique.model_copy(update={"veto": review.veto, "review": review.review})
 
 
@@ -326,7 +415,7 @@ def batch_stop_rule(events: dict[str, FailureEvent], update: HarnessUpdate, ctx:
         v = _rule(ev, update, c, d, paired, ctx)
         return v.ok and all(good for good, _ in v.guards)
 
-    return StopRule(task_id=lead, holds=holds)
+    return StopRule(task_id=lead, holds=holds, hits=hit_test(ev, update, ctx))
 
 
 def judge_batch(events: dict[str, FailureEvent], update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
@@ -352,8 +441,7 @@ def judge_batch(events: dict[str, FailureEvent], update: HarnessUpdate, m: Measu
         s = m.sequential
         p = s.p_pass[-1] if s.p_pass else None
         n["seq_p_pass"], n["seq_looks"] = p, float(len(s.ks))
-        guards.append((s.decision == "pass", f"sequential test on the lead {lead}: {s.decision} at k={s.ks[-1]} "
-                                             f"(held in {p} of {s.resamples} resamples)"))
+        guards.append((s.decision == "pass", f"on the lead {lead}: {_sequential_why(s)}"))
     majority = 2 * len(held) > len(verdicts)
     failed = [why for good, why in guards if not good]
     reasons.append(("PASS: " if majority else "FAIL: ") + f"rule held on {len(held)} of {len(verdicts)} targets "

@@ -49,8 +49,9 @@ class Proposal(BaseModel):
     update: HarnessUpdate | None
     template: str = Field(default="", description="rule template (or 'llm') that produced it")
     rationale: str = ""
-    source: Literal["rules", "llm"] = "rules"
+    source: Literal["rules", "llm", "llm_fallback"] = "rules"  # llm_fallback: the LLM failed, the rule brain answered
     error: str | None = Field(default=None, description="why no usable candidate came out (LLM failure, no template left)")
+    llm_error: str | None = Field(default=None, description="with source llm_fallback: why the LLM's answer was unusable")
     evidence_used: list[str] = Field(default_factory=list, description=(
         "cross-task memory records that changed the rule brain's template choice, e.g. "
         "'proposal e1:r0 accepted on med-3: template hint_strong' (empty: the default order chose)"))
@@ -77,6 +78,9 @@ class Critique(BaseModel):
     reasons: list[str] = Field(default_factory=list, description="why it passed or failed, with the numbers")
     measured: bool = Field(default=True, description="False when no measurement ran (invalid candidate, critic off)")
     invalid: bool = Field(default=False, description="the candidate did not validate against the harness")
+    no_effect: bool = Field(default=False, description=(
+        "a criteria candidate that changes no cached rollout's score: refused without costing a revision and not "
+        "recorded as a failure of its template"))
     veto: bool = False
     review: str = ""
 

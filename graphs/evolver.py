@@ -12,8 +12,10 @@ Topology::
         record -> gather_evidence (next event) | END
 
 `generalise` proposes an accepted repair for other tasks with the same failure signature as one batched,
-measured update (`agents/generalise.py` states the rule). The node bodies are in `graphs/nodes.py`; `route_after_critique` below is the only place that accepts
-or rejects a candidate. `graph` is compiled without a checkpointer (the LangGraph server supplies one);
+measured update (`agents/generalise.py` states the rule). The node bodies are in `graphs/nodes.py`. Every
+accept/reject is decided in `agents/decisions.py`: `route_after_critique` below routes on its
+`after_critique`, the `generalise` node commits a batch only on its `batch_accept`. Every commit is provisional:
+the trainer confirms or reverts it on the next training groups (`agents.decisions.grade`). `graph` is compiled without a checkpointer (the LangGraph server supplies one);
 `graphs/runner.py` compiles `builder` with a SQLite checkpointer for in-process runs.
 """
 
@@ -25,6 +27,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from agents import decisions
 from agents.context import EvolverContext
 from agents.schemas import Critique, Proposal
 from graphs import nodes
@@ -52,16 +55,14 @@ def route_after_evidence(state: LaneState) -> Literal["attribute", "record"]:
 
 
 def route_after_critique(state: LaneState, runtime: Runtime[EvolverContext]) -> Literal["approve", "commit", "revise", "fallback"]:
-    """The single accept/reject decision: measured improvement and no veto accepts; else revise up to R, then fallback."""
+    """The lane's accept/revise/fallback, as `agents.decisions.after_critique` decides it (the critique node keeps
+    the same decision, with its numbers, in the attempt)."""
     ctx = EvolverContext.from_any(runtime.context)
-    crit = Critique.model_validate(state["critique"])
-    prop = Proposal.model_validate(state["proposal"])
-    if crit.measured_ok and not crit.veto and not crit.invalid:
+    d = decisions.after_critique(Critique.model_validate(state["critique"]), Proposal.model_validate(state["proposal"]),
+                                 state["attempts"], ctx)
+    if d.verdict == "accept":
         return "approve" if ctx.require_approval else "commit"
-    out_of_templates = prop.update is None and prop.source == "rules"
-    if state["revision"] < ctx.max_revisions and not out_of_templates:
-        return "revise"
-    return "fallback"
+    return "revise" if d.verdict == "revise" else "fallback"
 
 
 def route_after_approve(state: LaneState) -> Literal["commit", "record"]:

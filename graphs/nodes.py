@@ -28,7 +28,7 @@ from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 from tools.agent_tools import make_tools
 from tools.measure import measure_candidate
-from tools.probes import latest_rollouts
+from tools.probes import task_rollouts
 
 MAX_OPS = 8
 
@@ -210,6 +210,18 @@ def validate(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     return {"validation": errors}
 
 
+def _cached_rollouts(svc: Services, update: HarnessUpdate, ctx: EvolverContext
+                     ) -> tuple[dict[str, list[str]] | None, dict[str, list[str]] | None]:
+    """The tasks' training rollouts in memory a measurement pools (no generation): every cached group for the paired
+    re-scoring of a criteria candidate; the unhinted groups (of the parent, for a new variant) as the exact test's
+    control pool otherwise."""
+    if svc.memory is None or ctx.history_rollouts <= 0:
+        return None, None
+    if update.interface == "criteria":
+        return task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts), None
+    return None, task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts, hinted=False)  # parents included
+
+
 def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     """Measure the candidate on the frozen policy and apply the failure type's rule (agents/critic.py).
 
@@ -227,13 +239,11 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     else:
         svc = _services(ctx)
         try:
-            # Criteria candidates re-score the task's latest training rollouts first (no generation).
-            prior = (latest_rollouts(svc.memory, prop.update.task_ids)
-                     if svc.memory is not None and prop.update.interface == "criteria" else None)
+            prior, history = _cached_rollouts(svc, prop.update, ctx)
             m = measure_candidate(
                 _harness(state, svc), prop.update, svc.endpoint, svc.judge, sample_k=ctx.sample_k,
                 sample_k_max=ctx.sample_k_max, alpha=ctx.critic_alpha, rule=critic.stop_rule(event, prop.update, ctx),
-                prior_rollouts=prior, probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens,
+                prior_rollouts=prior, control_history=history, probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens,
                 temperature=ctx.temperature, seed=ctx.seed, step=state["step"], detector_config=svc.detector_config)
         except UpdateRejected as err:  # the harness moved under us between validate and critique
             crit = critic.invalid_critique(event, [str(err)])
@@ -336,12 +346,12 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     if not ctx.critic:
         crit = critic.unmeasured_critique(event)
     else:
-        prior = latest_rollouts(svc.memory, batch.update.task_ids) if batch.update.interface == "criteria" else None
+        prior, history = _cached_rollouts(svc, batch.update, ctx)
         try:
             m = measure_candidate(
                 now, batch.update, svc.endpoint, svc.judge, sample_k=ctx.sample_k, sample_k_max=ctx.sample_k_max,
                 alpha=ctx.critic_alpha, rule=critic.batch_stop_rule(batch.events, batch.update, ctx), prior_rollouts=prior,
-                probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed,
+                control_history=history, probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed,
                 step=state["step"], detector_config=svc.detector_config)
         except UpdateRejected as err:  # another lane committed on a target meanwhile
             return {"generalised": {**out, "decision": "rejected_stale", "note": str(err)}}
@@ -418,6 +428,8 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
     if mem is not None and att is not None:
         domain = state["evidence"].get("task", {}).get("domain", "")
         for i, a in enumerate(attempts):
+            if a["critique"].get("no_effect"):  # refused for free: not a failure of its template (agents/critic.py)
+                continue
             deltas = {k: float(v) for k, v in ((a.get("measurement") or {}).get("deltas") or {}).items() if v is not None}
             mem.add_proposal(ProposalRecord(
                 proposal_id=f"{event.id}:r{a['revision']}", event_id=event.id, task_id=event.task_id, step=event.step,

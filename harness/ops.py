@@ -18,6 +18,10 @@ Decisions worth knowing:
 - `quarantine` skips a task in sampling until a later step (it must end after the commit step, and
   the task must be active); `revive` also ends a quarantine. No sampling op may leave training with no
   task to draw at the commit step (active, positive weight, not quarantined).
+- `restore_sampling` / `restore_guidance` / `restore_criteria` put one task's part back as an earlier version
+  had it (the revert of a provisional update, agents/decisions.py); the op carries that entry, so `apply`
+  needs no store. A variant the reverted update added is retired, never deleted (rows drawn under it still
+  score); a restore that changes nothing is refused like any edit.
 - A variant inherits the parent's `reference_answer` (so the hint-leak guard keeps working on it)
   and `audit_criteria` (so its true quality stays measurable); `meta["lineage"]` lists its
   ancestors, root first.
@@ -46,6 +50,9 @@ from harness.types import (
     HarnessUpdate,
     RemoveCriterion,
     RemoveHint,
+    RestoreCriteria,
+    RestoreGuidance,
+    RestoreSampling,
     Retire,
     Quarantine,
     Revive,
@@ -311,11 +318,50 @@ def _reweight_criterion(state: HarnessState, op: ReweightCriterion, ctx: _Ctx) -
     _set_criteria(state, op.task_id, criteria, ctx, "weight")
 
 
+# -- restore (a revert of a provisional update, agents/decisions.py) ------------------------------------
+def _restore_sampling(state: HarnessState, op: RestoreSampling, ctx: _Ctx) -> None:
+    _task(state, op.task_id, ctx)
+    current = state.sampling.get(op.task_id)
+    if current is None:
+        raise ctx.reject("task_id", f"task {op.task_id!r} has no sampling entry")
+    target = op.sampling if op.sampling is not None else current.model_copy(update={"status": "retired"})
+    if target == current:
+        raise ctx.reject("sampling", f"task {op.task_id!r} already samples as in v{op.from_version}: nothing to restore")
+    state.sampling[op.task_id] = target.model_copy(deep=True)
+    _require_active_task(state, ctx)
+
+
+def _restore_guidance(state: HarnessState, op: RestoreGuidance, ctx: _Ctx) -> None:
+    task = _task(state, op.task_id, ctx)
+    target = op.guidance if op.guidance is not None else Guidance()
+    if target == state.guidance_for(op.task_id):
+        raise ctx.reject("guidance", f"task {op.task_id!r} already has the guidance of v{op.from_version}: nothing to restore")
+    for i, h in enumerate(target.hints):
+        _check_leak(task, h.text, ctx, f"guidance.hints[{i}].text")
+    if op.guidance is None:
+        state.guidance.pop(op.task_id, None)
+    else:
+        state.guidance[op.task_id] = op.guidance.model_copy(deep=True)
+
+
+def _restore_criteria(state: HarnessState, op: RestoreCriteria, ctx: _Ctx) -> None:
+    task = _task(state, op.task_id, ctx)
+    base = state.tasks.get(op.task_id) or state.variants[op.task_id]
+    target = list(op.criteria) if op.criteria is not None else list(base.criteria)
+    if target == list(task.criteria):
+        raise ctx.reject("criteria", f"task {op.task_id!r} already has the criteria of v{op.from_version}: nothing to restore")
+    if op.criteria is None:
+        state.criteria_overrides.pop(op.task_id, None)
+    else:
+        _set_criteria(state, op.task_id, target, ctx, "criteria")
+
+
 _APPLY: dict[str, Callable[[HarnessState, Any, _Ctx], None]] = {
     "reweight": _reweight, "retire": _retire, "revive": _revive, "quarantine": _quarantine, "add_variant": _add_variant,
     "add_hint": _add_hint, "edit_hint": _edit_hint, "remove_hint": _remove_hint, "set_schedule": _set_schedule,
     "add_criterion": _add_criterion, "edit_criterion": _edit_criterion, "split_criterion": _split_criterion,
     "remove_criterion": _remove_criterion, "reweight_criterion": _reweight_criterion, "add_pitfall": _add_pitfall,
+    "restore_sampling": _restore_sampling, "restore_guidance": _restore_guidance, "restore_criteria": _restore_criteria,
 }
 
 

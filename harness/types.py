@@ -315,10 +315,38 @@ class AddPitfall(_Op):
     criterion: Criterion
 
 
+# -- restore ops: a revert (agents/decisions.py) puts one task's part back as version `from_version` had it. They
+# carry the parent's entry itself, so `harness.ops.apply` stays pure (no store lookup) and the log is self-contained.
+class RestoreSampling(_Op):
+    """The task's sampling entry as in `from_version`; `sampling=None` (the task did not exist there: a variant
+    the reverted update added) retires it. The variant stays defined, so rows drawn under it still score."""
+
+    op: Literal["restore_sampling"] = "restore_sampling"
+    from_version: int = Field(ge=0)
+    sampling: TaskSampling | None = None
+
+
+class RestoreGuidance(_Op):
+    """The task's hints and schedule as in `from_version` (`guidance=None`: it had none)."""
+
+    op: Literal["restore_guidance"] = "restore_guidance"
+    from_version: int = Field(ge=0)
+    guidance: Guidance | None = None
+
+
+class RestoreCriteria(_Op):
+    """The task's criteria as in `from_version` (`criteria=None`: its seed criteria, no override)."""
+
+    op: Literal["restore_criteria"] = "restore_criteria"
+    from_version: int = Field(ge=0)
+    criteria: list[Criterion] | None = None
+
+
 Op = Annotated[
     Union[
         Reweight, Retire, Revive, Quarantine, AddVariant, AddHint, EditHint, RemoveHint, SetSchedule, AddCriterion,
-        EditCriterion, SplitCriterion, RemoveCriterion, ReweightCriterion, AddPitfall,
+        EditCriterion, SplitCriterion, RemoveCriterion, ReweightCriterion, AddPitfall, RestoreSampling, RestoreGuidance,
+        RestoreCriteria,
     ],
     Field(discriminator="op"),
 ]
@@ -328,6 +356,7 @@ OP_INTERFACE: dict[str, Interface] = {
     "add_hint": "guidance", "edit_hint": "guidance", "remove_hint": "guidance", "set_schedule": "guidance",
     "add_criterion": "criteria", "edit_criterion": "criteria", "split_criterion": "criteria",
     "remove_criterion": "criteria", "reweight_criterion": "criteria", "add_pitfall": "criteria",
+    "restore_sampling": "sampling", "restore_guidance": "guidance", "restore_criteria": "criteria",
 }
 
 

@@ -31,8 +31,11 @@ from harness.visibility import redact, redact_reasons
 
 Kind = Literal["groups", "events", "attributions", "proposals", "profiles"]
 KINDS: tuple[Kind, ...] = ("groups", "events", "attributions", "proposals", "profiles")
-Outcome = Literal["accepted", "rejected", "fallback", "invalid"]
-OUTCOMES: tuple[str, ...] = ("accepted", "rejected", "fallback", "invalid")
+# "confirmed" / "reverted": the training groups after an accepted (provisional) update held it or undid it;
+# "superseded": another update changed the task before they could tell (agents/decisions.py). The record of that
+# verdict sits next to the proposal's own "accepted" one.
+Outcome = Literal["accepted", "rejected", "fallback", "invalid", "confirmed", "reverted", "superseded"]
+OUTCOMES: tuple[str, ...] = ("accepted", "rejected", "fallback", "invalid", "confirmed", "reverted", "superseded")
 
 # Rollouts are short on the embedded default; the cap bounds what one adversarially long completion can cost
 # in the store (it is kept in metadata JSON and part of it in the embedded text).

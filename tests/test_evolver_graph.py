@@ -39,7 +39,16 @@ def _check_numbers(report):
         assert any(abs(g["std"] - n["candidate_std"]) < 1e-3 for g in groups)
         # Groups start at sample_k=4 and double while the critic's test is undecided (cap 16); k rollouts per
         # visit prompt: a hinted_share below 1 adds the unhinted visit's group.
-        assert n["k"] in (4, 8, 16) and all(len(g["rewards"]) in (n["k"], 2 * n["k"]) for g in groups)
+        assert n["k"] in (4, 8, 16)
+        seq = m["sequential"]
+        if seq is not None and seq["test"] == "exact":
+            # The exact hit test counts k rollouts per changed visit prompt; an unchanged one (the unhinted visit, a
+            # new variant's parent) shares the control's pool, fixed at the cap from the first look (tools/sequential.py).
+            t, c0 = seq["trials"][-1], seq["control_n"]
+            assert t % n["k"] == 0 and c0 >= 16
+            assert all(len(g["rewards"]) in (t, c0, t + c0) for g in groups)
+        else:
+            assert all(len(g["rewards"]) in (n["k"], 2 * n["k"]) for g in groups)
 
 
 def _policy_hints_help(prompt, i):

@@ -93,6 +93,26 @@ APPLIED: list[tuple[str, list[dict], Callable[[HarnessState], bool]]] = [
      lambda s: "v1" not in s.criteria_overrides),
     ("ops on a retired task", [{"op": "retire", "task_id": "med-002"}, {"op": "reweight", "task_id": "med-002", "weight": 3}],
      lambda s: s.sampling["med-002"].weight == 3 and s.sampling["med-002"].status == "retired"),
+    # restores: a revert puts a task's part back as an earlier version had it (agents/decisions.py)
+    ("restore_sampling puts the entry back", [{"op": "reweight", "task_id": "med-001", "weight": 0.25},
+                                              {"op": "restore_sampling", "task_id": "med-001", "from_version": 0,
+                                               "sampling": {"weight": 1.0}}],
+     lambda s: s.sampling["med-001"].weight == 1.0 and s.sampling["med-001"].status == "active"),
+    ("restore_sampling without an entry retires a new variant, keeps it defined",
+     [{"op": "add_variant", "task_id": "med-001", "variant_id": "v1", "prompt": PROMPT, "parent_weight": 0.5},
+      {"op": "restore_sampling", "task_id": "v1", "from_version": 0},
+      {"op": "restore_sampling", "task_id": "med-001", "from_version": 0, "sampling": {"weight": 1.0}}],
+     lambda s: s.sampling["v1"].status == "retired" and "v1" in s.variants and s.sampling["med-001"].weight == 1.0),
+    ("restore_guidance to none", [{"op": "add_hint", "task_id": "med-001", "hint": {"id": "h1", "text": "Mention hydration."}},
+                                  {"op": "restore_guidance", "task_id": "med-001", "from_version": 0}],
+     lambda s: "med-001" not in s.guidance and s.guidance_for("med-001").hints == []),
+    ("restore_criteria to the seed list", [{"op": "remove_criterion", "task_id": "med-001", "criterion_id": "c2"},
+                                           {"op": "restore_criteria", "task_id": "med-001", "from_version": 0}],
+     lambda s: "med-001" not in s.criteria_overrides and names(s.criteria("med-001")) == ["c1", "c2", "p1"]),
+    ("restore_criteria to an edited list", [{"op": "remove_criterion", "task_id": "med-001", "criterion_id": "c2"},
+                                            {"op": "restore_criteria", "task_id": "med-001", "from_version": 3,
+                                             "criteria": [crit("c1", 5).model_dump()]}],
+     lambda s: names(s.criteria("med-001")) == ["c1"]),
 ]
 
 
@@ -222,6 +242,13 @@ REJECTED: list[tuple[str, list[dict], int, str, str, str]] = [
     ("edited hint leaks", [{"op": "add_hint", "task_id": "med-003", "hint": {"id": "h", "text": "Think about fluids."}},
                            {"op": "edit_hint", "task_id": "med-003", "hint_id": "h", "text": LEAKY}], 1, "edit_hint",
      "text", "reference answer"),
+    ("restore that changes nothing", [{"op": "restore_criteria", "task_id": "med-001", "from_version": 0}], 0,
+     "restore_criteria", "criteria", "nothing to restore"),
+    ("restored guidance leaks", [{"op": "restore_guidance", "task_id": "med-003", "from_version": 0,
+                                  "guidance": {"hints": [{"id": "h", "text": LEAKY}]}}], 0, "restore_guidance",
+     "guidance.hints[0].text", "reference answer"),
+    ("restore on a held-out task", [{"op": "restore_sampling", "task_id": "med-900", "from_version": 0,
+                                     "sampling": {"weight": 1.0}}], 0, "restore_sampling", "task_id", "held-out"),
 ]
 
 

@@ -18,10 +18,10 @@ leak hits are expected per k rollouts). Schedules and fades are thus measured, n
 How the two sides are built, per interface:
 
 - **criteria**: prompts do not change, so no rollout needs generating: the candidate rubric
-  re-scores the rollouts the task already has — `prior_rollouts` (its latest training group, see
-  `latest_rollouts`) plus the round's control probes of its most frequent visit prompt — and the
-  control rubric scores the same texts (paired: the delta is the rubric's effect alone). Fresh
-  control probes are drawn only when that pool is smaller than the look's group size.
+  re-scores the rollouts the task already has — `prior_rollouts` (every cached training group of the task
+  in memory, see `tools.probes.task_rollouts`) plus the round's control probes of its most frequent visit
+  prompt — and the control rubric scores the same texts (paired: the delta is the rubric's effect alone).
+  Fresh control probes are drawn only when that pool is smaller than the look's group size.
 - **guidance**: control strata from the current guidance, candidate strata from the candidate's
   (a stratum whose prompt is unchanged reuses the control's rollouts).
 - **sampling**: `add_variant` compares the new variant (candidate) with its parent (control);
@@ -36,8 +36,14 @@ random numbers); a prompt sampled on the control side is reused, never resampled
 
 **Adaptive budget (sequential test).** With a `rule` (the critic's acceptance rule on the focus
 task's two groups), groups start at `sample_k` rollouts and double up to `sample_k_max` while the
-bootstrap test of the rule is undecided (`tools.sequential`); without a rule one look of `sample_k`
-is taken. Fixed budgets: `k=n` sets sample_k = sample_k_max = n.
+test of the rule is undecided (`tools.sequential`); without a rule one look of `sample_k` is taken.
+Fixed budgets: `k=n` sets sample_k = sample_k_max = n. A rule with a `HitTest` (a dead-group repair on a
+guidance or sampling candidate) runs the exact hit test, and its control pool is fixed before the first
+look: when the focus task's control visits are unhinted, `control_history` (the task's cached unhinted
+training rollouts; the parent's, for a new variant) is re-scored under the current rubric as that pool, and
+fresh control probes top it up only when it holds fewer than `sample_k_max` rollouts; a hinted control is
+sampled fresh at `sample_k_max`. A candidate stratum whose prompt is the control's shares that pool. The
+candidate's hits are counted on its other strata, and a pass also needs the rule's point estimate to hold.
 
 Probe rollouts are shared by the round's measurements through a `tools.probes.ProbeCache`; what one
 measurement cost is a `tools.probes.Cost`. The per-group statistics are `tools.group_metrics`.
@@ -64,7 +70,8 @@ from tools.endpoint import PolicyEndpoint
 from tools.group_metrics import GroupMetrics, Row, Strata, Summary, group_metrics, score_rows, summarise
 from tools.judge import Judge, run_sync
 from tools.probes import Cost, ProbeCache, count_tokens
-from tools.sequential import ALPHA, BOOTSTRAP, Decision, Sequential, StopRule, decide, looks, p_pass
+from tools.sequential import (ALPHA, BOOTSTRAP, Decision, ExactPlan, Sequential, StopRule, dead_level, decide,
+                              decide_hits, exact_plan, looks, null_tail, p_pass)
 
 
 class Measurement(BaseModel):
@@ -177,6 +184,7 @@ async def ameasure_candidate(
     alpha: float = ALPHA,
     rule: StopRule | None = None,
     prior_rollouts: Mapping[str, Sequence[str]] | None = None,
+    control_history: Mapping[str, Sequence[str]] | None = None,
     probe_cache: ProbeCache | None = None,
     resamples: int = BOOTSTRAP,
     max_tokens: int = 48,
@@ -198,17 +206,20 @@ async def ameasure_candidate(
     cfg = detector_config or DetectorConfig()
     cache = probe_cache if probe_cache is not None else ProbeCache()
     prior = prior_rollouts or {}
+    history = control_history or {}
     candidate_state = apply(state, update, step=step)  # UpdateRejected propagates to the caller
     task_ids = update.task_ids
     if rule is not None and rule.task_id not in task_ids:
         raise ValueError(f"rule.task_id {rule.task_id!r} is not among the update's tasks {task_ids}")
     criteria = update.interface == "criteria"
     sampling = update.interface == "sampling"
+    exact = rule is not None and rule.hits is not None and not criteria
     visit = step + 1  # training resumes at the next step
 
     sides: dict[str, dict[str, list[_Stratum]]] = {"control": {}, "candidate": {}}
     weights: dict[str, dict[str, float]] = {}
-    pools_prior: dict[str, list[str]] = {}  # prompt key -> training rollouts re-scored with it (criteria)
+    pools_prior: dict[str, list[str]] = {}  # prompt key -> training rollouts re-scored with it (criteria, exact control)
+    floor: dict[str, int] = {}  # prompt key -> rollouts its pool holds from the first look (the exact test's control)
     for tid in task_ids:
         new_variant = not state.has_task(tid)
         # A new variant has no control group of its own: its parent's group is the baseline.
@@ -224,6 +235,13 @@ async def ameasure_candidate(
         else:
             sides["control"][tid] = control
             sides["candidate"][tid] = _strata(candidate_state, tid, visit)
+            if exact and rule is not None and tid == rule.task_id:
+                # The exact test's control pool is fixed before the first look: the cached training rollouts of an
+                # unhinted control prompt, topped up with fresh probes to the cap (tools.sequential).
+                if len(control) == 1 and not control[0].spec.hints:
+                    pools_prior.setdefault(control[0].spec.prompt_key, []).extend(history.get(base_id, []))
+                for s in control:
+                    floor[s.spec.prompt_key] = sample_k_max
         if sampling:
             weights[tid] = {"control": 0.0 if new_variant else _weight(state, tid), "candidate": _weight(candidate_state, tid)}
         else:
@@ -239,9 +257,12 @@ async def ameasure_candidate(
     def cache_key(prompt_key: str) -> str:
         return json.dumps([prompt_key, max_tokens, float(temperature), seed])
 
+    def target(prompt_key: str, n: int) -> int:
+        return max(n, floor.get(prompt_key, 0), len(pools_prior.get(prompt_key, [])))
+
     def pool(prompt_key: str, n: int) -> list[str]:
         pri = pools_prior.get(prompt_key, [])
-        return pri + cache.get(step, cache_key(prompt_key))[: max(n, len(pri)) - len(pri)]
+        return pri + cache.get(step, cache_key(prompt_key))[: target(prompt_key, n) - len(pri)]
 
     async def fill(n: int) -> None:
         """Make every prompt's pool hold at least n rollouts: one sample call per side and (need, have)."""
@@ -254,7 +275,7 @@ async def ameasure_candidate(
                     if key in done:
                         continue
                     done.add(key)
-                    want = max(n, len(pools_prior.get(key, []))) - len(pools_prior.get(key, []))
+                    want = target(key, n) - len(pools_prior.get(key, []))
                     have = len(cache.get(step, cache_key(key)))
                     if have < want:
                         todo.setdefault((want - have, have), {})[key] = s.spec
@@ -299,17 +320,24 @@ async def ameasure_candidate(
     ks: list[int] = []
     ps: list[float] = []
     decision: Decision = "undecided"
-    for n in sizes:
+    hit_record: dict = {}
+    for j, n in enumerate(sizes):
         await fill(n)
         await score_all(n)
         ks.append(n)
         if rule is None:
             break
         versions = (state.version, candidate_state.version)
-        p = p_pass(rule, side_rows("control", rule.task_id), side_rows("candidate", rule.task_id),
-                   paired[rule.task_id], versions, cfg, rng, resamples)
-        ps.append(p)
-        decision = decide(p, per_look)
+        c_rows, d_rows = side_rows("control", rule.task_id), side_rows("candidate", rule.task_id)
+        if exact:
+            decision = _exact_look(rule, sides, c_rows, d_rows, sizes, j, alpha, hit_record, versions, cfg,
+                                   paired[rule.task_id])
+            ps.append(hit_record["tails"][-1])
+            per_look = hit_record["plan"].spent[0]
+        else:
+            p = p_pass(rule, c_rows, d_rows, paired[rule.task_id], versions, cfg, rng, resamples)
+            ps.append(p)
+            decision = decide(p, per_look)
         if decision != "undecided":
             break
 
@@ -335,9 +363,53 @@ async def ameasure_candidate(
         interface=update.interface, task_ids=task_ids, candidate_version=candidate_state.version, k=ks[-1], seed=seed,
         step=step, per_task=per_task, weights=weights, paired=paired, control=c, candidate=d, deltas=deltas,
         judge_failures=judge.stats.llm_failures + judge.stats.check_failures - failures_before, cost=cost,
-        sequential=None if rule is None else Sequential(alpha=alpha, alpha_per_look=per_look, max_looks=len(sizes), ks=ks,
-                                                        p_pass=ps, resamples=resamples, decision=decision),
+        sequential=None if rule is None else Sequential(
+            alpha=alpha, alpha_per_look=per_look, max_looks=len(sizes), ks=ks, p_pass=ps,
+            resamples=0 if exact else resamples, decision=decision, **_exact_record(hit_record)),
     )
+
+
+def _exact_look(rule: StopRule, sides: dict[str, dict[str, list[_Stratum]]], c_rows: Strata, d_rows: Strata,
+                sizes: list[int], j: int, alpha: float, rec: dict, versions: tuple[int, int], cfg: DetectorConfig,
+                paired: bool) -> Decision:
+    """One look of the exact hit test (tools.sequential): the plan is fixed at the first look from the control pool;
+    the candidate's hits are counted on the strata whose prompt the control does not share (else on all)."""
+    assert rule.hits is not None
+    test = rule.hits
+    if j == 0:
+        rewards = [r.reward for _, _, rows in c_rows for r in rows]
+        rec["level"] = level = dead_level(rewards)
+        rec["x0"], rec["n0"] = sum(test.is_hit(r, level, cfg.eps) for r in rewards), len(rewards)
+        shared = {s.spec.prompt_key for s in sides["control"][rule.task_id]}
+        cand = sides["candidate"][rule.task_id]
+        rec["changed"] = [i for i, s in enumerate(cand) if s.spec.prompt_key not in shared] or list(range(len(cand)))
+        rec["plan"] = exact_plan(rec["x0"], rec["n0"], [n * len(rec["changed"]) for n in sizes], alpha, alpha,
+                                 test.min_rate_gain)
+        rec.update(hits=[], trials=[], tails=[], direction=test.direction)
+    plan: ExactPlan = rec["plan"]
+    rewards = [r.reward for i in rec["changed"] for r in d_rows[i][2]]
+    x = sum(test.is_hit(r, rec["level"], cfg.eps) for r in rewards)
+    rec["hits"].append(x)
+    rec["trials"].append(len(rewards))
+    rec["tails"].append(round(null_tail(rec["x0"], rec["n0"], len(rewards), x), 6))
+    decision = decide_hits(plan, j, x)
+    if decision == "pass":
+        # Crossing the bound is not enough: the candidate must also meet the point rule (not dead, std gain, guards).
+        gc = group_metrics(rule.task_id, versions[0], c_rows, cfg, full=False)
+        gd = group_metrics(rule.task_id, versions[1], d_rows, cfg, full=False)
+        if not rule.holds(gc, gd, paired):
+            decision = "undecided"
+    return decision
+
+
+def _exact_record(rec: dict) -> dict:
+    if not rec:
+        return {}
+    plan: ExactPlan = rec["plan"]
+    taken = len(rec["hits"])
+    return {"test": "exact", "hits": rec["hits"], "trials": rec["trials"], "pass_at": plan.pass_at[:taken],
+            "fail_at": plan.fail_at[:taken], "control_hits": rec["x0"], "control_n": rec["n0"],
+            "level": round(rec["level"], 6), "direction": rec["direction"]}
 
 
 def measure_candidate(
@@ -352,6 +424,7 @@ def measure_candidate(
     alpha: float = ALPHA,
     rule: StopRule | None = None,
     prior_rollouts: Mapping[str, Sequence[str]] | None = None,
+    control_history: Mapping[str, Sequence[str]] | None = None,
     probe_cache: ProbeCache | None = None,
     resamples: int = BOOTSTRAP,
     max_tokens: int = 48,
@@ -364,12 +437,13 @@ def measure_candidate(
 
     Budget: groups of `sample_k` rollouts, doubled up to `sample_k_max` while the sequential test of
     `rule` is undecided at overall error rate `alpha` (`k` fixes both sizes). `prior_rollouts` (task id
-    -> completions, see `latest_rollouts`) are re-scored for criteria updates; `probe_cache` shares
+    -> completions, see `task_rollouts`) are re-scored for criteria updates; `control_history` (task id ->
+    unhinted training completions) is the exact hit test's control pool (module docstring); `probe_cache` shares
     probe rollouts across the round's measurements. Raises `harness.ops.UpdateRejected` for an invalid
     update and `RuntimeError` inside a running event loop (await `ameasure_candidate` there).
     """
     return run_sync(ameasure_candidate(
         state, update, endpoint, judge, k=k, sample_k=sample_k, sample_k_max=sample_k_max, alpha=alpha, rule=rule,
-        prior_rollouts=prior_rollouts, probe_cache=probe_cache, resamples=resamples, max_tokens=max_tokens,
+        prior_rollouts=prior_rollouts, control_history=control_history, probe_cache=probe_cache, resamples=resamples, max_tokens=max_tokens,
         temperature=temperature, seed=seed, step=step, detector_config=detector_config,
     ))

@@ -5,8 +5,10 @@ request (prompt, max_tokens, temperature, seed): pass the round's cache to every
 round (`tools.measure.measure_candidate`) and each prompt is sampled once, then only extended.
 Without one, a private cache serves that call alone.
 
-**Training rollouts.** `latest_rollouts` reads each task's latest training group from memory: the
-texts a criteria update is re-scored on at no generation cost.
+**Training rollouts.** `task_rollouts` reads a task's cached training rollouts from memory, newest groups first,
+up to a cap: every group's texts for the paired re-scoring of a criteria update, and the texts of its unhinted
+groups for the control pool of the exact hit test (`tools.sequential`), both at no generation cost.
+`latest_rollouts` reads only the latest group.
 
 **Cost.** `Cost` counts the rollouts generated for one measurement (cache and training rollouts
 excluded: those are `reused_rollouts`), their tokens (`count_tokens`: the endpoint's tokenizer when it
@@ -82,6 +84,29 @@ def latest_rollouts(memory: TrainingMemory, task_ids: Sequence[str]) -> dict[str
     for tid in task_ids:
         groups = memory.task_history(tid, last_n=1, kinds=("groups",))
         texts = list(groups[-1].texts) if groups else []  # type: ignore[union-attr]
+        if texts:
+            out[tid] = texts
+    return out
+
+
+def task_rollouts(memory: TrainingMemory, task_ids: Sequence[str], max_rollouts: int,
+                  hinted: bool | None = None) -> dict[str, list[str]]:
+    """Each task's cached training completions (`GroupSummary.texts`), oldest first, from its newest groups until
+    `max_rollouts` are held (a group is taken whole or not at all, past the first); `hinted` keeps only groups
+    whose visit was (True) or was not (False) hinted. Tasks without such a group are left out."""
+    out: dict[str, list[str]] = {}
+    if max_rollouts <= 0:
+        return out
+    for tid in task_ids:
+        groups = memory.task_history(tid, last_n=max_rollouts, kinds=("groups",))
+        texts: list[str] = []
+        for g in reversed(groups):
+            if hinted is not None and bool(g.stats.get("hinted", False)) != hinted:  # type: ignore[union-attr]
+                continue
+            new = list(g.texts)  # type: ignore[union-attr]
+            if texts and len(texts) + len(new) > max_rollouts:
+                break
+            texts = new[:max_rollouts] + texts
         if texts:
             out[tid] = texts
     return out

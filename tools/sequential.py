@@ -1,33 +1,62 @@
-"""The sequential test of the critic's acceptance rule: how many rollouts a measurement spends.
+"""The sequential tests of the critic's acceptance rule: how many rollouts a measurement spends, and when it stops.
 
 With a `StopRule` (the critic's acceptance rule on the focus task's two groups, `agents.critic.stop_rule`),
-`tools.measure.measure_candidate` starts groups at `sample_k` rollouts and doubles them up to
-`sample_k_max` while the decision is undecided (`looks`). At each look the rule is re-evaluated on
-`BOOTSTRAP` bootstrap resamples of the rollouts (resampled jointly on both sides when they are paired,
-within each stratum otherwise); the share of resamples in which it holds is `p_pass`. The test stops with
-"pass" when p_pass >= 1 - alpha/L and with "fail" when p_pass <= alpha/L, L being the number of looks
-the budget allows (Bonferroni over looks: the chance that an early stop is on the wrong side of the
-rule is at most `alpha`, default `ALPHA` = 0.1, up to the bootstrap's own approximation); at the
-cap it is "undecided", which the critic rejects (`decide`). Without a rule one look of `sample_k` is
-taken. The record of the test is a `Sequential`.
+`tools.measure.measure_candidate` starts the candidate's groups at `sample_k` rollouts and doubles them up to
+`sample_k_max` while the decision is undecided (`looks`). Two tests, chosen by the rule:
+
+**Exact hit test (dead-group repairs that generate new groups; `StopRule.hits` is a `HitTest`).** A dead group's
+rewards sit at one level; a repair works when rollouts leave that level in the repairing direction. The level
+is the median reward of the control pool, and a rollout is a *hit* when its reward is above level + eps
+("up", collapse_low), below level - eps ("down", collapse_high) or at least eps away ("off", flat); eps is the
+detector's. The control pool (x0 hits of n0 rollouts) is fixed before the first look: the task's cached
+training rollouts, topped up with fresh control probes to at least `sample_k_max` when the history is shorter
+(`tools.measure`). Under "no effect" a candidate rollout hits with the control's rate p0; p0 is unknown, so the
+null distribution of the candidate's hits is the binomial averaged over p0's posterior Beta(x0 + 1/2,
+n0 - x0 + 1/2) (Jeffreys prior; `exact_plan` integrates it on `P0_GRID` quantiles). At look j with N_j
+candidate rollouts (the strata whose prompt the control does not share) and X_j hits:
+
+- pass when X_j >= a_j, the smallest bound such that the null chance of crossing any bound up to look j is
+  at most alpha * N_j / N_L (linear alpha spending over the information; exact, computed by dynamic
+  programming over the looks; the futility bound is non-binding, so it does not enter the type I error);
+- fail (futility) when X_j <= b_j, the largest bound with P(X_j <= b_j) <= beta * (N_j - N_{j-1}) / N_L under
+  the alternative rate p0_mean + `min_rate_gain` (Bonferroni over looks: a true repair of that size is
+  failed early at most beta of the time). A look too small to have the power gets b_j = -1: an all-zero
+  first group of 4 is "undecided", never "fail";
+- else undecided; undecided at the cap rejects (`decide_hits`).
+
+The critic adds its point rule (std gain, candidate not dead, guards) to a pass: crossing the bound with a
+candidate that is still dead (every rollout a hit) is not a repair (`tools.measure`).
+
+**Bootstrap test (every other rule).** At each look the rule is re-evaluated on `BOOTSTRAP` bootstrap
+resamples of the rollouts (resampled jointly on both sides when they are paired, within each stratum
+otherwise); the share of resamples in which it holds is `p_pass`. The test stops with "pass" when p_pass >=
+1 - alpha/L and with "fail" when p_pass <= alpha/L, L being the number of looks the budget allows (Bonferroni
+over looks, up to the bootstrap's own approximation); at the cap it is "undecided", which the critic rejects
+(`decide`). Criteria candidates are paired and re-score the task's whole cached history at the first look.
+
+Without a rule one look of `sample_k` is taken. The record of either test is a `Sequential`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.detector import DetectorConfig
 from tools.group_metrics import GroupMetrics, Strata, group_metrics, resample
 
 ALPHA = 0.1  # overall error rate of the sequential test's early stops (see the module docstring)
 BOOTSTRAP = 400  # resamples per look: the Monte Carlo error of p_pass near 1 - alpha/3 is about 0.01
+P0_GRID = 200  # quantiles of p0's posterior the exact test averages over (error of a tail probability < 1/400)
 
 Decision = Literal["pass", "fail", "undecided"]
+Direction = Literal["up", "down", "off"]
 
 
 class Sequential(BaseModel):
@@ -36,20 +65,47 @@ class Sequential(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     alpha: float
-    alpha_per_look: float
+    alpha_per_look: float  # bootstrap: the Bonferroni share; exact: the first look's spent alpha
     max_looks: int
     ks: list[int]  # group size (rollouts per visit prompt) at each look taken
-    p_pass: list[float]  # share of bootstrap resamples in which the rule held, per look
+    p_pass: list[float]  # bootstrap: share of resamples in which the rule held; exact: the null tail P(X >= x)
     resamples: int
     decision: Decision
+    test: Literal["bootstrap", "exact"] = "bootstrap"
+    hits: list[int] = Field(default_factory=list)  # exact: candidate hits per look
+    trials: list[int] = Field(default_factory=list)  # exact: candidate rollouts counted per look
+    pass_at: list[int] = Field(default_factory=list)  # exact: pass bound a_j per look taken
+    fail_at: list[int] = Field(default_factory=list)  # exact: futility bound b_j per look taken (-1: none)
+    control_hits: int | None = None  # exact: x0
+    control_n: int | None = None  # exact: n0
+    level: float | None = None  # exact: the dead level (median control reward)
+    direction: Direction | None = None
+
+
+@dataclass(frozen=True)
+class HitTest:
+    """The exact hit test of a dead-group repair (module docstring): which way a hit leaves the level."""
+
+    direction: Direction
+    min_rate_gain: float
+
+    def is_hit(self, reward: float, level: float, eps: float) -> bool:
+        """Whether a rollout left the dead `level` in the repairing direction (eps: the detector's `DetectorConfig.eps`)."""
+        if self.direction == "up":
+            return reward > level + eps
+        if self.direction == "down":
+            return reward < level - eps
+        return abs(reward - level) >= eps
 
 
 @dataclass(frozen=True)
 class StopRule:
-    """The critic's acceptance rule on the focus task's groups: `holds(control, candidate, paired)`."""
+    """The critic's acceptance rule on the focus task's groups: `holds(control, candidate, paired)`; with `hits`,
+    the exact hit test decides the looks and `holds` is the point rule a pass must also meet."""
 
     task_id: str
     holds: Callable[[GroupMetrics, GroupMetrics, bool], bool]
+    hits: HitTest | None = field(default=None)
 
 
 def looks(sample_k: int, sample_k_max: int) -> list[int]:
@@ -58,6 +114,99 @@ def looks(sample_k: int, sample_k_max: int) -> list[int]:
     while out[-1] < sample_k_max:
         out.append(min(2 * out[-1], sample_k_max))
     return out
+
+
+def dead_level(rewards: Sequence[float]) -> float:
+    """The level a dead group sits at: the median reward of the control pool."""
+    if not rewards:
+        raise ValueError("dead_level: the control pool is empty")
+    return float(np.median(np.asarray(rewards, dtype=float)))
+
+
+def _binom_pmf(n: int, p: np.ndarray) -> np.ndarray:
+    """pmf of Binomial(n, p) for each p (rows), x = 0..n (columns)."""
+    x = np.arange(n + 1)
+    logc = np.array([math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) for k in x])
+    pp = np.clip(p, 1e-12, 1 - 1e-12)[:, None]
+    return np.exp(logc[None, :] + x[None, :] * np.log(pp) + (n - x)[None, :] * np.log1p(-pp))
+
+
+def p0_quantiles(x0: int, n0: int, m: int = P0_GRID) -> np.ndarray:
+    """m mid-quantiles of the Jeffreys posterior Beta(x0 + 1/2, n0 - x0 + 1/2) of the control hit rate."""
+    a, b = x0 + 0.5, n0 - x0 + 0.5
+    xs = np.linspace(0.0, 1.0, 40001)[1:-1]
+    logpdf = (a - 1) * np.log(xs) + (b - 1) * np.log1p(-xs)
+    w = np.exp(logpdf - logpdf.max())
+    cdf = np.cumsum(w) / w.sum()
+    return np.interp((np.arange(m) + 0.5) / m, cdf, xs)
+
+
+class ExactPlan(BaseModel):
+    """The bounds of the exact hit test for one control pool and one set of looks (module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trials: list[int]  # N_j: cumulative candidate rollouts at each look
+    pass_at: list[int]  # a_j
+    fail_at: list[int]  # b_j (-1: no futility stop at that look)
+    spent: list[float]  # exact null chance of a pass by look j
+    p0_mean: float
+    p_alt: float
+
+
+
+def null_tail(x0: int, n0: int, n: int, x: int) -> float:
+    """P(X >= x) for X the hits of n candidate rollouts under "no effect" (binomial averaged over p0's posterior)."""
+    pmf = _binom_pmf(n, p0_quantiles(x0, n0)).mean(axis=0)
+    return float(pmf[x:].sum())
+
+
+@lru_cache(maxsize=256)
+def _plan(x0: int, n0: int, trials: tuple[int, ...], alpha: float, beta: float, gain: float) -> ExactPlan:
+    ps = p0_quantiles(x0, n0)
+    p0_mean = (x0 + 0.5) / (n0 + 1.0)
+    p_alt = min(1.0, p0_mean + gain)
+    total = trials[-1]
+    dist = np.ones((len(ps), 1))  # per p0 quantile: P(X = x and no pass yet)
+    spent, pass_at, fail_at, spents = 0.0, [], [], []
+    prev = 0
+    for n in trials:
+        inc = _binom_pmf(n - prev, ps)
+        new = np.zeros((len(ps), n + 1))
+        for i in range(dist.shape[1]):
+            new[:, i: i + inc.shape[1]] += dist[:, i: i + 1] * inc
+        budget = alpha * n / total
+        # cross[x]: null chance (averaged over p0) of X_j >= x without an earlier pass
+        cross = np.cumsum(new.mean(axis=0)[::-1])[::-1]
+        a = next((x for x in range(n + 1) if spent + cross[x] <= budget + 1e-12), n + 1)
+        spent += float(cross[a]) if a <= n else 0.0
+        if a <= n:
+            new[:, a:] = 0.0
+        alt = np.cumsum(_binom_pmf(n, np.array([p_alt]))[0])  # P(X_j <= b) under the alternative
+        b = max((x for x in range(n + 1) if alt[x] <= beta * (n - prev) / total), default=-1)
+        pass_at.append(a)
+        fail_at.append(min(b, a - 1))
+        spents.append(round(spent, 6))
+        dist, prev = new, n
+    return ExactPlan(trials=list(trials), pass_at=pass_at, fail_at=fail_at, spent=spents, p0_mean=p0_mean, p_alt=p_alt)
+
+
+def exact_plan(x0: int, n0: int, trials: Sequence[int], alpha: float, beta: float, min_rate_gain: float) -> ExactPlan:
+    """The pass and futility bounds of the exact hit test (module docstring); cached per arguments."""
+    if not 0 <= x0 <= n0 or n0 < 1:
+        raise ValueError(f"exact_plan: control hits x0={x0} of n0={n0}")
+    if not trials or any(b <= a for a, b in zip(trials, trials[1:])) or trials[0] < 1:
+        raise ValueError(f"exact_plan: trials must be increasing and positive, got {list(trials)}")
+    return _plan(int(x0), int(n0), tuple(int(t) for t in trials), float(alpha), float(beta), float(min_rate_gain))
+
+
+def decide_hits(plan: ExactPlan, j: int, x: int) -> Decision:
+    """The exact test's decision at look j with x candidate hits: pass, fail (futility) or undecided."""
+    if x >= plan.pass_at[j]:
+        return "pass"
+    if x <= plan.fail_at[j]:
+        return "fail"
+    return "undecided"
 
 
 def p_pass(rule: StopRule, c: Strata, d: Strata, paired: bool,
@@ -74,10 +223,9 @@ def p_pass(rule: StopRule, c: Strata, d: Strata, paired: bool,
 
 
 def decide(p: float, per_look: float) -> Decision:
-    """The stop decision of one look: "pass" or "fail" when p_pass clears its bound, else "undecided"."""
+    """The bootstrap test's decision of one look: "pass" or "fail" when p_pass clears its bound, else "undecided"."""
     if p >= 1.0 - per_look:
         return "pass"
     if p <= per_look:
         return "fail"
     return "undecided"
-

@@ -13,6 +13,8 @@ TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *
    server, every rank first pushes the weights there (`push_weights_to_training_server`); with another
    HTTP endpoint and LoRA, the step's adapter is saved to `run_dir/adapters/step-N-<id>/` and hot-loaded
    into that vLLM server under that name (the config refuses an HTTP policy that neither keeps in sync);
+   before that, on the main process, grade the provisional updates of earlier rounds on their tasks' training
+   groups and commit a revert for each that failed (`trainer/provisional.py`);
 2. run the evolver (`trainer/evolver_round.py` -> `graphs/runner.py`: in process with a SQLite
    checkpointer, or on a LangGraph server);
 3. re-read the latest harness version (the graph commits accepted updates to the store itself);
@@ -49,7 +51,7 @@ from agents.context import EvolverContext
 from graphs.services import live_services, register_services, unregister_services
 from harness.detector import DetectorConfig
 from harness.types import HarnessState
-from trainer import evolver_round
+from trainer import evolver_round, provisional
 from trainer.checkpoint import abandon_versions_after, write_checkpoint_state
 from trainer.frozen import MemoEndpoint
 from trainer.io import append_jsonl
@@ -129,7 +131,13 @@ class HarnessCallback(TrainerCallback):
     def evolve(self, step: int) -> float:
         t0 = time.monotonic()
         run = self.run
-        before = run.state.version
+        start = before = run.state.version
+        # Grade the provisional updates first (trainer/provisional.py): a revert is committed before the round takes
+        # its events, so events about a reverted task are stale (the revert answered them) and the round starts
+        # from the latest version.
+        graded = provisional.review_run(run, step) if self._is_main() else {}
+        if graded.get("revert_versions"):
+            before = run.store.latest().version
         # Only the main process holds events (trainer.run.HarnessRun.add_events) and reads the store here: the
         # others wait in `_sync_state` and must not read files the round is writing.
         events, superseded, stale = (run.take_events(self.cfg.harness.max_events, is_stale=self._stale_check())
@@ -139,7 +147,8 @@ class HarnessCallback(TrainerCallback):
         info: dict[str, Any] = {"step": step, "version_before": before, "n_events": len(events),
                                 "event_ids": [e.id for e in events],
                                 "event_types": sorted({e.type for e in events}), "n_stale": len(stale),
-                                "n_superseded": len(superseded), "n_waiting": len(run.pending_events)}
+                                "n_superseded": len(superseded), "n_waiting": len(run.pending_events),
+                                **({"provisional": graded} if graded else {})}
         if self._is_main():
             if not events:
                 info.update(n_accepted=0, skipped="no failure events since the last round")
@@ -156,7 +165,7 @@ class HarnessCallback(TrainerCallback):
         self._count_failure(step, info, new_state.version)
         if self._is_main():
             # One readable summary per round: what happened to each event, on which task, and why.
-            for line in round_lines(step, info, before, new_state.version, pause, len(events)):
+            for line in round_lines(step, info, start, new_state.version, pause, len(events)):
                 log.info("%s", line)
         return pause
 

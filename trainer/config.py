@@ -128,6 +128,9 @@ class HarnessConfig:
     sample_k_max: int = _f(16, "Critic: cap; the group doubles from sample_k up to this while its test is undecided.")
     critic_alpha: float = _f(0.1, "Critic: error rate of the sequential test that stops sampling early.")
     max_revisions: int = _f(2, "Critic: revisions per event before the fallback (R).")
+    confirm_window: int = _f(2, "Training groups on its task that grade each accepted (provisional) update: it is "
+                                "reverted at the next pause when its failure persists on all of them, else confirmed "
+                                "(agents/decisions.py). 0: accepted updates are final.")
     generalise_max_tasks: int = _f(4, "An accepted repair is proposed (one batched, measured update) for at most this "
                                       "many other tasks with the same failure signature; 0 turns it off (ablation).")
     max_events: int = _f(8, "Events handed to one evolver round: one per task, confirmed before one-group events, "
@@ -194,6 +197,8 @@ class HarnessConfig:
             raise ConfigError(f"harness.max_judge_failure_share must be in [0, 1], got {self.max_judge_failure_share}")
         if self.max_failed_rounds < 0:
             raise ConfigError(f"harness.max_failed_rounds must be >= 0 (0 never stops), got {self.max_failed_rounds}")
+        if self.confirm_window < 0:
+            raise ConfigError(f"harness.confirm_window must be >= 0 (0: accepted updates are final), got {self.confirm_window}")
         if self.generalise_max_tasks < 0:
             raise ConfigError(f"harness.generalise_max_tasks must be >= 0 (0 turns generalising off), got {self.generalise_max_tasks}")
         if self.sample_k < 2:

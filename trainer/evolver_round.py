@@ -124,7 +124,7 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
                     {"generalised": _slim_generalised(r.get("generalised"))} |
                     {"attempts": [{"template": a.get("template"), "numbers": (a.get("critique") or {}).get("numbers"),
                                    "reasons": (a.get("critique") or {}).get("reasons"),
-                                   "evidence_used": a.get("evidence_used") or []}
+                                   "evidence_used": a.get("evidence_used") or [], "decision": a.get("decision")}
                                   for a in r.get("attempts") or [] if isinstance(a, dict)]})
     by_event = {r.get("event_id"): r.get("interface") for r in reports}
     interfaces = [by_event.get(a.get("event_id")) for a in accepted]
@@ -138,5 +138,5 @@ def _slim_generalised(gen: dict[str, Any] | None) -> dict[str, Any] | None:
     """The batched repair of an accepted one, as rounds.jsonl keeps it: targets, skips, decision, numbers."""
     if not gen:
         return None
-    return {**{k: gen.get(k) for k in ("decision", "targets", "skipped", "signature", "version", "note")},
+    return {**{k: gen.get(k) for k in ("decision", "targets", "skipped", "signature", "version", "note", "verdict")},
             "numbers": (gen.get("critique") or {}).get("numbers")}

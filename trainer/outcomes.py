@@ -1,5 +1,6 @@
-"""What training did, for the report: each committed update's groups before and after it, the base and the
-trained model side by side per domain, and a trace page per evolver round. Reads only files; no torch."""
+"""What training did, for the report: each committed update's groups before and after it and what became of it
+(confirmed or reverted by training, `update_outcome`), the base and the trained model side by side per domain, and
+a trace page per evolver round. Reads only files; no torch."""
 
 from __future__ import annotations
 
@@ -7,6 +8,35 @@ from pathlib import Path
 from typing import Any
 
 from harness.detector import DetectorConfig
+
+
+def graded_verdicts(data: dict[str, Any]) -> dict[int, list[str]]:
+    """Version -> the verdicts training gave its provisional targets (rounds.jsonl `provisional`, trainer/provisional.py)."""
+    out: dict[int, list[str]] = {}
+    for r in data["rounds"]:
+        for v in (r.get("provisional") or {}).get("verdicts") or []:
+            out.setdefault(int(v["version"]), []).append(str(v["verdict"]))
+    return out
+
+
+def update_outcome(update: dict[str, Any], verdicts: dict[int, list[str]]) -> str:
+    """What became of a committed version: fallback, revert (a version that undid another), or for the critic's
+    accepts: reverted (training undid it, on any target), confirmed (training held it on every target),
+    superseded, provisional (still waiting for its groups), accepted (nothing in training can grade it)."""
+    meta = update.get("meta") or {}
+    if meta.get("fallback"):
+        return "fallback"
+    if meta.get("source") == "revert":
+        return "revert"
+    if not meta.get("provisional"):
+        return "accepted"
+    got = verdicts.get(int(update["version"]), [])
+    n_targets = len(meta["provisional"].get("targets") or [])
+    if "revert" in got:
+        return "reverted"
+    if got and len(got) >= n_targets:
+        return "confirmed" if all(v == "confirm" for v in got) else "superseded"
+    return "provisional"
 
 
 def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> list[dict[str, Any]]:
@@ -27,6 +57,7 @@ def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> l
                 "dead": sum(s < eps for s in stds) / len(stds) if stds else None}
 
     out = []
+    verdicts = graded_verdicts(data)
     for u in data["updates"]:
         ops = u["update"]["ops"]
         tasks = sorted({o["task_id"] for o in ops if o.get("task_id")})
@@ -35,7 +66,7 @@ def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> l
         after = [g for t in [*tasks, *added] for g in groups.get(t, []) if g[0] > u["step"]]
         b, a = side(before), side(after)
         out.append({"version": u["version"], "step": u["step"], "interface": u["update"]["interface"],
-                    "outcome": "fallback" if (u.get("meta") or {}).get("fallback") else "accepted", "tasks": tasks + added,
+                    "outcome": update_outcome(u, verdicts), "tasks": tasks + added,
                     "groups before": b["groups"], "mean before": b["mean"], "std before": b["std"],
                     "dead before": b["dead"], "groups after": a["groups"], "mean after": a["mean"],
                     "std after": a["std"], "dead after": a["dead"]})

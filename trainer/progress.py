@@ -72,20 +72,41 @@ def judge_flag_line(step: int, record: dict[str, Any]) -> str | None:
             f"check the judge server")
 
 
+def _txt(x: Any) -> str:
+    return "-" if x is None or x == "" else str(x)
+
+
 def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pause_s: float,
                 n_events: int) -> list[str]:
-    """A round as sentences: what happened to each event, then the version change and the pause."""
+    """A round as sentences: the verdicts on earlier rounds' provisional updates (agents/decisions.py), what
+    happened to each event (and its batched repair), then a failed round's error. Missing values read "-"."""
     reports = summary.get("reports") or []
     lines = [f"evolver round after step {step}: {n_events} event(s), harness v{before} -> v{after}, "
              f"pause {pause_s:.1f} s"]
+    prov = summary.get("provisional") or {}
+    for v in prov.get("verdicts") or []:
+        lines.append(f"  provisional {v['line']}")
+    if prov.get("waiting"):
+        lines.append(f"  provisional: {prov['waiting']} accepted update target(s) wait for {prov['window']} training groups")
     for r in reports:
         attempts = r.get("attempts") or []
         last = attempts[-1] if attempts else {}
         reasons = last.get("reasons") or []
         what = last.get("template") or "no candidate"
         why = f" ({'; '.join(str(x) for x in reasons[:2])})" if reasons else ""
-        lines.append(f"  {r.get('task_id')}: {r.get('failure_type')} -> {r.get('decision')} on "
-                     f"{r.get('interface') or '-'}: {what}{why}")
+        version = f" v{r['committed_version']}" if r.get("committed_version") is not None else ""
+        lines.append(f"  {_txt(r.get('task_id'))}: {_txt(r.get('failure_type'))} -> {_txt(r.get('decision'))}{version} on "
+                     f"{_txt(r.get('interface'))}: {what}{why}")
+        gen = r.get("generalised") or {}
+        if gen.get("targets"):
+            at = f" v{gen['version']}" if gen.get("version") is not None else ""
+            why_gen = list((gen.get("verdict") or {}).get("reasons") or []) or ([gen["note"]] if gen.get("note") else [])
+            lines.append(f"    batched to {', '.join(gen['targets'])}: {_txt(gen.get('decision'))}{at}"
+                         + (f" ({'; '.join(str(x) for x in why_gen[:2])})" if why_gen else ""))
+    if summary.get("error"):
+        lines.append(f"  round failed, harness left at v{before}: {summary['error']}")
+    elif summary.get("skipped"):
+        lines.append(f"  {summary['skipped']}")
     return lines
 
 

@@ -5,7 +5,8 @@ versions per interface, what measuring the proposals cost per interface (probe r
 calls, seconds), reward and reward std per step (with harness-update markers), dead-group share,
 harness updates over time by interface and outcome (accepted by the critic, fallback = committed without
 the critic's acceptance, not accepted; committed versions from `harness/updates.jsonl`, whose meta flags
-fallbacks, per-event decisions from `rounds.jsonl`), held-out eval per domain (`eval.json`), pause-time
+fallbacks and reverts, per-event decisions from `rounds.jsonl`), what training made of each accepted update
+(confirmed, reverted, still provisional: `trainer.outcomes.update_outcome`), held-out eval per domain (`eval.json`), pause-time
 share, judge warnings, and tables of rounds and committed updates. Reads only files; no torch.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from harness.types import INTERFACES
 from trainer.io import atomic_write_text, read_jsonl
-from trainer.outcomes import eval_domain_rows, update_effect_rows, write_trace_pages
+from trainer.outcomes import eval_domain_rows, graded_verdicts, update_effect_rows, update_outcome, write_trace_pages
 
 
 def _png(fig: Any) -> str:
@@ -80,11 +81,15 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
     accepted: dict[str, int] = {}
     fallback: dict[str, int] = {}
     committed: dict[str, int] = {}
+    reverts: dict[str, int] = {}
     for u in data["updates"]:
         iface = u["update"]["interface"]
         committed[iface] = committed.get(iface, 0) + 1
-        into = fallback if is_fallback(u) else accepted  # fallbacks are committed but not critic-accepted
+        # fallbacks are committed but not critic-accepted; reverts undo an accepted update training refuted
+        into = fallback if is_fallback(u) else reverts if update_outcome(u, {}) == "revert" else accepted
         into[iface] = into.get(iface, 0) + 1
+    verdicts = graded_verdicts(data)
+    fates = _count(update_outcome(u, verdicts) for u in data["updates"])
     m = data["metrics"]
     total_pause = sum(float(x.get("pause_s", 0.0)) for x in m)
     span = (m[-1]["time"] - m[0]["time"]) if len(m) > 1 and "time" in m[0] else 0.0
@@ -96,6 +101,9 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
         "accepted_by_interface": accepted, "accepted_total": sum(accepted.values()),
         "fallback_by_interface": fallback, "fallback_total": sum(fallback.values()),
         "committed_by_interface": committed, "committed_total": len(data["updates"]),
+        "revert_total": sum(reverts.values()), "confirmed_total": fates.get("confirmed", 0),
+        "reverted_total": fates.get("reverted", 0), "provisional_total": fates.get("provisional", 0),
+        "superseded_total": fates.get("superseded", 0),
         "pause_s": total_pause, "pause_share": (total_pause / span) if span > 0 else None,
         "judge_warnings": sum(int(x.get("judge_warnings", 0)) for x in m),
         **{k: sum(int(x.get(k, 0)) for x in m) for k in ("unscoreable", "criteria_skipped", "judge_left_out")},
@@ -191,7 +199,8 @@ def _count(items: Any) -> dict[str, int]:
 
 
 # outcome -> (marker, filled, y offset within the interface's row); colour is the interface
-_OUTCOME_STYLE = {"accepted": ("o", True, 0.0), "fallback": ("s", False, 0.0), "not accepted": ("x", True, 0.28)}
+_OUTCOME_STYLE = {"accepted": ("o", True, 0.0), "fallback": ("s", False, 0.0), "revert": ("v", False, 0.14),
+                  "not accepted": ("x", True, 0.28)}
 _IFACE_COLOR = {"sampling": "tab:blue", "guidance": "tab:orange", "criteria": "tab:purple"}
 
 
@@ -202,8 +211,8 @@ def update_points(data: dict[str, Any]) -> list[tuple[int, str, str, str]]:
     sampling change committed without the critic's acceptance); not accepted: one per event whose
     decision committed nothing, on the interface the attributor chose.
     """
-    pts = [(int(u["step"]), u["update"]["interface"], "fallback" if is_fallback(u) else "accepted", f"v{u['version']}")
-           for u in data["updates"]]
+    pts = [(int(u["step"]), u["update"]["interface"], "fallback" if is_fallback(u) else
+            "revert" if update_outcome(u, {}) == "revert" else "accepted", f"v{u['version']}") for u in data["updates"]]
     pts += [(step, rep["interface"], "not accepted", "") for step, rep in _reports(data)
             if rep.get("decision") not in COMMITTING and rep.get("interface") in INTERFACES]
     return pts
@@ -358,6 +367,12 @@ def summary_sentences(s: dict[str, Any]) -> list[str]:
              f"The critic accepted {_n(s['accepted_total'], 'update')} ({by_iface(s['accepted_by_interface'])}); "
              f"{_n(s['fallback_total'], 'fallback')} changed sampling after every candidate was rejected; "
              f"{_n(s['committed_total'], 'harness version')} committed in all."]
+    if s.get("confirmed_total") or s.get("reverted_total") or s.get("provisional_total"):
+        lines.append(f"Training confirmed {_n(s['confirmed_total'], 'accepted update')} and reverted "
+                     f"{s['reverted_total']} (its failure persisted or a guard showed harm on the next training groups; "
+                     f"{_n(s['revert_total'], 'revert version')}); {s['provisional_total']} still provisional"
+                     + (f", {s['superseded_total']} superseded by a later update" if s.get("superseded_total") else "")
+                     + ".")
     if s.get("unscoreable") or s.get("criteria_skipped") or s.get("judge_left_out"):
         lines.append(f"Scoring: {_n(s['unscoreable'], 'response')} could not be scored (reward 0), "
                      f"{_n(s['criteria_skipped'], 'verdict')} skipped for want of a judge and "
@@ -375,11 +390,14 @@ def build_report(run_dir: Path) -> Path:
     s = summary(data)
     imgs = plots(data)
     upd_rows = [{"version": u["version"], "step": u["step"], "interface": u["update"]["interface"],
-                 "outcome": "fallback" if is_fallback(u) else "accepted",
+                 "outcome": update_outcome(u, graded_verdicts(data)),
                  "ops": ", ".join(f"{o['op']}({o.get('task_id', '')})" for o in u["update"]["ops"]),
                  "rationale": u["update"].get("rationale", "")} for u in data["updates"]]
-    round_rows = [{k: r.get(k) for k in ("step", "n_events", "event_types", "outcomes", "n_accepted", "version_before",
-                                          "version_after", "pause_s", "error", "thread_id")} for r in data["rounds"]]
+    round_rows = [{**{k: r.get(k) for k in ("step", "n_events", "event_types", "outcomes", "n_accepted", "version_before",
+                                            "version_after", "pause_s", "error", "thread_id")},
+                   "confirmed / reverted": "{} / {}".format((r.get("provisional") or {}).get("n_confirmed", 0),
+                                                            (r.get("provisional") or {}).get("n_reverted", 0))}
+                  for r in data["rounds"]]
     iface_rows = interface_rows(data)
     type_rows = event_type_rows(data)
     effect_rows = update_effect_rows(data)

@@ -1,0 +1,195 @@
+"""Tests with power (issue 19, item 2): the exact hit test of dead-group repairs, the control pooled from memory,
+criteria candidates that change no score, and guards that cannot veto the repair they guard.
+
+Every measurement is real (`tools.measure.measure_candidate` under `agents.critic.stop_rule`, judged by
+`agents.critic.judge_measurement`) on a scripted frozen policy; only the policy's texts are made up.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agents import critic
+from agents.context import EvolverContext
+from harness.detector import GroupStats, RolloutRecord
+from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from memory.store import TrainingMemory
+from tests.fakes.evolver_fakes import event, suite
+from tests.fakes.fake_chat import ScriptedPolicy
+from tools.judge import Judge
+from tools.measure import measure_candidate
+from tools.probes import task_rollouts
+from tools.sequential import exact_plan
+
+HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
+UNSURE = "I am not sure."
+HINT = {"interface": "guidance", "ops": [
+    {"op": "add_hint", "task_id": "med-1", "hint": {"id": "h1", "text": "Think about fluids and rest."}}]}
+LOW = FailureEvent.model_validate(event("e", "collapse_low", "med-1", mean=0.0, std=0.0))
+
+
+class SeededPolicy(ScriptedPolicy):
+    """A scripted policy whose reply also sees the request's seed (the rollouts already held: 0 at the first look)."""
+
+    def __init__(self, reply):
+        super().__init__(lambda p, i: "")
+        self.seeded = reply
+
+    def sample(self, messages_batch, n=1, max_tokens=64, temperature=1.0, seed=None):
+        self.calls.append({"batch": messages_batch, "n": n, "seed": seed})
+        return [[self.seeded(conv[-1]["content"], i, seed or 0) for i in range(n)] for conv in messages_batch]
+
+
+def _judge(policy, update=HINT, ev=LOW, **kw):
+    state = HarnessState.from_tasks(suite())
+    upd = HarnessUpdate.model_validate(update)
+    ctx = EvolverContext()
+    m = measure_candidate(state, upd, policy, Judge(None), rule=critic.stop_rule(ev, upd, ctx), step=10,
+                          sample_k=4, sample_k_max=16, **kw)
+    return m, critic.judge_measurement(ev, upd, m, ctx)
+
+
+def _late_repair(prompt: str, i: int, seed: int) -> str:
+    """A true repair unlucky at first: the first 4 hinted rollouts all miss, later ones hit half of the time."""
+    if "Hint:" in prompt and seed > 0:
+        return HONEST if i % 2 == 0 else UNSURE
+    return UNSURE
+
+
+def test_a_true_repair_whose_first_four_probes_all_score_zero_still_passes():
+    m, crit = _judge(SeededPolicy(_late_repair))
+    s = m.sequential
+    assert s.test == "exact" and s.hits[0] == 0  # the all-zero first look ...
+    assert s.fail_at[0] == -1  # ... cannot fail: 0 of 4 is too likely under a true repair
+    assert s.decision == "pass" and s.ks == [4, 8] and s.hits == [0, 2], s
+    assert crit.measured_ok, crit.reasons
+
+
+def test_the_bootstrap_rule_failed_the_same_repair_at_the_first_look():
+    """Why the exact test: the bootstrap's p_pass of an all-zero group is 0, a "fail" for good."""
+    state = HarnessState.from_tasks(suite())
+    upd = HarnessUpdate.model_validate(HINT)
+    rule = critic.stop_rule(LOW, upd, EvolverContext())
+    bootstrap_only = type(rule)(task_id=rule.task_id, holds=rule.holds)
+    m = measure_candidate(state, upd, SeededPolicy(_late_repair), Judge(None), rule=bootstrap_only, step=10,
+                          sample_k=4, sample_k_max=16)
+    assert m.sequential.test == "bootstrap" and m.sequential.decision == "fail" and m.sequential.ks == [4]
+
+
+@pytest.mark.parametrize("history_hits", [0, 4])
+def test_a_no_op_is_rejected(history_hits):
+    """The candidate hits as often as the control does (none, or 1 in 8): rejected, whatever the history says."""
+    history = {"med-1": [HONEST] * history_hits + [UNSURE] * (32 - history_hits)}
+
+    def same_rate(prompt: str, i: int, seed: int) -> str:
+        return HONEST if history_hits and (seed + i) % 8 == 0 else UNSURE
+
+    m, crit = _judge(SeededPolicy(same_rate), control_history=history)
+    assert not crit.measured_ok and m.sequential.decision != "pass"
+    assert m.sequential.control_n == 32 and m.sequential.control_hits == history_hits
+
+
+def test_the_control_comes_from_the_tasks_cached_groups_when_memory_has_enough():
+    """32 cached training rollouts: no fresh control is drawn; only the candidate's hinted prompt is sampled."""
+    policy = SeededPolicy(lambda p, i, seed: HONEST if "Hint:" in p and i % 2 == 0 else UNSURE)
+    m, crit = _judge(policy, control_history={"med-1": [UNSURE] * 32})
+    assert all("Hint:" in c["batch"][0][-1]["content"] for c in policy.calls)
+    assert m.sequential.control_n == 32 and m.cost.probe_rollouts == 4 and m.cost.reused_rollouts == 32
+    assert crit.measured_ok, crit.reasons
+
+
+def test_a_short_history_is_topped_up_to_the_cap_with_fresh_control_probes():
+    policy = SeededPolicy(lambda p, i, seed: UNSURE)
+    m, _ = _judge(policy, control_history={"med-1": [UNSURE] * 6})
+    assert m.sequential.control_n == 16 and [c["n"] for c in policy.calls][0] == 10
+
+
+def test_task_rollouts_pool_the_newest_groups_and_filter_hinted_visits():
+    mem = TrainingMemory.ephemeral(embedding="hash")
+    for step, hinted in ((1, False), (2, True), (3, False), (4, False)):
+        recs = [RolloutRecord(text=f"s{step}-{j}", reward=0.0, hinted=hinted) for j in range(4)]
+        stats = GroupStats.from_rollouts("a", step, recs).model_copy(update={"hinted": hinted})
+        mem.add_group(stats, harness_version=0, texts=[r.text for r in recs])
+    everything = task_rollouts(mem, ["a", "b"], max_rollouts=12)["a"]
+    assert everything == [f"s{s}-{j}" for s in (2, 3, 4) for j in range(4)]  # oldest first, newest groups kept
+    assert task_rollouts(mem, ["a"], max_rollouts=64, hinted=False)["a"] == [f"s{s}-{j}" for s in (1, 3, 4) for j in range(4)]
+    assert task_rollouts(mem, ["a"], max_rollouts=0) == {}
+
+
+def test_exact_plan_spends_at_most_alpha_and_never_fails_an_underpowered_look():
+    for x0, n0 in ((0, 4), (0, 16), (1, 16), (3, 64)):
+        plan = exact_plan(x0, n0, [4, 8, 16], 0.1, 0.1, 0.25)
+        assert plan.spent[-1] <= 0.1 and plan.spent == sorted(plan.spent)
+        assert plan.fail_at[0] == -1 and all(b < a for a, b in zip(plan.pass_at, plan.fail_at))
+    with pytest.raises(ValueError, match="x0=5 of n0=4"):
+        exact_plan(5, 4, [4], 0.1, 0.1, 0.25)
+
+
+# -- criteria candidates that change no score ------------------------------------------------------------------
+NO_OP_EDIT = {"interface": "criteria", "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water",
+                                                "check": {"type": "contains_any", "phrases": ["water", "hydrate", "zzz"]}}]}
+BLIND = FailureEvent.model_validate(event("b", "blind_criterion", "med-1", criterion_id="water", pass_rate=1.0))
+
+
+def test_a_criteria_candidate_that_changes_no_score_is_refused_for_free():
+    prior = {"med-1": [HONEST, UNSURE, "water please", HONEST] * 3}
+    m, crit = _judge(ScriptedPolicy(lambda p, i: HONEST), update=NO_OP_EDIT, ev=BLIND, prior_rollouts=prior)
+    assert m.per_task["med-1"]["control"].n == 12  # every cached rollout re-scored, paired
+    assert crit.no_effect and not crit.measured_ok
+    assert any("NO EFFECT" in r and "12 cached rollouts" in r for r in crit.reasons)
+
+
+def test_a_criteria_candidate_that_changes_a_score_is_not_marked_no_effect():
+    edit = {"interface": "criteria", "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water",
+                                              "check": {"type": "contains_any", "phrases": ["hydrate"]}}]}
+    prior = {"med-1": [HONEST, UNSURE, "water please", HONEST] * 3}
+    _, crit = _judge(ScriptedPolicy(lambda p, i: HONEST), update=edit, ev=BLIND, prior_rollouts=prior)
+    assert not crit.no_effect
+
+
+# -- guards that cannot veto their own repair ------------------------------------------------------------------
+HARDER = {"interface": "criteria", "ops": [{"op": "add_criterion", "task_id": "med-1", "criterion": {
+    "id": "cause", "text": "Names a likely cause.", "weight": 5, "kind": "essential",
+    "check": {"type": "contains_any", "phrases": ["persists"]}}}]}
+
+
+def test_the_honest_reward_guard_does_not_veto_a_dead_group_repair():
+    """A saturated group: every rollout is honest (meets the audit), so any harder rubric lowers 'honest' reward.
+    For collapse_high that drop is the repair; for a blind criterion the same drop is vetoed."""
+    prior = {"med-1": [HONEST] * 4 + ["Drink water and rest in a dark room; a doctor helps."] * 12}
+    high = FailureEvent.model_validate(event("h", "collapse_high", "med-1", mean=1.0, std=0.0))
+    _, crit = _judge(ScriptedPolicy(lambda p, i: HONEST), update=HARDER, ev=high, prior_rollouts=prior)
+    assert not any("honest rollouts" in r for r in crit.reasons if r.startswith("guard failed")), crit.reasons
+    assert crit.measured_ok, crit.reasons
+    _, blind = _judge(ScriptedPolicy(lambda p, i: HONEST), update=HARDER, ev=BLIND, prior_rollouts=prior)
+    assert any(r.startswith("guard failed: honest rollouts") for r in blind.reasons), blind.reasons
+
+
+def test_guards_veto_on_a_bound_not_on_noise():
+    """One honest rollout of 16 loses reward: the point drop is small and the bound says noise, no veto."""
+    ctx = EvolverContext()
+    stuff = FailureEvent.model_validate(event("s", "stuffing", "med-1", criterion_id="water"))
+    pitfall = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "med-1", "criterion": {
+        "id": "rep", "text": "Repeats a word.", "weight": -3, "kind": "pitfall",
+        "check": {"type": "contains_any", "phrases": ["water water"]}}}]}
+    prior = {"med-1": ["water water water water rest dark"] * 8 + [HONEST] * 15 + [HONEST + " water water"]}
+    state = HarnessState.from_tasks(suite())
+    upd = HarnessUpdate.model_validate(pitfall)
+    m = measure_candidate(state, upd, ScriptedPolicy(lambda p, i: HONEST), Judge(None), prior_rollouts=prior,
+                          rule=critic.stop_rule(stuff, upd, ctx), step=10, sample_k=4, sample_k_max=16)
+    crit = critic.judge_measurement(stuff, upd, m, ctx)
+    assert crit.numbers["honest_drop"] > 0 and crit.numbers["honest_drop_bound"] <= ctx.max_mean_drop
+    assert not any(r.startswith("guard failed: honest") for r in crit.reasons), crit.reasons
+
+
+def test_a_spurious_audit_repair_that_lowers_the_gamed_reward_passes_its_guards():
+    gamed = "water water water rest dark"  # meets the rubric's checks, fails the audit (no doctor)
+    prior = {"med-1": [gamed] * 8 + [HONEST] * 8}
+    spur = FailureEvent.model_validate(event("sa", "spurious_audit", "med-1"))
+    pitfall = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "med-1", "criterion": {
+        "id": "rep", "text": "Repeats a word.", "weight": -3, "kind": "pitfall",
+        "check": {"type": "contains_any", "phrases": ["water water"]}}}]}
+    _, crit = _judge(ScriptedPolicy(lambda p, i: HONEST), update=pitfall, ev=spur, prior_rollouts=prior)
+    assert crit.numbers["gamed_drop"] > 0.1
+    assert not any(r.startswith("guard failed") for r in crit.reasons), crit.reasons
+    assert crit.measured_ok, crit.reasons

@@ -1,0 +1,316 @@
+"""Screen, then confirm in training: every accepted update is provisional and the next training groups on its task
+grade it (agents/decisions.py, trainer/provisional.py). A repair whose failure persists is reverted by a new harness
+version restoring the parent's part of the task and recorded in memory as a negative case; one that holds is
+confirmed; the verdicts survive a resume, reach rounds.jsonl and the console; the lane's and the batch's accepts go
+through the same decision code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from agents import decisions
+from agents.context import EvolverContext
+from agents.schemas import Critique, Proposal
+from harness.detector import DetectorConfig, GroupStats, RolloutRecord
+from harness.store import HarnessStore
+from harness.types import AddHint, AddVariant, FailureEvent, HarnessUpdate, Hint, Message, Schedule, SetSchedule
+from memory.store import TrainingMemory
+from tests.harness_factories import crit, state
+from trainer.provisional import graded_id, pending, review
+
+CFG = DetectorConfig()
+CTX = EvolverContext()
+
+
+def _ev(kind="collapse_low", task="med-001", step=4, cid=None) -> FailureEvent:
+    return FailureEvent(id=f"{kind}:{task}:{step}", type=kind, task_id=task, step=step, criterion_id=cid)
+
+
+def _group(task, step, version, rewards, *, audits=None, hinted=True, texts=None, verdicts=None) -> GroupStats:
+    rolls = [RolloutRecord(text=(texts[i] if texts else f"reply number {i}"), reward=r,
+                           audit=None if audits is None else audits[i], hinted=hinted, hint_texts=["Mention water."] if hinted else [],
+                           verdicts=(verdicts[i] if verdicts else {}))
+             for i, r in enumerate(rewards)]
+    return GroupStats.from_rollouts(task, step, rolls, harness_version=version)
+
+
+def _hint(task="med-001") -> HarnessUpdate:
+    return HarnessUpdate(interface="guidance", ops=[AddHint(task_id=task, hint=Hint(id="h1", text="Mention water.")),
+                                                    SetSchedule(task_id=task, schedule=Schedule(mode="constant"))])
+
+
+def _world(tmp_path, update=None, event=None, step=4):
+    """A store with one provisional update committed at `step` (v1) and a memory with three dead groups before it."""
+    store = HarnessStore(tmp_path / "harness")
+    store.init(state())
+    mem = TrainingMemory.ephemeral(embedding="hash")
+    event = event or _ev(step=step)
+    update = update or _hint(event.task_id)
+    store.commit(update, step=step, meta={"event_id": event.id, "template": "hint_strong", "source": "rules",
+                                          **decisions.provisional_meta([event], update, f"{event.id}:r0")})
+    for s in (1, 2, 3):
+        mem.add_group(_group(event.task_id, s, 0, [0.0] * 4, hinted=False), harness_version=0)
+    return store, mem
+
+
+def _review(store, mem, step=8, window=2):
+    return review(store, mem, step, window=window, ctx=CTX, detector=CFG)
+
+
+# -- the rule -------------------------------------------------------------------------------------------------
+MIXED = [0.0, 1.0, 0.0, 1.0]
+DEAD = [0.0] * 4
+
+
+@pytest.mark.parametrize(("kind", "cid", "post", "verdict", "why"), [
+    ("collapse_low", None, [dict(rewards=DEAD), dict(rewards=DEAD)], "revert", "2 of 2 groups dead"),
+    ("collapse_low", None, [dict(rewards=DEAD), dict(rewards=MIXED)], "confirm", "1 of 2 groups dead"),
+    ("collapse_low", None, [dict(rewards=DEAD)], "wait", "1 of 2 groups"),
+    # a guidance repair is graded on the visits that see the hint: unhinted visits of a fade plan do not count
+    ("collapse_low", None, [dict(rewards=MIXED, hinted=False), dict(rewards=DEAD), dict(rewards=DEAD)], "revert", "2 of 2"),
+    ("collapse_high", None, [dict(rewards=[1.0] * 4), dict(rewards=[1.0] * 4)], "revert", "dead"),
+    ("flat", None, [dict(rewards=[0.5, 0.5, 0.5, 1.0]), dict(rewards=[0.5] * 4)], "confirm", "1 of 2"),
+    # the gamed signal: rollouts the audit fails still earn as much as the ones it passes
+    ("spurious_audit", None, [dict(rewards=[1.0, 1.0, 1.0, 0.0], audits=[0.0, 0.0, 1.0, 1.0])] * 2, "revert", "persists"),
+    ("spurious_audit", None, [dict(rewards=[0.0, 0.0, 1.0, 1.0], audits=[0.0, 0.0, 1.0, 1.0])] * 2, "confirm", "held off"),
+    ("spurious_length", None, [dict(rewards=[0.0, 0.3, 0.6, 1.0], texts=["a", "a b c", "a b c d e f", "a " * 12])] * 2,
+     "revert", "corr(length, reward) 1.00"),
+    ("stuffing", None, [dict(rewards=[1.0, 1.0, 0.0, 0.0], texts=["water " * 8] * 2 + ["no"] * 2)] * 2,
+     "revert", "4 of 4 rewarded"),
+    ("stuffing", None, [dict(rewards=[1.0, 1.0, 0.0, 0.0], texts=["water and rest"] * 2 + ["water " * 8] * 2)] * 2,
+     "confirm", "0 of 4 rewarded"),
+    ("blind_criterion", "c1", [dict(rewards=MIXED, verdicts=[{"c1": True}] * 4)] * 2, "revert", "1 of 1 watched"),
+    ("blind_criterion", "c1", [dict(rewards=MIXED, verdicts=[{"c1": i % 2 == 0} for i in range(4)])] * 2, "confirm", "0 of 1"),
+])
+def test_target_failure_persisting_over_the_window_reverts(kind, cid, post, verdict, why):
+    t = decisions.Target(task_id="med-001", graded_on="med-001", failure_type=kind, event_id="e", criterion_id=cid,
+                         watch=[cid] if cid else [], restore=["med-001"])
+    groups = [_group("med-001", 5 + i, 1, **g) for i, g in enumerate(post)]
+    d = decisions.grade(t, "guidance", [], groups, window=2, ctx=CTX, detector=CFG)
+    assert d.verdict == verdict and why in " ".join(d.reasons), d
+
+
+def test_guard_reverts_a_repair_whose_honest_rollouts_lose_reward_beyond_noise():
+    t = decisions.Target(task_id="med-001", graded_on="med-001", failure_type="spurious_audit", event_id="e", restore=["med-001"])
+    pre = [_group("med-001", s, 0, [1.0, 1.0, 0.9, 1.0], audits=[1.0] * 4) for s in (1, 2)]
+    fell = [_group("med-001", s, 1, [0.0, 0.1, 0.0, 0.1], audits=[1.0] * 4) for s in (5, 6)]
+    d = decisions.grade(t, "criteria", pre, fell, window=2, ctx=CTX, detector=CFG)
+    assert d.verdict == "revert" and "honest reward fell" in d.reasons[0] and d.numbers["honest_reward_drop"] > 0.8
+    noisy = [_group("med-001", s, 1, [1.0, 0.7, 1.0, 1.0], audits=[1.0] * 4) for s in (5, 6)]  # within noise: kept
+    assert decisions.grade(t, "criteria", pre, noisy, window=2, ctx=CTX, detector=CFG).verdict == "confirm"
+
+
+def test_false_revert_rate_in_the_docstring_is_the_formula():
+    """((1-p)^G + p^G)^W for a true dead-group repair, as agents/decisions.py states it."""
+    for p, g, w, stated in ((0.33, 4, 2, 0.046), (0.33, 8, 2, 0.0017), (0.25, 4, 2, 0.10), (0.06, 4, 2, 0.61)):
+        assert ((1 - p) ** g + p ** g) ** w == pytest.approx(stated, rel=0.05)
+        assert f"{stated}" in decisions.__doc__
+
+
+# -- the review: revert, confirm, wait, superseded --------------------------------------------------------------
+def test_failure_that_persists_is_reverted_by_a_new_version_and_remembered(tmp_path):
+    store, mem = _world(tmp_path)
+    for s in (5, 6):
+        mem.add_group(_group("med-001", s, 1, DEAD), harness_version=1)
+    out = _review(store, mem)
+    assert out["n_reverted"] == 1 and out["revert_versions"] == [2] and out["waiting"] == 0
+    v2 = store.latest()
+    assert v2.version == 2 and v2.guidance_for("med-001") == store.load(0).guidance_for("med-001")
+    rec = store.history()[-1]
+    assert rec.meta["revert_of"] == 1 and rec.meta["source"] == "revert" and rec.update.ops[0].op == "restore_guidance"
+    assert rec.update.ops[0].from_version == 0
+    neg = mem.get("proposals", graded_id(1, "med-001"))
+    assert neg.outcome == "reverted" and neg.template == "hint_strong" and neg.measurements["dead_groups"] == 2
+    assert any("persists" in r for r in neg.reasons) and any("reverted by v2" in r for r in neg.reasons)
+    (verdict,) = out["verdicts"]
+    assert verdict["line"].startswith("med-001 v1 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead")
+    assert verdict["line"].endswith("-> revert v2")
+    # decided once: the next pause has nothing left to grade, and the revert itself is not provisional
+    assert pending(store, mem) == [] and _review(store, mem)["verdicts"] == []
+
+
+def test_update_that_holds_is_confirmed_and_left_in_place(tmp_path):
+    store, mem = _world(tmp_path)
+    mem.add_group(_group("med-001", 5, 1, MIXED), harness_version=1)
+    mem.add_group(_group("med-001", 6, 0, DEAD), harness_version=0)  # a row drawn before the commit: not its group
+    assert _review(store, mem)["waiting"] == 1 and mem.get("proposals", graded_id(1, "med-001")) is None
+    mem.add_group(_group("med-001", 7, 1, DEAD), harness_version=1)
+    out = _review(store, mem)
+    assert out["n_confirmed"] == 1 and out["revert_versions"] == [] and store.latest().version == 1
+    assert mem.get("proposals", graded_id(1, "med-001")).outcome == "confirmed"
+
+
+def test_a_later_update_on_the_task_supersedes_the_grading(tmp_path):
+    store, mem = _world(tmp_path)
+    mem.add_group(_group("med-001", 5, 1, DEAD), harness_version=1)
+    store.commit(HarnessUpdate(interface="guidance", ops=[AddHint(task_id="med-001", hint=Hint(id="h2", text="Rest."))]), step=6)
+    mem.add_group(_group("med-001", 7, 2, DEAD), harness_version=2)
+    out = _review(store, mem)
+    assert out["n_superseded"] == 1 and out["revert_versions"] == [] and store.latest().version == 2
+    assert mem.get("proposals", graded_id(1, "med-001")).outcome == "superseded"
+
+
+def test_harder_variant_still_saturated_is_retired_and_the_parent_weight_restored(tmp_path):
+    ev = _ev("collapse_high", "med-002")
+    upd = HarnessUpdate(interface="sampling", ops=[AddVariant(
+        task_id="med-002", variant_id="med-002-v1", prompt=[Message(role="user", content="Answer in 3 bullets.")],
+        extra_criteria=[crit("b3", 2, "important")], parent_weight=0.5)])
+    store, mem = _world(tmp_path, update=upd, event=ev)
+    for s in (5, 6):
+        mem.add_group(_group("med-002-v1", s, 1, [1.0] * 4, hinted=False), harness_version=1)
+    out = _review(store, mem)
+    assert [v["graded_on"] for v in out["verdicts"]] == ["med-002-v1"] and out["revert_versions"] == [2]
+    v2 = store.latest()
+    assert v2.sampling["med-002-v1"].status == "retired" and "med-002-v1" in v2.variants
+    assert v2.sampling["med-002"] == store.load(0).sampling["med-002"]
+
+
+def test_reweights_and_fallbacks_are_not_provisional():
+    from harness.types import Reweight
+
+    assert decisions.provisional_meta([_ev()], HarnessUpdate(interface="sampling", ops=[Reweight(task_id="med-001", weight=0.5)]),
+                                      "p") == {}
+
+
+# -- one decision room: the lane's route and the batch's accept -------------------------------------------------
+def _crit(ok=False, **kw) -> Critique:
+    return Critique(failure_type="collapse_low", measured_ok=ok, primary="std_gain", numbers={"std_gain": 0.2},
+                    reasons=["std 0.00 -> 0.20"], **kw)
+
+
+@pytest.mark.parametrize(("crit_kw", "attempts", "verdict"), [
+    (dict(ok=True), [{}], "accept"),
+    (dict(ok=True, veto=True), [{}], "revise"),
+    (dict(), [{}, {}], "revise"),
+    (dict(), [{}, {}, {}], "fallback"),  # R = 2 revisions charged: the third rejection falls back
+    # no-effect candidates are refused for free: not charged, so the lane may try again
+    (dict(), [{}, {}, {"critique": {"no_effect": True}}], "revise"),
+    (dict(), [{"critique": {"no_effect": True}}] * (decisions.FREE_RETRIES + 1), "fallback"),
+])
+def test_after_critique_counts_charged_revisions(crit_kw, attempts, verdict):
+    prop = Proposal(update=_hint(), template="hint_strong")
+    d = decisions.after_critique(_crit(**crit_kw), prop, attempts, CTX)
+    assert d.verdict == verdict and d.numbers["max_revisions"] == 2 and d.numbers["std_gain"] == 0.2
+
+
+def test_rules_out_of_templates_falls_back():
+    assert decisions.after_critique(_crit(), Proposal(update=None, error="no template left"), [{}], CTX).verdict == "fallback"
+
+
+def test_route_after_critique_asks_the_decision_room(monkeypatch):
+    from graphs import evolver
+
+    seen = []
+
+    def fake(crit, prop, attempts, ctx):
+        seen.append(len(attempts))
+        return decisions.Decision("revise")
+
+    monkeypatch.setattr(decisions, "after_critique", fake)
+    st = {"critique": _crit(ok=True).model_dump(mode="json"), "proposal": Proposal(update=_hint()).model_dump(mode="json"),
+          "attempts": [{}], "revision": 0}
+    assert evolver.route_after_critique(st, SimpleNamespace(context=EvolverContext())) == "revise" and seen == [1]
+
+
+def test_generalise_batch_accept_goes_through_the_decision_room(tmp_path, monkeypatch):
+    """The batch the critic accepted (test_generalise's world) is not committed when the decision room says no,
+    and when it says yes its commit is provisional, with a target per batched task."""
+    from tests.test_generalise import _policy, _run, _setup
+
+    key, svc = _setup(tmp_path / "yes", _policy(stuff_targets=True))
+    out = _run(key)
+    gen = out["reports"][0]["generalised"]
+    assert gen["decision"] == "accepted" and gen["verdict"]["verdict"] == "accept"
+    meta = svc.store.history()[-1].meta
+    assert [t["task_id"] for t in meta["provisional"]["targets"]] == gen["targets"]
+    assert svc.store.history()[0].meta["provisional"]["targets"][0]["task_id"] == "med-a"  # the lane's commit too
+
+    monkeypatch.setattr(decisions, "batch_accept", lambda crit: decisions.Decision("reject", ("refused by the room",)))
+    key, svc = _setup(tmp_path / "no", _policy(stuff_targets=True))
+    gen = _run(key)["reports"][0]["generalised"]
+    assert gen["critique"]["measured_ok"] and gen["decision"] == "rejected" and svc.store.latest().version == 1
+
+
+# -- the trainer: a pause grades, reverts before the round, survives a resume ----------------------------------
+def _score(reward, run, task, texts, version, step):
+    n = len(texts)
+    return asyncio.run(reward(
+        prompts=[[{"role": "user", "content": "x"}]] * n, completions=[[{"role": "assistant", "content": t}] for t in texts],
+        task_id=[task] * n, harness_version=[version] * n, hinted=[True] * n, hint_text=["The answer is a city."] * n,
+        trainer_state=SimpleNamespace(global_step=step), log_extra=lambda *a: None, log_metric=lambda k, v: None))
+
+
+def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path, caplog):
+    from test_trainer_support import tiny_config
+    from trainer.callback import HarnessCallback
+    from trainer.reward import RubricReward
+    from trainer.run import HarnessRun
+    from trainer.sampler import HarnessSampler
+
+    run = HarnessRun(tiny_config(tmp_path), memory=TrainingMemory.ephemeral())
+    HarnessSampler(run, seed=0)
+    event = _ev("collapse_low", "t-paris", step=2)
+    calls = []
+
+    def graph(cfg, events, version, step, context, thread_id):
+        calls.append((step, version, [e.id for e in events]))
+        if step == 2:
+            upd = _hint("t-paris")
+            run.store.commit(upd, step=step, meta={"event_id": event.id, "template": "hint_strong",
+                                                   **decisions.provisional_meta([event], upd, "p")})
+        return {"accepted": [], "reports": []}
+
+    cb = HarnessCallback(run, run_graph=graph)
+    cb.publish_policy = lambda step: (object(), "local")
+    cb._register_services = lambda key, endpoint, context: None
+    run.add_events([event], harness_version=0)
+    cb.evolve(2)
+    assert run.state.version == 1
+    reward = RubricReward(run, num_generations=4)
+    for step in (3, 4):  # the hint did not help: every rollout still misses
+        _score(reward, run, "t-paris", ["No idea."] * 4, 1, step)
+    with caplog.at_level(logging.INFO, logger="trainer.callback"):
+        cb.evolve(4)
+    assert run.state.version == 2 and not run.state.guidance_for("t-paris").hints
+    rounds = [json.loads(x) for x in run.paths.rounds.read_text().splitlines()]
+    prov = rounds[1]["provisional"]
+    assert prov["n_reverted"] == 1 and prov["revert_versions"] == [2] and rounds[1]["version_before"] == 2
+    # the detector's new collapse event on t-paris is about the reverted harness: stale, the revert answered it
+    assert rounds[1]["n_stale"] >= 1 and all(c[1] == 2 for c in calls[1:])
+    text = caplog.text
+    assert "provisional t-paris v1 (collapse_low): revert" in text and "None -> None" not in text
+    assert run.memory.get("proposals", graded_id(1, "t-paris")).outcome == "reverted"
+    run.close()
+
+
+def test_provisional_updates_survive_a_resume(tmp_path):
+    from test_trainer_support import tiny_config
+    from trainer.checkpoint import restore, write_checkpoint_state
+    from trainer.run import HarnessRun
+    from trainer.sampler import HarnessSampler
+
+    cfg = tiny_config(tmp_path)
+    r = HarnessRun(cfg)  # persistent memory in the run folder
+    HarnessSampler(r, seed=0)
+    upd, ev = _hint("t-paris"), _ev("collapse_low", "t-paris", step=2)
+    r.store.commit(upd, step=2, meta=decisions.provisional_meta([ev], upd, "p"))
+    r.refresh()
+    ckpt = cfg.run_path / "checkpoints" / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    write_checkpoint_state(ckpt, r, step=2)
+    for s in (3, 4):
+        r.memory.add_group(_group("t-paris", s, 1, DEAD), harness_version=1)
+    assert review(r.store, r.memory, 4, window=2, ctx=CTX, detector=CFG)["revert_versions"] == [2]
+    assert pending(r.store, r.memory) == []
+    r.close()
+
+    r2 = HarnessRun(cfg, open_memory=False)
+    HarnessSampler(r2, seed=0)
+    restore(r2, ckpt)  # the revert and its verdict were after the checkpoint: the update is provisional again
+    assert [(rec.version, t.task_id) for rec, t in pending(r2.store, r2.memory)] == [(1, "t-paris")]
+    r2.close()
