@@ -3,8 +3,9 @@
 Each node reads the run-time choices from `EvolverContext` and the live infrastructure (store, memory,
 endpoint, judge) from `graphs.services`, calls the agent that does the thinking (attributor, proposer,
 critic), and returns a partial `LaneState`/`EvolverState` update of plain JSON. The routes, and with
-them the single accept/reject decision (`route_after_critique`), live with the wiring in
-`graphs/evolver.py`.
+them `route_after_critique`, live with the wiring in `graphs/evolver.py`; every accept/reject (the lane's and
+the batch's in `generalise`) is decided by `agents/decisions.py`, and every commit carries the meta that
+makes it provisional (`decisions.provisional_meta`: the trainer confirms or reverts it later).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from agents import attributor, critic, generalise as gen, proposer, rules_bank
+from agents import attributor, critic, decisions, generalise as gen, proposer, rules_bank
 from agents.context import EvolverContext
 from agents.fallback import fallback_decision
 from agents.llm import ToolBox
@@ -195,6 +196,8 @@ def _gates(update: HarnessUpdate, event: FailureEvent, att: Attribution, ctx: Ev
             errors.append(f"ops[{i}] ({op.op}).task_id: {op.task_id!r} is not the event's task {event.task_id!r}")
         if op.op.startswith("restore_"):  # restores are the trainer's reverts (agents/decisions.py), never a proposal
             errors.append(f"ops[{i}] ({op.op}): restore ops are reserved for reverting a provisional update")
+        if op.op.startswith("restore_"):  # restores are the trainer's reverts (agents/decisions.py), never a proposal
+            errors.append(f"ops[{i}] ({op.op}): restore ops are reserved for reverting a provisional update")
     if len(update.ops) > MAX_OPS:
         errors.append(f"ops: {len(update.ops)} ops, at most {MAX_OPS} per update")
     return errors
@@ -259,6 +262,8 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
                "evidence_used": prop.evidence_used,
                "update": None if prop.update is None else prop.update.model_dump(mode="json"),
                "error": prop.error, "critique": crit.model_dump(mode="json"), "measurement": measurement}
+    # The decision route_after_critique takes on this state, kept with its numbers for the trace and the report.
+    attempt["decision"] = decisions.after_critique(crit, prop, [*state["attempts"], attempt], ctx).as_dict()
     return {**out, "critique": crit.model_dump(mode="json"), "attempts": [*state["attempts"], attempt]}
 
 
@@ -278,10 +283,12 @@ def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
     ctx, event = _ctx(runtime), _event(state)
     prop = Proposal.model_validate(state["proposal"])
     assert prop.update is not None  # route_after_critique only accepts a measured update
+    pid = f"{event.id}:r{state['revision']}"
     try:
         new = _services(ctx).store.commit(prop.update, step=state["step"], meta={
             "event_id": event.id, "failure_type": event.type, "template": prop.template, "source": prop.source,
-            "revision": state["revision"], "numbers": state["critique"]["numbers"]})
+            "revision": state["revision"], "numbers": state["critique"]["numbers"], "proposal_id": pid,
+            **decisions.provisional_meta([event], prop.update, pid)})
     except UpdateRejected as err:
         note = {**state["critique"], "reasons": [*state["critique"]["reasons"], f"stale at commit: {err}"]}
         return {"decision": "rejected_stale", "critique": note}
@@ -319,7 +326,8 @@ def _sightings(svc: Services, event: FailureEvent, domain: str, now: HarnessStat
 
 def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     """After an accepted commit: the same repair for other tasks with the same failure signature, as one batched
-    update measured by the critic (`critic.judge_batch`) and committed only if accepted (agents/generalise.py).
+    update measured by the critic (`critic.judge_batch`) and committed only on `decisions.batch_accept`
+    (agents/generalise.py), provisional like every commit.
     Off with `generalise_max_tasks=0`, with the memory ablation (similar tasks are found in memory) and under
     `require_approval` (a batch is never committed without the approval its source had)."""
     ctx, event = _ctx(runtime), _event(state)
@@ -361,12 +369,15 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
         if crit.measured_ok and llm is not None:
             crit = critic.llm_review(llm, event, batch.update, crit, toolbox=_toolbox(ctx, svc, "critic", state["step"]))
     out["critique"] = crit.model_dump(mode="json")
-    if not crit.measured_ok or crit.veto:
+    verdict = decisions.batch_accept(crit)
+    out["verdict"] = verdict.as_dict()
+    if verdict.verdict != "accept":
         return {"generalised": {**out, "decision": "rejected"}}
     try:
         new = svc.store.commit(batch.update, step=state["step"], meta={
             "event_id": event.id, "failure_type": event.type, "template": prop.template, "source": "generalise",
-            "generalised_from": pid, "targets": list(batch.events), "numbers": crit.numbers})
+            "generalised_from": pid, "targets": list(batch.events), "numbers": crit.numbers,
+            **decisions.provisional_meta(list(batch.events.values()), batch.update, pid)})
     except UpdateRejected as err:
         return {"generalised": {**out, "decision": "rejected_stale", "note": str(err)}}
     return {"generalised": {**out, "decision": "accepted", "version": new.version}, "harness_version": new.version}
