@@ -59,10 +59,11 @@ REJECTED_LIMIT = 2
 
 
 def rejected_counts(evidence: dict[str, Any]) -> dict[str, int]:
-    """Rejected proposals per interface on this task, from the memory evidence."""
+    """Rejected proposals per interface on this task, from the memory evidence; an accepted update that training
+    then reverted (agents/decisions.py) counts as rejected."""
     counts: dict[str, int] = {}
     for p in evidence.get("proposals", []):
-        if p.get("outcome") in ("rejected", "invalid"):
+        if p.get("outcome") in ("rejected", "invalid", "reverted"):
             counts[p["interface"]] = counts.get(p["interface"], 0) + 1
     return counts
 

@@ -57,8 +57,8 @@ the lead target (the first: the one with the most recent evidence), passes (`bat
 `judge_batch`). A target where the rule did not hold gets the repair with no measured harm (its guards held).
 
 The LLM critic (optional) only reviews candidates that passed and may veto them; it never accepts
-on its own. The accept/reject decision itself is made in exactly one place: the graph's
-`route_after_critique`.
+on its own. The accept/reject decision itself is made in exactly one place: `agents/decisions.py`
+(`after_critique`, which the graph's `route_after_critique` calls, and `batch_accept`).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ event stale (trainer/callback.py drops events about a task changed since), so th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -91,6 +92,17 @@ class Decision:
         return f"{subject}: {self.verdict}" + (f": {why}" if why else "")
 
 
+def readable(reason: str) -> str:
+    """A reason as a person reads it: a number that could not be computed reads "n/a", never "None"."""
+    return re.sub(r"\bNone\b", "n/a", reason)
+
+
+def _why(critique: Critique, default: str) -> tuple[str, ...]:
+    if critique.veto:
+        return ("vetoed by the critic's review",)
+    return tuple(readable(r) for r in critique.reasons[:2]) or (default,)
+
+
 # -- accept / revise / fallback ---------------------------------------------------------------------------
 def _free(attempt: dict[str, Any]) -> bool:
     return (attempt.get("critique") or {}).get("no_effect") is True
@@ -106,8 +118,8 @@ def after_critique(critique: Critique, proposal: Proposal, attempts: Sequence[di
     if critique.primary:
         nums[critique.primary] = critique.numbers.get(critique.primary)
     if critique.measured_ok and not critique.veto and not critique.invalid:
-        return Decision("accept", tuple(critique.reasons[:2]) or ("the critic's rule held",), nums)
-    why = ("vetoed by the critic's review",) if critique.veto else tuple(critique.reasons[:2]) or ("rule did not hold",)
+        return Decision("accept", _why(critique, "the critic's rule held"), nums)
+    why = _why(critique, "rule did not hold")
     if proposal.update is None and proposal.source == "rules":
         return Decision("fallback", (*why, "no rule template left"), nums)
     if charged <= ctx.max_revisions and free <= FREE_RETRIES:
@@ -120,8 +132,8 @@ def batch_accept(critique: Critique) -> Decision:
     """The batched repair of `generalise`: committed only when the batch critique held and nobody vetoed it."""
     nums = {k: critique.numbers.get(k) for k in ("batch_targets", "batch_rule_held") if k in critique.numbers}
     if critique.measured_ok and not critique.veto and not critique.invalid:
-        return Decision("accept", tuple(critique.reasons[:2]) or ("the batch rule held",), nums)
-    why = ("vetoed by the critic's review",) if critique.veto else tuple(critique.reasons[:2]) or ("batch rule did not hold",)
+        return Decision("accept", _why(critique, "the batch rule held"), nums)
+    why = _why(critique, "batch rule did not hold")
     return Decision("reject", why, nums)
 
 

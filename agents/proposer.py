@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,9 +183,13 @@ def _public_critique(critique: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attribution, state: HarnessState,
                  attempts: list[dict[str, Any]], toolbox: ToolBox | None = None,
-                 signals: RolloutSignals | None = None) -> Proposal:
+                 signals: RolloutSignals | None = None, fallback: Callable[[], Proposal] | None = None) -> Proposal:
     """The LLM's update for this event. It reads the task (with what its cached rollouts show: `signals.public()`,
-    criterion ids and snippets, no audit score), the event and the critic's public feedback on earlier attempts."""
+    criterion ids and snippets, no audit score), the event and the critic's public feedback on earlier attempts.
+
+    An LLM that gives no usable answer after its retries (a `BrainError`: server down, no schema-valid answer), or
+    answers on another interface than the attribution's, hands the decision to `fallback` (the rule brain: its
+    proposal, marked `source="llm_fallback"` with the LLM's `llm_error`); without one, the attempt is invalid."""
     task = state.task(event.task_id)
     feedback = [{"template": a["template"], "update": a.get("update"), "critique": _public_critique(a.get("critique"))}
                 for a in attempts]
@@ -196,10 +200,17 @@ def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attributi
     try:
         out = ask_with_tools(llm, ProposalOut, system, user, toolbox)
     except BrainError as err:
-        log.warning("proposer LLM failed on %s: %s", event.id, err)
-        return Proposal(update=None, template="llm", source="llm", error=f"LLM proposer failed: {err}")
+        return _failed(event, f"LLM proposer failed: {err}", fallback)
     update = out.update.model_copy(update={"event_id": event.id})
     if update.interface != attribution.interface:
-        return Proposal(update=None, template="llm", source="llm",
-                        error=f"LLM proposed on interface {update.interface!r}, attribution is {attribution.interface!r}")
+        return _failed(event, f"LLM proposed on interface {update.interface!r}, attribution is "
+                              f"{attribution.interface!r}", fallback)
     return Proposal(update=update, template="llm", rationale=out.rationale or update.rationale, source="llm")
+
+
+def _failed(event: FailureEvent, why: str, fallback: Callable[[], Proposal] | None) -> Proposal:
+    if fallback is None:
+        log.warning("proposer LLM on %s: %s", event.id, why)
+        return Proposal(update=None, template="llm", source="llm", error=why)
+    log.warning("proposer LLM on %s: %s; the rule brain proposes instead", event.id, why)
+    return fallback().model_copy(update={"source": "llm_fallback", "llm_error": why})

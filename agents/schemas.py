@@ -67,7 +67,7 @@ class Review(BaseModel):
 
 
 class Critique(BaseModel):
-    """The critic's measured verdict on one candidate. `route_after_critique` turns it into a decision."""
+    """The critic's measured verdict on one candidate. `agents.decisions.after_critique` turns it into a decision."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -173,13 +173,17 @@ def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any
     harness = _harness(state, svc)
     llm = brain_model(ctx, "proposer")
     out: dict[str, Any] = {}
-    if llm is None:
-        prop = proposer.rule_proposal(event, att, harness, state["attempts"], state["step"], state["evidence"].get("unmet"),
+
+    def rules() -> Proposal:  # the rule brain; an LLM proposer that cannot answer hands the decision to it
+        return proposer.rule_proposal(event, att, harness, state["attempts"], state["step"], state["evidence"].get("unmet"),
                                       similar=state["evidence"].get("cross_task", []),
                                       signature=state["evidence"].get("signature", ""))
+
+    if llm is None:
+        prop = rules()
     else:
         box = _toolbox(ctx, svc, "proposer", state["step"])
-        prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"], toolbox=box)
+        prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"], toolbox=box, fallback=rules)
         out["tool_calls"] = _tool_log(state, "proposer", box)
     return {**out, "proposal": prop.model_dump(mode="json"), "critique": None}
 
@@ -235,6 +239,7 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     prop = Proposal.model_validate(state["proposal"])
     measurement: dict[str, Any] | None = None
     out: dict[str, Any] = {}
+    reviewed = False  # whether the LLM critic was asked (critic.review_brain)
     if state["validation"] or prop.update is None:
         crit = critic.invalid_critique(event, state["validation"])
     elif not ctx.critic:
@@ -258,7 +263,9 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
                 box = _toolbox(ctx, svc, "critic", state["step"])
                 crit = critic.llm_review(llm, event, prop.update, crit, toolbox=box)
                 out["tool_calls"] = _tool_log(state, "critic", box)
+                reviewed = True
     attempt = {"revision": state["revision"], "template": prop.template, "source": prop.source,
+               "llm_error": prop.llm_error, "critic_source": critic.review_brain(reviewed, crit),
                "evidence_used": prop.evidence_used,
                "update": None if prop.update is None else prop.update.model_dump(mode="json"),
                "error": prop.error, "critique": crit.model_dump(mode="json"), "measurement": measurement}

@@ -154,12 +154,14 @@ def attempt_outcome(report: dict[str, Any], index: int) -> str:
     """What happened to attempt `index` of an event, as opposed to the event's final decision.
 
     Only the last attempt can be the one committed; every earlier one was rejected and revised
-    (`route_after_critique` revises after any failing candidate until R, then falls back).
+    (`agents.decisions.after_critique` revises after any failing candidate until R charged attempts, then falls
+    back; a candidate that changed no score is revised for free).
     """
     attempts = report.get("attempts") or []
     verdict = _verdict(attempts[index].get("critique") or {})
     if index < len(attempts) - 1:
-        return f"{verdict} → revised"
+        free = (attempts[index].get("critique") or {}).get("no_effect") is True
+        return f"{verdict} → revised" + (" (free: no score changed)" if free else "")
     decision, version = report.get("decision", ""), report.get("committed_version")
     if decision == "accepted":
         return f"accepted v{version}"

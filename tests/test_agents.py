@@ -162,7 +162,8 @@ def test_structured_output_tool_call_path_and_plain_json_fallback():
 
 # -- critic ------------------------------------------------------------------------------------------------
 def _route(crit: Critique, revision=0, **ctx):
-    state = {"critique": crit.model_dump(), "proposal": {"update": None, "template": "t", "source": "llm"}, "revision": revision}
+    state = {"critique": crit.model_dump(), "proposal": {"update": None, "template": "t", "source": "llm"}, "revision": revision,
+             "attempts": [{"critique": crit.model_dump()}] * (revision + 1)}  # revision r: the (r+1)-th attempt
     return route_after_critique(state, SimpleNamespace(context=EvolverContext(**ctx)))
 
 

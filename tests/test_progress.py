@@ -29,6 +29,30 @@ def test_round_lines_say_what_was_accepted_on_which_task_and_why():
     assert lines[2] == "  med-0036: flat -> rejected on -: no candidate"
 
 
+def test_round_lines_read_without_none_and_show_provisional_verdicts_and_batches():
+    summary = {"provisional": {"window": 2, "waiting": 1, "verdicts": [
+        {"line": "med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead (std 0.00, 0.00) -> revert v4"}]},
+        "reports": [
+            {"task_id": "med-2", "failure_type": "spurious_length", "decision": "rejected", "interface": "criteria",
+             "attempts": [{"template": "pitfall_padding", "reasons": ["corr(reward, length) None -> None (drop None)"]}]},
+            {"task_id": "med-3", "failure_type": "stuffing", "decision": "accepted", "interface": "criteria",
+             "committed_version": 5, "attempts": [{"template": "tighten_repeat", "reasons": ["raw"],
+                                                   "decision": {"verdict": "accept", "reasons": ["gamed drop 0.50"]}}],
+             "generalised": {"decision": "accepted", "targets": ["med-4"], "version": 6,
+                             "verdict": {"verdict": "accept", "reasons": ["1 of 1 targets held"]}}},
+        ], "error": None}
+    lines = round_lines(8, summary, 3, 6, 2.0, 2)
+    assert lines[1] == ("  provisional med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead "
+                        "(std 0.00, 0.00) -> revert v4")
+    assert lines[2] == "  provisional: 1 accepted update target(s) wait for 2 training groups"
+    assert lines[3] == "  med-2: spurious_length -> rejected on criteria: pitfall_padding (corr(reward, length) n/a -> n/a (drop n/a))"
+    assert lines[4] == "  med-3: stuffing -> accepted v5 on criteria: tighten_repeat (gamed drop 0.50)"
+    assert lines[5] == "    batched to med-4: accepted v6 (1 of 1 targets held)"
+    assert not any("None" in line for line in lines)
+    failed = round_lines(8, {"error": "ConnectionError: down", "reports": []}, 3, 3, 1.0, 1)
+    assert failed[-1] == "  round failed, harness left at v3: ConnectionError: down"
+
+
 def test_library_deprecations_are_hidden_and_ours_are_not():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -121,7 +121,7 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
         # Keep the per-event essentials in rounds.jsonl; full attempts live in evolver.sqlite and memory.
         slim.append({k: r.get(k) for k in ("event_id", "task_id", "failure_type", "decision", "interface",
                                            "revisions", "committed_version", "note")} |
-                    {"generalised": _slim_generalised(r.get("generalised"))} |
+                    {"generalised": _slim_generalised(r.get("generalised"))} | {"brains": brains(r)} |
                     {"attempts": [{"template": a.get("template"), "numbers": (a.get("critique") or {}).get("numbers"),
                                    "reasons": (a.get("critique") or {}).get("reasons"),
                                    "evidence_used": a.get("evidence_used") or [], "decision": a.get("decision")}
@@ -132,6 +132,20 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
     where = {k: out[k] for k in ("assistant_id", "server_settings") if k in out}
     return {"n_accepted": len(accepted), "accepted_interfaces": interfaces, "outcomes": outcomes, "reports": slim,
             **where}
+
+
+def brains(report: dict[str, Any]) -> dict[str, Any]:
+    """Which brain made each decision of one event's report: the attributor's, then per attempt the proposer's and
+    the critic's; each "rules", "llm" or "llm_fallback" (the LLM could not answer validly, the rule brain did).
+    `llm_errors`: why, for each fallback."""
+    att = report.get("attribution") or {}
+    attempts = [a for a in report.get("attempts") or [] if isinstance(a, dict)]
+    errors = [n.removeprefix("LLM failed: ") for n in att.get("notes") or []
+              if att.get("source") == "llm_fallback" and str(n).startswith("LLM failed: ")]
+    errors += [a["llm_error"] for a in attempts if a.get("llm_error")]
+    errors += [(a.get("critique") or {}).get("review", "") for a in attempts if a.get("critic_source") == "llm_fallback"]
+    return {"attributor": att.get("source"), "proposer": [a.get("source") for a in attempts],
+            "critic": [a.get("critic_source") for a in attempts], "llm_errors": errors}
 
 
 def _slim_generalised(gen: dict[str, Any] | None) -> dict[str, Any] | None:

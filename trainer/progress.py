@@ -76,6 +76,22 @@ def _txt(x: Any) -> str:
     return "-" if x is None or x == "" else str(x)
 
 
+BRAIN_WORDS = {"rules": "rules", "llm": "LLM", "llm_fallback": "rules (LLM failed)"}
+
+
+def brain_line(brains: dict[str, Any]) -> str:
+    """`attributor LLM, proposer LLM/rules (LLM failed), critic LLM` for one event (`trainer.evolver_round.brains`);
+    "" when the rule brains made every decision (nothing to say) or nothing was recorded."""
+    roles = {"attributor": [brains.get("attributor")], "proposer": brains.get("proposer") or [],
+             "critic": brains.get("critic") or []}
+    if all(s in (None, "rules") for seq in roles.values() for s in seq):
+        return ""
+    line = ", ".join(f"{role} {'/'.join(BRAIN_WORDS.get(str(s), str(s)) for s in seq)}"
+                     for role, seq in roles.items() if any(s is not None for s in seq))
+    errors = brains.get("llm_errors") or []
+    return line + (f"; {errors[0][:160]}" if errors else "")
+
+
 def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pause_s: float,
                 n_events: int) -> list[str]:
     """A round as sentences: the verdicts on earlier rounds' provisional updates (agents/decisions.py), what
@@ -97,6 +113,8 @@ def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pau
         version = f" v{r['committed_version']}" if r.get("committed_version") is not None else ""
         lines.append(f"  {_txt(r.get('task_id'))}: {_txt(r.get('failure_type'))} -> {_txt(r.get('decision'))}{version} on "
                      f"{_txt(r.get('interface'))}: {what}{why}")
+        if brains := brain_line(r.get("brains") or {}):
+            lines.append(f"    brains: {brains}")
         gen = r.get("generalised") or {}
         if gen.get("targets"):
             at = f" v{gen['version']}" if gen.get("version") is not None else ""

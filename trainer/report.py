@@ -109,7 +109,23 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
         **{k: sum(int(x.get(k, 0)) for x in m) for k in ("unscoreable", "criteria_skipped", "judge_left_out")},
         "steps_flagged": sum(1 for x in m if x.get("judge_flagged") or x.get("unscoreable_flagged")
                              or x.get("skipped_flagged")),
+        "brains": brain_counts(data),
     }
+
+
+def brain_counts(data: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per role, the decisions each brain made over the run's rounds (`brains` of each report in rounds.jsonl):
+    "rules", "llm", "llm_fallback" (the LLM could not answer validly; the rule brain decided)."""
+    counts: dict[str, dict[str, int]] = {}
+    for _step, rep in _reports(data):
+        b = rep.get("brains") or {}
+        for role, seq in (("attributor", [b.get("attributor")]), ("proposer", b.get("proposer") or []),
+                          ("critic", b.get("critic") or [])):
+            for source in seq:
+                if source is not None:
+                    counts.setdefault(role, {}).setdefault(str(source), 0)
+                    counts[role][str(source)] += 1
+    return counts
 
 
 _IFACE_COLS = ("proposals", "accepted", "fallback", "rejected", "committed (accepted)", "committed (fallback)")
@@ -354,6 +370,9 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
+_BRAIN_WORDS = {"rules": "by rules", "llm": "by the LLM", "llm_fallback": "by rules after the LLM failed"}
+
+
 def summary_sentences(s: dict[str, Any]) -> list[str]:
     """The summary as a person reads it."""
     def by_iface(d: dict[str, int]) -> str:
@@ -373,6 +392,11 @@ def summary_sentences(s: dict[str, Any]) -> list[str]:
                      f"{_n(s['revert_total'], 'revert version')}); {s['provisional_total']} still provisional"
                      + (f", {s['superseded_total']} superseded by a later update" if s.get("superseded_total") else "")
                      + ".")
+    brains = s.get("brains") or {}
+    if any(src != "rules" for per in brains.values() for src in per):
+        lines.append("Decisions by brain: " + "; ".join(
+            f"{role} " + ", ".join(f"{n} {_BRAIN_WORDS.get(src, src)}" for src, n in sorted(per.items()))
+            for role, per in brains.items()) + ".")
     if s.get("unscoreable") or s.get("criteria_skipped") or s.get("judge_left_out"):
         lines.append(f"Scoring: {_n(s['unscoreable'], 'response')} could not be scored (reward 0), "
                      f"{_n(s['criteria_skipped'], 'verdict')} skipped for want of a judge and "
