@@ -314,3 +314,25 @@ def test_provisional_updates_survive_a_resume(tmp_path):
     restore(r2, ckpt)  # the revert and its verdict were after the checkpoint: the update is provisional again
     assert [(rec.version, t.task_id) for rec, t in pending(r2.store, r2.memory)] == [(1, "t-paris")]
     r2.close()
+
+
+def test_report_counts_confirmed_reverted_and_provisional_updates():
+    from trainer.outcomes import update_effect_rows
+    from trainer.report import summary, summary_sentences
+
+    def upd(version, meta, op="add_hint"):
+        return {"version": version, "step": 2 * version, "meta": meta,
+                "update": {"interface": "guidance", "ops": [{"op": op, "task_id": f"t{version}"}]}}
+
+    prov = {"provisional": {"targets": [{"task_id": "t"}]}}
+    data = {"metrics": [], "events": [], "eval": {}, "updates": [
+        upd(1, prov), upd(2, prov), upd(3, prov), upd(4, {"source": "revert", "revert_of": 2}, "restore_guidance"),
+        upd(5, {"fallback": True})],
+        "rounds": [{"step": 8, "provisional": {"verdicts": [{"version": 1, "verdict": "confirm"},
+                                                             {"version": 2, "verdict": "revert"}],
+                                                "n_confirmed": 1, "n_reverted": 1}}]}
+    s = summary(data)
+    assert (s["confirmed_total"], s["reverted_total"], s["provisional_total"], s["revert_total"]) == (1, 1, 1, 1)
+    assert s["accepted_total"] == 3 and s["fallback_total"] == 1  # a revert is not an accept
+    assert [r["outcome"] for r in update_effect_rows(data)] == ["confirmed", "reverted", "provisional", "revert", "fallback"]
+    assert any(line.startswith("Training confirmed 1 accepted update and reverted 1") for line in summary_sentences(s))
