@@ -120,7 +120,7 @@ def after_critique(critique: Critique, proposal: Proposal, attempts: Sequence[di
     if critique.measured_ok and not critique.veto and not critique.invalid:
         return Decision("accept", _why(critique, "the critic's rule held"), nums)
     why = _why(critique, "rule did not hold")
-    if proposal.update is None and proposal.source == "rules":
+    if proposal.update is None and proposal.source in ("rules", "llm_fallback"):  # the rule brain has no template left
         return Decision("fallback", (*why, "no rule template left"), nums)
     if charged <= ctx.max_revisions and free <= FREE_RETRIES:
         note = "no score changed: not charged" if attempts and _free(attempts[-1]) else f"revision {charged} of {ctx.max_revisions}"
