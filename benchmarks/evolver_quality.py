@@ -1,48 +1,66 @@
-"""Benchmark: how well the evolver finds, routes and repairs known reward defects, and what it costs.
+"""Benchmark: how well the evolver finds, routes and repairs planted reward defects, and whether the repairs hold.
 
-The yardstick of issue 10's mechanics (cross-task repairs, the fallback, the critic). A frozen policy
-(SmolLM2-135M-Instruct by default) answers copies of bundled `rubric-mix-lite` tasks in which a known
-defect was planted:
+The yardstick of issue 10's mechanics (cross-task repairs, the fallback, the critic) and of issue 19's (a critic
+that screens, training that confirms). A frozen policy (SmolLM2-135M-Instruct by default) answers copies of
+bundled `rubric-mix-lite` tasks in which a known defect was planted (4 source tasks per defect, `SOURCES`):
 
-    blind       a criterion every answer meets (word_count >= 1)           expected: blind_criterion -> criteria
-    stuffing    a keyword criterion the policy stuffs (gaming overlay)     expected: stuffing -> criteria
-    impossible  the only positive criterion asks for a made-up term        expected: collapse_low -> guidance
-    saturated   the only positive criterion is met by any answer           expected: collapse_high -> sampling
-    leak        a hint that gives the reference answer (copied)            expected: guidance_leak -> guidance
-    control     an unchanged healthy task fed a false event                expected: no harness change
+    blind            a criterion every answer meets (word_count >= 1)        expected: blind_criterion -> criteria
+    stuffing         a keyword criterion the policy stuffs (gaming overlay)  expected: stuffing -> criteria
+    impossible       the only positive criterion asks for a made-up term     expected: collapse_low -> guidance
+    saturated        the only positive criterion is met by any answer        expected: collapse_high -> sampling
+    leak             a hint that gives the reference answer (copied)         expected: guidance_leak -> guidance
+    flat             two equal criteria, one any answer meets, one none does expected: flat -> criteria
+    spurious_length  a criterion crediting >= 60 words (gaming overlay pads;
+                     the hidden audit fails padded answers)                 expected: spurious_length -> criteria
+    control          an unchanged healthy task fed a false event             expected: no harness change
 
-plus known-bad candidates fed straight to the critic (two loosened criteria, two leaking hints).
+plus known-bad candidates fed straight to the critic (three loosened criteria, two leaking hints, more weight on
+the length criterion). These are the detector's failure types that a copied task can carry; `spurious_audit`
+has no case of its own (the stuffing and padding overlays also open a train-audit gap).
 
 Per case: (1) detection: the real `Detector` observes W groups of k rollouts sampled from the policy and
-scored by the real judge (detection rate = the planted event type fired on the task); (2) one evolver
-round: the real graph (`graphs.runner.run_in_process`, rule brains, a SQLite checkpointer) on the
-detected event, or on the planted event when the detector missed it. Cases run one after another per arm
-on one harness store and one memory per arm, so a later case can use what memory learnt from an earlier
-one. Arms: `rules` (rule brains, memory, critic), `no-memory`, `no-critic`.
+scored by the real judge (detection rate = the planted event type fired on the task); (2) an evolver round: the
+real graph (`graphs.runner.run_in_process`, rule brains, a SQLite checkpointer) on the detected event, or on
+the planted event when the detector missed it; (3) grading: when the round accepted an update that training
+groups can grade (a provisional one: guidance, criteria, a harder variant), W follow-up training-like groups of
+the graded task are sampled on the frozen policy under the committed harness (`evq_detect.follow_up`, the code
+path of the detection visits), recorded in memory as the trainer records groups, and the trainer's pause-time
+rule (`trainer.provisional.review`, which applies `agents.decisions.grade`) confirms the update or commits its
+revert. "Repaired" = accepted, then confirmed. (4) Two-round cases (the last `--two-round` of each type): when
+round 1 leaves no confirmed repair and the task in training, W more groups of the task under the harness as it
+then is (after the revert, the fallback or nothing) go through a fresh detector window, and a second round
+answers the event seen again (or the planted one), with everything memory kept from round 1 (its proposals,
+their verdicts, the groups), graded the same way. Cases run one after another per arm on one harness store and
+one memory per arm, so a later case can use what memory learnt from an earlier one. Arms: `rules` (rule brains,
+memory, critic), `no-memory` (grading still reads a memory of its own that the evolver never sees),
+`no-critic`.
 
-Reported per defect type and arm: detection rate, correct interface (the attribution's), repair accepted,
-fallback committed and task out of training, probe rollouts and seconds per decision; for controls the
-"accepted" column counts false accepts; for bad candidates, accepts (all false).
+Reported per defect type and arm, per case: detection rate, correct interface (the attribution's), repair
+accepted, confirmed and reverted, fallback committed and task out of training, other tasks changed; probe
+rollouts and seconds per decision (one round = one decision); the two-round cases on their own; for controls
+the "accepted" column counts false accepts; for bad candidates, accepts (all false); and the issue-19 targets
+per arm (repaired >= 80% of planted defects, false accepts <= 5% of controls plus known-bad candidates).
 
-The gaming overlay: a frozen base policy does not stuff keywords or parrot hints (it learns that in
-training), so for the `stuffing` and `leak` tasks only, every second rollout is rewritten the way a policy
-that learnt the hack would write it: the keyword five times appended, or the hints copied verbatim while
-they give the answer away (a reworded hint that no longer does is answered normally). All other tasks see
-the plain policy.
+The gaming overlay: a frozen base policy does not stuff keywords, parrot hints or pad (it learns that in
+training), so for the `stuffing`, `leak` and `spurious_length` tasks only, every second rollout is rewritten
+the way a policy that learnt the hack would write it: the keyword five times appended, the hints copied
+verbatim while they give the answer away (a reworded hint that no longer does is answered normally), or a
+67-word filler paragraph appended. All other tasks see the plain policy.
 
 Probe cost is counted by a wrapper endpoint: every rollout the evolver asks for counts. Generation is
 deterministic for a given request (same prompts, n, seed), so identical requests of a later arm are served
 from a cache and charged the seconds they took when generated: "s / decision" is what each arm would cost
-alone.
+alone. Follow-up groups are counted apart (they stand for training steps, not for the evolver's pause).
 
-    cd <repo> && OMP_NUM_THREADS=1 .venv/bin/python benchmarks/evolver_quality.py --label before
-    # render (or re-render) the report from one or two result files:
-    .venv/bin/python benchmarks/evolver_quality.py --render benchmarks/results/evolver_quality_before.json \\
-        benchmarks/results/evolver_quality_after.json --report benchmarks/EVOLVER.md
+    cd <repo> && OMP_NUM_THREADS=1 .venv/bin/python benchmarks/evolver_quality.py --label issue19 --arms rules
+    # render (or re-render) the report from one or two result files (before, after):
+    .venv/bin/python benchmarks/evolver_quality.py --render benchmarks/results/evolver_quality_after.json \\
+        benchmarks/results/evolver_quality_issue19.json --report benchmarks/EVOLVER.md
 
-The parts: `benchmarks/evq_cases.py` (planted defects, the gaming overlay, known-bad candidates),
-`benchmarks/evq_detect.py` (the detection phase), `benchmarks/evq_report.py` (summary and EVOLVER.md); this
-file is the CLI and the driver (one evolver round per case and arm). They import each other by plain name.
+The result file is rewritten after every arm (`complete` says whether all arms finished). The parts:
+`benchmarks/evq_cases.py` (planted defects, the gaming overlay, known-bad candidates), `benchmarks/evq_detect.py`
+(the detection visits and the follow-up groups), `benchmarks/evq_report.py` (summary, targets and EVOLVER.md);
+this file is the CLI and the driver (rounds, grading). They import each other by plain name.
 
 Porting to a changed evolver: only the "API adapter" block below names evolver internals.
 """
@@ -68,12 +86,12 @@ if str(HERE) not in sys.path:
     sys.path.insert(1, str(HERE))  # the benchmark's own modules, imported by plain name
 
 from evq_cases import DEFECTS, EXPECTED, STEP, Case, GamingOverlay, build_cases, initial_state, known_bad  # noqa: E402
-from evq_detect import Detection, detect, matching_event, planted_event  # noqa: E402
+from evq_detect import Detection, Visit, detect, detect_again, follow_up, matching_event, planted_event  # noqa: E402
 from evq_report import render_markdown, summarise, write_report  # noqa: E402
 from harness.data import load_suite  # noqa: E402
 from harness.detector import DetectorConfig, GroupStats, RolloutRecord  # noqa: E402
 from harness.ops import validate as validate_update  # noqa: E402
-from harness.store import HarnessStore  # noqa: E402
+from harness.store import HarnessStore, atomic_write_text  # noqa: E402
 from harness.types import FailureEvent, HarnessState, HarnessUpdate  # noqa: E402
 from tools.judge import Judge  # noqa: E402
 
@@ -82,8 +100,10 @@ from agents import critic as critic_rules  # noqa: E402
 from agents.context import EvolverContext  # noqa: E402
 from graphs.runner import run_in_process  # noqa: E402
 from graphs.services import Services, register_services, unregister_services  # noqa: E402
+from agents import decisions  # noqa: E402
 from tools.measure import measure_candidate  # noqa: E402
-from tools.probes import ProbeCache, latest_rollouts  # noqa: E402
+from tools.probes import ProbeCache, task_rollouts  # noqa: E402
+from trainer import provisional  # noqa: E402
 
 
 def make_context(arm: Arm, *, services_key: str, run_dir: Path, k: int, max_tokens: int, max_revisions: int,
@@ -121,24 +141,47 @@ def record_group(memory: Any, stats: GroupStats, records: list[RolloutRecord], *
 
 def critic_verdict(state: HarnessState, event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext,
                    svc: Services, step: int) -> dict[str, Any]:
-    """The graph's validate + critique nodes for one candidate (mirror graphs/nodes.py `critique`):
-    accepted (bool), invalid, reasons, numbers."""
+    """The graph's validate + critique nodes for one candidate (mirror graphs/nodes.py `critique` and its
+    `_cached_rollouts`), decided by `agents.decisions.after_critique` as the graph routes it: accepted (bool),
+    invalid, reasons, numbers."""
     errors = validate_update(state, update)
     if errors:
         crit = critic_rules.invalid_critique(event, errors)
     elif not ctx.critic:
         crit = critic_rules.unmeasured_critique(event)
     else:
-        prior = (latest_rollouts(svc.memory, update.task_ids)
-                 if svc.memory is not None and update.interface == "criteria" else None)
+        prior = history = None
+        if svc.memory is not None and ctx.history_rollouts > 0:
+            if update.interface == "criteria":
+                prior = task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts)
+            else:
+                history = task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts, hinted=False)
         m = measure_candidate(state, update, svc.endpoint, svc.judge, sample_k=ctx.sample_k,
                               sample_k_max=ctx.sample_k_max, alpha=ctx.critic_alpha,
                               rule=critic_rules.stop_rule(event, update, ctx), prior_rollouts=prior,
-                              probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens, temperature=ctx.temperature,
-                              seed=ctx.seed, step=step, detector_config=svc.detector_config)
+                              control_history=history, probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens,
+                              temperature=ctx.temperature, seed=ctx.seed, step=step, detector_config=svc.detector_config)
         crit = critic_rules.judge_measurement(event, update, m, ctx)
-    return {"accepted": bool(crit.measured_ok and not crit.veto and not crit.invalid), "invalid": crit.invalid,
-            "reasons": crit.reasons, "numbers": crit.numbers}
+    accepted = bool(crit.measured_ok and not crit.veto and not crit.invalid)
+    return {"accepted": accepted, "invalid": crit.invalid, "reasons": crit.reasons, "numbers": crit.numbers}
+
+
+def provisional_targets(store: HarnessStore, since_version: int) -> list[tuple[int, decisions.Target]]:
+    """(version, target) of every provisional update committed after `since_version` (the graph writes the
+    targets into the store record's meta at commit: `decisions.provisional_meta`)."""
+    out = []
+    for rec in store.history():
+        if rec.version > since_version and rec.update is not None:
+            for t in (rec.meta.get("provisional") or {}).get("targets", []):
+                out.append((rec.version, decisions.Target.model_validate(t)))
+    return out
+
+
+def grade_updates(store: HarnessStore, memory: Any, step: int, *, window: int, ctx: EvolverContext,
+                  detector: DetectorConfig) -> dict[str, Any]:
+    """The trainer's pause-time grading of provisional updates on the training groups in memory: verdicts
+    (`agents.decisions.grade`), a revert committed for each failed update, the verdicts recorded in memory."""
+    return provisional.review(store, memory, step, window=window, ctx=ctx, detector=detector)
 # == end of the API adapter ==============================================================================
 
 
@@ -225,24 +268,148 @@ def _touched(before: HarnessState, after: HarnessState) -> list[str]:
     return sorted(out)
 
 
+def _round(arm: Arm, c: Case, ev: FailureEvent, step: int, rnd: int, store: HarnessStore, svc: Services,
+           ctx: EvolverContext, endpoint: ProbeEndpoint, run_dir: Path) -> dict[str, Any]:
+    """One evolver round on one event: the graph's decision, what it changed and what it cost."""
+    before = store.latest()
+    start_round(svc)
+    probes0 = endpoint.count.snapshot()
+    t0 = time.perf_counter()
+    out = run_round({"events": [ev.model_dump(mode="json")], "harness_version": before.version, "step": step},
+                    ctx, run_dir / "evolver.sqlite", f"{arm.name}-{c.case_id}-r{rnd}")
+    wall = time.perf_counter() - t0
+    probes1 = endpoint.count.snapshot()
+    after = store.latest()
+    (report,) = [r for r in out["reports"] if r["event_id"] == ev.id]
+    touched = _touched(before, after)
+    return {
+        "round": rnd, "step": step, "event_id": ev.id, "event_type": ev.type, "decision": report["decision"],
+        "interface": report["interface"], "templates": [a["template"] for a in report["attempts"]],
+        "attempts": len(report["attempts"]), "accepted": report["decision"] == "accepted",
+        "fallback": report["decision"] == "fallback", "harness_changed": after.version != before.version,
+        "version_before": before.version, "version_after": after.version, "touched_tasks": touched,
+        "other_tasks_touched": [t for t in touched if t != c.task.id], "in_training_after": _in_training(after, c.task.id),
+        "probe_rollouts": probes1["requested"] - probes0["requested"],
+        "generated_rollouts": probes1["generated"] - probes0["generated"],
+        "seconds": round(wall + probes1["charged_seconds"] - probes0["charged_seconds"], 3), "wall_seconds": round(wall, 3),
+        "last_reasons": report["attempts"][-1]["critique"]["reasons"] if report["attempts"] else [report.get("note")],
+        "numbers": [a["critique"]["numbers"] for a in report["attempts"]],
+    }
+
+
+def _record(memory: Any, visits: Sequence[Visit], domain: str) -> None:
+    for v in visits:
+        record_group(memory, v.stats, v.records, domain=domain, version=v.stats.harness_version or 0)
+
+
+def _grade(c: Case, idx: int, row: dict[str, Any], step: int, store: HarnessStore, grading_memory: Any,
+           endpoint: ProbeEndpoint, judge: Judge, cfg: DetectorConfig, ctx: EvolverContext,
+           args: argparse.Namespace) -> int:
+    """Grade the round's accepted update on the case's task: W follow-up training-like groups of the graded task
+    (its new variant for an `add_variant`) under the harness the round left, recorded in memory as training
+    records them, then the trainer's confirm/revert rule; while it waits (a fade-out plan's unhinted visits do
+    not count) W more groups, up to `args.max_followups` windows. Fills the row's verdict fields; returns the
+    step the grading ended at."""
+    row.update(graded=False, verdict=None, verdict_reasons=[], verdict_numbers={}, revert_version=None, graded_on=None,
+               followup_rollouts=0, followup_seconds=0.0)
+    mine = [(v, t) for v, t in provisional_targets(store, row["version_before"]) if t.task_id == c.task.id]
+    if not row["accepted"] or not mine:
+        return step  # nothing accepted, or an update training groups cannot grade (a pure reweight)
+    version, t = mine[-1]
+    row.update(graded=True, graded_on=t.graded_on)
+    state = store.latest()  # what training draws next (a batched repair of the same round may have followed)
+    for _ in range(args.max_followups):
+        c0, t0 = endpoint.count.snapshot(), time.perf_counter()
+        visits = follow_up(state, t.graded_on, endpoint, judge, after_step=step, window=args.confirm_window, k=args.k,
+                           max_tokens=args.max_tokens, temperature=args.temperature, salt=idx)
+        row["followup_seconds"] += time.perf_counter() - t0 + endpoint.count.charged_seconds - c0["charged_seconds"]
+        row["followup_rollouts"] += endpoint.count.requested - c0["requested"]
+        _record(grading_memory, visits, state.task(t.graded_on).domain)
+        step += args.confirm_window
+        graded = grade_updates(store, grading_memory, step, window=args.confirm_window, ctx=ctx, detector=cfg)
+        mine = [v for v in graded.get("verdicts", []) if v["version"] == version and v["task_id"] == c.task.id]
+        if mine:
+            v = mine[0]
+            row.update(verdict=v["verdict"], verdict_reasons=v["reasons"], verdict_numbers=v["numbers"],
+                       revert_version=v.get("revert_version"))
+            break
+        row["verdict"] = "wait"
+    row["followup_seconds"] = round(row["followup_seconds"], 3)
+    return step
+
+
+def run_case(arm: Arm, idx: int, c: Case, first_event: FailureEvent, store: HarnessStore, svc: Services,
+             grading_memory: Any, ctx: EvolverContext, endpoint: ProbeEndpoint, judge: Judge, cfg: DetectorConfig,
+             args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    """A case's rounds: the first on the detected (or planted) event at STEP, graded on follow-up groups; for a
+    two-round case, unless the first left a confirmed repair or took the task out of training, W more groups of
+    the task under the harness as it now is (after a revert, a fallback or nothing), a fresh detector window on
+    them, and a second round on the event seen again, with the memory of the first, graded the same way."""
+    rounds: list[dict[str, Any]] = []
+    ev, step, skipped = first_event, STEP, None
+    for rnd in range(1, c.rounds + 1):
+        if rnd > 1:
+            prev = rounds[-1]
+            if prev["verdict"] == "confirm":
+                skipped = "round 1 left a confirmed repair"
+                break
+            if not _in_training(store.latest(), c.task.id):
+                skipped = "the task is out of training"
+                break
+            c0 = endpoint.count.snapshot()
+            visits = follow_up(store.latest(), c.task.id, endpoint, judge, after_step=step, window=args.confirm_window,
+                               k=args.k, max_tokens=args.max_tokens, temperature=args.temperature, salt=idx + 1000)
+            _record(grading_memory, visits, c.task.domain)
+            step += args.confirm_window
+            again = matching_event(c, detect_again(visits, cfg))
+            ev = again or planted_event(c, visits, step)
+            seen_rollouts = endpoint.count.requested - c0["requested"]
+        row = _round(arm, c, ev, step, rnd, store, svc, ctx, endpoint, run_dir)
+        row["detected"] = None if c.defect == "control" else (ev.stats.get("planted") is not True)
+        row["event_rollouts"] = 0 if rnd == 1 else seen_rollouts
+        step = _grade(c, idx, row, step, store, grading_memory, endpoint, judge, cfg, ctx, args)
+        rounds.append(row)
+        print(f"  [{arm.name}] {c.case_id} r{rnd}: {ev.type} -> {row['interface']} {row['templates']} => {row['decision']}"
+              f" ({row['probe_rollouts']} rollouts, {row['seconds']:.1f}s)"
+              + (f"; graded on {row['followup_rollouts']} follow-up rollouts: {row['verdict']}" if row["verdict"] else ""),
+              flush=True)
+    end = store.latest()
+    verdicts = [r["verdict"] for r in rounds]
+    return {
+        "arm": arm.name, "case": c.case_id, "defect": c.defect, "task_id": c.task.id, "rounds_planned": c.rounds,
+        "rounds": rounds, "second_round_skipped": skipped, "expected_interface": EXPECTED[c.defect][1],
+        "interface": rounds[0]["interface"], "decision": rounds[0]["decision"], "templates": rounds[0]["templates"],
+        "accepted": any(r["accepted"] for r in rounds), "confirmed": "confirm" in verdicts,
+        "reverted": sum(v == "revert" for v in verdicts), "undecided": sum(v in ("wait", "superseded") for v in verdicts),
+        "accepted_ungraded": sum(r["accepted"] and not r["graded"] for r in rounds),
+        "fallback": any(r["fallback"] for r in rounds), "repaired": "confirm" in verdicts and c.defect != "control",
+        "in_training_after": _in_training(end, c.task.id),
+        "weight_after": end.sampling[c.task.id].weight if c.task.id in end.sampling else None,
+        "other_tasks_touched": sorted({t for r in rounds for t in r["other_tasks_touched"]}),
+        "decisions": len(rounds), "probe_rollouts": sum(r["probe_rollouts"] for r in rounds),
+        "generated_rollouts": sum(r["generated_rollouts"] for r in rounds),
+        "seconds": round(sum(r["seconds"] for r in rounds), 3),
+        "followup_rollouts": sum(r["followup_rollouts"] + r["event_rollouts"] for r in rounds),
+    }
+
+
 def run_arm(arm: Arm, cases: Sequence[Case], events: dict[str, FailureEvent], detection: Detection, base: HarnessState,
             bad: Sequence[tuple[str, Case, HarnessUpdate]], endpoint: ProbeEndpoint, judge: Judge, cfg: DetectorConfig,
             args: argparse.Namespace, out_dir: Path) -> tuple[list[dict], list[dict]]:
-    """One evolver round per case, in order, on this arm's own store and memory; then the known-bad candidates
-    straight to the critic (on the initial harness, with the arm's services)."""
+    """The cases in order, on this arm's own store and memory; then the known-bad candidates straight to the
+    critic (on the initial harness, with the arm's services). An arm without memory still grades its updates on
+    a memory of its own that the evolver never reads (the confirm/revert rule reads training groups from one)."""
     run_dir = out_dir / arm.name
     if run_dir.exists():
         raise FileExistsError(f"{run_dir} exists: pass a fresh --out (runs are not resumed)")
     store = HarnessStore(run_dir / "harness")
     store.init(base)
-    memory = None
-    if arm.memory:
-        from memory.store import TrainingMemory
+    from memory.store import TrainingMemory
 
-        memory = TrainingMemory.persistent(run_dir / "memory", embedding=args.memory_embedding)
-        for c in cases:  # the training groups the detector saw, as the trainer records them
-            for v in detection.visits[c.task.id]:
-                record_group(memory, v.stats, v.records, domain=c.task.domain, version=base.version)
+    memory = TrainingMemory.persistent(run_dir / "memory", embedding=args.memory_embedding) if arm.memory else None
+    grading_memory = memory or TrainingMemory.persistent(run_dir / "grading-memory", embedding="hash")
+    for c in cases:  # the training groups the detector saw, as the trainer records them
+        _record(grading_memory, detection.visits[c.task.id], c.task.domain)
     key = f"evolver-quality-{arm.name}-{os.getpid()}"
     svc = make_services(store, endpoint, judge, memory, cfg, k=args.k, max_tokens=args.max_tokens, seed=args.seed)
     register_services(key, svc)
@@ -250,43 +417,13 @@ def run_arm(arm: Arm, cases: Sequence[Case], events: dict[str, FailureEvent], de
                        max_revisions=args.max_revisions, seed=args.seed, demo=args.demo)
     rows = []
     try:
-        for c in cases:
-            ev = events[c.case_id]
-            before = store.latest()
-            start_round(svc)
-            probes0 = endpoint.count.snapshot()
-            t0 = time.perf_counter()
-            out = run_round({"events": [ev.model_dump(mode="json")], "harness_version": before.version, "step": STEP},
-                            ctx, run_dir / "evolver.sqlite", f"{arm.name}-{c.case_id}")
-            wall = time.perf_counter() - t0
-            probes1 = endpoint.count.snapshot()
-            after = store.latest()
-            (report,) = [r for r in out["reports"] if r["event_id"] == ev.id]
-            charged = probes1["charged_seconds"] - probes0["charged_seconds"]
-            touched = _touched(before, after)
-            rows.append({
-                "arm": arm.name, "case": c.case_id, "defect": c.defect, "task_id": c.task.id, "event_id": ev.id,
-                "event_type": ev.type, "decision": report["decision"], "interface": report["interface"],
-                "expected_interface": EXPECTED[c.defect][1],
-                "templates": [a["template"] for a in report["attempts"]], "attempts": len(report["attempts"]),
-                "accepted": report["decision"] == "accepted", "fallback": report["decision"] == "fallback",
-                "harness_changed": after.version != before.version, "touched_tasks": touched,
-                "other_tasks_touched": [t for t in touched if t != c.task.id],
-                "in_training_after": _in_training(after, c.task.id),
-                "weight_after": after.sampling[c.task.id].weight if c.task.id in after.sampling else None,
-                "probe_rollouts": probes1["requested"] - probes0["requested"],
-                "generated_rollouts": probes1["generated"] - probes0["generated"],
-                "seconds": round(wall + charged, 3), "wall_seconds": round(wall, 3),
-                "last_reasons": report["attempts"][-1]["critique"]["reasons"] if report["attempts"] else [report.get("note")],
-                "numbers": [a["critique"]["numbers"] for a in report["attempts"]],
-            })
-            print(f"  [{arm.name}] {c.case_id}: {ev.type} -> {report['interface']} {rows[-1]['templates']} "
-                  f"=> {report['decision']} ({rows[-1]['probe_rollouts']} rollouts, {rows[-1]['seconds']:.1f}s)", flush=True)
+        for i, c in enumerate(cases):
+            rows.append(run_case(arm, i, c, events[c.case_id], store, svc, grading_memory, ctx, endpoint, judge, cfg,
+                                 args, run_dir))
         bad_rows = run_bad(arm, bad, events, base, svc, ctx)
     finally:
         unregister_services(key)
-        if memory is not None:
-            memory.close()
+        grading_memory.close()
     return rows, bad_rows
 
 
@@ -320,7 +457,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--label", default="before", help="result label: benchmarks/results/evolver_quality_<label>.json")
     p.add_argument("--model", default="smollm2", help="smollm2, tiny, or a model folder (the frozen policy)")
     p.add_argument("--suite", default=str(ROOT / "data" / "rubric-mix-lite"))
-    p.add_argument("--cases-per-type", type=int, default=2)
+    p.add_argument("--cases-per-type", type=int, default=4)
+    p.add_argument("--two-round", type=int, default=1,
+                   help="the last N cases of each type get a second round when the first leaves the failure in place")
+    p.add_argument("--confirm-window", type=int, default=None,
+                   help="follow-up groups that grade an accepted update (default: the demo config's harness.confirm_window)")
+    p.add_argument("--max-followups", type=int, default=2,
+                   help="follow-up windows sampled at most while the grading waits (hinted groups only count for a hint)")
     p.add_argument("--defects", default=",".join(DEFECTS))
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--k", type=int, default=None,
@@ -332,7 +475,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--memory-embedding", default="minilm", choices=["minilm", "hash"])
     p.add_argument("--threads", type=int, default=1, help="torch threads")
-    p.add_argument("--quick", action="store_true", help="CI smoke: 1 case per type, k=2, 8 tokens, hash memory")
+    p.add_argument("--quick", action="store_true",
+                   help="CI smoke: 1 case per type (two rounds each), k=2, 8 tokens, hash memory")
     p.add_argument("--out", default=None, help="run folders (default runs/evolver_quality/<label>-<time>)")
     p.add_argument("--json", default=None, help="result file (default benchmarks/results/evolver_quality_<label>.json)")
     p.add_argument("--report", default=None, help="also write the Markdown report here (e.g. benchmarks/EVOLVER.md)")
@@ -340,7 +484,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="only render --report from a before (and an after) result file")
     args = p.parse_args(argv)
     if args.quick:
-        args.cases_per_type, args.k, args.max_tokens, args.memory_embedding = 1, 2, 8, "hash"
+        args.cases_per_type, args.two_round, args.k, args.max_tokens, args.memory_embedding = 1, 1, 2, 8, "hash"
     unknown = [a for a in args.arms.split(",") if a not in ARMS] + [d for d in args.defects.split(",") if d not in DEFECTS]
     if unknown:
         p.error(f"unknown arm/defect {unknown}; arms {list(ARMS)}, defects {list(DEFECTS)}")
@@ -373,15 +517,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args.max_revisions = demo.harness.max_revisions if args.max_revisions is None else args.max_revisions
     cfg = DetectorConfig(**{**demo.harness.detector, **({} if args.window is None else {"window": args.window})})
     args.window = cfg.window
+    args.confirm_window = demo.harness.confirm_window if args.confirm_window is None else args.confirm_window
+    if args.confirm_window < 1:
+        raise SystemExit(f"confirm window must be >= 1 (got {args.confirm_window}): accepted updates are graded here")
     suite = {t.id: t for t in load_suite(args.suite)}
-    cases = build_cases(suite, args.cases_per_type, args.defects.split(","))
+    cases = build_cases(suite, args.cases_per_type, args.defects.split(","), args.two_round)
     base = initial_state(cases)
     endpoint = ProbeEndpoint(GamingOverlay(LocalEndpoint.from_path(model_dir), cases))
     judge = Judge(None)
     out_dir = Path(args.out or ROOT / "runs" / "evolver_quality" / f"{args.label}-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    print(f"{len(cases)} cases, policy {model_dir.name}, k={args.k}, max_tokens={args.max_tokens}, W={args.window}, "
-          f"R={args.max_revisions}; runs in {out_dir}", flush=True)
+    print(f"{len(cases)} cases ({sum(c.rounds > 1 for c in cases)} with two rounds), policy {model_dir.name}, k={args.k}, "
+          f"max_tokens={args.max_tokens}, W={args.window}, confirm window {args.confirm_window}, R={args.max_revisions}; "
+          f"runs in {out_dir}", flush=True)
 
     detection = detect(base, cases, endpoint, judge, cfg, k=args.k, max_tokens=args.max_tokens, temperature=args.temperature)
     events: dict[str, FailureEvent] = {}
@@ -403,32 +551,41 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     bad = known_bad(cases)
     rows: list[dict] = []
     bad_rows: list[dict] = []
+    arm_seconds: dict[str, float] = {}
+    argv_list = list(sys.argv[1:] if argv is None else argv)
+    json_path = Path(args.json or ROOT / "benchmarks" / "results" / f"evolver_quality_{args.label}.json")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {}
     for name in arms:
+        t_arm = time.perf_counter()
         arm_rows, arm_bad = run_arm(ARMS[name], cases, events, detection, base, bad, endpoint, judge, cfg, args, out_dir)
         rows += arm_rows
         bad_rows += arm_bad
-
-    runtime = time.perf_counter() - t_start
-    argv_list = list(sys.argv[1:] if argv is None else argv)
-    result = {
-        "label": args.label, "command": "benchmarks/evolver_quality.py " + shlex.join(argv_list),
-        "runtime_s": round(runtime, 1), "loadavg_before": load_before, "loadavg_after": _loadavg(),
-        "machine": f"{os.cpu_count()} CPUs, torch threads {args.threads}",
-        "settings": {"model": model_dir.name, "cases_per_type": args.cases_per_type, "k": args.k,
-                     "max_tokens": args.max_tokens, "temperature": args.temperature, "window": args.window,
-                     "max_revisions": args.max_revisions, "seed": args.seed, "memory_embedding": args.memory_embedding,
-                     "arms": ",".join(arms)},
-        "detection": {"rows": detection_rows, "seconds": round(detection.seconds, 1), "rollouts": detection.rollouts},
-        "probes": endpoint.count.snapshot(),
-        "summary": summarise(cases, detection_rows, rows, bad_rows, arms),
-        "cases": rows, "bad_candidates": bad_rows,
-    }
-    json_path = Path(args.json or ROOT / "benchmarks" / "results" / f"evolver_quality_{args.label}.json")
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+        arm_seconds[name] = round(time.perf_counter() - t_arm, 1)
+        done = list(arm_seconds)
+        runtime = time.perf_counter() - t_start
+        result = {
+            "label": args.label, "command": "benchmarks/evolver_quality.py " + shlex.join(argv_list),
+            "complete": done == arms, "arms_done": ",".join(done),
+            "runtime_s": round(runtime, 1), "arm_seconds": arm_seconds, "loadavg_before": load_before,
+            "loadavg_after": _loadavg(), "machine": f"{os.cpu_count()} CPUs, torch threads {args.threads}",
+            "settings": {"model": model_dir.name, "cases_per_type": args.cases_per_type, "two_round": args.two_round,
+                         "k": args.k, "max_tokens": args.max_tokens, "temperature": args.temperature,
+                         "window": args.window, "confirm_window": args.confirm_window,
+                         "max_revisions": args.max_revisions, "seed": args.seed,
+                         "memory_embedding": args.memory_embedding, "arms": ",".join(done)},
+            "detection": {"rows": detection_rows, "seconds": round(detection.seconds, 1), "rollouts": detection.rollouts},
+            "probes": endpoint.count.snapshot(),
+            "summary": summarise(cases, detection_rows, rows, bad_rows, done),
+            "cases": rows, "bad_candidates": bad_rows,
+        }
+        # Written after every arm: a run cut short keeps the arms it finished (`complete` says whether all did).
+        atomic_write_text(json_path, json.dumps(result, indent=1, default=str) + "\n")
+        print(f"arm {name} done in {arm_seconds[name]:.0f}s; wrote {json_path}", flush=True)
     if args.report:
         write_report(Path(args.report), render_markdown(result, None))
-    print(f"done in {runtime:.0f}s; wrote {json_path}" + (f" and {args.report}" if args.report else ""), flush=True)
+    print(f"done in {result['runtime_s']:.0f}s; wrote {json_path}" + (f" and {args.report}" if args.report else ""),
+          flush=True)
     return result
 
 

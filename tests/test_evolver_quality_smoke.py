@@ -1,5 +1,6 @@
-"""Smoke test of `benchmarks/evolver_quality.py --quick` on the tiny model: the whole pipeline runs and its
-numbers hold together (what the benchmark's report is built from), plus the planting and the gaming overlay
+"""Smoke test of `benchmarks/evolver_quality.py --quick` on the tiny model: the whole pipeline runs (two rounds
+per case, accepted updates graded on follow-up groups by the trainer's confirm/revert rule) and its numbers hold
+together (what the benchmark's report is built from), plus the planting and the gaming overlay
 (`benchmarks/evq_cases.py`) and the report's re-render (`benchmarks/evq_report.py`)."""
 
 from __future__ import annotations
@@ -47,6 +48,30 @@ def test_planted_defects_have_the_promised_shape(suite):
     state = evq_cases.initial_state(cases)
     assert state.guidance_for(by["leak"].task.id).hints[0].text == by["leak"].task.reference_answer
     assert by["control"].task.criteria == suite[by["control"].source_id].criteria
+    # flat: any answer meets one positive criterion of two equal ones: constant partial credit.
+    flat = [c for c in by["flat"].task.criteria if c.weight > 0]
+    assert len(flat) == 2 and flat[0].weight == flat[1].weight
+    for text in ("x", "a longer answer about something", suite[by["flat"].source_id].reference_answer):
+        assert [c.check.evaluate(text) for c in flat] == [True, False]
+    # spurious_length: the length criterion credits padding, the audit fails it, honest short answers the reverse.
+    sl = by["spurious_length"]
+    long = next(c for c in sl.task.criteria if c.id == "evq_long")
+    concise = next(c for c in sl.task.audit_criteria if c.id == "evq_a_concise")
+    padded = f"{sl.task.reference_answer} {evq_cases.PADDING}"
+    assert long.check.evaluate(padded) and not concise.check.evaluate(padded)
+    assert not long.check.evaluate(sl.task.reference_answer) and concise.check.evaluate(sl.task.reference_answer)
+    assert sl.pad and not any(c.pad for c in cases if c is not sl)
+
+
+def test_sources_are_distinct_train_tasks_four_per_defect(suite):
+    ids = [s for d in evq_cases.DEFECTS for s in evq_cases.SOURCES[d]]
+    assert len(ids) == len(set(ids))  # the overlay recognises a task by its prompt
+    assert all(len(evq_cases.SOURCES[d]) >= 4 and d in evq_cases.EXPECTED for d in evq_cases.DEFECTS)
+    assert all(suite[s].split == "train" for s in ids)
+    cases = evq_cases.build_cases(suite, 4, evq_cases.DEFECTS, two_round=1)
+    assert [c.case_id for c in cases if c.rounds == 2] == [f"evq-{d}-4" for d in evq_cases.DEFECTS]
+    with pytest.raises(ValueError, match="source tasks"):
+        evq_cases.build_cases(suite, 5, ("flat",))
 
 
 class _Echo:
@@ -57,20 +82,23 @@ class _Echo:
 
 
 def test_gaming_overlay_only_touches_gaming_tasks_and_every_second_rollout(suite):
-    cases = evq_cases.build_cases(suite, 1, ("stuffing", "leak", "control"))
-    stuff, leak, control = cases
+    cases = evq_cases.build_cases(suite, 1, ("stuffing", "leak", "control", "spurious_length"))
+    stuff, leak, control, pad = cases
     policy = eq.ProbeEndpoint(evq_cases.GamingOverlay(_Echo(), cases))
     ref = leak.task.reference_answer
     convs = [[{"role": "user", "content": stuff.task.user_prompt}],
              [{"role": "user", "content": f"{leak.task.user_prompt}\n\nHint: {ref}"}],
              [{"role": "user", "content": f"{leak.task.user_prompt}\n\nHint: Answer in your own words."}],
              [{"role": "user", "content": control.task.user_prompt}]]
+    convs.append([{"role": "user", "content": pad.task.user_prompt}])
     out = policy.sample(convs, n=4, seed=1)
     assert out[0][0].endswith(" ".join([stuff.stuff_word] * evq_cases.STUFF_REPEAT)) and out[0][1] == "plain answer 1"
     assert out[1][0] == ref and out[1][1] == "plain answer 1"  # a hint that gives the answer is copied
     assert out[2] == out[3] == [f"plain answer {i}" for i in range(4)]  # an abstract hint, a healthy task: untouched
+    assert out[4] == [f"plain answer 0 {evq_cases.PADDING}", "plain answer 1", f"plain answer 2 {evq_cases.PADDING}",
+                      "plain answer 3"]
     again = policy.sample(convs, n=4, seed=1)  # identical request: served from the cache, still counted
-    assert again == out and policy.count.requested == 32 and policy.count.generated == 16
+    assert again == out and policy.count.requested == 40 and policy.count.generated == 20
 
 
 @pytest.mark.slow
@@ -83,13 +111,35 @@ def test_quick_run_on_the_tiny_model(tmp_path, tiny_model_dir):
     arms = list(eq.ARMS)
     assert {(r["arm"], r["defect"]) for r in res["cases"]} == {(a, d) for a in arms for d in evq_cases.DEFECTS}
     decisions = {"accepted", "rejected", "fallback", "rejected_stale", "skipped"}
+    window, k = res["settings"]["confirm_window"], res["settings"]["k"]
+    graded = 0
     for r in res["cases"]:
-        assert r["decision"] in decisions, r
-        assert r["harness_changed"] == (r["decision"] in ("accepted", "fallback")), r
-        if r["arm"] == "no-critic":  # nothing measured: no probes, and the first valid proposal is taken
-            assert r["probe_rollouts"] == 0 and r["decision"] == "accepted", r
-        else:  # what the evolver asked for includes what the cache served
-            assert 0 <= r["generated_rollouts"] <= r["probe_rollouts"], r
+        assert r["rounds_planned"] == 2 and len(r["rounds"]) == (1 if r["second_round_skipped"] else 2), r
+        assert r["decisions"] == len(r["rounds"]) and r["probe_rollouts"] == sum(x["probe_rollouts"] for x in r["rounds"])
+        for x in r["rounds"]:
+            assert x["decision"] in decisions, x
+            assert x["harness_changed"] == (x["decision"] in ("accepted", "fallback")), x
+            if r["arm"] == "no-critic":  # nothing measured: no probes, and the first valid proposal is taken
+                assert x["probe_rollouts"] == 0, x
+            else:  # what the evolver asked for includes what the cache served
+                assert 0 <= x["generated_rollouts"] <= x["probe_rollouts"], x
+            # An accepted update the training groups can grade gets a verdict from its own follow-up groups.
+            assert x["graded"] == (x["verdict"] is not None) and (not x["graded"] or x["accepted"]), x
+            if x["graded"]:
+                graded += 1
+                assert x["verdict"] in ("confirm", "revert", "wait", "superseded"), x
+                assert x["followup_rollouts"] > 0 and x["followup_rollouts"] % (window * k) == 0, x
+            else:
+                assert x["followup_rollouts"] == 0, x
+        assert r["rounds"][0]["step"] == evq_cases.STEP
+        if len(r["rounds"]) == 2:  # the event seen again on W more groups, after round 1 and its grading
+            assert r["rounds"][1]["step"] > r["rounds"][0]["step"] and r["rounds"][1]["event_rollouts"] == window * k
+            assert r["rounds"][0]["verdict"] != "confirm" and r["rounds"][1]["event_id"] != r["rounds"][0]["event_id"]
+        assert r["confirmed"] == any(x["verdict"] == "confirm" for x in r["rounds"])
+        assert r["repaired"] == (r["confirmed"] and r["defect"] != "control")
+        if r["arm"] == "no-critic":
+            assert r["rounds"][0]["decision"] == "accepted", r
+    assert graded > 0  # no-critic accepts every first proposal: the grading path ran
     assert sum(r["probe_rollouts"] for r in res["cases"] if r["arm"] == "rules") > 0  # the critic measured something
     summary = res["summary"]["per_defect"]
     for d in evq_cases.DEFECTS:
@@ -98,13 +148,24 @@ def test_quick_run_on_the_tiny_model(tmp_path, tiny_model_dir):
             rows = [r for r in res["cases"] if r["arm"] == a and r["defect"] == d]
             assert s["n"] == len(rows) == 1
             assert s["accepted"] == sum(r["accepted"] for r in rows)
+            assert s["confirmed"] == sum(r["confirmed"] for r in rows) <= s["accepted"]
+            assert s["second_rounds"] == sum(len(r["rounds"]) == 2 for r in rows)
+    for a in arms:
+        t = res["summary"]["targets"][a]
+        planted = [r for r in res["cases"] if r["arm"] == a and r["defect"] != "control"]
+        assert t["planted"] == len(planted) and t["repaired"] == sum(r["repaired"] for r in planted)
+        bad_a = [r for r in res["bad_candidates"] if r["arm"] == a]
+        controls = [r for r in res["cases"] if r["arm"] == a and r["defect"] == "control"]
+        assert t["false_accept_decisions"] == len(bad_a) + len(controls)
+        assert t["false_accepts"] == sum(r["accepted"] for r in bad_a + controls)
     bad = res["bad_candidates"]
-    assert {r["kind"] for r in bad} == {"loosened criterion", "leaking hint"}
+    assert {r["kind"] for r in bad} == {"loosened criterion", "leaking hint", "rewards padding"}
     # The reference answer as a hint is refused by the static leak guard in every arm, before any probe.
     ref_hint = [r for r in bad if r["kind"] == "leaking hint" and r["case"].startswith("evq-impossible")]
     assert ref_hint and all(r["invalid"] and not r["accepted"] and r["probe_rollouts"] == 0 for r in ref_hint)
     text = report.read_text()
-    assert "| blind | rules |" in text and evq_report.PENDING in text and evq_report.NOTES_MARKER in text
+    assert "| blind | rules |" in text and "| flat | rules |" in text and "| spurious_length | rules |" in text
+    assert evq_report.PENDING in text and evq_report.NOTES_MARKER in text and "## Targets" in text
     # Re-rendering keeps hand-written notes below the marker.
     report.write_text(text + "my note\n")
     eq.main(["--render", str(out_json), "--report", str(report)])
