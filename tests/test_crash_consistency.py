@@ -337,3 +337,131 @@ def test_resume_restores_the_memory_of_the_checkpoint(tmp_path):
         assert not list(cfg.run_path.glob(".memory.resume-*"))
     finally:
         run.close()
+
+
+# -- fault injection on the tiny preset (slow) -------------------------------------------------------------------
+BASE_STEPS, STEPS = 2, 6  # the base run trains 2 steps; each fault hits a resume that raises max_steps to 6
+FAULTS = [("torn", 3), ("enospc", 3), ("round", 4), ("commit", 4), ("save", 4)]  # (point, first step it fires at)
+
+
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory):
+    """A finished 2-step tiny run (checkpoint-2), copied per fault."""
+    from trainer.grpo import train
+
+    cfg = tiny_config(tmp_path_factory.mktemp("crash-base"), f"train.max_steps={BASE_STEPS}")
+    train(cfg, progress=False)
+    return cfg
+
+
+def _train_args(run_dir: Path, suite: str, steps: int) -> list[str]:
+    return ["--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
+            f"train.max_steps={steps}", "--no-progress"]
+
+
+def check_invariants(run_dir: Path, steps: int, scratch: Path) -> None:
+    """What a run folder must satisfy after any crash and resume."""
+    from memory.store import TrainingMemory
+    from trainer.checkpoint import find_checkpoint
+    from trainer.report import build_report
+
+    for log in [*sorted(run_dir.glob("*.jsonl")), run_dir / "harness" / "updates.jsonl"]:
+        data = log.read_bytes() if log.is_file() else b""
+        assert not data or data.endswith(b"\n"), f"{log}: torn tail"
+        read_jsonl(log, strict=True)  # every record parses
+    assert [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl")] == list(range(1, steps + 1))  # once, in order
+    rounds = [r["step"] for r in read_jsonl(run_dir / "rounds.jsonl")]
+    assert rounds == sorted(set(rounds)), rounds
+    events = read_jsonl(run_dir / "events.jsonl")
+    assert [e["step"] for e in events] == sorted(e["step"] for e in events)
+    assert len({e["id"] for e in events}) == len(events)
+    store = HarnessStore(run_dir / "harness")
+    versions = store.versions()
+    assert versions == list(range(len(versions)))  # contiguous ...
+    for v in versions:
+        store.load(v)  # ... and each loads
+    assert [r.version for r in store.history()] == versions[1:]  # each committed version logged once
+    ckpt = find_checkpoint(run_dir)
+    state = read_state(ckpt)
+    assert state["step"] == steps and state["harness_version"] == versions[-1]
+    with TrainingMemory.persistent(run_dir / "memory", embedding="hash") as mem:  # memory = the checkpoint's
+        mem.snapshot(scratch / "memory-now.jsonl")
+    assert (sorted((scratch / "memory-now.jsonl").read_text().splitlines()) ==
+            sorted((ckpt / "memory.jsonl").read_text().splitlines()))
+    assert not [p for p in run_dir.rglob("*.tmp")], "temp files left"
+    assert (run_dir / LOCK_NAME).read_text() == ""  # released
+    assert "Harness updates" in build_report(run_dir).read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point,at_step", FAULTS, ids=[p for p, _ in FAULTS])
+def test_a_fault_then_resume_keeps_every_invariant(base_run, tmp_path, point, at_step, capsys, caplog):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(base_run.run_path, run_dir)
+    marker, stderr = tmp_path / "reached", tmp_path / "stderr.txt"
+    args = _train_args(run_dir, base_run.data.suite, STEPS)
+    with open(stderr, "w") as err:
+        proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "crash_driver.py"), point, str(marker),
+                                 str(at_step), "--", "--resume", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                                stderr=err, start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if point == "enospc":  # the trainer stops on its own, with one clear message
+            assert proc.wait(timeout=120) == 1
+            text = stderr.read_text()
+            assert "the disk is full" in text and "Traceback" not in text, text[-3000:]
+            read_jsonl(run_dir / "metrics.jsonl", strict=True)
+            assert (run_dir / "metrics.jsonl").read_bytes().endswith(b"\n")  # the half line was undone
+        else:
+            assert marker.exists(), stderr.read_text()[-3000:]
+            if point == "save":  # two trainers at once: the second is refused and changes nothing
+                before = _tree(run_dir)
+                assert main(["train", "--resume", *args]) == 1
+                assert f"pid {proc.pid}" in capsys.readouterr().err
+                assert _tree(run_dir) == before
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # The fault left what it should: the damage the resume must repair.
+    store = HarnessStore(run_dir / "harness")
+    if point == "torn":
+        assert not (run_dir / "metrics.jsonl").read_bytes().endswith(b"\n")
+    if point == "commit":
+        assert store.versions()[-1] not in {r.version for r in store.history()}  # a version without its log line
+    if point == "save":
+        ckpt = run_dir / "checkpoints" / f"checkpoint-{at_step}"
+        assert (ckpt / "memory.jsonl").is_file() and not (ckpt / "harness_version.json").exists()
+    if point in ("round", "commit"):
+        assert at_step not in [r["step"] for r in read_jsonl(run_dir / "rounds.jsonl")]
+    with caplog.at_level(logging.WARNING):
+        assert main(["train", "--resume", *args]) == 0, capsys.readouterr().err
+    assert f"resuming from {run_dir / 'checkpoints' / f'checkpoint-{BASE_STEPS}'}" in caplog.text
+    if point == "torn":
+        assert "cut torn last lines" in caplog.text and (run_dir / "metrics.jsonl.torn").is_file()
+    if point == "commit":
+        assert "harness versions after the checkpoint moved aside" in caplog.text
+    assert [r["step"] for r in read_jsonl(run_dir / "rounds.jsonl")] == [4]  # the round ran again, once
+    check_invariants(run_dir, STEPS, tmp_path)
+
+
+@pytest.mark.slow
+def test_finished_tiny_run_stays_finished_and_raising_max_steps_continues(base_run, tmp_path, caplog):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(base_run.run_path, run_dir)
+    args = _train_args(run_dir, base_run.data.suite, BASE_STEPS)
+    before = _tree(run_dir)
+    with caplog.at_level(logging.WARNING):
+        assert main(["train", "--resume", *args]) == 0
+    assert "already finished" in caplog.text and _tree(run_dir) == before
+    assert not (run_dir / "checkpoints" / f"checkpoint-{BASE_STEPS + 1}").exists()
+    assert main(["train", "--resume", *_train_args(run_dir, base_run.data.suite, BASE_STEPS + 2)]) == 0
+    check_invariants(run_dir, BASE_STEPS + 2, tmp_path)

@@ -310,6 +310,15 @@ def _logs(root: Path) -> list[Path]:
     return sorted(root.glob("*.jsonl")) + [p for p in [root / "harness" / "updates.jsonl"] if p.is_file()]
 
 
+def _sweep_temp_files(root: Path) -> list[str]:
+    """Temp files of atomic writes a kill left behind (`.<name>.<random>.tmp`, never read): removed, named."""
+    found = [p for d in (root, root / "harness", root / "harness" / "versions") if d.is_dir()
+             for p in d.glob(".*.tmp") if p.is_file()]
+    for p in found:
+        p.unlink()
+    return [p.relative_to(root).as_posix() for p in found]
+
+
 def prepare_resume(cfg: Any, ckpt_dir: Path, *, fresh_memory: bool = False) -> dict[str, Any]:
     """Roll the run folder's files back to the checkpoint, before a `HarnessRun` opens it (main process only).
 
@@ -331,6 +340,7 @@ def prepare_resume(cfg: Any, ckpt_dir: Path, *, fresh_memory: bool = False) -> d
 
     # -- from here on the folder changes --
     aside = paths.abandoned / f"resume-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"
+    swept = _sweep_temp_files(paths.root)
     torn = {p.relative_to(paths.root).as_posix(): n for p in _logs(paths.root) if (n := heal_jsonl(p))}
     moved = abandon_versions_after(store, version, aside)
     for v, s in rebuilt.items():
@@ -356,7 +366,7 @@ def prepare_resume(cfg: Any, ckpt_dir: Path, *, fresh_memory: bool = False) -> d
     return {"checkpoint": str(ckpt_dir), "step": step, "harness_version": version, "abandoned_versions": moved,
             "rebuilt_versions": sorted(rebuilt), "torn_lines": torn, "unreadable_lines": unreadable,
             "dropped_lines": dropped, "memory_restored": counts if snap is not None else None,
-            "fresh_memory": snap is None, "aside": str(aside) if aside.exists() else None}
+            "fresh_memory": snap is None, "temp_files_removed": swept, "aside": str(aside) if aside.exists() else None}
 
 
 def restore(run: Any, ckpt_dir: Path, *, fresh_memory: bool = False,
@@ -410,6 +420,8 @@ def resume_lines(summary: dict[str, Any]) -> list[str]:
         out.append(f"  dropped log lines after step {summary['step']}: {summary['dropped_lines']}")
     if summary.get("abandoned_versions"):
         out.append(f"  harness versions after the checkpoint moved aside: {summary['abandoned_versions']}")
+    if summary.get("temp_files_removed"):
+        out.append(f"  removed temp files of interrupted writes: {summary['temp_files_removed']}")
     if summary.get("rebuilt_versions"):
         out.append(f"  harness versions rebuilt exactly (did not load): {summary['rebuilt_versions']}")
     if summary.get("fresh_memory"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
@@ -71,6 +72,13 @@ def run(args: argparse.Namespace) -> int:
     except (ModelNotAvailable, FileNotFoundError, FileExistsError, RunFolderLocked, ResumeError, StoreCorrupt,
             MemoryStoreError, EvolverStopped) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"error: the disk is full ({e}). Every log line written is complete (a half-written one is undone) and "
+              f"every checkpoint with its state file is whole: free some space, then `harnessrl train --resume` "
+              f"continues from the last complete checkpoint", file=sys.stderr)
         return 1
     print(json.dumps(summary, indent=2))
     print(f"run folder: {cfg.run_dir}  (next: harnessrl eval --run {cfg.run_dir}; harnessrl report {cfg.run_dir})")
