@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -82,7 +83,8 @@ def _run_folder(tmp_path, tiny_model_dir, lora: bool):
 @pytest.mark.parametrize("lora", [False, True])
 def test_cli_eval_of_a_run_writes_eval_json(tmp_path, tiny_model_dir, capsys, lora):
     cfg = _run_folder(tmp_path, tiny_model_dir, lora)
-    rc = main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress"])
+    # --no-ifeval: the yardstick has its own test below (it would triple this test's generation time).
+    rc = main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress", "--no-ifeval"])
     out = capsys.readouterr()
     assert rc == 0, out.err
     summary = json.JSONDecoder().raw_decode(out.out[out.out.index("{"):])[0]
@@ -98,12 +100,12 @@ def test_cli_eval_of_a_run_writes_eval_json(tmp_path, tiny_model_dir, capsys, lo
     assert set(base["tasks"]) == set(res["tasks"]) and (base["k"], base["seed"]) == (res["k"], res["seed"])
     assert "base model on the same draws" in out.out
     # Evaluating again reuses that base result rather than sampling it twice.
-    assert main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress"]) == 0
+    assert main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress", "--no-ifeval"]) == 0
     assert json.loads((cfg.run_path / "eval.json").read_text())["base"]["seconds"] == base["seconds"]
 
     # A second model goes next to the first under its own label; the first results stay.
     rc = main(["eval", "--run", str(cfg.run_path), "--model", "tiny", "--label", "tiny-again", "--k", "2",
-               "--no-progress"])
+               "--no-progress", "--no-ifeval"])
     assert rc == 0, capsys.readouterr().err
     assert set(json.loads((cfg.run_path / "eval.json").read_text())) == {"trained", "base", "tiny-again"}
 
@@ -126,3 +128,67 @@ def test_cli_eval_of_an_unfinished_run_names_the_checkpoint_option(tmp_path, tin
     shutil.rmtree(cfg.run_path / "final")
     rc = main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress"])
     assert rc == 1 and "--model" in capsys.readouterr().err
+
+
+# -- the external yardstick (IFEval's own checkers on data/ifeval-heldout) -------------------------------------
+def _ifeval_file(tmp_path, rows=None):
+    rows = rows or [
+        {"key": "a", "prompt": "Say hi without commas.", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]},
+        {"key": "b", "prompt": "Say hi in lowercase.", "instruction_id_list": ["change_case:english_lowercase"],
+         "kwargs": [{}]},
+    ]
+    f = tmp_path / "ifeval.jsonl"
+    f.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return f
+
+
+def test_evaluate_ifeval_scores_with_the_external_checkers(tmp_path, monkeypatch):
+    from tools.ifeval import load_prompts
+    from trainer.evaluate import evaluate_ifeval
+
+    monkeypatch.setenv("HARNESSRL_NLTK_DATA", str(tmp_path / "nltk"))
+    prompts = load_prompts(_ifeval_file(tmp_path))
+    ep = ScriptedEndpoint({"Say hi without commas.": ["hi there", "hi, there"],
+                           "Say hi in lowercase.": ["Hello there my friend, how are you today?",
+                                                     "hello there my friend, how are you today?"]})
+    res = evaluate_ifeval(prompts, ep, max_tokens=8, k=2, temperature=1.0, seed=5, batch_size=1)
+    assert ep.calls == [(1, 2, 5), (1, 2, 6)]  # one call per batch, seeded seed + index of its first prompt
+    assert res["prompts"]["a"]["prompt_strict"] == 0.5 and res["prompts"]["b"]["prompt_strict"] == 0.5
+    assert res["prompt_strict"] == 0.5 and res["instruction_strict"] == 0.5 and res["n_prompts"] == 2
+    with pytest.raises(ValueError, match="sampling temperature"):
+        evaluate_ifeval(prompts, ep, max_tokens=8, k=2, temperature=0.0)
+
+
+def test_cli_eval_reports_ifeval_beside_the_audit(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    monkeypatch.setenv("HARNESSRL_NLTK_DATA", str(tmp_path / "nltk"))
+    cfg = _run_folder(tmp_path, tiny_model_dir, lora=False)
+    prompts = _ifeval_file(tmp_path)
+    argv = ["eval", "--run", str(cfg.run_path), "--k", "1", "--no-progress", "--ifeval-prompts", str(prompts),
+            "--ifeval-max-tokens", "4"]
+    rc = main(argv)
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    summary = json.JSONDecoder().raw_decode(out.out[out.out.index("{"):])[0]
+    assert summary["ifeval"]["n_prompts"] == 2 and 0.0 <= summary["ifeval"]["prompt_strict"] <= 1.0
+    saved = json.loads((cfg.run_path / "eval.json").read_text())
+    for label in ("trained", "base"):  # both models, greedy, with the settings that produced them
+        ife = saved[label]["ifeval"]
+        assert ife["settings"] == {"prompts_file": "ifeval.jsonl", "n_prompts": 2, "k": 1, "seed": 1234,
+                                   "max_tokens": 4, "temperature": 0.0}
+        assert set(ife["prompts"]) == {"a", "b"}
+    # The same weights under greedy decoding: trained (= the tiny model itself here) and base agree.
+    assert saved["trained"]["ifeval"]["prompts"] == saved["base"]["ifeval"]["prompts"]
+    assert "IFEval" in out.out
+
+    # Turned off: no yardstick in the new result.
+    assert main([*argv[:5], "--no-ifeval", "--label", "off"]) == 0
+    assert "ifeval" not in json.loads((cfg.run_path / "eval.json").read_text())["off"]
+
+
+def test_cli_eval_bad_ifeval_prompts_fail_before_any_model(tmp_path, capsys):
+    bad = _ifeval_file(tmp_path, [{"key": "a", "prompt": "x", "instruction_id_list": ["keywords:existence"],
+                                   "kwargs": [{}]}])
+    suite = Path(__file__).resolve().parents[1] / "data" / "rubric-mix-lite"
+    rc = main(["eval", "--model", "tiny", "--suite", str(suite), "--ifeval-prompts", str(bad)])
+    err = capsys.readouterr().err
+    assert rc == 1 and f"{bad}:1: field 'kwargs[0]'" in err and "missing 'keywords'" in err

@@ -5,6 +5,9 @@ samples k responses at the training temperature with `top_k=0` (TRL's sampling, 
 see the same distribution) and no hints. Avg@k = the mean score of the k samples, averaged over tasks;
 `audit` is the same for the hidden audit criteria (None where a task has none). Results go to
 `run_dir/eval.json` (one entry per evaluated model label, so base and trained can sit side by side).
+
+Beside them, unless turned off, the external yardstick (`evaluate_ifeval`): our held-out instruction-following
+prompts (`data/ifeval-heldout/`) answered greedily and scored by IFEval's own checkers (`tools/ifeval.py`).
 """
 
 from __future__ import annotations
@@ -78,13 +81,39 @@ def evaluate(tasks: list, endpoint: Any, judge: Any, *, k: int, max_tokens: int,
             "audit": float(np.mean(all_audits)) if all_audits else None, "domains": domains, "tasks": per_task}
 
 
+def evaluate_ifeval(prompts: list, endpoint: Any, *, max_tokens: int, k: int = 1, temperature: float = 0.0,
+                    seed: int = 1234, batch_size: int = 16) -> dict[str, Any]:
+    """IFEval's metrics of `endpoint` on `prompts` (`tools.ifeval.IFEvalPrompt`s): k responses per prompt,
+    `batch_size` prompts per `endpoint.sample` call seeded `seed + index of its first prompt`; k = 1 at
+    temperature 0 is IFEval's own protocol (greedy). Per-prompt verdicts are kept; responses are not."""
+    from tools.ifeval import score
+
+    if k < 1 or batch_size < 1 or (k > 1 and temperature == 0):
+        raise ValueError(f"IFEval eval: k={k}, batch_size={batch_size}, temperature={temperature} "
+                         f"(k > 1 needs a sampling temperature)")
+    t0 = time.monotonic()
+    responses: list[list[str]] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = prompts[start:start + batch_size]
+        responses += endpoint.sample([p.messages() for p in chunk], n=k, max_tokens=max_tokens,
+                                     temperature=temperature, seed=seed + start)
+    gen_s = time.monotonic() - t0
+    res = score(prompts, responses)
+    res.update(max_tokens=max_tokens, temperature=temperature, seed=seed, generate_s=gen_s,
+               seconds=time.monotonic() - t0)
+    return res
+
+
 def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite: str | None, split: str, k: int,
              max_tokens: int | None, temperature: float | None, seed: int, judge_model: str | None,
              label: str | None, progress: bool = True, torch_threads: int = 1, batch_size: int = 16,
-             with_base: bool = False) -> dict[str, Any]:
+             with_base: bool = False, ifeval: bool = True, ifeval_prompts: str | None = None,
+             ifeval_max_tokens: int = 128, ifeval_k: int = 1) -> dict[str, Any]:
     """Evaluate one model (a run's final model by default) and, with `with_base`, the run's base model on the
     same tasks, seeds and batches (common random numbers: the two differ only by the weights). Both land in
-    `run_dir/eval.json` under their labels; a base result with the same tasks and settings is reused."""
+    `run_dir/eval.json` under their labels; a base result with the same tasks and settings is reused.
+    With `ifeval`, each result also holds `ifeval` (`evaluate_ifeval` on `ifeval_prompts`, default the
+    bundled `data/ifeval-heldout/prompts.jsonl`; greedy when `ifeval_k` is 1, else at the eval temperature)."""
     import torch
 
     from harness.data import load_suite
@@ -128,6 +157,20 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
                 "max_tokens": max_tokens or (cfg.train.max_completion_length if cfg else 48),
                 "temperature": temperature if temperature is not None else (cfg.train.temperature if cfg else 1.0)}
     dtype = cfg.model.dtype if cfg else "float32"
+    if_prompts, if_settings = None, None
+    if ifeval:  # loaded (and validated) before any model: a bad prompts file fails in a second
+        from tools.ifeval import DEFAULT_PROMPTS, load_prompts
+
+        if_file = Path(ifeval_prompts) if ifeval_prompts else DEFAULT_PROMPTS
+        if_prompts = load_prompts(if_file)
+        if_settings = {"prompts_file": if_file.name, "n_prompts": len(if_prompts), "k": ifeval_k, "seed": seed,
+                       "max_tokens": ifeval_max_tokens,
+                       "temperature": 0.0 if ifeval_k == 1 else settings["temperature"]}
+
+    def ifeval_of(endpoint: Any) -> dict[str, Any]:
+        res = evaluate_ifeval(if_prompts, endpoint, max_tokens=ifeval_max_tokens, k=ifeval_k,
+                              temperature=if_settings["temperature"], seed=seed, batch_size=batch_size)
+        return {**res, "settings": if_settings}
 
     def one(model_dir: Path, adapter_base: str | None) -> dict[str, Any]:
         m, tok = load_model(model_dir, adapter_base, dtype)
@@ -136,6 +179,8 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
         res = evaluate(tasks, endpoint, judge, k=k, max_tokens=settings["max_tokens"],
                        temperature=settings["temperature"], seed=seed, progress=progress, batch_size=batch_size)
         res.update(model=str(model_dir), seconds=time.monotonic() - t0, **settings)
+        if if_prompts is not None:
+            res["ifeval"] = ifeval_of(endpoint)
         return res
 
     model_dir = Path(model) if Path(model).is_dir() else resolve_model(model)
@@ -145,7 +190,10 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
     import json
 
     out = Path(run_dir) / "eval.json"
-    data = json.loads(out.read_text()) if out.is_file() else {}
+    try:
+        data = json.loads(out.read_text()) if out.is_file() else {}
+    except ValueError as e:  # a damaged eval.json must not be overwritten silently: say which file, and the way out
+        raise ValueError(f"{out}: not readable JSON ({e}); move it aside and run the eval again (a new one is written)") from None
     data[label or ("trained" if model_dir.name == "final" else model_dir.name)] = result
     if with_base:
         if base is None:
@@ -153,6 +201,9 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
         prev = data.get("base") or {}
         same = (all(prev.get(key) == val for key, val in settings.items())
                 and set(prev.get("tasks") or {}) == set(result["tasks"]))
+        if same and if_prompts is not None and (prev.get("ifeval") or {}).get("settings") != if_settings:
+            m, tok = load_model(resolve_model(base), None, dtype)  # only the yardstick is missing or stale
+            prev = {**prev, "ifeval": ifeval_of(LocalEndpoint(m, tok, name="local:base"))}
         data["base"] = prev if same else one(resolve_model(base), None)
     atomic_write_json(out, data)
     return result
