@@ -98,9 +98,15 @@ def readable(reason: str) -> str:
 
 
 def _why(critique: Critique, default: str) -> tuple[str, ...]:
+    """The two reasons that decided: for a refusal the failing guard or rule first, then the rule's numbers."""
+    reasons = [readable(r) for r in critique.reasons if not r.startswith("focus group")]
     if critique.veto:
-        return ("vetoed by the critic's review",)
-    return tuple(readable(r) for r in critique.reasons[:2]) or (default,)
+        return ("vetoed by the critic's review", *reasons[:1])
+    if critique.measured_ok and not critique.invalid:
+        return tuple(r for r in reasons if not r.startswith("PASS"))[:2] or (default,)
+    failing = [r for r in reasons if r.startswith(("guard failed", "FAIL", "invalid"))]
+    rest = [r for r in reasons if r not in failing and not r.startswith("PASS")]
+    return tuple([*failing, *rest][:2]) or (default,)
 
 
 # -- accept / revise / fallback ---------------------------------------------------------------------------

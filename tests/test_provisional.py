@@ -198,6 +198,18 @@ def test_after_critique_counts_charged_revisions(crit_kw, attempts, verdict):
     assert d.verdict == verdict and d.numbers["max_revisions"] == 2 and d.numbers["std_gain"] == 0.2
 
 
+def test_a_refusal_names_what_refused_it_first():
+    crit = Critique(failure_type="collapse_high", measured_ok=False, primary="std_gain", numbers={"std_gain": 0.24},
+                    reasons=["focus group t-any (paired=True)", "std 0.000 -> 0.242 (gain +0.242, need >= 0.05)",
+                             "PASS: std_gain", "guard failed: sequential test undecided at k=8", "corr None -> None"])
+    d = decisions.after_critique(crit, Proposal(update=_hint()), [{}, {}, {}], CTX)
+    assert d.verdict == "fallback"
+    assert d.reasons[:2] == ("guard failed: sequential test undecided at k=8", "std 0.000 -> 0.242 (gain +0.242, need >= 0.05)")
+    ok = decisions.after_critique(crit.model_copy(update={"measured_ok": True, "reasons": ["corr None -> None", "PASS: x"]}),
+                                  Proposal(update=_hint()), [{}], CTX)
+    assert ok.verdict == "accept" and ok.reasons == ("corr n/a -> n/a",)
+
+
 def test_rules_out_of_templates_falls_back():
     assert decisions.after_critique(_crit(), Proposal(update=None, error="no template left"), [{}], CTX).verdict == "fallback"
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from agents.decisions import readable
+
 log = logging.getLogger("harnessrl")
 
 # Warnings that say nothing a HarnessRL user can act on (deprecations inside the libraries we call, or
@@ -107,11 +109,13 @@ def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pau
     for r in reports:
         attempts = r.get("attempts") or []
         last = attempts[-1] if attempts else {}
-        reasons = last.get("reasons") or []
+        reasons = (last.get("decision") or {}).get("reasons") or last.get("reasons") or []
         what = last.get("template") or "no candidate"
-        why = f" ({'; '.join(str(x) for x in reasons[:2])})" if reasons else ""
+        why = f" ({'; '.join(readable(str(x)) for x in reasons[:2])})" if reasons else ""
         version = f" v{r['committed_version']}" if r.get("committed_version") is not None else ""
-        lines.append(f"  {_txt(r.get('task_id'))}: {_txt(r.get('failure_type'))} -> {_txt(r.get('decision'))}{version} on "
+        # A fallback is a sampling change made after the attributed interface's candidates were all refused.
+        how = f" (sampling) after {len(attempts)} candidate(s) on" if r.get("decision") == "fallback" else " on"
+        lines.append(f"  {_txt(r.get('task_id'))}: {_txt(r.get('failure_type'))} -> {_txt(r.get('decision'))}{version}{how} "
                      f"{_txt(r.get('interface'))}: {what}{why}")
         if brains := brain_line(r.get("brains") or {}):
             lines.append(f"    brains: {brains}")
