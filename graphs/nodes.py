@@ -200,8 +200,6 @@ def _gates(update: HarnessUpdate, event: FailureEvent, att: Attribution, ctx: Ev
             errors.append(f"ops[{i}] ({op.op}).task_id: {op.task_id!r} is not the event's task {event.task_id!r}")
         if op.op.startswith("restore_"):  # restores are the trainer's reverts (agents/decisions.py), never a proposal
             errors.append(f"ops[{i}] ({op.op}): restore ops are reserved for reverting a provisional update")
-        if op.op.startswith("restore_"):  # restores are the trainer's reverts (agents/decisions.py), never a proposal
-            errors.append(f"ops[{i}] ({op.op}): restore ops are reserved for reverting a provisional update")
     if len(update.ops) > MAX_OPS:
         errors.append(f"ops: {len(update.ops)} ops, at most {MAX_OPS} per update")
     return errors
