@@ -268,6 +268,21 @@ def test_a_corrupt_version_is_rebuilt_exactly_from_its_parent_and_logged_update(
     assert json.loads(store.path(1).read_bytes()) == json.loads(good)
 
 
+def test_a_corrupt_version_after_the_checkpoint_is_moved_aside_not_read(tmp_path):
+    cfg, ckpt = _built_run(tmp_path)
+    store = HarnessStore(cfg.run_path / "harness")
+    store.path(2).write_text("{")  # a version the resume abandons anyway
+    with pytest.raises(StoreCorrupt):
+        HarnessRun(cfg, open_memory=False)  # why build_trainer rolls the files back before it opens the run
+    summary = prepare_resume(cfg, ckpt)  # as build_trainer does
+    assert summary["abandoned_versions"] == [2] and summary["rebuilt_versions"] == [] and store.versions() == [0, 1]
+    run = HarnessRun(cfg, open_memory=False)
+    try:
+        assert restore(run, ckpt, prepared=summary)["abandoned_versions"] == [2] and run.state.version == 1
+    finally:
+        run.close()
+
+
 def test_version_zero_is_rebuilt_from_the_suite(tmp_path):
     cfg, ckpt = _built_run(tmp_path)
     store = HarnessStore(cfg.run_path / "harness")

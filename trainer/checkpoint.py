@@ -236,10 +236,10 @@ def _plan_versions(store: HarnessStore, upto: int, seed: Any, ckpt_dir: Path) ->
                 how = f" (updates.jsonl has {'no line' if rec is None else 'no update'} for version {v})"
         if state is None:
             raise ResumeError(f"{problem}; it cannot be rebuilt exactly{how}. Put a good copy of {store.path(v).name} "
-                              f"back, or {_earlier(ckpt_dir, lambda s: int(s['harness_version']) < v)}")
+                              f"back, or {_earlier(ckpt_dir, lambda s, v=v: int(s['harness_version']) < v)}")
         if state.version != v:
             raise ResumeError(f"{problem}; rebuilding it from {how} gave version {state.version}, not {v}; "
-                              f"{_earlier(ckpt_dir, lambda s: int(s['harness_version']) < v)}")
+                              f"{_earlier(ckpt_dir, lambda s, v=v: int(s['harness_version']) < v)}")
         rebuilt[v] = state
         prev = state
     return rebuilt
