@@ -348,3 +348,6 @@ def test_report_counts_confirmed_reverted_and_provisional_updates():
     assert s["accepted_total"] == 3 and s["fallback_total"] == 1  # a revert is not an accept
     assert [r["outcome"] for r in update_effect_rows(data)] == ["confirmed", "reverted", "provisional", "revert", "fallback"]
     assert any(line.startswith("Training confirmed 1 accepted update and reverted 1") for line in summary_sentences(s))
+    from trainer.report import verdict_rows
+
+    assert [(r["version"], r["verdict"]) for r in verdict_rows(data)] == [(1, "confirm"), (2, "revert")]

@@ -408,6 +408,14 @@ def summary_sentences(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def verdict_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per verdict training gave a provisional update (rounds.jsonl `provisional`, trainer/provisional.py)."""
+    return [{"round": r.get("step"), "version": v.get("version"), "task": v.get("task_id"), "failure": v.get("failure_type"),
+             "verdict": v.get("verdict"), "why": "; ".join(v.get("reasons") or []),
+             "revert": f"v{v['revert_version']}" if v.get("revert_version") else ""}
+            for r in data["rounds"] for v in (r.get("provisional") or {}).get("verdicts") or []]
+
+
 def build_report(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     data = collect(run_dir)
@@ -451,7 +459,12 @@ def build_report(run_dir: Path) -> Path:
                 _table(effect_rows, list(effect_rows[0])) if effect_rows else "<p>No committed updates.</p>",
                 "<p class=note>The training groups of each update's tasks (and of a variant it added) before and "
                 "after it: mean reward, mean within-group std, and the share of dead groups (std below the "
-                "detector's eps). No groups after an update: its tasks were not drawn again in this run.</p>"]
+                "detector's eps). No groups after an update: its tasks were not drawn again in this run.</p>",
+                "<h2>Training's verdicts on accepted updates</h2>",
+                _table(verdict_rows(data), ["round", "version", "task", "failure", "verdict", "why", "revert"])
+                if verdict_rows(data) else "<p>No accepted update has had its training groups yet.</p>",
+                "<p class=note>Every accepted update is provisional: its task's first training groups under it "
+                "confirm it, or revert it with a new version when its failure persists (agents/decisions.py).</p>"]
     if "eval" in imgs:
         sections.append(f'<h2>Held-out evaluation</h2><img src="{imgs["eval"]}">')
         sections.append(_table([{"model": k, "avg_at_k": v["avg_at_k"], "audit": v["audit"], "k": v["k"],
