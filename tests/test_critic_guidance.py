@@ -49,7 +49,7 @@ def test_hint_templates_pass_on_a_collapsed_task_that_hints_revive(template, tri
                             ScriptedPolicy(_hints_help))
     assert crit.measured_ok, crit.reasons
     assert crit.numbers["std_gain"] > 0.05 and m.sequential.decision == "pass"
-    # Half the hinted rollouts answer well: 2 hits in the first 4 against 0 in the control's 16 is beyond chance
+    # Half the hinted rollouts answer well: 2 hits in the first 4 against 0 in the control's 32 is beyond chance
     # (the exact hit test's first bound), so one look decides.
     assert m.sequential.test == "exact" and m.sequential.ks == [4] and m.sequential.hits == [2]
     if template == "hint":  # 75% of visits hinted: the unhinted visits are a second, dead, stratum

@@ -98,10 +98,10 @@ def test_the_control_comes_from_the_tasks_cached_groups_when_memory_has_enough()
     assert crit.measured_ok, crit.reasons
 
 
-def test_a_short_history_is_topped_up_to_the_cap_with_fresh_control_probes():
+def test_a_short_history_is_topped_up_to_twice_the_cap_with_fresh_control_probes():
     policy = SeededPolicy(lambda p, i, seed: UNSURE)
     m, _ = _judge(policy, control_history={"med-1": [UNSURE] * 6})
-    assert m.sequential.control_n == 16 and [c["n"] for c in policy.calls][0] == 10
+    assert m.sequential.control_n == 32 and [c["n"] for c in policy.calls][0] == 26
 
 
 def test_task_rollouts_pool_the_newest_groups_and_filter_hinted_visits():

@@ -43,18 +43,18 @@ def test_a_gain_within_noise_is_rejected_at_the_cap():
 def test_the_same_gain_is_accepted_once_more_rollouts_make_it_clear():
     m, crit = _judge(ScriptedPolicy(_one_in_four), sample_k=4, sample_k_max=16)
     assert crit.measured_ok, crit.reasons
-    # The control pool is fixed at the cap first (16 fresh rollouts, 0 hits): 2 hits in 8 then clear the bound.
+    # The control pool is fixed first (twice the cap: 32 fresh rollouts, 0 hits): 2 hits in 8 then clear the bound.
     assert m.sequential.ks == [4, 8] and m.sequential.decision == "pass"
-    assert m.sequential.hits == [1, 2] and m.sequential.pass_at == [2, 2] and m.sequential.control_n == 16
+    assert m.sequential.hits == [1, 2] and m.sequential.pass_at == [2, 2] and m.sequential.control_n == 32
     assert crit.numbers["k"] == 8 and crit.numbers["seq_looks"] == 2
 
 
 def test_critique_numbers_carry_the_cost():
     m, crit = _judge(ScriptedPolicy(_one_in_four), sample_k=4, sample_k_max=16)
     n = crit.numbers
-    assert n["cost_probe_rollouts"] == m.cost.probe_rollouts == 24  # 16 control at once + 8 hinted, drawn 4 + 4
+    assert n["cost_probe_rollouts"] == m.cost.probe_rollouts == 40  # 32 control at once + 8 hinted, drawn 4 + 4
     assert n["cost_sample_calls"] == 3 and n["cost_judge_calls"] == 0 and n["cost_probe_tokens"] > 0
-    assert n["cost_seconds"] is not None and n["cost_scored_rollouts"] == 24
+    assert n["cost_seconds"] is not None and n["cost_scored_rollouts"] == 40
 
 
 def test_stop_rule_reads_the_new_variant_of_an_add_variant():

@@ -41,8 +41,8 @@ Fixed budgets: `k=n` sets sample_k = sample_k_max = n. A rule with a `HitTest` (
 guidance or sampling candidate) runs the exact hit test, and its control pool is fixed before the first
 look: when the focus task's control visits are unhinted, `control_history` (the task's cached unhinted
 training rollouts; the parent's, for a new variant) is re-scored under the current rubric as that pool, and
-fresh control probes top it up only when it holds fewer than `sample_k_max` rollouts; a hinted control is
-sampled fresh at `sample_k_max`. A candidate stratum whose prompt is the control's shares that pool. The
+fresh control probes top it up only when it holds fewer than `CONTROL_FACTOR` * `sample_k_max` rollouts; a
+hinted control is sampled fresh at that size. A candidate stratum whose prompt is the control's shares that pool. The
 candidate's hits are counted on its other strata, and a pass also needs the rule's point estimate to hold.
 
 Probe rollouts are shared by the round's measurements through a `tools.probes.ProbeCache`; what one
@@ -72,6 +72,11 @@ from tools.judge import Judge, run_sync
 from tools.probes import Cost, ProbeCache, count_tokens
 from tools.sequential import (ALPHA, BOOTSTRAP, Decision, ExactPlan, Sequential, StopRule, dead_level, decide,
                               decide_hits, exact_plan, looks, null_tail, p_pass)
+
+
+# The exact hit test's control pool holds at least this many times the candidate's cap: p0's uncertainty then costs
+# about half the power that the candidate's own noise does (with a pool the size of the cap it costs as much).
+CONTROL_FACTOR = 2
 
 
 class Measurement(BaseModel):
@@ -237,11 +242,11 @@ async def ameasure_candidate(
             sides["candidate"][tid] = _strata(candidate_state, tid, visit)
             if exact and rule is not None and tid == rule.task_id:
                 # The exact test's control pool is fixed before the first look: the cached training rollouts of an
-                # unhinted control prompt, topped up with fresh probes to the cap (tools.sequential).
+                # unhinted control prompt, topped up with fresh probes to CONTROL_FACTOR x the cap (tools.sequential).
                 if len(control) == 1 and not control[0].spec.hints:
                     pools_prior.setdefault(control[0].spec.prompt_key, []).extend(history.get(base_id, []))
                 for s in control:
-                    floor[s.spec.prompt_key] = sample_k_max
+                    floor[s.spec.prompt_key] = CONTROL_FACTOR * sample_k_max
         if sampling:
             weights[tid] = {"control": 0.0 if new_variant else _weight(state, tid), "candidate": _weight(candidate_state, tid)}
         else:
