@@ -309,7 +309,9 @@ def _sightings(svc: Services, event: FailureEvent, domain: str, now: HarnessStat
     def extras(tid: str) -> tuple[tuple[str, ...], int | None]:
         groups = [g for g in mem.task_history(tid, last_n=1, kinds=("groups",)) if isinstance(g, GroupSummary)]
         unmet = tuple(c for c, ok in groups[-1].best.verdicts.items() if not ok) if groups and groups[-1].best else ()
-        fixed = [p.step for p in mem.proposals_for(tid) if p.failure_type == event.type and p.outcome in ("accepted", "fallback")]
+        mine = [p for p in mem.proposals_for(tid) if p.failure_type == event.type]
+        undone = max((p.step for p in mine if p.outcome == "reverted"), default=-1)  # training undid the repair then
+        fixed = [p.step for p in mine if p.outcome in ("accepted", "fallback") and p.step > undone]
         return unmet, max(fixed) if fixed else None
 
     out: list[gen.Sighting] = []

@@ -351,3 +351,34 @@ def test_report_counts_confirmed_reverted_and_provisional_updates():
     from trainer.report import verdict_rows
 
     assert [(r["version"], r["verdict"]) for r in verdict_rows(data)] == [(1, "confirm"), (2, "revert")]
+
+
+def test_a_reverted_spurious_repair_is_remembered_without_audit_numbers_for_the_llm_roles(tmp_path):
+    from harness.types import AddPitfall
+    from harness.visibility import hidden_key
+
+    ev = _ev("spurious_audit", "med-001")
+    upd = HarnessUpdate(interface="criteria", ops=[AddPitfall(task_id="med-001", criterion=crit("p9", -2))])
+    store, mem = _world(tmp_path, update=upd, event=ev)
+    for s in (5, 6):  # the audit-failing rollouts are still paid as well as the passing ones
+        mem.add_group(_group("med-001", s, 1, [1.0, 1.0, 1.0, 0.0], audits=[0.0, 0.0, 1.0, 1.0], hinted=False),
+                      harness_version=1)
+    out = _review(store, mem)
+    assert out["revert_versions"] == [2] and store.latest().criteria("med-001") == store.load(0).criteria("med-001")
+    rec = mem.get("proposals", graded_id(1, "med-001"))
+    assert rec.outcome == "reverted" and rec.measurements["gamed_reward"] == 1.0  # kept for the trainer's report
+    doc = rec.document().replace("spurious_audit", "")
+    assert "reverted" in doc and "audit" not in doc and "gamed" not in doc and "honest" not in doc
+    assert any(hidden_key(k) for k in rec.measurements)  # what redact() strips before a tool shows them
+
+
+def test_a_task_whose_repair_training_reverted_counts_as_unrepaired_for_generalise(tmp_path):
+    from memory.records import ProposalRecord
+    from tests.test_generalise import _policy, _run, _setup
+
+    key, svc = _setup(tmp_path, _policy(stuff_targets=True))
+    _run(key)  # med-b and med-c repaired by the batch at step 10
+    svc.memory.add_proposal(ProposalRecord(proposal_id=graded_id(2, "med-b"), event_id="e", task_id="med-b", step=12,
+                                           failure_type="stuffing", interface="criteria", outcome="reverted"))
+    skipped = dict(s.split(": ", 1) for s in _run(key, version=2, step=14)["reports"][0]["generalised"]["skipped"])
+    assert "already repaired" in skipped["med-c"] and "already repaired" not in skipped.get("med-b", "")
