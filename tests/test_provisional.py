@@ -382,3 +382,19 @@ def test_a_task_whose_repair_training_reverted_counts_as_unrepaired_for_generali
                                            failure_type="stuffing", interface="criteria", outcome="reverted"))
     skipped = dict(s.split(": ", 1) for s in _run(key, version=2, step=14)["reports"][0]["generalised"]["skipped"])
     assert "already repaired" in skipped["med-c"] and "already repaired" not in skipped.get("med-b", "")
+
+
+@pytest.mark.parametrize(("p", "stated"), [(0.33, 0.046), (0.06, 0.61)])
+def test_the_real_rule_reverts_as_often_as_the_stated_rate(p, stated):
+    """Simulated binary-reward training groups (G = 4) through `decisions.grade`: a true repair to hit rate 0.33 is
+    reverted about 4.6 % of the time at W = 2, a no-op at 0.06 about 61 % (seeded; the band is 4 standard errors)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    t = decisions.Target(task_id="med-001", graded_on="med-001", failure_type="collapse_low", event_id="e", restore=["med-001"])
+    n = 600
+    reverted = sum(
+        decisions.grade(t, "criteria", [], [_group("med-001", 5 + k, 1, [float(x) for x in rng.random(4) < p], hinted=False)
+                                             for k in range(2)], window=2, ctx=CTX, detector=CFG).verdict == "revert"
+        for _ in range(n))
+    assert abs(reverted / n - stated) < 4 * (stated * (1 - stated) / n) ** 0.5
