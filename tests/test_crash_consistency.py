@@ -127,6 +127,36 @@ def test_report_reads_past_a_damaged_line_naming_file_and_line(tmp_path, caplog,
         read_jsonl(metrics, strict=True)
 
 
+def test_a_resume_killed_while_rolling_back_is_finished_by_the_next_resume(tmp_path, monkeypatch):
+    import trainer.checkpoint as checkpoint
+
+    cfg, ckpt = _built_run(tmp_path)
+    with open(cfg.run_path / "events.jsonl", "ab") as f:
+        f.write(b'{"id": "e3", "ty')
+    real, calls = checkpoint.truncate_jsonl, []
+
+    def dies_before_metrics(*a, **k):  # versions moved aside (1: updates.jsonl), events cut back (2), then killed
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("killed")
+        return real(*a, **k)
+
+    monkeypatch.setattr(checkpoint, "truncate_jsonl", dies_before_metrics)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_resume(cfg, ckpt)
+    monkeypatch.undo()
+    assert list(cfg.run_path.glob(".memory.resume-*"))  # the half-done resume's memory build is still there
+    run, summary = _resume(cfg, ckpt)
+    try:
+        assert summary["abandoned_versions"] == [] and run.store.versions() == [0, 1]  # done the first time
+        assert [r["step"] for r in read_jsonl(cfg.run_path / "metrics.jsonl", strict=True)] == [1, 2]
+        assert [r["id"] for r in read_jsonl(cfg.run_path / "events.jsonl", strict=True)] == ["e1", "e2"]
+        assert run.memory.profile("t-paris") is not None and run.memory.profile("t-photo") is None
+        assert not list(cfg.run_path.glob(".memory.resume-*"))
+    finally:
+        run.close()
+
+
 # -- a full disk -------------------------------------------------------------------------------------------------
 def test_enospc_mid_append_leaves_the_log_as_it_was(tmp_path, monkeypatch):
     log = tmp_path / "metrics.jsonl"

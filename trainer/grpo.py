@@ -336,5 +336,9 @@ def finished_summary(cfg: RunConfig, ckpt: Path) -> dict[str, Any]:
                 "and --resume again", cfg.run_path, ckpt.name, int(state["step"]), cfg.train.max_steps,
                 f" (final/ was missing: rebuilt from {ckpt.name})" if rebuilt else "",
                 2 * max(int(state["step"]), 1))
+    from trainer.io import read_jsonl
+
+    # The pause total of the run as trained, from its step log (the finishing call counted only its own part).
+    pause = sum(float(m.get("pause_s") or 0.0) for m in read_jsonl(cfg.run_path / "metrics.jsonl"))
     return {"run_dir": str(cfg.run_path), "steps": int(state["step"]), "harness_version": int(state["harness_version"]),
-            "pause_s": 0.0, "final_model": str(final), "already_finished": True, "final_rebuilt": rebuilt}
+            "pause_s": pause, "final_model": str(final), "already_finished": True, "final_rebuilt": rebuilt}
