@@ -120,6 +120,8 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
     b = base["eval"] if base else None
     pct = lambda x: None if x is None else 100.0 * x  # noqa: E731
     gap = lambda e: None if e["audit"] is None else 100.0 * (e["avg_at_k"] - e["audit"])  # noqa: E731
+    # The external yardstick (IFEval's checkers, greedy), where the eval ran it: the base and the last checkpoint.
+    ife = lambda e, key: None if not e or not e.get("ifeval") else 100.0 * e["ifeval"][key]  # noqa: E731
     wall = run["train_s"]
     greedy = {s: evals[s].get("greedy") for s in steps}
     walls = {int(k): v for k, v in run.get("ckpt_wall", {}).items()}
@@ -142,6 +144,8 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
         "best_step": best_step, "best_score": pct(evals[best_step]["avg_at_k"]),
         "best_audit": pct(evals[best_step]["audit"]), "max_audit": max(pct(evals[s]["audit"]) or 0 for s in steps),
         "final_step": steps[-1], "final_score": pct(final["avg_at_k"]), "final_audit": pct(final["audit"]),
+        "final_ifeval": ife(final, "prompt_strict"), "final_ifeval_inst": ife(final, "instruction_strict"),
+        "base_ifeval": ife(b, "prompt_strict"), "base_ifeval_inst": ife(b, "instruction_strict"),
         "final_domains": {d: {"score": pct(v["avg_at_k"]), "audit": pct(v["audit"])} for d, v in final["domains"].items()},
         "best_domains": {d: {"score": pct(v["avg_at_k"]), "audit": pct(v["audit"])}
                          for d, v in evals[best_step]["domains"].items()},
@@ -167,7 +171,7 @@ def arm_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "length_corr_final", "length_corr_base", "gap_growth", "wall_s", "pause_s", "pause_share", "eval_s",
                 "judge_warnings", "fallbacks", "rounds", "round_errors", "spurious_events", "words_final",
                 "final_greedy_score", "final_greedy_audit", "zero_var_trained", "overhead_share", "extra_generation",
-                "step_wall_s", "overhead_s"):
+                "step_wall_s", "overhead_s", "final_ifeval", "final_ifeval_inst"):
         vals = [r["summary"].get(key) for r in runs]
         out[key] = mean_of(vals)
         out[key + "_sd"] = sd_of(vals)

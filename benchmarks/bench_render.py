@@ -137,10 +137,13 @@ def render(results: dict[str, Any], report: Path) -> str:
         lines += [""]
     lines += ["## Runs", "", "| job | status |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in results["status"].items()]
+    # The external yardstick's column, where any arm has it (summaries from before it have not).
+    ife = any(s.get("final_ifeval") is not None for s in arm_sum.values())
     lines += ["", "## Main table (mean ± sd over seeds)", "",
               "| arm | n | held-out score (best ckpt) | audit (best ckpt) | best step | final score | final audit | "
-              "zero-var share | len corr (final / base) | train-audit gap growth | wall s | pause % | judge warn |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "zero-var share | len corr (final / base) | train-audit gap growth | wall s | pause % | judge warn |"
+              + (" IFEval final (prompt / instr strict) |" if ife else ""),
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if ife else "")]
     for arm, s in arm_sum.items():
         lines.append(
             f"| {ARMS[arm].label} | {s['n']} | {_fmt(s['best_score'], 1, s['best_score_sd'])} | "
@@ -149,19 +152,30 @@ def render(results: dict[str, Any], report: Path) -> str:
             f"{_fmt(s['zero_var_share'], 2, s['zero_var_share_sd'])} | "
             f"{_fmt(s['length_corr_final'], 2)} / {_fmt(s['length_corr_base'], 2)} | {_fmt(s['gap_growth'], 1)} | "
             f"{_fmt(s['wall_s'], 0)} | {_fmt(None if s['pause_share'] is None else 100 * s['pause_share'], 1)} | "
-            f"{_fmt(s['judge_warnings'], 0)} |")
+            f"{_fmt(s['judge_warnings'], 0)} |"
+            + (f" {_fmt(s.get('final_ifeval'), 1, s.get('final_ifeval_sd'))} / {_fmt(s.get('final_ifeval_inst'), 1)} |"
+               if ife else ""))
     base = results.get("base")
     if base:
         lines += ["", f"Base model (step 0, same eval): score {_fmt(100 * base['eval']['avg_at_k'])}, audit "
                       f"{_fmt(None if base['eval']['audit'] is None else 100 * base['eval']['audit'])}, "
-                      f"length corr {_fmt(base['eval']['length_corr'], 2)}."]
+                      f"length corr {_fmt(base['eval']['length_corr'], 2)}"
+                      + (f"; IFEval prompt / instruction strict {_fmt(100 * base['eval']['ifeval']['prompt_strict'])} / "
+                         f"{_fmt(100 * base['eval']['ifeval']['instruction_strict'])} "
+                         f"({base['eval']['ifeval']['n_prompts']} prompts, greedy, "
+                         f"{base['eval']['ifeval']['max_tokens']} tokens)" if base["eval"].get("ifeval") else "")
+                      + "."]
     lines += ["", "Columns: *best ckpt* = the evaluated checkpoint (step 0 = base included) with the highest held-out "
                   "training-criteria score (selected on the same eval subset, so optimistic); *len corr* = within-task "
                   "correlation of response word count with the training-criteria score on the held-out eval; "
                   "*train-audit gap growth* = (score - audit) at the final checkpoint minus the same at the base model "
                   "(positive: the training criteria rose more than the hidden audit = spurious reward); *wall s* = "
                   "training wall time (evolver pauses included, eval excluded); *pause %* = share of it spent paused "
-                  "in the evolver.", ""]
+                  "in the evolver."
+                  + (" *IFEval final* = the external yardstick at the last checkpoint: greedy answers to the 52 "
+                     "held-out prompts of `data/ifeval-heldout/`, scored by IFEval's own instruction checkers "
+                     "(`if-verifiable`), prompt-level / instruction-level strict accuracy (0-100); nothing in "
+                     "training saw these prompts or this scorer." if ife else ""), ""]
     lines += ["## Paired with the fixed harness (same seed, same eval draws): final-checkpoint differences", "",
               "| arm | seeds | Δ score per seed | mean Δ score | Δ audit per seed | mean Δ audit |", "|---|---|---|---|---|---|"]
     for arm, d in paired_vs_fixed(results["runs"]).items():

@@ -72,7 +72,8 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT, code: dict[str, Any] 
     results = Path(args.results)
     shared = dict(config=str(code_root / preset.config), eval_tasks=eval_tasks, eval_k=args.eval_k,
                   eval_every=args.eval_every, max_tokens=args.max_tokens, eval_seed=args.eval_seed,
-                  preset=args.preset, greedy=args.greedy, noise_seed=args.noise_seed, code=code)
+                  preset=args.preset, greedy=args.greedy, noise_seed=args.noise_seed, code=code,
+                  ifeval_max_tokens=args.ifeval_max_tokens)
     jobs = [Job(kind="base", name="base", overrides=[f"data.suite={suite}"], run_dir=str(out / "base"),
                 model=base_cfg["model"]["name"], summary_path=str(results / "base.json"), **shared)]
     ablation_seeds = args.ablation_seeds if args.ablation_seeds is not None else args.seeds[:1]
@@ -168,12 +169,31 @@ def eval_model(model_dir: Path, base: str | None, job: Job, tasks: list, judge: 
             **length_stats(res, endpoint.responses), "seconds": time.monotonic() - t0}
 
 
+def eval_ifeval(model_dir: Path, base: str | None, job: Job, dtype: str) -> dict[str, Any]:
+    """The external yardstick (`trainer.evaluate.evaluate_ifeval`: the held-out IFEval prompts answered greedily,
+    scored by IFEval's own checkers): the four metrics and each prompt's strict/loose verdict."""
+    from tools.ifeval import load_prompts
+    from tools.local_endpoint import LocalEndpoint
+    from trainer.evaluate import evaluate_ifeval, load_model
+
+    prompts = load_prompts()
+    model, tok = load_model(model_dir, base, dtype)
+    res = evaluate_ifeval(prompts, LocalEndpoint(model, tok, name=f"local:{model_dir.name}"),
+                          max_tokens=job.ifeval_max_tokens, seed=job.eval_seed)
+    keep = ("n_prompts", "n_instructions", "prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose",
+            "max_tokens", "seconds")
+    return {**{k: res[k] for k in keep},
+            "prompts": {key: [p["prompt_strict"], p["prompt_loose"]] for key, p in res["prompts"].items()}}
+
+
 def eval_checkpoint(model_dir: Path, base: str | None, job: Job, tasks: list, judge: Any, dtype: str,
                     temperature: float, cache: Path, *, noise: bool = False) -> dict[str, Any]:
-    """Sampled Avg@k (+ greedy, + a second eval seed when `noise`) of one model, cached in `cache`: a job
-    resumed after an interruption skips the evals it finished."""
+    """Sampled Avg@k (+ greedy, + a second eval seed and the IFEval yardstick when `noise`) of one model, cached
+    in `cache`: a job resumed after an interruption skips the evals it finished."""
     key = {"tasks": job.eval_tasks, "k": job.eval_k, "seed": job.eval_seed, "max_tokens": job.max_tokens,
            "greedy": job.greedy, "noise_seed": job.noise_seed if noise else None}
+    if noise and job.ifeval_max_tokens:
+        key["ifeval_max_tokens"] = job.ifeval_max_tokens
     if cache.is_file():
         old = json.loads(cache.read_text())
         if old.get("key") == key:
@@ -183,6 +203,8 @@ def eval_checkpoint(model_dir: Path, base: str | None, job: Job, tasks: list, ju
         ev["greedy"] = eval_model(model_dir, base, job, tasks, judge, dtype, 0.0, k=1)
     if noise and job.noise_seed is not None:
         ev["noise"] = eval_model(model_dir, base, job, tasks, judge, dtype, temperature, seed=job.noise_seed)
+    if noise and job.ifeval_max_tokens:
+        ev["ifeval"] = eval_ifeval(model_dir, base, job, dtype)
     atomic_write_json(cache, {"key": key, "eval": ev})
     return ev
 
@@ -287,9 +309,9 @@ def run_job(job: Job) -> dict[str, Any]:
 # (compare.py's CLI, bench_render.py, bench_stats.py, bench_power.py) are copied but not hashed: rendering does not
 # change results.
 SNAPSHOT_PATHS = ("agents", "graphs", "harness", "memory", "tools", "trainer", "suitegen", "configs",
-                  "data/rubric-mix-lite", "benchmarks/compare.py", "benchmarks/bench_spec.py", "benchmarks/bench_run.py",
-                  "benchmarks/bench_collect.py", "benchmarks/bench_render.py", "benchmarks/bench_plain.py",
-                  "benchmarks/bench_power.py", "benchmarks/bench_stats.py")
+                  "data/rubric-mix-lite", "data/ifeval-heldout", "benchmarks/compare.py", "benchmarks/bench_spec.py",
+                  "benchmarks/bench_run.py", "benchmarks/bench_collect.py", "benchmarks/bench_render.py",
+                  "benchmarks/bench_plain.py", "benchmarks/bench_power.py", "benchmarks/bench_stats.py")
 NOT_HASHED = ("benchmarks/compare.py", "benchmarks/bench_render.py", "benchmarks/bench_power.py",
               "benchmarks/bench_stats.py")
 

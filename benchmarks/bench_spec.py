@@ -62,6 +62,9 @@ class Preset:
     noise_seed: int | None = None  # also evaluate the last checkpoint with this second eval seed (eval noise)
     jobs: int = 1  # default --jobs
     note: str = ""
+    # The external yardstick (tools/ifeval.py): greedy answers of this many tokens to data/ifeval-heldout, scored by
+    # IFEval's own checkers, for the base model and every run's last checkpoint (0 = off).
+    ifeval_max_tokens: int = 128
 
 
 PRESETS: dict[str, Preset] = {
@@ -91,7 +94,7 @@ PRESETS: dict[str, Preset] = {
     "tiny": Preset("configs/tiny.yaml", steps=2, batch=8, group=4, evolve_every=1, eval_every=1,
                    eval_per_domain=1, eval_k=2, max_tokens=16, train_per_domain=2,
                    extra=("harness.max_events=2", "harness.sample_k=2", "harness.max_revisions=0"), noise_seed=99,
-                   jobs=0),
+                   jobs=0, ifeval_max_tokens=8),
 }
 
 
@@ -119,3 +122,4 @@ class Job:
     runner: str = "harness"
     code: dict = field(default_factory=dict)  # commit, dirty, code_hash of the code the job runs
     overrides_arm: list[str] = field(default_factory=list)  # the arm's own overrides (for the summary)
+    ifeval_max_tokens: int = 0  # the external yardstick on the base and the last checkpoint (0 = off)

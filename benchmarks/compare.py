@@ -123,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training pool: train tasks per domain, a fixed seeded pick (0 = all train tasks)")
     p.add_argument("--eval-seed", type=int, default=1234, help="sampling seed of every eval (default 1234)")
     p.add_argument("--max-tokens", type=int, help="completion tokens in training and eval (default from the preset)")
+    p.add_argument("--ifeval-max-tokens", type=int, default=None,
+                   help="the external yardstick: greedy answers of N tokens to data/ifeval-heldout (52 prompts), "
+                        "scored by IFEval's own checkers, for the base model and each run's last checkpoint "
+                        "(default from the preset: 128; 0 = off)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="extra trainer override for every arm, e.g. --set harness.sample_k=4 (repeatable)")
     p.add_argument("--stop-after", type=float, default=None, metavar="MIN",
@@ -147,6 +151,8 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         if getattr(args, name) is None:
             setattr(args, name, getattr(preset, name))
     args.greedy, args.noise_seed = preset.greedy, preset.noise_seed
+    if args.ifeval_max_tokens is None:
+        args.ifeval_max_tokens = preset.ifeval_max_tokens
     problems = []
     if args.eval_per_domain < 0:
         problems.append("--eval-per-domain must be >= 0 (0 = every held-out task)")
@@ -157,6 +163,8 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         problems.append(f"--batch ({args.batch}) must be a multiple of --group ({args.group})")
     if args.jobs < 0:
         problems.append("--jobs must be >= 0")
+    if args.ifeval_max_tokens < 0:
+        problems.append("--ifeval-max-tokens must be >= 0 (0 = off)")
     if not args.seeds:
         problems.append("--seeds is empty")
     if problems:

@@ -284,6 +284,39 @@ def test_render_keeps_the_hand_written_analysis(tmp_path):
     assert "kept text" in text and "(not written yet)" not in text
 
 
+def test_ifeval_yardstick_is_a_column_per_arm_when_present(tmp_path):
+    """The external yardstick (issue 22): the last checkpoint's and the base's IFEval scores reach the arm
+    summary and the main table; summaries without it render as before (no column)."""
+    ife = lambda ps, ins: {"prompt_strict": ps, "instruction_strict": ins, "n_prompts": 52, "max_tokens": 128}  # noqa: E731
+    base = {"eval": {"avg_at_k": 0.30, "audit": 0.40, "length_corr": 0.0, "mean_words": 25.0,
+                     "domains": {"medical": {"avg_at_k": 0.30, "audit": 0.40}}, "ifeval": ife(0.50, 0.60)}}
+    runs = [_fake_run("fixed", sd, [(4, 0.32, 0.40), (8, 0.36, 0.41)]) for sd in (0, 1)]
+    runs[0]["evals"]["8"]["ifeval"], runs[1]["evals"]["8"]["ifeval"] = ife(0.40, 0.55), ife(0.50, 0.65)
+    for r in runs:
+        r["summary"] = bench_collect.run_summary(r, base)
+    assert runs[0]["summary"]["final_ifeval"] == pytest.approx(40.0)
+    assert runs[0]["summary"]["base_ifeval_inst"] == pytest.approx(60.0)
+    arm = bench_collect.arm_summary(runs)
+    assert arm["final_ifeval"] == pytest.approx(45.0) and arm["final_ifeval_inst"] == pytest.approx(60.0)
+    results = {"preset": "tiny", "command": "cmd", "started": "s", "finished": "f", "runtime_s": 60.0, "jobs": 1,
+               "git": {"head": "abc1234", "changed_files": 0}, "status": {}, "base": base, "runs": runs,
+               "arms": {"fixed": arm}, "targets": [], "plots": [], "plot_dir": str(tmp_path / "plots"),
+               "budget": {"config": "c", "steps": 8, "batch": 8, "group": 4, "evolve_every": 4, "eval_every": 4,
+                          "eval_tasks": ["a"], "eval_per_domain": 1, "eval_k": 2, "max_tokens": 16, "eval_seed": 1,
+                          "seeds": [0, 1], "ablation_seeds": [0]}, "power": None}
+    text = bench_render.render(results, tmp_path / "RESULTS.md")
+    row = next(line for line in text.splitlines() if line.startswith(f"| {bench_spec.ARMS['fixed'].label} |"))
+    assert row.endswith("| 45.0 ± 7.1 / 60.0 |") and "IFEval final (prompt / instr strict)" in text
+    assert "IFEval prompt / instruction strict 50.0 / 60.0 (52 prompts, greedy, 128 tokens)" in text
+    for r in runs:
+        del r["evals"]["8"]["ifeval"]
+        r["summary"] = bench_collect.run_summary(r, {"eval": {k: v for k, v in base["eval"].items() if k != "ifeval"}})
+    assert bench_collect.arm_summary(runs)["final_ifeval"] is None
+    old = bench_render.render({**results, "base": None, "arms": {"fixed": bench_collect.arm_summary(runs)}},
+                              tmp_path / "OLD.md")
+    assert "IFEval" not in old
+
+
 # -- issue 13: presets, code identity, summaries, DAPO selection, power ------------------------------------
 def test_protocol_presets_match_the_issue(tmp_path):
     from trainer.config import load_config
@@ -479,6 +512,9 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
     fixed = json.loads((sums / "fixed-s0.json").read_text())
     assert fixed["overhead_s"] > 0 and fixed["train_step_s"] > fixed["overhead_s"] and fixed["wall_s"] > 0
     assert fixed["evals"]["2"]["greedy"]["k"] == 1 and "noise" in fixed["evals"]["2"]
+    # The external yardstick on the last checkpoint (and the base) only, as a column of the main table.
+    assert fixed["evals"]["2"]["ifeval"]["n_prompts"] == 52 and "ifeval" not in fixed["evals"]["1"]
+    assert 0.0 <= fixed["evals"]["2"]["ifeval"]["prompt_strict"] <= 1.0 and "IFEval final" in table
     assert set(fixed["ckpt_wall"]) == {"1", "2"}
     for section in ("## Paired differences with bootstrap", "## Costs", "## Power", "## Steps to the fixed arm",
                     "has not been run"):

