@@ -1,15 +1,17 @@
 """Calling a brain LLM for a pydantic answer, optionally after a bounded loop of tool calls.
 
-`ask_structured` asks through `with_structured_output(<the schema as JSON schema>, include_raw=True)`
+`ask_structured` asks through `with_structured_output(<the schema as JSON schema>, include_raw=True)`, the
+schema in the form a server's guided decoding compiles (`agents.schemas.guided_schema`: no recursive definition,
+no pattern beside length bounds)
 (ChatOpenAI sends it as `response_format={"type": "json_schema"}`, which vLLM's OpenAI server decodes
 with guided decoding, so even a small model answers a schema-valid object; models that bind tools
 answer with a tool call) and validates the decoded dict with pydantic itself. The JSON-schema dict, not
 the pydantic class, is passed on purpose: with the class, ChatOpenAI parses inside the client and a bad
 answer raises before we can see the raw text. When the model cannot do structured output
 (NotImplementedError) or its answer does not decode, the raw text goes through
-`agents.schemas.parse_json_output`; when the server refuses the schema itself
-(`agents.models.guided_schema_refused`: vLLM's grammar compiler cannot take the recursive checks of a
-`HarnessUpdate`), the answer is asked for in JSON-object mode and validated here. What the model said
+`agents.schemas.parse_json_output`; when the server still refuses the schema
+(`agents.models.guided_schema_refused`, e.g. another backend's unsupported keyword), the answer is asked for in
+JSON-object mode and validated here. What the model said
 is kept: each answer's raw text goes into `ToolBox.replies` (round, text, whether it was used), and a
 `BrainError` quotes the raw answer it rejected (also one cut at the token limit), so the calling
 agent's fallback record (and with it the trace) says what the model answered.
@@ -52,7 +54,7 @@ from pydantic import BaseModel, ValidationError
 
 from agents import prompts
 from agents.models import LLM_ERRORS, cut_answer, guided_schema_refused, tool_calling_unsupported
-from agents.schemas import parse_json_output, validate_output
+from agents.schemas import guided_schema, parse_json_output, validate_output
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -164,7 +166,7 @@ class ToolBox:
 def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: list[BaseMessage]) -> tuple[str, dict | None]:
     """(the raw answer as text, the decoded object or None when it did not decode)."""
     try:
-        structured = llm.with_structured_output(schema.model_json_schema(), include_raw=True)
+        structured = llm.with_structured_output(guided_schema(schema), include_raw=True)
     except NotImplementedError:
         # Models without structured output (plain fakes, some servers): ask for plain text.
         return _text(llm.invoke(messages)), None

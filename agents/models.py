@@ -13,9 +13,10 @@ which ChatOpenAI sends as `response_format={"type": "json_schema", ...}`: vLLM's
 that into guided decoding, so the answer is a schema-valid object even from a small model. Tool calls
 need the server's tool-calling support (vLLM: `--enable-auto-tool-choice --tool-call-parser <name>`);
 `tool_calling_unsupported` recognises the server saying it has none, and the brains then answer without
-tools. A schema the server's grammar compiler refuses (vLLM/xgrammar: recursive definitions such as the
-nested `all_of` checks of a `HarnessUpdate`) is recognised by `guided_schema_refused`; the brain then asks
-for any JSON object (`json_object` mode, still guided to valid JSON) and validates it itself.
+tools. The brains send their schemas in the form vLLM's xgrammar backend compiles (`agents.schemas.guided_schema`:
+the check union unrolled, id patterns carrying their length bounds, which that backend refuses beside a
+`pattern`); a schema a server still refuses is recognised by `guided_schema_refused`; the brain then asks for
+any JSON object (`json_object` mode, still guided to valid JSON) and validates it itself.
 """
 
 from __future__ import annotations

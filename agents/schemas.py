@@ -9,10 +9,12 @@ ever executed.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from harness.checks import MAX_NESTING
 from harness.types import HarnessUpdate, Interface
 from tools.llm_json import first_json_object
 
@@ -86,6 +88,90 @@ class Critique(BaseModel):
 
 
 T = TypeVar("T", bound=BaseModel)
+
+def guided_schema(model: type[BaseModel], depth: int = MAX_NESTING) -> dict[str, Any]:
+    """`model`'s JSON schema with no recursive definition, for a server's guided decoding.
+
+    Grammar backends differ on recursive `$defs` (the check union: `all_of`/`any_of` hold checks, `not` holds one),
+    so none is sent: each definition on a reference cycle is unrolled into `<Name>__1` .. `<Name>__<depth>`; references inside
+    level k point to level k+1, and the deepest level keeps only the non-recursive alternatives. With `depth` =
+    `harness.checks.MAX_NESTING` (combinators at nesting levels 1..3, leaves down to level 4) it admits exactly the
+    checks `parse_check` accepts. vLLM's xgrammar backend also refuses a string `pattern` beside `minLength`/
+    `maxLength` (our ids): `_fold_lengths` moves the bounds into the pattern. Pydantic still validates the decoded
+    answer against `model` itself."""
+    schema = model.model_json_schema()
+    defs: dict[str, Any] = schema.pop("$defs", {})
+    prefix = "#/$defs/"
+
+    def refs(node: Any) -> set[str]:
+        if isinstance(node, dict):
+            out = {node["$ref"].removeprefix(prefix)} if isinstance(node.get("$ref"), str) else set()
+            return out.union(*(refs(v) for k, v in node.items() if k != "$ref"))
+        if isinstance(node, list):
+            return set().union(*(refs(v) for v in node))
+        return set()
+
+    edges = {name: refs(d) for name, d in defs.items()}
+
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), list(edges.get(start, ()))
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                todo.extend(edges.get(n, ()))
+        return seen
+
+    cyclic = {name for name in defs if name in reaches(name)}
+    gone = object()  # a reference past the deepest level: dropped from its union
+
+    def rewrite(node: Any, level: int) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.removeprefix(prefix) in cyclic:
+                return gone if level > depth else {**node, "$ref": f"{prefix}{ref.removeprefix(prefix)}__{level}"}
+            out = {}
+            for k, v in node.items():
+                if k == "discriminator" and isinstance(v, dict):
+                    mapping = {tag: r for tag, r in v.get("mapping", {}).items()
+                               if rewrite({"$ref": r}, level) is not gone}
+                    v = {**v, "mapping": {tag: rewrite({"$ref": r}, level)["$ref"] for tag, r in mapping.items()}}
+                else:
+                    v = rewrite(v, level)
+                out[k] = v
+            return out
+        if isinstance(node, list):
+            return [x for x in (rewrite(v, level) for v in node) if x is not gone]
+        return node
+
+    out_defs = {name: rewrite(d, 1) for name, d in defs.items() if name not in cyclic}
+    for name in cyclic:
+        for k in range(1, depth + 1):
+            out_defs[f"{name}__{k}"] = rewrite(defs[name], k + 1)
+    return _fold_lengths({**rewrite(schema, 1), "$defs": out_defs})
+
+
+# `^[class]+$` or `^[class]*$`: one character class repeated, the form of our id patterns.
+_REPEATED_CLASS = re.compile(r"\^(\[[^\]\[]{1,200}\])[+*]\$")
+
+
+def _fold_lengths(node: Any) -> Any:
+    """String schemas with a `pattern` and length bounds, which vLLM's xgrammar backend refuses ("pattern combined
+    with minLength/maxLength"): the bounds move into the pattern (`^[A-Za-z0-9_.:-]{1,64}$`, the same strings) where
+    it is one repeated character class; elsewhere they are dropped (pydantic still checks the decoded answer)."""
+    if isinstance(node, list):
+        return [_fold_lengths(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _fold_lengths(v) for k, v in node.items()}
+    if isinstance(out.get("pattern"), str) and ("minLength" in out or "maxLength" in out):
+        lo, hi = out.pop("minLength", 0), out.pop("maxLength", None)
+        m = _REPEATED_CLASS.fullmatch(out["pattern"])
+        if m:
+            lo = max(lo, 1) if out["pattern"].endswith("+$") else lo
+            out["pattern"] = f"^{m.group(1)}{{{lo},{'' if hi is None else hi}}}$"
+    return out
+
 
 def parse_json_output(text: str, schema: type[T]) -> T:
     """Parse an LLM's plain-text answer into `schema`; raises ValueError naming the bad field.

@@ -12,8 +12,18 @@ The pieces are the ones `harnessrl train` wires (trainer/grpo.py), built from on
 a `RunConfig`, or plain keyword arguments naming config fields (`max_steps=8` or `harness__sample_k=8`
 for a name that several sections share). Your `GRPOConfig` keeps everything else (optimiser, logging,
 precision, LoRA through `peft_config`); `attach` refuses settings that would make the harness wrong:
-another group size than the run's, a shuffled dataset, or a generation buffer that spans optimizer steps
-(an update committed at step s must reach step s+1).
+another group size than the run's, a shuffled dataset, a generation buffer that spans optimizer steps
+(an update committed at step s must reach step s+1), or rollouts generated otherwise than the critic's frozen
+policy samples (`temperature`, `max_completion_length`, `top_p`, `top_k`, `min_p`: the critic measures candidates with
+the run's `train.temperature` and `train.max_completion_length`, untruncated), each named with both values.
+
+`harness.dynamic_sampling` is applied as `harnessrl train` applies it: the reward is wrapped in
+`trainer.dynamic_sampling.DynamicSamplingReward` and handed to the trainer class (`trainer_kwargs`), and `attach`
+requires `per_device_train_batch_size = train.batch_size x dynamic_sampling` and `beta=0`.
+
+Resuming is not supported on this path: `trainer.train(resume_from_checkpoint=...)` restores TRL's state only,
+not the harness's (detector windows, sampler, pending events, memory snapshot); `harnessrl train --resume` restores
+them. A run folder that already holds a harness is opened at its latest version, as a new run on that harness.
 """
 
 from __future__ import annotations
@@ -58,11 +68,12 @@ class HarnessParts:
     reward: Any
     callback: Any
     trainer_class: type
+    dynamic_sampling: Any = None  # the DynamicSamplingReward (also `reward`) when harness.dynamic_sampling is on
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `trainer_class(...)` besides your model, tokenizer and args."""
         return {"train_dataset": self.dataset, "reward_funcs": [self.reward], "callbacks": [self.callback],
-                "harness_sampler": self.sampler}
+                "harness_sampler": self.sampler, "dynamic_sampling": self.dynamic_sampling}
 
     def attach(self, trainer: Any) -> None:
         """Hand the trainer to the callback (the frozen policy is its live model) after checking its args."""
@@ -80,6 +91,7 @@ class HarnessParts:
         if self.cfg.harness.evolver and args.save_strategy == "steps" and self.cfg.harness.evolve_every % args.save_steps:
             problems.append(f"save_steps={args.save_steps} must divide harness.evolve_every="
                             f"{self.cfg.harness.evolve_every} (the checkpoint after a round carries its harness)")
+        problems += generation_mismatches(args, self.cfg)
         if problems:
             raise ConfigError("GRPOConfig does not fit the HarnessRL run: " + "; ".join(problems))
         self.callback.trainer = trainer
@@ -88,13 +100,40 @@ class HarnessParts:
         self.run.close()
 
 
+def generation_mismatches(args: Any, cfg: RunConfig) -> list[str]:
+    """How the trainer's generation settings (a `GRPOConfig`) differ from what the critic measures with, and what
+    `harness.dynamic_sampling` needs; each names both values."""
+    t, ds = cfg.train, cfg.harness.dynamic_sampling
+    problems = []
+    if args.temperature != t.temperature:
+        problems.append(f"temperature={args.temperature} but the critic samples the frozen policy at "
+                        f"train.temperature={t.temperature}")
+    if args.max_completion_length != t.max_completion_length:
+        problems.append(f"max_completion_length={args.max_completion_length} but the critic's rollouts are "
+                        f"train.max_completion_length={t.max_completion_length} tokens")
+    if args.top_p != 1.0:
+        problems.append(f"top_p={args.top_p} but the critic samples untruncated (top_p=1.0)")
+    if args.top_k not in (None, 0):
+        problems.append(f"top_k={args.top_k} but the critic samples untruncated (top_k=0)")
+    if args.min_p not in (None, 0.0):
+        problems.append(f"min_p={args.min_p} but the critic samples untruncated (no min_p)")
+    want = t.batch_size * max(1, ds)
+    if ds and args.per_device_train_batch_size != want:
+        problems.append(f"per_device_train_batch_size={args.per_device_train_batch_size} but harness.dynamic_sampling="
+                        f"{ds} generates train.batch_size x {ds} = {want} rollouts per step")
+    if ds and args.beta != 0.0:
+        problems.append(f"beta={args.beta} but harness.dynamic_sampling needs beta=0 (the KL term would act on "
+                        f"the rows it drops)")
+    return problems
+
+
 def harness_parts(config: str | Path | RunConfig | None = None, *, overrides: list[str] | None = None,
                   **settings: Any) -> HarnessParts:
     """Build the run folder, harness, sampler dataset, reward and callback for a user's `GRPOTrainer`.
 
     `config`: a YAML file, a `RunConfig`, or None (the defaults); `overrides`: "section.key=value" strings;
-    `settings`: the same as keyword arguments (see the module docstring). A fresh run folder is created
-    (an existing harness there is continued, as `harnessrl train --resume` would read it).
+    `settings`: the same as keyword arguments (see the module docstring). A fresh run folder is created; one
+    that holds a harness is opened at its latest version (not a resume: see the module docstring).
 
     Several processes (accelerate/torchrun): create your `GRPOConfig` first and call this inside
     `grpo_args.main_process_first(local=False)`, so the main process writes the run folder before the
@@ -118,6 +157,12 @@ def harness_parts(config: str | Path | RunConfig | None = None, *, overrides: li
     h = cfg.harness
     sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor, dynamic_filtering=h.dynamic_filtering,
                              df_window=h.df_window, df_multiplier=h.df_multiplier)
-    return HarnessParts(cfg=cfg, run=run, sampler=sampler, dataset=make_dataset(sampler),
-                        reward=RubricReward(run, cfg.train.num_generations), callback=HarnessCallback(run),
-                        trainer_class=harness_trainer_class())
+    reward: Any = RubricReward(run, cfg.train.num_generations)
+    dynamic = None
+    if h.dynamic_sampling:  # as trainer.grpo.build_trainer applies it
+        from trainer.dynamic_sampling import DynamicSamplingReward
+
+        reward = dynamic = DynamicSamplingReward(reward, cfg.train.num_generations,
+                                                 cfg.train.batch_size // cfg.train.num_generations)
+    return HarnessParts(cfg=cfg, run=run, sampler=sampler, dataset=make_dataset(sampler), reward=reward,
+                        callback=HarnessCallback(run), trainer_class=harness_trainer_class(), dynamic_sampling=dynamic)
