@@ -52,9 +52,9 @@ record what each proposal cost.
 Batched updates (an accepted repair generalised to similar tasks, `agents/generalise.py`): each target
 task brings its own failure event and its own focus group (its new variant for an `add_variant`). The
 batch is accepted when (1) no guard fails on any target's groups, nor the judge-failure guard; (2) the
-primary rule holds, in aggregate, on a strict majority of the targets; and (3) the sequential test, run on
-the lead target (the first: the one with the most recent evidence), passes (`batch_stop_rule`,
-`judge_batch`). A target where the rule did not hold gets the repair with no measured harm (its guards held).
+primary rule holds, in aggregate, on a strict majority of the targets; and (3) the sequential test passes: the lead
+target's (the first: the one with the most recent evidence), with the hits of every target repairing a dead
+group the same way pooled into its exact test (`batch_stop_rule`, `judge_batch`). A target where the rule did not hold gets the repair with no measured harm (its guards held).
 
 The LLM critic (optional) only reviews candidates that passed and may veto them; it never accepts
 on its own. The accept/reject decision itself is made in exactly one place: `agents/decisions.py`
@@ -408,14 +408,19 @@ def batch_focus(events: dict[str, FailureEvent], update: HarnessUpdate) -> dict[
 
 
 def batch_stop_rule(events: dict[str, FailureEvent], update: HarnessUpdate, ctx: EvolverContext) -> StopRule:
-    """The sequential test of a batched update runs on its lead target (`measure_candidate` tests one group)."""
-    lead, ev = next(iter(batch_focus(events, update).items()))
+    """The sequential test of a batched update: the lead target's rule; an exact hit test pools every target whose
+    failure is repaired in the same direction (the same template on tasks with the same failure), the bootstrap
+    test reads the lead alone."""
+    focus = batch_focus(events, update)
+    lead, ev = next(iter(focus.items()))
 
     def holds(c: GroupMetrics, d: GroupMetrics, paired: bool) -> bool:
         v = _rule(ev, update, c, d, paired, ctx)
         return v.ok and all(good for good, _ in v.guards)
 
-    return StopRule(task_id=lead, holds=holds, hits=hit_test(ev, update, ctx))
+    hits = hit_test(ev, update, ctx)
+    pooled = tuple(f for f, e in list(focus.items())[1:] if hits is not None and DEAD_DIRECTION.get(e.type) == hits.direction)
+    return StopRule(task_id=lead, holds=holds, hits=hits, pooled=pooled)
 
 
 def judge_batch(events: dict[str, FailureEvent], update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:

@@ -193,3 +193,32 @@ def test_a_spurious_audit_repair_that_lowers_the_gamed_reward_passes_its_guards(
     assert crit.numbers["gamed_drop"] > 0.1
     assert not any(r.startswith("guard failed") for r in crit.reasons), crit.reasons
     assert crit.measured_ok, crit.reasons
+
+
+# -- a batched update pools its targets ------------------------------------------------------------------------
+BURN_GOOD = "Cool the burn under cold running water. Is it blistering?"
+BATCH = {"interface": "guidance", "ops": [
+    {"op": "add_hint", "task_id": "med-1", "hint": {"id": "h1", "text": "Think about fluids and rest."}},
+    {"op": "add_hint", "task_id": "med-2", "hint": {"id": "h1", "text": "Think about temperature."}}]}
+
+
+def _one_in_four_each(prompt: str, i: int) -> str:
+    if "Hint:" not in prompt or i % 4:
+        return UNSURE
+    return BURN_GOOD if "burn" in prompt else HONEST
+
+
+def test_a_batched_update_pools_its_targets_hits_in_one_exact_test():
+    """One hit in 4 per target: undecided for the lead alone, a pass once the two targets' hits are pooled."""
+    state = HarnessState.from_tasks(suite())
+    upd = HarnessUpdate.model_validate(BATCH)
+    ctx = EvolverContext()
+    events = {"med-1": LOW, "med-2": FailureEvent.model_validate(event("e2", "collapse_low", "med-2", mean=0.0, std=0.0))}
+    rule = critic.batch_stop_rule(events, upd, ctx)
+    assert rule.pooled == ("med-2",)
+    alone = type(rule)(task_id=rule.task_id, holds=rule.holds, hits=rule.hits)
+    for r, decision in ((alone, "undecided"), (rule, "pass")):
+        m = measure_candidate(state, upd, ScriptedPolicy(_one_in_four_each), Judge(None), rule=r, step=10, k=4)
+        assert m.sequential.decision == decision, m.sequential
+    assert m.sequential.pooled == ["med-2"] and m.sequential.hits == [2] and m.sequential.control_n == 16
+    assert critic.judge_batch(events, upd, m, ctx).measured_ok

@@ -71,7 +71,7 @@ from tools.group_metrics import GroupMetrics, Row, Strata, Summary, group_metric
 from tools.judge import Judge, run_sync
 from tools.probes import Cost, ProbeCache, count_tokens
 from tools.sequential import (ALPHA, BOOTSTRAP, Decision, ExactPlan, Sequential, StopRule, dead_level, decide,
-                              decide_hits, exact_plan, looks, null_tail, p_pass)
+                              decide_hits, looks, null_tail, p_pass, pooled_plan)
 
 
 # The exact hit test's control pool holds at least this many times the candidate's cap: p0's uncertainty then costs
@@ -216,6 +216,8 @@ async def ameasure_candidate(
     task_ids = update.task_ids
     if rule is not None and rule.task_id not in task_ids:
         raise ValueError(f"rule.task_id {rule.task_id!r} is not among the update's tasks {task_ids}")
+    if rule is not None and any(t not in task_ids for t in rule.pooled):
+        raise ValueError(f"rule.pooled {list(rule.pooled)} are not all among the update's tasks {task_ids}")
     criteria = update.interface == "criteria"
     sampling = update.interface == "sampling"
     exact = rule is not None and rule.hits is not None and not criteria
@@ -240,7 +242,7 @@ async def ameasure_candidate(
         else:
             sides["control"][tid] = control
             sides["candidate"][tid] = _strata(candidate_state, tid, visit)
-            if exact and rule is not None and tid == rule.task_id:
+            if exact and rule is not None and (tid == rule.task_id or tid in rule.pooled):
                 # The exact test's control pool is fixed before the first look: the cached training rollouts of an
                 # unhinted control prompt, topped up with fresh probes to CONTROL_FACTOR x the cap (tools.sequential).
                 if len(control) == 1 and not control[0].spec.hints:
@@ -335,8 +337,9 @@ async def ameasure_candidate(
         versions = (state.version, candidate_state.version)
         c_rows, d_rows = side_rows("control", rule.task_id), side_rows("candidate", rule.task_id)
         if exact:
-            decision = _exact_look(rule, sides, c_rows, d_rows, sizes, j, alpha, hit_record, versions, cfg,
-                                   paired[rule.task_id])
+            focus = [rule.task_id, *rule.pooled]
+            decision = _exact_look(rule, sides, {t: (side_rows("control", t), side_rows("candidate", t)) for t in focus},
+                                   sizes, j, alpha, hit_record, versions, cfg, paired[rule.task_id])
             ps.append(hit_record["tails"][-1])
             per_look = hit_record["plan"].spent[0]
         else:
@@ -374,32 +377,39 @@ async def ameasure_candidate(
     )
 
 
-def _exact_look(rule: StopRule, sides: dict[str, dict[str, list[_Stratum]]], c_rows: Strata, d_rows: Strata,
+def _exact_look(rule: StopRule, sides: dict[str, dict[str, list[_Stratum]]], rows: dict[str, tuple[Strata, Strata]],
                 sizes: list[int], j: int, alpha: float, rec: dict, versions: tuple[int, int], cfg: DetectorConfig,
                 paired: bool) -> Decision:
-    """One look of the exact hit test (tools.sequential): the plan is fixed at the first look from the control pool;
-    the candidate's hits are counted on the strata whose prompt the control does not share (else on all)."""
+    """One look of the exact hit test (tools.sequential): the plan is fixed at the first look from the control pools
+    of the focus task and any pooled ones; each one's hits are counted against its own dead level, on the candidate
+    strata whose prompt its control does not share (else on all of them)."""
     assert rule.hits is not None
     test = rule.hits
     if j == 0:
-        rewards = [r.reward for _, _, rows in c_rows for r in rows]
-        rec["level"] = level = dead_level(rewards)
-        rec["x0"], rec["n0"] = sum(test.is_hit(r, level, cfg.eps) for r in rewards), len(rewards)
-        shared = {s.spec.prompt_key for s in sides["control"][rule.task_id]}
-        cand = sides["candidate"][rule.task_id]
-        rec["changed"] = [i for i, s in enumerate(cand) if s.spec.prompt_key not in shared] or list(range(len(cand)))
-        rec["plan"] = exact_plan(rec["x0"], rec["n0"], [n * len(rec["changed"]) for n in sizes], alpha, alpha,
-                                 test.min_rate_gain)
-        rec.update(hits=[], trials=[], tails=[], direction=test.direction)
+        rec.update(levels={}, changed={}, controls=[], hits=[], trials=[], tails=[], direction=test.direction)
+        for t, (c_rows, _) in rows.items():
+            rewards = [r.reward for _, _, rr in c_rows for r in rr]
+            rec["levels"][t] = level = dead_level(rewards)
+            shared = {s.spec.prompt_key for s in sides["control"][t]}
+            cand = sides["candidate"][t]
+            rec["changed"][t] = [i for i, s in enumerate(cand) if s.spec.prompt_key not in shared] or list(range(len(cand)))
+            rec["controls"].append((sum(test.is_hit(r, level, cfg.eps) for r in rewards), len(rewards),
+                                    len(rec["changed"][t])))
+        rec["x0"], rec["n0"] = sum(c[0] for c in rec["controls"]), sum(c[1] for c in rec["controls"])
+        rec["plan"] = pooled_plan(rec["controls"], sizes, alpha, alpha, test.min_rate_gain)
     plan: ExactPlan = rec["plan"]
-    rewards = [r.reward for i in rec["changed"] for r in d_rows[i][2]]
-    x = sum(test.is_hit(r, rec["level"], cfg.eps) for r in rewards)
+    x = n = 0
+    for t, (_, d_rows) in rows.items():
+        rewards = [r.reward for i in rec["changed"][t] for r in d_rows[i][2]]
+        x += sum(test.is_hit(r, rec["levels"][t], cfg.eps) for r in rewards)
+        n += len(rewards)
     rec["hits"].append(x)
-    rec["trials"].append(len(rewards))
-    rec["tails"].append(round(null_tail(rec["x0"], rec["n0"], len(rewards), x), 6))
+    rec["trials"].append(n)
+    rec["tails"].append(round(null_tail(rec["x0"], rec["n0"], n, x), 6))
     decision = decide_hits(plan, j, x)
     if decision == "pass":
-        # Crossing the bound is not enough: the candidate must also meet the point rule (not dead, std gain, guards).
+        # Crossing the bound is not enough: the focus candidate must also meet the point rule (not dead, std gain, guards).
+        c_rows, d_rows = rows[rule.task_id]
         gc = group_metrics(rule.task_id, versions[0], c_rows, cfg, full=False)
         gd = group_metrics(rule.task_id, versions[1], d_rows, cfg, full=False)
         if not rule.holds(gc, gd, paired):
@@ -414,7 +424,8 @@ def _exact_record(rec: dict) -> dict:
     taken = len(rec["hits"])
     return {"test": "exact", "hits": rec["hits"], "trials": rec["trials"], "pass_at": plan.pass_at[:taken],
             "fail_at": plan.fail_at[:taken], "control_hits": rec["x0"], "control_n": rec["n0"],
-            "level": round(rec["level"], 6), "direction": rec["direction"]}
+            "level": round(rec["levels"][next(iter(rec["levels"]))], 6), "direction": rec["direction"],
+            "pooled": list(rec["levels"])[1:]}
 
 
 def measure_candidate(

@@ -25,7 +25,9 @@ candidate rollouts (the strata whose prompt the control does not share) and X_j 
 - else undecided; undecided at the cap rejects (`decide_hits`).
 
 The critic adds its point rule (std gain, candidate not dead, guards) to a pass: crossing the bound with a
-candidate that is still dead (every rollout a hit) is not a repair (`tools.measure`).
+candidate that is still dead (every rollout a hit) is not a repair (`tools.measure`). A batched update (one
+template on several tasks) pools its targets in one test (`StopRule.pooled`, `pooled_plan`): each target's hits
+are counted against its own level, and the null lets every target hit at its own control rate.
 
 **Bootstrap test (every other rule).** At each look the rule is re-evaluated on `BOOTSTRAP` bootstrap
 resamples of the rollouts (resampled jointly on both sides when they are paired, within each stratum
@@ -78,7 +80,8 @@ class Sequential(BaseModel):
     fail_at: list[int] = Field(default_factory=list)  # exact: futility bound b_j per look taken (-1: none)
     control_hits: int | None = None  # exact: x0
     control_n: int | None = None  # exact: n0
-    level: float | None = None  # exact: the dead level (median control reward)
+    level: float | None = None  # exact: the dead level (median control reward) of the focus task
+    pooled: list[str] = Field(default_factory=list)  # exact: further focus tasks pooled into the test
     direction: Direction | None = None
 
 
@@ -106,6 +109,7 @@ class StopRule:
     task_id: str
     holds: Callable[[GroupMetrics, GroupMetrics, bool], bool]
     hits: HitTest | None = field(default=None)
+    pooled: tuple[str, ...] = ()  # exact test only: more focus tasks whose hits pool with task_id's (`pooled_plan`)
 
 
 def looks(sample_k: int, sample_k_max: int) -> list[int]:
@@ -161,43 +165,79 @@ def null_tail(x0: int, n0: int, n: int, x: int) -> float:
     return float(pmf[x:].sum())
 
 
+def _conv_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise convolution of two pmf matrices (one row per grid point)."""
+    out = np.zeros((a.shape[0], a.shape[1] + b.shape[1] - 1))
+    for i in range(a.shape[1]):
+        out[:, i: i + b.shape[1]] += a[:, i: i + 1] * b
+    return out
+
+
+def _sum_pmf(counts: Sequence[int], rates: Sequence[np.ndarray]) -> np.ndarray:
+    """pmf of a sum of independent Binomial(counts[t], rates[t][g]) per grid point g (Poisson-binomial)."""
+    out = np.ones((len(rates[0]), 1))
+    for n, p in zip(counts, rates):
+        out = _conv_rows(out, _binom_pmf(n, p))
+    return out
+
+
 @lru_cache(maxsize=256)
-def _plan(x0: int, n0: int, trials: tuple[int, ...], alpha: float, beta: float, gain: float) -> ExactPlan:
-    ps = p0_quantiles(x0, n0)
-    p0_mean = (x0 + 0.5) / (n0 + 1.0)
-    p_alt = min(1.0, p0_mean + gain)
+def _plan(controls: tuple[tuple[int, int, int], ...], sizes: tuple[int, ...], alpha: float, beta: float,
+          gain: float) -> ExactPlan:
+    # One target: its posterior's quantiles. Several (a batched update): independent posteriors, combined on a
+    # Latin-hypercube grid (each target's quantiles in a fixed shuffled order), so the plan stays deterministic.
+    grid = []
+    for t, (x0, n0, _) in enumerate(controls):
+        q = p0_quantiles(x0, n0)
+        grid.append(q if t == 0 else np.random.default_rng(t).permutation(q))
+    means = [(x0 + 0.5) / (n0 + 1.0) for x0, n0, _ in controls]
+    alts = [np.array([min(1.0, m + gain)]) for m in means]
+    trials = [sum(m * n for _, _, m in controls) for n in sizes]
     total = trials[-1]
-    dist = np.ones((len(ps), 1))  # per p0 quantile: P(X = x and no pass yet)
+    dist = np.ones((len(grid[0]), 1))  # per grid point: P(X = x and no pass yet)
     spent, pass_at, fail_at, spents = 0.0, [], [], []
     prev = 0
-    for n in trials:
-        inc = _binom_pmf(n - prev, ps)
-        new = np.zeros((len(ps), n + 1))
-        for i in range(dist.shape[1]):
-            new[:, i: i + inc.shape[1]] += dist[:, i: i + 1] * inc
-        budget = alpha * n / total
-        # cross[x]: null chance (averaged over p0) of X_j >= x without an earlier pass
+    for j, n in enumerate(sizes):
+        new = _conv_rows(dist, _sum_pmf([m * (n - prev) for _, _, m in controls], grid))
+        budget = alpha * trials[j] / total
+        # cross[x]: null chance (averaged over the control rates' posterior) of X_j >= x without an earlier pass
         cross = np.cumsum(new.mean(axis=0)[::-1])[::-1]
-        a = next((x for x in range(n + 1) if spent + cross[x] <= budget + 1e-12), n + 1)
-        spent += float(cross[a]) if a <= n else 0.0
-        if a <= n:
+        top = trials[j]
+        a = next((x for x in range(top + 1) if spent + cross[x] <= budget + 1e-12), top + 1)
+        spent += float(cross[a]) if a <= top else 0.0
+        if a <= top:
             new[:, a:] = 0.0
-        alt = np.cumsum(_binom_pmf(n, np.array([p_alt]))[0])  # P(X_j <= b) under the alternative
-        b = max((x for x in range(n + 1) if alt[x] <= beta * (n - prev) / total), default=-1)
+        alt = np.cumsum(_sum_pmf([m * n for _, _, m in controls], alts)[0])  # P(X_j <= b) under the alternative
+        step_share = (trials[j] - (trials[j - 1] if j else 0)) / total
+        b = max((x for x in range(top + 1) if alt[x] <= beta * step_share), default=-1)
         pass_at.append(a)
         fail_at.append(min(b, a - 1))
         spents.append(round(spent, 6))
         dist, prev = new, n
-    return ExactPlan(trials=list(trials), pass_at=pass_at, fail_at=fail_at, spent=spents, p0_mean=p0_mean, p_alt=p_alt)
+    return ExactPlan(trials=trials, pass_at=pass_at, fail_at=fail_at, spent=spents, p0_mean=float(np.mean(means)),
+                     p_alt=float(np.mean([a[0] for a in alts])))
+
+
+def pooled_plan(controls: Sequence[tuple[int, int, int]], sizes: Sequence[int], alpha: float, beta: float,
+                min_rate_gain: float) -> ExactPlan:
+    """The exact hit test's bounds for targets pooled in one test (a batched update): per target (x0, n0, m), its
+    control hits x0 of n0 and the m candidate strata it counts; at look j each target adds m * sizes[j] rollouts.
+    Under "no effect" every target hits at its own control rate (independent Jeffreys posteriors); one target
+    with m = 1 is `exact_plan`."""
+    for x0, n0, m in controls:
+        if not 0 <= x0 <= n0 or n0 < 1 or m < 1:
+            raise ValueError(f"exact_plan: control hits x0={x0} of n0={n0} (candidate strata {m})")
+    if not controls:
+        raise ValueError("exact_plan: no target to test")
+    if not sizes or any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
+        raise ValueError(f"exact_plan: trials must be increasing and positive, got {list(sizes)}")
+    key = tuple((int(x0), int(n0), int(m)) for x0, n0, m in controls)
+    return _plan(key, tuple(int(n) for n in sizes), float(alpha), float(beta), float(min_rate_gain))
 
 
 def exact_plan(x0: int, n0: int, trials: Sequence[int], alpha: float, beta: float, min_rate_gain: float) -> ExactPlan:
-    """The pass and futility bounds of the exact hit test (module docstring); cached per arguments."""
-    if not 0 <= x0 <= n0 or n0 < 1:
-        raise ValueError(f"exact_plan: control hits x0={x0} of n0={n0}")
-    if not trials or any(b <= a for a, b in zip(trials, trials[1:])) or trials[0] < 1:
-        raise ValueError(f"exact_plan: trials must be increasing and positive, got {list(trials)}")
-    return _plan(int(x0), int(n0), tuple(int(t) for t in trials), float(alpha), float(beta), float(min_rate_gain))
+    """The pass and futility bounds of the exact hit test on one target (module docstring); cached per arguments."""
+    return pooled_plan([(x0, n0, 1)], trials, alpha, beta, min_rate_gain)
 
 
 def decide_hits(plan: ExactPlan, j: int, x: int) -> Decision:
