@@ -83,6 +83,7 @@ def test_parse_arms_rejects_unknown(text):
 @pytest.mark.parametrize("argv, message", [
     (["--preset", "tiny", "--batch", "6", "--group", "4"], "multiple of"),
     (["--preset", "tiny", "--steps", "0"], "--steps must be >= 1"),
+    (["--preset", "tiny", "--ifeval-max-tokens", "-1"], "--ifeval-max-tokens must be >= 0"),
 ])
 def test_bad_arguments_say_what_to_fix(argv, message):
     with pytest.raises(SystemExit, match=message):
@@ -103,6 +104,9 @@ def test_plan_orders_key_arms_first_and_shares_the_budget(tmp_path):
     assert names[7:] == [f"{a}-s0" for a in bench_spec.ARMS if not bench_spec.ARMS[a].key]
     arm_jobs = [j for j in jobs if j.kind == "arm"]
     assert len({tuple(j.eval_tasks) for j in jobs}) == 1  # every model sees the same held-out subset
+    assert {j.ifeval_max_tokens for j in jobs} == {bench_spec.PRESETS["tiny"].ifeval_max_tokens}  # the yardstick too
+    off = bench_run.plan(_args(tmp_path, "--ifeval-max-tokens", "0"))
+    assert {j.ifeval_max_tokens for j in off} == {0}
     for j in arm_jobs:
         assert "train.max_steps=6" in j.overrides and f"train.seed={j.seed}" in j.overrides
         assert j.overrides[-1] == f"run_dir={j.run_dir}"
