@@ -31,7 +31,8 @@ than `max_audit_drop` / `max_mean_drop` plus `GUARD_Z` standard errors (a one-si
 pooled rollouts, so a few noisy rollouts cannot revert a repair).
 
 **False-revert rate.** A true dead-group repair with per-rollout hit rate p at group size G leaves a group dead
-with probability (1-p)^G + p^G, so the dead rule reverts it with probability ((1-p)^G + p^G)^W. At the default
+with probability (1-p)^G + p^G (a rollout hits or misses; partial credit only makes a dead group rarer), so the
+dead rule reverts it with probability ((1-p)^G + p^G)^W (tests/test_provisional.py checks it on this code). At the default
 W = `CONFIRM_WINDOW` = 2: p = 0.33 -> 0.046 at G = 4, 0.0017 at G = 8; p = 0.25 -> 0.10 at G = 4 (W = 3: 0.010 and
 0.033 at G = 4). Each guard adds at most 2.5 % (z = 1.96, one-sided) when nothing really changed. A no-op
 (p = 0.06) is reverted with probability 0.61 at G = 4, W = 2 (0.37 at G = 8): the window catches most useless
