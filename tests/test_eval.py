@@ -165,6 +165,10 @@ def test_cli_eval_reports_ifeval_beside_the_audit(tmp_path, tiny_model_dir, caps
     prompts = _ifeval_file(tmp_path)
     argv = ["eval", "--run", str(cfg.run_path), "--k", "1", "--no-progress", "--ifeval-prompts", str(prompts),
             "--ifeval-max-tokens", "4"]
+    assert main([*argv[:5], "--no-ifeval"]) == 0  # an earlier eval without the yardstick
+    before = json.loads((cfg.run_path / "eval.json").read_text())["base"]
+    assert "ifeval" not in before
+    capsys.readouterr()
     rc = main(argv)
     out = capsys.readouterr()
     assert rc == 0, out.err
@@ -173,9 +177,11 @@ def test_cli_eval_reports_ifeval_beside_the_audit(tmp_path, tiny_model_dir, caps
     saved = json.loads((cfg.run_path / "eval.json").read_text())
     for label in ("trained", "base"):  # both models, greedy, with the settings that produced them
         ife = saved[label]["ifeval"]
-        assert ife["settings"] == {"prompts_file": "ifeval.jsonl", "n_prompts": 2, "k": 1, "seed": 1234,
-                                   "max_tokens": 4, "temperature": 0.0}
-        assert set(ife["prompts"]) == {"a", "b"}
+        assert {k: v for k, v in ife["settings"].items() if k != "prompts_sha256"} == {
+            "prompts_file": "ifeval.jsonl", "n_prompts": 2, "k": 1, "seed": 1234, "max_tokens": 4, "temperature": 0.0}
+        assert len(ife["settings"]["prompts_sha256"]) == 64 and set(ife["prompts"]) == {"a", "b"}
+    # The base's rubric and audit result was reused (same settings); only its yardstick was added.
+    assert saved["base"]["seconds"] == before["seconds"] and saved["base"]["tasks"] == before["tasks"]
     # The same weights under greedy decoding: trained (= the tiny model itself here) and base agree.
     assert saved["trained"]["ifeval"]["prompts"] == saved["base"]["ifeval"]["prompts"]
     assert "IFEval" in out.out

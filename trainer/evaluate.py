@@ -163,7 +163,10 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
 
         if_file = Path(ifeval_prompts) if ifeval_prompts else DEFAULT_PROMPTS
         if_prompts = load_prompts(if_file)
+        import hashlib
+
         if_settings = {"prompts_file": if_file.name, "n_prompts": len(if_prompts), "k": ifeval_k, "seed": seed,
+                       "prompts_sha256": hashlib.sha256(if_file.read_bytes()).hexdigest(),  # edited prompts: rerun
                        "max_tokens": ifeval_max_tokens,
                        "temperature": 0.0 if ifeval_k == 1 else settings["temperature"]}
 
