@@ -6,6 +6,8 @@ At POINT, on step STEP or later, the driver does the fault's partial work, write
 test SIGKILLs it (so the kill lands exactly there), except `enospc`, which fails the write and lets the trainer
 exit on its own:
 
+- `reward`: in the middle of a step's reward: two of its groups are in the training memory (and their events
+  logged), the rest of the step is not;
 - `torn`: half of the step's `metrics.jsonl` line is written (a kill in the middle of an append);
 - `enospc`: the disk is full half-way through the step's `metrics.jsonl` line;
 - `round`: an evolver round has run (its versions committed, its memory records written), not yet recorded;
@@ -87,6 +89,20 @@ def arm(point: str, marker: Path, at_step: int) -> None:
         if point == "commit":
             HarnessStore._append = append
         evolver_round.run_round = run_round
+    elif point == "reward":
+        from memory.store import TrainingMemory
+
+        real_add, seen = TrainingMemory.add_group, []
+
+        def add_group(self, summary, *a, **k):
+            out = real_add(self, summary, *a, **k)
+            if int(summary.step) >= at_step:  # a group of that step (steps count from 1)
+                seen.append(out)
+                if len(seen) == 2:
+                    _hang(marker)
+            return out
+
+        TrainingMemory.add_group = add_group
     elif point == "save":
         real = checkpoint.atomic_write_json
 

@@ -386,7 +386,7 @@ def test_resume_restores_the_memory_of_the_checkpoint(tmp_path):
 
 # -- fault injection on the tiny preset (slow) -------------------------------------------------------------------
 BASE_STEPS, STEPS = 2, 6  # the base run trains 2 steps; each fault hits a resume that raises max_steps to 6
-FAULTS = [("torn", 3), ("enospc", 3), ("round", 4), ("commit", 4), ("save", 4)]  # (point, first step it fires at)
+FAULTS = [("reward", 3), ("torn", 3), ("enospc", 3), ("round", 4), ("commit", 4), ("save", 4)]  # (point, first step it fires at)
 
 
 @pytest.fixture(scope="module")
@@ -485,6 +485,14 @@ def test_a_fault_then_resume_keeps_every_invariant(base_run, tmp_path, point, at
         assert (ckpt / "memory.jsonl").is_file() and not (ckpt / "harness_version.json").exists()
     if point in ("round", "commit"):
         assert at_step not in [r["step"] for r in read_jsonl(run_dir / "rounds.jsonl")]
+    if point == "reward":
+        from memory.store import TrainingMemory
+
+        assert [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2]  # killed inside step 3 ...
+        snap = run_dir / "checkpoints" / f"checkpoint-{BASE_STEPS}" / "memory.jsonl"
+        at_ckpt = sum('"kind": "groups"' in line for line in snap.read_text().splitlines())
+        with TrainingMemory.persistent(run_dir / "memory", embedding="hash") as mem:
+            assert mem.count()["groups"] == at_ckpt + 2  # ... after two of its groups reached the memory
     with caplog.at_level(logging.WARNING):
         assert main(["train", "--resume", *args]) == 0, capsys.readouterr().err
     assert f"resuming from {run_dir / 'checkpoints' / f'checkpoint-{BASE_STEPS}'}" in caplog.text
