@@ -398,3 +398,25 @@ def test_the_real_rule_reverts_as_often_as_the_stated_rate(p, stated):
                                              for k in range(2)], window=2, ctx=CTX, detector=CFG).verdict == "revert"
         for _ in range(n))
     assert abs(reverted / n - stated) < 4 * (stated * (1 - stated) / n) ** 0.5
+
+
+def test_a_failing_review_is_logged_and_training_goes_on(tmp_path, monkeypatch):
+    from test_trainer_support import tiny_config
+    from trainer import provisional
+    from trainer.callback import HarnessCallback
+    from trainer.run import HarnessRun
+
+    run = HarnessRun(tiny_config(tmp_path), memory=TrainingMemory.ephemeral())
+
+    def down(run, step):
+        raise ConnectionError("memory server unreachable")
+
+    monkeypatch.setattr(provisional, "review_run", down)
+    cb = HarnessCallback(run, run_graph=lambda *a: {"accepted": [], "reports": []})
+    cb.publish_policy = lambda step: (object(), "local")
+    cb._register_services = lambda key, endpoint, context: None
+    run.add_events([_ev("collapse_low", "t-paris", step=2)], harness_version=0)
+    cb.evolve(2)
+    rnd = json.loads(run.paths.rounds.read_text().splitlines()[0])
+    assert "ConnectionError: memory server unreachable" in rnd["provisional"]["error"] and rnd["n_events"] == 1
+    run.close()

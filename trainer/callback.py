@@ -135,7 +135,7 @@ class HarnessCallback(TrainerCallback):
         # Grade the provisional updates first (trainer/provisional.py): a revert is committed before the round takes
         # its events, so events about a reverted task are stale (the revert answered them) and the round starts
         # from the latest version.
-        graded = provisional.review_run(run, step) if self._is_main() else {}
+        graded = self._review_provisional(step) if self._is_main() else {}
         if graded.get("revert_versions"):
             before = run.store.latest().version
         # Only the main process holds events (trainer.run.HarnessRun.add_events) and reads the store here: the
@@ -195,6 +195,15 @@ class HarnessCallback(TrainerCallback):
             self.stop_reason = reason
             if self._is_main():
                 log.error("%s", reason)
+
+    def _review_provisional(self, step: int) -> dict[str, Any]:
+        """`trainer.provisional.review_run`; if it fails (memory or store unreachable), the error goes to rounds.jsonl
+        and the console like a failed round's, training goes on, and the updates are graded at the next pause."""
+        try:
+            return provisional.review_run(self.run, step)
+        except Exception as e:  # noqa: BLE001 - grading is not worth a training run; logged in full
+            log.error("grading provisional updates at step %d failed (they stay provisional): %s", step, e)
+            return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=8)}
 
     def _stale_check(self) -> Any:
         """A predicate for events about a harness that is gone: rows sampled before an update (the dataloader

@@ -104,6 +104,8 @@ def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pau
     prov = summary.get("provisional") or {}
     for v in prov.get("verdicts") or []:
         lines.append(f"  provisional {v['line']}")
+    if prov.get("error"):
+        lines.append(f"  provisional: grading failed, updates stay provisional: {prov['error']}")
     if prov.get("waiting"):
         lines.append(f"  provisional: {prov['waiting']} accepted update target(s) wait for {prov['window']} training groups")
     for r in reports:
