@@ -189,7 +189,8 @@ def _decisions(final: dict[str, Any]) -> str:
     for r in final.get("reports", []):
         attempts = r.get("attempts") or []
         fb = r.get("fallback") or {}
-        n_rows = max(1, len(attempts)) + (1 if fb else 0)
+        gen = r.get("generalised") or {}
+        n_rows = max(1, len(attempts)) + (1 if fb else 0) + (1 if gen.get("targets") else 0)
         span = f' rowspan="{n_rows}"' if n_rows > 1 else ""
         event_cells = "".join(f"<td{span}>{x}</td>" for x in (
             html.escape(r["event_id"]), html.escape(r["task_id"]), html.escape(r["failure_type"]),
@@ -222,6 +223,12 @@ def _decisions(final: dict[str, Any]) -> str:
             rows.append(f"<tr><td>–</td><td>fallback</td><td>–</td><td colspan=3>{html.escape(ops) or '–'}</td>"
                         f"<td>{html.escape(str(upd.get('rationale', ''))[:400])}</td>"
                         f"<td class=fb>{html.escape(status)}</td></tr>")
+        if gen.get("targets"):  # the accepted repair re-targeted as one batch, decided by agents.decisions.batch_accept
+            why = (gen.get("verdict") or {}).get("reasons") or [gen.get("note") or ""]
+            status = f"{gen.get('decision')}" + (f" v{gen['version']}" if gen.get("version") is not None else "")
+            rows.append(f"<tr><td>–</td><td>batched</td><td>–</td><td colspan=3>{html.escape(', '.join(gen['targets']))}</td>"
+                        f"<td>{html.escape('; '.join(map(str, why))[:400])}</td>"
+                        f"<td class={'ok' if gen.get('decision') == 'accepted' else 'no'}>{html.escape(status)}</td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("event", "task", "type", "interface", "rev", "template", "LLM tool calls", "std", "mean",
                                               "rule", "critic's reasons", "attempt outcome", "final decision"))
     return f"<table class=decisions><tr>{head}</tr>{''.join(rows)}</table>"

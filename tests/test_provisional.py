@@ -420,3 +420,19 @@ def test_a_failing_review_is_logged_and_training_goes_on(tmp_path, monkeypatch):
     rnd = json.loads(run.paths.rounds.read_text().splitlines()[0])
     assert "ConnectionError: memory server unreachable" in rnd["provisional"]["error"] and rnd["n_events"] == 1
     run.close()
+
+
+def test_the_trace_page_shows_the_batch_and_its_decision():
+    import re
+
+    from graphs.trace_html import _decisions
+
+    attempt = {"revision": 0, "template": "tighten_repeat", "critique": {"measured_ok": True, "reasons": ["ok"], "numbers": {}},
+               "decision": {"verdict": "accept", "reasons": ["ok"], "numbers": {}}}
+    report = {"event_id": "e", "task_id": "med-a", "failure_type": "stuffing", "interface": "criteria", "decision": "accepted",
+              "committed_version": 1, "attempts": [attempt], "fallback": None, "tool_calls": [], "note": None,
+              "generalised": {"targets": ["med-b", "med-c"], "decision": "rejected", "version": None,
+                              "verdict": {"verdict": "reject", "reasons": ["batch rule held on 0 of 2 targets"]}}}
+    rows = re.findall(r"<tr>(.*?)</tr>", _decisions({"reports": [report]}))[1:]
+    assert len(rows) == 2 and 'rowspan="2"' in rows[0]
+    assert "batched" in rows[1] and "med-b, med-c" in rows[1] and "batch rule held on 0 of 2" in rows[1] and ">rejected<" in rows[1]
