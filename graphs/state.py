@@ -60,7 +60,7 @@ class LaneState(TypedDict, total=False):
     proposal: dict[str, Any] | None  # agents.schemas.Proposal
     validation: list[str]  # problems of the current candidate (empty = valid)
     critique: dict[str, Any] | None  # agents.schemas.Critique of the current candidate
-    attempts: list[dict[str, Any]]  # every candidate of the current event with its critique and measurement
+    attempts: list[dict[str, Any]]  # every candidate of the current event: critique, measurement, decision (agents/decisions.py)
     revision: int  # revisions used on the current event (<= max_revisions)
     approved: bool | None
     decision: str  # accepted | rejected | rejected_stale | rejected_by_human | fallback | skipped
