@@ -144,6 +144,14 @@ def _focus(event: FailureEvent, update: HarnessUpdate, measurement: Measurement)
     return focus if focus in measurement.per_task else measurement.task_ids[0]
 
 
+def _control_is_fresh(update: HarnessUpdate, m: Measurement) -> bool:
+    """The control group was sampled from the frozen policy in this measurement, not read from cached training
+    rollouts: neither a criteria re-scoring nor the exact hit test (whose control pool is the task's history)."""
+    if update.interface == "criteria":
+        return False
+    return m.sequential is None or m.sequential.test != "exact"
+
+
 def reproduces(event: FailureEvent, c: GroupMetrics) -> tuple[bool, str]:
     """Whether the control group `c` shows `event`'s failure on the frozen policy now, and the numbers saying so."""
     return _confirmed(event, c)
@@ -319,12 +327,15 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
     c, d = m.per_task[focus]["control"], m.per_task[focus]["candidate"]
     v = _rule(event, update, c, d, bool(m.paired.get(focus)), ctx)
     n = {**v.numbers, "judge_failures": float(m.judge_failures), "k": float(m.k), **cost_numbers(m)}
+    reasons = [f"focus group {focus} (paired={m.paired.get(focus)})", *v.reasons]
     # Whether the control group shows the event's failure on the frozen policy now: the fallback acts only on a
-    # failure reproduced here, never on the detector's training groups alone (agents/fallback.py).
-    reproduced, why_reproduced = _confirmed(event, m.per_task[event.task_id]["control"] if event.task_id in m.per_task else c)
-    n["control_reproduced"] = float(reproduced)
-    reasons = [f"focus group {focus} (paired={m.paired.get(focus)})", *v.reasons,
-               f"failure reproduced on the frozen policy: {reproduced} ({why_reproduced})"]
+    # failure reproduced on fresh probes, never on the detector's training groups alone (agents/fallback.py). A
+    # control read from the task's cached training rollouts (criteria re-scoring, the exact test's pool) says
+    # nothing about the frozen policy, so it gives no number and the fallback probes for itself.
+    if _control_is_fresh(update, m) and event.task_id in m.per_task:
+        reproduced, why_reproduced = _confirmed(event, m.per_task[event.task_id]["control"])
+        n["control_reproduced"] = float(reproduced)
+        reasons.append(f"failure reproduced on the frozen policy: {reproduced} ({why_reproduced})")
     guards = [(m.judge_failures == 0, f"judge failures during the measurement: {m.judge_failures}"), *v.guards]
     if m.sequential is not None:
         s = m.sequential

@@ -105,6 +105,19 @@ def test_failure_type_decided_on_measured_numbers(tmp_path, ev, policy, decision
     assert outcomes[-1] == ("accepted" if decision == "accepted" else "fallback")
 
 
+def test_a_dead_group_the_frozen_policy_does_not_reproduce_changes_no_sampling(tmp_path):
+    """A confirmed collapse_low from training whose task the frozen policy now answers with spread (it learned, or
+    the groups were noise): every candidate is refused and the fallback probes the control before acting: not
+    dead there, so sampling stays as it is."""
+    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: HONEST if i % 2 == 0 else "I am not sure."))
+    out = _run(graph, [event("e-false-low", "collapse_low", "med-1", mean=0.0, std=0.0)], key)
+    (report,) = out["reports"]
+    assert report["decision"] == "rejected" and out["accepted"] == []
+    assert report["fallback"]["applied"] is False and "not reproduced on the frozen policy" in report["fallback"]["reason"]
+    assert report["fallback"]["probe"]["per_task"]["med-1"]["control"]["dead"] is False
+    assert svc.store.latest().version == 0
+
+
 def test_a_false_blind_event_on_a_discriminating_criterion_is_not_accepted(tmp_path):
     """`len` (>= 3 words) already splits the group under the control (half the answers are one word): a
     blind_criterion event about it is false, and a candidate that leaves it discriminating repairs nothing."""
