@@ -36,7 +36,9 @@ dead rule reverts it with probability ((1-p)^G + p^G)^W (tests/test_provisional.
 W = `CONFIRM_WINDOW` = 2: p = 0.33 -> 0.046 at G = 4, 0.0017 at G = 8; p = 0.25 -> 0.10 at G = 4 (W = 3: 0.010 and
 0.033 at G = 4). Each guard adds at most 2.5 % (z = 1.96, one-sided) when nothing really changed. A no-op
 (p = 0.06) is reverted with probability 0.61 at G = 4, W = 2 (0.37 at G = 8): the window catches most useless
-accepts without sampling anything beyond training. The detector forgets a task's window when an update changes
+accepts without sampling anything beyond training. For spurious_length, a repair that removed the correlation
+entirely is still reverted with probability about 0.11 (a Spearman over 8 pooled rollouts reaches 0.5 by chance
+that often; G = 4, W = 2), 0.03 at G = 8. The detector forgets a task's window when an update changes
 it (`Detector.reset_task`), and W = 2 is also its `min_hits`: a repair that left the task dead raises its next
 collapse event just as the window closes; the revert, committed before the round takes its events, makes that
 event stale (trainer/callback.py drops events about a task changed since), so the revert answers it.
