@@ -72,18 +72,27 @@ def similar_case(record: dict[str, Any], failure_type: str, interface: str, doma
 def template_evidence(similar: Sequence[dict[str, Any]], event: FailureEvent, interface: str, domain: str,
                       signature: str) -> _Evidence:
     """Outcomes of the rule templates on similar cases of other tasks (`similar`: memory proposal records as
-    `graphs.nodes.gather_evidence` lists them under "cross_task"). Fallbacks and LLM answers carry no template."""
+    `graphs.nodes.gather_evidence` lists them under "cross_task"). Fallbacks and LLM answers carry no template; an
+    accepted update that training later reverted counts as a failure of its template."""
     ev = _Evidence()
+    # Training's verdicts on accepted updates (trainer/provisional.py): an accepted proposal whose update training
+    # reverted is a failure of its template, not a success; the verdict records themselves are not counted again.
+    graded = {r.get("event_id"): r.get("outcome") for r in similar if r.get("outcome") in ("confirmed", "reverted")}
     for r in similar:
         label = str(r.get("template") or "")
         if not label or label == "llm" or r.get("task_id") == event.task_id:
             continue
+        if r.get("outcome") in ("confirmed", "reverted", "superseded"):
+            continue
         if not similar_case(r, event.type, interface, domain, signature):
             continue
-        line = f"proposal {r['id']} {r['outcome']} on {r['task_id']}: template {label}"
-        if r.get("outcome") == "accepted":
+        outcome = r.get("outcome")
+        if outcome == "accepted" and graded.get(r.get("event_id")) == "reverted":
+            outcome = "reverted"
+        line = f"proposal {r['id']} {outcome} on {r['task_id']}: template {label}"
+        if outcome == "accepted":
             ev.accepted.setdefault(_family(label), []).append(line)
-        elif r.get("outcome") in ("rejected", "invalid"):
+        elif outcome in ("rejected", "invalid", "reverted"):
             ev.rejected.setdefault(_family(label), []).append(line)
     return ev
 

@@ -19,6 +19,7 @@ from agents import attributor, critic, decisions, generalise as gen, proposer, r
 from agents.context import EvolverContext
 from agents.fallback import fallback_decision
 from agents.llm import ToolBox
+from agents.rollout_signals import RolloutSignals, rollout_signals
 from agents.models import brain_model, judge_settings, load_chat_model
 from agents.schemas import Attribution, Proposal
 from graphs.services import Services, get_services
@@ -135,13 +136,17 @@ def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[
                                     "deltas": c.deltas} for c in mem.similar_cases(record.document(), k=ctx.similar_k,
                                                                                    failure_type=event.type, exclude_task=task.id)]
             # Outcomes of every other task's proposals on this failure type: the rule brains' template evidence.
-            evidence["cross_task"] = [{"id": p.record_id, "task_id": p.task_id, "failure_type": p.failure_type,
+            evidence["cross_task"] = [{"id": p.record_id, "event_id": p.event_id, "task_id": p.task_id, "failure_type": p.failure_type,
                                        "interface": p.interface, "template": p.template, "outcome": p.outcome,
                                        "domain": p.domain, "signature": p.signature}
                                       for p in mem.proposals_like(event.type, exclude_task=task.id)]
             groups = [r for r in history if isinstance(r, GroupSummary) and r.best is not None]
             if groups:  # criteria even the best recent rollout missed: what hints should target
                 evidence["unmet"] = [c for c, ok in groups[-1].best.verdicts.items() if not ok]  # type: ignore[union-attr]
+            # What the task's own rollouts do (lengths, repeats, contrasts): the templates size their updates from it.
+            cached = [g for g in mem.task_history(task.id, last_n=ctx.history_last_n, kinds=("groups",))
+                      if isinstance(g, GroupSummary)]
+            evidence["signals"] = rollout_signals(cached).model_dump(mode="json")
     return {**reset, "evidence": evidence}
 
 
@@ -166,6 +171,10 @@ def attribute(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, A
     return {**out, "attribution": att.model_dump(mode="json")}
 
 
+def _signals(state: LaneState) -> RolloutSignals:
+    return RolloutSignals.model_validate(state["evidence"].get("signals") or {})
+
+
 def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     ctx, event = _ctx(runtime), _event(state)
     att = Attribution.model_validate(state["attribution"])
@@ -177,13 +186,14 @@ def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any
     def rules() -> Proposal:  # the rule brain; an LLM proposer that cannot answer hands the decision to it
         return proposer.rule_proposal(event, att, harness, state["attempts"], state["step"], state["evidence"].get("unmet"),
                                       similar=state["evidence"].get("cross_task", []),
-                                      signature=state["evidence"].get("signature", ""))
+                                      signature=state["evidence"].get("signature", ""), signals=_signals(state))
 
     if llm is None:
         prop = rules()
     else:
         box = _toolbox(ctx, svc, "proposer", state["step"])
-        prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"], toolbox=box, fallback=rules)
+        prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"], toolbox=box, signals=_signals(state),
+                                     fallback=rules)
         out["tool_calls"] = _tool_log(state, "proposer", box)
     return {**out, "proposal": prop.model_dump(mode="json"), "critique": None}
 

@@ -24,8 +24,8 @@ GUIDANCE = Attribution(interface="guidance", diagnosis="d")
 
 def _rec(i: int, template: str, outcome: str, *, task: str = "med-2", domain: str = "medical", interface: str = "guidance",
          failure_type: str = "collapse_low", signature: str = "") -> dict:
-    return {"id": f"p{i}:r0", "task_id": task, "failure_type": failure_type, "interface": interface, "template": template,
-            "outcome": outcome, "domain": domain, "signature": signature}
+    return {"id": f"p{i}:r0", "event_id": f"p{i}", "task_id": task, "failure_type": failure_type, "interface": interface,
+            "template": template, "outcome": outcome, "domain": domain, "signature": signature}
 
 
 def _order(similar: list[dict], n: int = 3) -> list[str]:
@@ -55,6 +55,11 @@ ORDER_CASES = [
     ([_rec(1, "hint_strong", "accepted", interface="criteria")], ["hint", "hint_strong", "hint_all"]),
     ([_rec(1, "hint_strong", "accepted", failure_type="flat")], ["hint", "hint_strong", "hint_all"]),
     ([_rec(1, "hint_strong", "accepted", task="med-1")], ["hint", "hint_strong", "hint_all"]),  # own task: not cross-task
+    # training confirmed it: still a success (the verdict record itself is not counted twice)
+    ([_rec(1, "hint_strong", "accepted"), _rec(1, "hint_strong", "confirmed")], ["hint_strong", "hint", "hint_all"]),
+    # training reverted both accepted updates: two failures of the template, which is then skipped
+    ([_rec(1, "hint", "accepted"), _rec(1, "hint", "reverted"), _rec(2, "hint", "accepted"), _rec(2, "hint", "reverted")],
+     ["hint_strong", "hint_all"]),
 ]
 
 
