@@ -97,8 +97,8 @@ def guided_schema(model: type[BaseModel], depth: int = MAX_NESTING) -> dict[str,
     level k point to level k+1, and the deepest level keeps only the non-recursive alternatives. With `depth` =
     `harness.checks.MAX_NESTING` (combinators at nesting levels 1..3, leaves down to level 4) it admits exactly the
     checks `parse_check` accepts. vLLM's xgrammar backend also refuses a string `pattern` beside `minLength`/
-    `maxLength` (our ids): `_fold_lengths` moves the bounds into the pattern. Pydantic still validates the decoded
-    answer against `model` itself."""
+    `maxLength` (our ids): `_fold_lengths` moves the bounds into the pattern. The union tags become required
+    (`_require_tags`). Pydantic still validates the decoded answer against `model` itself."""
     schema = model.model_json_schema()
     defs: dict[str, Any] = schema.pop("$defs", {})
     prefix = "#/$defs/"
@@ -148,7 +148,24 @@ def guided_schema(model: type[BaseModel], depth: int = MAX_NESTING) -> dict[str,
     for name in cyclic:
         for k in range(1, depth + 1):
             out_defs[f"{name}__{k}"] = rewrite(defs[name], k + 1)
-    return _fold_lengths({**rewrite(schema, 1), "$defs": out_defs})
+    return _require_tags(_fold_lengths({**rewrite(schema, 1), "$defs": out_defs}))
+
+
+def _require_tags(node: Any) -> Any:
+    """Every property with a `const` (the discriminator tags: `op`, `type`) becomes required: pydantic's schema
+    leaves a defaulted tag optional, a grammar then lets the model skip it, and pydantic cannot pick the union
+    member of an answer without its tag."""
+    if isinstance(node, list):
+        return [_require_tags(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _require_tags(v) for k, v in node.items()}
+    props = out.get("properties")
+    if isinstance(props, dict):
+        tags = [k for k, v in props.items() if isinstance(v, dict) and "const" in v]
+        required = list(out.get("required", []))
+        out["required"] = required + [t for t in tags if t not in required]
+    return out
 
 
 # `^[class]+$` or `^[class]*$`: one character class repeated, the form of our id patterns.
