@@ -31,8 +31,14 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
     decisions: dict[str, int] = {}
     fallbacks = errors = 0
     fails: dict[str, int] = {}  # the critic's failed checks ("FAIL: std_gain") per interface
+    # Training's verdicts on accepted updates (trainer/provisional.py), per interface of the graded update.
+    graded = {i: {"confirm": 0, "revert": 0, "superseded": 0} for i in INTERFACES}
     for r in rounds:
         errors += 1 if r.get("error") else 0
+        for v in (r.get("provisional") or {}).get("verdicts", []):
+            iface = v.get("interface")
+            if iface in graded and v.get("verdict") in graded[iface]:
+                graded[iface][v["verdict"]] += 1
         for rep in r.get("reports", []):
             for att in rep.get("attempts") or []:
                 for reason in att.get("reasons") or []:
@@ -101,7 +107,8 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,
         "judge_warnings": int(sum(m.get("judge_warnings", 0) for m in metrics)),
         "rounds": len(rounds), "round_errors": errors, "decisions": decisions, "fallbacks": fallbacks,
-        "per_interface": per_iface, "event_types": event_types, "critic_fails": fails,
+        "per_interface": per_iface, "event_types": event_types, "critic_fails": fails, "graded": graded,
+        "confirmed": sum(g["confirm"] for g in graded.values()), "reverted": sum(g["revert"] for g in graded.values()),
         "spurious_events": sum(event_types.get(t, 0) for t in SPURIOUS_EVENTS),
         "updates": len(updates), "updated_task_revisits": revisits,
         "hinted_share": mean_of([m.get("hinted_share") for m in metrics]),
@@ -158,6 +165,9 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
         "eval_s": sum(v["seconds"] for v in run["evals"].values()),
         "judge_warnings": run["judge_warnings"] + run.get("eval_judge_warnings", 0),
         "per_interface": run["per_interface"], "fallbacks": run["fallbacks"], "rounds": run["rounds"],
+        "accepted": sum(v["accepted"] for v in run["per_interface"].values()),
+        "proposals": sum(v["proposals"] for v in run["per_interface"].values()),
+        "confirmed": run.get("confirmed", 0), "reverted": run.get("reverted", 0), "graded": run.get("graded", {}),
         "round_errors": run["round_errors"], "event_types": run["event_types"],
         "spurious_events": run["spurious_events"], "harness_version": run["summary"]["harness_version"],
         "dead_curve": [(s["step"], s["dead_share"]) for s in run["steps"]],
@@ -171,7 +181,8 @@ def arm_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "length_corr_final", "length_corr_base", "gap_growth", "wall_s", "pause_s", "pause_share", "eval_s",
                 "judge_warnings", "fallbacks", "rounds", "round_errors", "spurious_events", "words_final",
                 "final_greedy_score", "final_greedy_audit", "zero_var_trained", "overhead_share", "extra_generation",
-                "step_wall_s", "overhead_s", "final_ifeval", "final_ifeval_inst"):
+                "step_wall_s", "overhead_s", "final_ifeval", "final_ifeval_inst", "accepted", "proposals", "confirmed",
+                "reverted"):
         vals = [r["summary"].get(key) for r in runs]
         out[key] = mean_of(vals)
         out[key + "_sd"] = sd_of(vals)

@@ -435,20 +435,26 @@ def test_power_calculation():
 
 
 def test_critic_power_runs_the_critics_rule_and_separates_null_from_large_effects():
-    """benchmarks/critic_power.py: a repair that leaves a dead group dead is never accepted; one that lifts the
-    hit rate from 0 to 1/2 is, most of the time, once the cap allows 32 rollouts (seeded: deterministic)."""
+    """benchmarks/critic_power.py: a repair that leaves a dead group dead is never accepted (and not failed at an
+    all-zero first look); one that lifts the hit rate from 0 to 1/2 is, most of the time, once the cap allows 32
+    rollouts (seeded: deterministic)."""
     import critic_power
     import numpy as np
 
     from agents.context import EvolverContext
     from harness.detector import DetectorConfig
 
+    from harness.types import HarnessState
+
     ctx, cfg, rng = EvolverContext(), DetectorConfig(), np.random.default_rng(0)
-    null = [critic_power.one_decision(0.0, 0.0, 4, 32, ctx, cfg, rng, 50, 0.625) for _ in range(5)]
-    large = [critic_power.one_decision(0.0, 0.5, 4, 32, ctx, cfg, rng, 50, 0.625) for _ in range(10)]
-    assert not any(a for a, _ in null) and all(k == 4 for _, k in null)  # dead vs dead fails at the first look
-    assert sum(a for a, _ in large) >= 6
-    assert all(k in (4, 8, 16, 32) for _, k in large)
+    state = HarnessState.from_tasks([critic_power._task(0.625)])
+    # (accepted, candidate rollouts per side, fresh control rollouts) with 32 cached rollouts and a cap of 32
+    null = [critic_power.one_decision(state, 0.0, 0.0, 32, 32, ctx, cfg, rng, 4) for _ in range(5)]
+    large = [critic_power.one_decision(state, 0.0, 0.5, 32, 32, ctx, cfg, rng, 4) for _ in range(10)]
+    assert not any(a for a, _, _ in null)  # a dead group left dead is never accepted
+    assert all(k > 4 for _, k, _ in null)  # ... and an all-zero first look is undecided, not failed
+    assert sum(a for a, _, _ in large) >= 6
+    assert all(k in (4, 8, 16, 32) for _, k, _ in null + large)
 
 
 def test_paired_at_equal_wall_time_uses_the_checkpoints_reached_in_time():
