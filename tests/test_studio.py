@@ -181,6 +181,10 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     out = trainer_round("t-rules", rules["assistant_id"], "openai:stub")
     assert source(out) == "rules" and structured() == before
     assert summarize(out)["assistant_id"] == rules["assistant_id"]  # recorded in rounds.jsonl
+    # What the server did not take from the config is named (the callback logs it at the first round, issue 20).
+    notes = summarize(out)["server_settings"]
+    assert any(n.startswith("harness.detector") for n in notes)  # tiny.yaml's overrides never reach the server
+    assert "proposer_model: the server's assistant uses 'rules', not the config's 'openai:stub'" in notes
     # ... and the other way round, the assistant named by its name.
     out = trainer_round("t-llm", f"studio-llm-{tag}", "rules")
     assert source(out) == "llm" and structured() == before + 1 and out["assistant_id"] == llm["assistant_id"]
@@ -189,6 +193,7 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     assert source(out) == "llm" and structured() == before + 2
     made = client.assistants.get(out["assistant_id"])
     assert made["name"] == "harnessrl train run" and made["context"]["proposer_model"] == "openai:stub"
+    assert [n for n in out["server_settings"] if not n.startswith("harness.detector")] == []  # made from the config
 
     # 3. `harnessrl evolve --server --assistant`: the assistant's proposer; model flags are refused beside it.
     policy, snapshot = f"openai:{stub.base_url}#stub", tmp_path / "snapshot"
