@@ -18,6 +18,9 @@ from harness.types import FailureEvent, HarnessState, HarnessUpdate, Quarantine,
 
 FALLBACK_MIN_WEIGHT = 0.05  # a fallback never sets weight 0: a weight-0 task leaves training for good
 QUARANTINE_STEPS = 4  # one evolver round at the default harness.evolve_every; then the task is drawn again
+# Failures of groups that still carry learning signal (the detector fires blind_criterion only on groups that are not
+# dead): a quarantine or down-weight would remove that signal to answer a diagnostic, so the fallback leaves them.
+TEACHING_FAILURES = frozenset({"blind_criterion"})
 
 
 class Fallback(BaseModel):
@@ -54,6 +57,8 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
 
     No task leaves training through it:
 
+    - a blind criterion changes no sampling: its group is not dead, the other criteria still teach
+      (`TEACHING_FAILURES`);
     - only a *confirmed* failure (`event.confirmed`: at least two groups of the detector's window showed
       it) changes sampling; one noisy group never does;
     - and only one the frozen policy reproduces: when a measured candidate's control group did not show it
@@ -80,6 +85,10 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
         return Fallback(update=None, reason=(
             f"{event.type} seen in {event.window_hits} group(s) of the detector window, not confirmed: "
             "one noisy group never changes a task's sampling"))
+    if event.type in TEACHING_FAILURES:
+        return Fallback(update=None, reason=(
+            f"{event.type}: the group is not dead, its other criteria still teach; taking the task out of training "
+            "would cost that signal, so sampling stays as is"))
     if attempts and all(a.get("source") == "llm" and not _measured(a) for a in attempts):
         return Fallback(update=None, reason=(
             f"no candidate was measured: all {len(attempts)} LLM answer(s) were unusable; a garbage answer costs "

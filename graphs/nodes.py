@@ -430,6 +430,7 @@ def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
         reason = f"{reason} (reproduced on the frozen policy: {why})"
     elif fb.needs_probe:
         reason = f"{reason} (critic off: not reproduced on the frozen policy first)"
+    update = update.model_copy(update={"rationale": reason})  # the store's log carries the reason, as it is reported
     try:
         new = store.commit(update, step=state["step"], meta={"event_id": event.id, "failure_type": event.type, "fallback": True})
     except UpdateRejected as err:

@@ -57,7 +57,7 @@ def test_an_unconfirmed_event_changes_no_sampling():
         assert fallback.fallback_update(_ev(etype, hits=1), STATE) is None
 
 
-@pytest.mark.parametrize("etype", FAILURE_TYPES)
+@pytest.mark.parametrize("etype", sorted(set(FAILURE_TYPES) - fallback.TEACHING_FAILURES))
 def test_a_confirmed_failure_keeps_the_task_in_training(etype):
     fb = fallback.fallback_decision(_ev(etype), STATE, [_rejected()], step=10)
     assert fb.update is not None and fb.update.interface == "sampling" and fb.update.event_id == f"e-{etype}"
@@ -144,3 +144,9 @@ def test_a_failure_the_frozen_policy_does_not_reproduce_changes_no_sampling(etyp
     assert fb.update is not None and not fb.needs_probe
     fb = fallback.fallback_decision(ev, STATE, [_rejected()])
     assert fb.update is not None and fb.needs_probe
+
+
+def test_a_blind_criterion_changes_no_sampling():
+    """Its group is not dead (the detector's rule): the other criteria still teach, so no quarantine or down-weight."""
+    fb = fallback.fallback_decision(_ev("blind_criterion"), STATE, [_measured_control(1.0)], step=10)
+    assert fb.update is None and "still teach" in fb.reason
