@@ -163,10 +163,12 @@ class ToolBox:
                            "result": _clip(result, MAX_RECORD_CHARS), "error": error})
 
 
-def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: list[BaseMessage]) -> tuple[str, dict | None]:
-    """(the raw answer as text, the decoded object or None when it did not decode)."""
+def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: list[BaseMessage],
+                      guided: dict[str, Any] | None = None) -> tuple[str, dict | None]:
+    """(the raw answer as text, the decoded object or None when it did not decode). `guided`: the JSON schema the
+    server decodes with (default `guided_schema(schema)`; a caller may narrow it, never widen it)."""
     try:
-        structured = llm.with_structured_output(guided_schema(schema), include_raw=True)
+        structured = llm.with_structured_output(guided or guided_schema(schema), include_raw=True)
     except NotImplementedError:
         # Models without structured output (plain fakes, some servers): ask for plain text.
         return _text(llm.invoke(messages)), None
@@ -189,10 +191,10 @@ def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: lis
 
 
 def _ask_structured_messages(llm: BaseChatModel, schema: type[T], messages: list[BaseMessage],
-                             box: ToolBox | None = None, round_no: int = 1) -> T:
+                             box: ToolBox | None = None, round_no: int = 1, guided: dict[str, Any] | None = None) -> T:
     said = ""
     try:
-        said, parsed = _structured_reply(llm, schema, messages)
+        said, parsed = _structured_reply(llm, schema, messages, guided)
         answer = validate_output(parsed, schema) if parsed is not None else parse_json_output(said, schema)
     except LLM_ERRORS as err:
         said = said or cut_answer(err)
@@ -205,20 +207,23 @@ def _ask_structured_messages(llm: BaseChatModel, schema: type[T], messages: list
     return answer
 
 
-def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str, box: ToolBox | None = None) -> T:
+def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str, box: ToolBox | None = None,
+                   guided: dict[str, Any] | None = None) -> T:
     """One structured answer (no tools); recorded in `box.replies` when a box is given."""
-    return _ask_structured_messages(llm, schema, [SystemMessage(system), HumanMessage(user)], box)
+    return _ask_structured_messages(llm, schema, [SystemMessage(system), HumanMessage(user)], box, guided=guided)
 
 
-def ask_with_tools(llm: BaseChatModel, schema: type[T], system: str, user: str, toolbox: ToolBox | None) -> T:
-    """`ask_structured` after at most `toolbox.max_rounds` turns of tool calls (see the module docstring)."""
+def ask_with_tools(llm: BaseChatModel, schema: type[T], system: str, user: str, toolbox: ToolBox | None,
+                   guided: dict[str, Any] | None = None) -> T:
+    """`ask_structured` after at most `toolbox.max_rounds` turns of tool calls (see the module docstring); `guided`
+    narrows the schema the final structured answer is decoded with (`_structured_reply`)."""
     if toolbox is None or not toolbox.tools or toolbox.max_rounds <= 0:
-        return ask_structured(llm, schema, system, user, toolbox)
+        return ask_structured(llm, schema, system, user, toolbox, guided)
     try:
         bound = llm.bind_tools(toolbox.tools)
     except NotImplementedError:
         toolbox.skip_tools(f"the model ({type(llm).__name__}) cannot bind tools")
-        return ask_structured(llm, schema, system, user, toolbox)
+        return ask_structured(llm, schema, system, user, toolbox, guided)
     note = prompts.render(prompts.TOOLS_NOTE, tools=", ".join(toolbox.names), rounds=toolbox.max_rounds)
     messages: list[BaseMessage] = [SystemMessage(f"{system}\n\n{note}"), HumanMessage(user)]
     round_no = 0
@@ -231,7 +236,7 @@ def ask_with_tools(llm: BaseChatModel, schema: type[T], system: str, user: str, 
                 if why is None:
                     raise
                 toolbox.skip_tools(f"server has no tool calling: {why}")
-                return ask_structured(llm, schema, system, user, toolbox)
+                return ask_structured(llm, schema, system, user, toolbox, guided)
             messages.append(reply)
             if not isinstance(reply, AIMessage) or not (reply.tool_calls or reply.invalid_tool_calls):
                 try:
@@ -248,4 +253,4 @@ def ask_with_tools(llm: BaseChatModel, schema: type[T], system: str, user: str, 
     except LLM_ERRORS as err:
         raise BrainError(f"{type(err).__name__}: {err}") from err
     messages.append(HumanMessage(prompts.render(prompts.TOOLS_DONE)))
-    return _ask_structured_messages(llm, schema, messages, toolbox, round_no + 1)
+    return _ask_structured_messages(llm, schema, messages, toolbox, round_no + 1, guided=guided)

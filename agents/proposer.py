@@ -33,7 +33,7 @@ from agents import prompts
 from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.rollout_signals import RolloutSignals
 from agents.rule_templates import Template, TemplateInput, templates_for
-from agents.schemas import Attribution, Proposal, ProposalOut
+from agents.schemas import Attribution, Proposal, ProposalOut, proposal_schema
 from harness.types import FailureEvent, HarnessState, HarnessUpdate, Task
 from harness.visibility import public_event, redact, redact_reasons
 
@@ -207,7 +207,7 @@ def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attributi
                           task=json.dumps({**_task_view(task, state), "rollouts": redact((signals or RolloutSignals()).public())},
                                           indent=1), feedback=json.dumps(feedback, indent=1) if feedback else "(first attempt)")
     try:
-        out = ask_with_tools(llm, ProposalOut, system, user, toolbox)
+        out = ask_with_tools(llm, ProposalOut, system, user, toolbox, guided=proposal_schema(attribution.interface))
     except BrainError as err:
         return _failed(event, f"LLM proposer failed: {err}", fallback)
     update = out.update.model_copy(update={"event_id": event.id})

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.checks import MAX_NESTING
-from harness.types import HarnessUpdate, Interface
+from harness.types import OP_INTERFACE, HarnessUpdate, Interface
 from tools.llm_json import first_json_object
 
 
@@ -149,6 +149,42 @@ def guided_schema(model: type[BaseModel], depth: int = MAX_NESTING) -> dict[str,
         for k in range(1, depth + 1):
             out_defs[f"{name}__{k}"] = rewrite(defs[name], k + 1)
     return _require_tags(_fold_lengths({**rewrite(schema, 1), "$defs": out_defs}))
+
+
+def proposal_schema(interface: str, *, max_ops: int = 2, max_text: int = 200, max_items: int = 4) -> dict[str, Any]:
+    """The guided schema of one proposal on `interface` (what the LLM proposer is decoded with): `guided_schema`
+    of `ProposalOut` narrowed to `update.interface` = `interface`, ops of that interface only (never the trainer's
+    `restore_*` ops), at most `max_ops` of them, free-text strings of at most `max_text` characters and other lists
+    (phrases, prompt messages, criteria) of at most `max_items` entries. Everything
+    it admits is a `ProposalOut` (pydantic still validates); it only leaves out answers the proposer's gates refuse
+    or that a small model loops on until its token limit."""
+    schema = guided_schema(ProposalOut)
+    update = schema["$defs"]["HarnessUpdate"]
+    props = update["properties"]
+    props["interface"] = {"const": interface, "title": "Interface", "type": "string"}
+    update["required"] = sorted(set(update.get("required", [])) | {"interface", "ops"}, key=list(props).index)
+    allowed = {op for op, iface in OP_INTERFACE.items() if iface == interface and not op.startswith("restore_")}
+    items = props["ops"]["items"]
+    mapping = {op: ref for op, ref in items["discriminator"]["mapping"].items() if op in allowed}
+    items["discriminator"]["mapping"] = mapping
+    items["oneOf"] = [r for r in items["oneOf"] if r["$ref"] in set(mapping.values())]
+    props["ops"]["maxItems"] = min(max_ops, props["ops"].get("maxItems", max_ops))
+    return _cap(schema, max_text, max_items)
+
+
+def _cap(node: Any, text: int, items: int) -> Any:
+    """Free strings (no pattern, enum or const) at most `text` characters, arrays at most `items` entries (never
+    below their own minimum)."""
+    if isinstance(node, list):
+        return [_cap(v, text, items) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _cap(v, text, items) for k, v in node.items()}
+    if out.get("type") == "string" and not {"pattern", "enum", "const"} & set(out):
+        out["maxLength"] = min(text, out.get("maxLength", text))
+    if out.get("type") == "array":
+        out["maxItems"] = max(out.get("minItems", 0), min(items, out.get("maxItems", items)))
+    return out
 
 
 def _require_tags(node: Any) -> Any:

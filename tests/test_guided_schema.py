@@ -157,3 +157,31 @@ def test_the_guided_grammar_admits_what_the_harness_admits():
     answers.append(untagged)
     got = _vllm(ACCEPTS, {"schema": guided_schema(ProposalOut), "answers": answers})
     assert got == [True] * (MAX_NESTING + 1) + [False] + [True, False, False] + [False]
+
+
+# -- the proposer's narrowed form -----------------------------------------------------------------------------
+def test_the_proposal_schema_is_narrowed_to_the_attributed_interface():
+    from agents.schemas import proposal_schema
+    from harness.types import OP_INTERFACE
+
+    for interface in ("sampling", "guidance", "criteria"):
+        update = proposal_schema(interface)["$defs"]["HarnessUpdate"]
+        ops = update["properties"]["ops"]
+        assert update["properties"]["interface"]["const"] == interface and ops["maxItems"] == 2
+        assert set(ops["items"]["discriminator"]["mapping"]) == {
+            op for op, i in OP_INTERFACE.items() if i == interface and not op.startswith("restore_")}
+    assert proposal_schema("criteria")["properties"]["rationale"]["maxLength"] == 200
+    phrases = proposal_schema("criteria")["$defs"]["ContainsAny"]["properties"]["phrases"]
+    assert phrases["maxItems"] == 4 and phrases.get("minItems", 0) <= 4
+
+
+@pytest.mark.vllm
+def test_vllm_compiles_the_narrowed_schema_and_it_admits_only_its_interface():
+    from agents.schemas import proposal_schema
+
+    assert _vllm(VALIDATE, [proposal_schema(i) for i in ("sampling", "guidance", "criteria")]) == ["accepted"] * 3
+    criteria_answer = _dumped(_nested(2))
+    restore = criteria_answer.replace('"op":"edit_criterion"', '"op":"restore_criteria"')
+    got = _vllm(ACCEPTS, {"schema": proposal_schema("criteria"), "answers": [criteria_answer, restore]})
+    assert got == [True, False]
+    assert _vllm(ACCEPTS, {"schema": proposal_schema("guidance"), "answers": [criteria_answer]}) == [False]

