@@ -86,7 +86,10 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         ckpt_wall[str(m["step"])] = cum
     gen = sum(m.get("ds_groups_generated", m.get("n_groups", 0)) for m in metrics)
     trained = sum(m.get("ds_groups_kept", m.get("n_groups", 0)) for m in metrics)
-    dead_trained = sum(0 if "ds_groups_kept" in m else m.get("dead_share", 0.0) * m.get("n_groups", 0) for m in metrics)
+    # A DAPO step trains on its kept groups: those the detector still calls dead (std < eps, wider than DAPO's
+    # exact zero) are `ds_kept_dead` (0 in runs from before it was counted).
+    dead_trained = sum(m.get("ds_kept_dead", 0) if "ds_groups_kept" in m else m.get("dead_share", 0.0) * m.get("n_groups", 0)
+                       for m in metrics)
     return {
         "steps": [{"step": m["step"], "reward": m.get("reward"), "reward_std": m.get("reward_std"),
                    "dead_share": m.get("dead_share"), "n_groups": m.get("n_groups"), "pause_s": m.get("pause_s", 0.0),
@@ -167,7 +170,8 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
         "per_interface": run["per_interface"], "fallbacks": run["fallbacks"], "rounds": run["rounds"],
         "accepted": sum(v["accepted"] for v in run["per_interface"].values()),
         "proposals": sum(v["proposals"] for v in run["per_interface"].values()),
-        "confirmed": run.get("confirmed", 0), "reverted": run.get("reverted", 0), "graded": run.get("graded", {}),
+        # Training's verdicts (None in summaries from before they were collected: rendered as "–").
+        "confirmed": run.get("confirmed"), "reverted": run.get("reverted"), "graded": run.get("graded"),
         "round_errors": run["round_errors"], "event_types": run["event_types"],
         "spurious_events": run["spurious_events"], "harness_version": run["summary"]["harness_version"],
         "dead_curve": [(s["step"], s["dead_share"]) for s in run["steps"]],
@@ -188,6 +192,13 @@ def arm_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         out[key + "_sd"] = sd_of(vals)
     out["per_interface"] = {i: {k: sum(r["summary"]["per_interface"][i][k] for r in runs)
                                 for k in ("proposals", "accepted", "rejected")} for i in INTERFACES}
+    graded = [r["summary"].get("graded") for r in runs]
+    out["graded"] = None if any(g is None for g in graded) else {
+        i: {k: sum(g.get(i, {}).get(k, 0) for g in graded) for k in ("confirm", "revert", "superseded")}
+        for i in INTERFACES}
+    for key in ("proposals", "accepted", "confirmed", "reverted"):  # summed over seeds (None: a summary lacks it)
+        vals = [r["summary"].get(key) for r in runs]
+        out[key + "_total"] = None if any(v is None for v in vals) else sum(vals)
     domains = sorted({d for r in runs for d in r["summary"]["final_domains"]})
     out["final_domains"] = {d: {m: mean_of([r["summary"]["final_domains"].get(d, {}).get(m) for r in runs])
                                 for m in ("score", "audit")} for d in domains}
@@ -214,7 +225,7 @@ def paired_vs_fixed(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The issue's four targets, measured (None where an arm needed for it was not run)."""
     rows: list[dict[str, Any]] = []
-    h, f, d = arm_sum.get("harnessrl"), arm_sum.get("fixed"), arm_sum.get("dapo")
+    h, f, d, hd = arm_sum.get("harnessrl"), arm_sum.get("fixed"), arm_sum.get("dapo"), arm_sum.get("harnessrl-dapo")
 
     def diff(a, b, key):
         return None if a is None or b is None or a[key] is None or b[key] is None else a[key] - b[key]
@@ -224,6 +235,9 @@ def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str
             v = diff(h, other, key)
             rows.append({"target": f"audit(harnessrl) - audit({name}) >= 3 points ({what})", "value": v,
                          "met": None if v is None else v >= 3.0})
+    v = diff(hd, d, "final_audit")
+    rows.append({"target": "audit(harnessrl-dapo) - audit(dapo) > 0 (final checkpoint)", "value": v,
+                 "met": None if v is None else v > 0.0, "note": "its paired interval: the paired-differences table"})
     # Steps to reach fixed's best held-out score, per seed (paired).
     ratios = []
     for fr in by_arm.get("fixed", []):
@@ -253,6 +267,38 @@ def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str
     rows.append({"target": "harness overhead <= 2% of harnessrl step time", "value": v,
                  "met": None if v is None else v <= 0.02})
     return rows
+
+
+# Issue 22's "where each gain comes from" targets: (key, target in words, measured-vs-limit test).
+GAIN_TARGETS = [
+    ("accept_share", ">= 25% of proposals accepted", lambda v: v >= 0.25),
+    ("confirm_share", ">= 60% of accepted updates confirmed", lambda v: v >= 0.60),
+    ("zero_var_ratio", "zero-variance share of trained groups <= 1/2 of fixed's", lambda v: v <= 0.5),
+    ("extra_generation", "... at <= 10% extra generation", lambda v: v <= 0.10),
+    ("pause_share", "pause <= 10% of wall time", lambda v: v <= 0.10),
+    ("overhead_share", "harness overhead <= 2% of step time", lambda v: v <= 0.02),
+]
+
+
+def gain_targets(arm_sum: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per arm (but fixed), each of `GAIN_TARGETS` measured: {"value", "met"} (None where the arm or its
+    summaries lack what it needs: no proposals, no verdicts collected, fixed not run). Shares are over the
+    seeds' sums (proposals, accepted, confirmed); the rest are the arm's means."""
+    f = arm_sum.get("fixed")
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for arm, s in arm_sum.items():
+        if arm in ("fixed", "plain"):  # the reference, and the arm without harness code
+            continue
+        prop, acc, conf = s.get("proposals_total"), s.get("accepted_total"), s.get("confirmed_total")
+        fz, z = (f or {}).get("zero_var_trained"), s.get("zero_var_trained")
+        vals = {"accept_share": acc / prop if prop else None,
+                "confirm_share": conf / acc if conf is not None and acc else None,
+                "zero_var_ratio": z / fz if z is not None and fz else None,
+                "extra_generation": s.get("extra_generation"), "pause_share": s.get("pause_share"),
+                "overhead_share": s.get("overhead_share")}
+        out[arm] = {k: {"value": vals[k], "met": None if vals[k] is None else bool(test(vals[k]))}
+                    for k, _, test in GAIN_TARGETS}
+    return out
 
 
 def _round(x: Any) -> Any:

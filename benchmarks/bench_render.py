@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench_collect import paired_vs_fixed
+from bench_collect import GAIN_TARGETS, gain_targets, paired_vs_fixed
 from bench_stats import DETECT_POINTS, mean_of, paired, sd_of, steps_to_best
 from bench_spec import ARMS, DAPO_OVERSAMPLE
 
@@ -248,7 +248,8 @@ def _ci(p: dict[str, Any] | None) -> str:
     return f"{p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}]"
 
 
-PAIRS = [("harnessrl", "fixed"), ("harnessrl", "dapo"), ("dapo", "fixed"), ("dynfilter", "fixed"), ("plain", "fixed"),
+PAIRS = [("harnessrl", "fixed"), ("harnessrl", "dapo"), ("dapo", "fixed"), ("harnessrl-dapo", "dapo"),
+         ("harnessrl-dapo", "harnessrl"), ("harnessrl-dapo", "fixed"), ("dynfilter", "fixed"), ("plain", "fixed"),
          ("no-sampling", "harnessrl"), ("no-guidance", "harnessrl"), ("no-criteria", "harnessrl"),
          ("no-memory", "harnessrl"), ("no-critic", "harnessrl")]
 
@@ -280,7 +281,7 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
     lines += ["", "## Steps to the fixed arm's best held-out score", "",
               "| arm | per seed: fixed's best (step) → first checkpoint of the arm at or above it | mean ratio |",
               "|---|---|---|"]
-    for arm in ("harnessrl", "dapo", "dynfilter"):
+    for arm in ("harnessrl", "dapo", "harnessrl-dapo", "dynfilter"):
         rows = steps_to_best(runs, arm)
         if not rows:
             continue
@@ -300,7 +301,7 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
         lines.append(f"| {arm} | {_fmt(s.get('zero_var_share'), 2)} | {_fmt(s.get('zero_var_trained'), 2)} | "
                      f"{_fmt(pct(s.get('pause_share')), 1)} | {_fmt(pct(s.get('overhead_share')), 2)} | "
                      f"{_fmt(s.get('overhead_s'), 1)} | {_fmt(s.get('step_wall_s'), 1)} | {gen} / {tr} | "
-                     f"{_fmt(pct(s.get('extra_generation')), 0)}% |")
+                     f"{_pct_sign(s.get('extra_generation'))} |")
     lines += ["", "*Zero-var (trained)*: share of the groups a step trained on (DAPO drops the others; other arms "
                   "train on every generated group). *Harness overhead*: the harness's own work per step (sampler "
                   "draw, reward bookkeeping, hidden audit, detector, memory writes; `harness_overhead_s` in "
@@ -314,13 +315,77 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
               "groups with variance in draw order and returns None for the rest (advantage 0), and the loss is "
               "normalised over the kept rows' tokens (public `compute_loss`). When fewer groups vary, the step "
               "trains on fewer (counted as DAPO short groups: groups generated / trained above); dropped rows still "
-              "pass through the forward/backward with zero weight, which DAPO's wall time pays.", ""]
+              "pass through the forward/backward with zero weight, which DAPO's wall time pays. "
+              "*HarnessRL + DAPO* (`harnessrl-dapo`) is the evolver with the same dynamic sampling: its detector, "
+              "memory and the grading of accepted updates see every generated group (the dropped zero-variance groups "
+              "are the evidence of dead groups), only the loss sees the kept ones; like DAPO it needs `train.beta=0`, "
+              "a token-mean loss and one process (refused at start otherwise).", ""]
+    lines += gain_section(results)
     lines += _power_section(results.get("power"))
     if not results.get("gpu_summaries"):
         lines += ["", "## GPU preset", "", "The `gpu` preset (same protocol, >= 100 steps per arm, every job a "
                   "concurrent bf16 process on one GPU, sized for < 8 min on one H200) **has not been run**: no GPU "
                   "was available. Its config is validated in tests/test_bench_smoke.py; run it with "
                   "`benchmarks/compare.py --preset gpu --arms all --seeds 0,1,2,3,4,5 --report benchmarks/RESULTS-gpu.md`."]
+    return lines
+
+
+def _pct_sign(x: Any) -> str:
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
+def _share(num: Any, den: Any) -> str:
+    return "–" if num is None or not den else f"{100 * num / den:.0f}%"
+
+
+def gain_section(results: dict[str, Any]) -> list[str]:
+    """Issue 22 item 5: per arm, the evolver's accepted / confirmed / reverted updates per interface (summed over
+    seeds) beside the costs, then the issue's targets measured per arm. Summaries from before training's verdicts
+    were collected show "–" for them."""
+    arm_sum = results["arms"]
+    if not arm_sum:
+        return []
+    lines = ["", "## Where each gain comes from", "",
+             "Per arm, summed over seeds: the evolver's *proposals* (critic attempts), *accepted* updates, and what "
+             "training made of them at the next pauses (`trainer/provisional.py`): *confirmed*, *reverted*, "
+             "*superseded* (a later update touched the task first); per interface accepted / confirmed / reverted. "
+             "Zero-variance shares, extra generation, pause and overhead are the arm's means (as in the costs table).",
+             "",
+             "| arm | proposals | accepted (% of proposals) | confirmed / reverted / superseded (% of accepted "
+             "confirmed) | " + " | ".join(f"{i}: acc / conf / rev" for i in INTERFACES) +
+             " | zero-var generated | zero-var trained | extra generation | pause % | overhead % |",
+             "|---|---|---|---|" + "---|" * len(INTERFACES) + "---|---|---|---|---|"]
+    pct = lambda x, nd=1: _fmt(None if x is None else 100 * x, nd)  # noqa: E731
+    for arm, s in arm_sum.items():
+        prop, acc, conf = s.get("proposals_total"), s.get("accepted_total"), s.get("confirmed_total")
+        g = s.get("graded")
+        sup = None if g is None else sum(v["superseded"] for v in g.values())
+        cells = []
+        for i in INTERFACES:
+            a = s["per_interface"][i]["accepted"]
+            cells.append(f"{a} / – / –" if g is None else f"{a} / {g[i]['confirm']} / {g[i]['revert']}")
+        lines.append(f"| {arm} | {_fmt(prop, 0)} | {_fmt(acc, 0)} ({_share(acc, prop)}) | "
+                     f"{_fmt(conf, 0)} / {_fmt(s.get('reverted_total'), 0)} / {_fmt(sup, 0)} ({_share(conf, acc)}) | "
+                     + " | ".join(cells) +
+                     f" | {_fmt(s.get('zero_var_share'), 2)} | {_fmt(s.get('zero_var_trained'), 2)} | "
+                     f"{_pct_sign(s.get('extra_generation'))} | {pct(s.get('pause_share'))} | "
+                     f"{pct(s.get('overhead_share'), 2)} |")
+    measured = gain_targets(arm_sum)
+    if not measured:
+        return lines
+    arms = list(measured)
+    lines += ["", "Issue 22's targets, measured per arm (✓ met, ✗ missed, – not measurable: no proposals, no verdicts "
+                  "in the summaries, or no fixed arm). The zero-variance target holds only with both of its rows.", "",
+              "| target | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+    for key, words, _ in GAIN_TARGETS:
+        cells = []
+        for arm in arms:
+            m = measured[arm][key]
+            v = m["value"]
+            nd = {"overhead_share": 2, "pause_share": 1, "extra_generation": 1}.get(key, 0)
+            text = _fmt(v, 2) if key == "zero_var_ratio" else pct(v, nd) + "%"
+            cells.append("–" if v is None else f"{text} {'✓' if m['met'] else '✗'}")
+        lines.append(f"| {words} | " + " | ".join(cells) + " |")
     return lines
 
 

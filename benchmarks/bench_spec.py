@@ -31,6 +31,11 @@ ARMS: dict[str, Arm] = {a.name: a for a in [
     Arm("dapo", "2 DAPO dynamic sampling (over-sample x2, drop, refill)",
         ("harness.evolver=false", f"harness.dynamic_sampling={DAPO_OVERSAMPLE}"), True),
     Arm("harnessrl", "3 HarnessRL (rules, all)", tuple(_FULL), True),
+    # HarnessRL on top of DAPO: the evolver with dynamic sampling on. The detector, memory and provisional grading
+    # see every generated group (the dropped dead groups are the evidence of dead groups); only the loss sees the
+    # kept ones (trainer/dynamic_sampling.py).
+    Arm("harnessrl-dapo", "3+2 HarnessRL + DAPO dynamic sampling (evolver, over-sample x2)",
+        (*_FULL, f"harness.dynamic_sampling={DAPO_OVERSAMPLE}"), True),
     Arm("dynfilter", "4 fixed + down-weighting filter", ("harness.evolver=false", "harness.dynamic_filtering=true"),
         False),
     Arm("no-sampling", "5a HarnessRL - sampling", (*_FULL, "harness.interfaces=[guidance,criteria]"), False),

@@ -10,11 +10,13 @@ temperature, the same sampling seed for every model, so arms are compared with c
 warnings. The report (`--report`, Markdown) holds the tables, the targets check and the plots; the raw
 numbers go to `<out>/results.json`.
 
-Arms (`--arms`, comma separated; `key` = the first three, `all` = every arm):
+Arms (`--arms`, comma separated; `key` = fixed, dapo, harnessrl, harnessrl-dapo; `all` = every arm):
 
     fixed        plain rubric GRPO, harness never changes            harness.evolver=false
     dynfilter    fixed + DAPO-style dynamic filtering                 + harness.dynamic_filtering=true
+    dapo         fixed + DAPO dynamic sampling (over-sample x2, drop)  + harness.dynamic_sampling=2
     harnessrl    evolver with rule brains, 3 interfaces, memory, critic
+    harnessrl-dapo  harnessrl on top of dapo (evolver + dynamic sampling; needs beta=0, one process)
     no-sampling / no-guidance / no-criteria   harnessrl minus one interface
     no-memory    harnessrl without memory evidence                    harness.memory=false
     no-critic    harnessrl accepting every valid proposal             harness.critic=false
@@ -101,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "tiny: random tiny model (configs/tiny.yaml), seconds per arm, for smoke tests")
     p.add_argument("--steps", type=int, help="GRPO steps per arm (the shared step budget; default from the preset)")
     p.add_argument("--seeds", type=_csv_ints, default=[0, 1],
-                   help="training seeds for the key arms (fixed, dapo, harnessrl), e.g. 0,1 (default 0,1)")
+                   help="training seeds for the key arms (fixed, dapo, harnessrl, harnessrl-dapo), e.g. 0,1 (default 0,1)")
     p.add_argument("--ablation-seeds", type=_csv_ints, default=None,
                    help="seeds for the ablation arms (default: the first of --seeds)")
     p.add_argument("--arms", type=parse_arms, default=list(ARMS),

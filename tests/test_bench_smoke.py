@@ -65,10 +65,10 @@ def test_code_snapshot_holds_every_benchmark_module():
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("key", ["fixed", "dapo", "harnessrl"]),
+    ("key", ["fixed", "dapo", "harnessrl", "harnessrl-dapo"]),
     ("all", list(bench_spec.ARMS)),
     ("harnessrl,fixed,harnessrl", ["harnessrl", "fixed"]),
-    ("key,no-critic", ["fixed", "dapo", "harnessrl", "no-critic"]),
+    ("key,no-critic", ["fixed", "dapo", "harnessrl", "harnessrl-dapo", "no-critic"]),
 ])
 def test_parse_arms(text, expected):
     assert compare.parse_arms(text) == expected
@@ -100,8 +100,9 @@ def test_plan_orders_key_arms_first_and_shares_the_budget(tmp_path):
     names = [j.name for j in jobs]
     assert names[0] == "base"
     # Key arms for seed 0, then seed 1, then ablations (first seed only): a time budget cuts ablations first.
-    assert names[1:7] == ["fixed-s0", "dapo-s0", "harnessrl-s0", "fixed-s1", "dapo-s1", "harnessrl-s1"]
-    assert names[7:] == [f"{a}-s0" for a in bench_spec.ARMS if not bench_spec.ARMS[a].key]
+    key = ["fixed", "dapo", "harnessrl", "harnessrl-dapo"]
+    assert names[1:9] == [f"{a}-s{s}" for s in (0, 1) for a in key]
+    assert names[9:] == [f"{a}-s0" for a in bench_spec.ARMS if not bench_spec.ARMS[a].key]
     arm_jobs = [j for j in jobs if j.kind == "arm"]
     assert len({tuple(j.eval_tasks) for j in jobs}) == 1  # every model sees the same held-out subset
     assert {j.ifeval_max_tokens for j in jobs} == {bench_spec.PRESETS["tiny"].ifeval_max_tokens}  # the yardstick too
@@ -131,9 +132,11 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             "no-guidance": (True, False, 2, True, True), "no-criteria": (True, False, 2, True, True),
             "no-memory": (True, False, 3, False, True), "no-critic": (True, False, 3, True, False),
             "dapo": (False, False, 3, True, True), "plain": (False, False, 3, True, True),
+            "harnessrl-dapo": (True, False, 3, True, True),
         }[job.arm]
         assert (h.evolver, h.dynamic_filtering, len(h.interfaces), h.memory, h.critic) == expect, job.arm
-        assert h.dynamic_sampling == (bench_spec.DAPO_OVERSAMPLE if job.arm == "dapo" else 0), job.arm
+        dapo = job.arm in ("dapo", "harnessrl-dapo")
+        assert h.dynamic_sampling == (bench_spec.DAPO_OVERSAMPLE if dapo else 0), job.arm
         assert job.runner == ("plain" if job.arm == "plain" else "harness")
         if job.arm.startswith("no-") and job.arm[3:] in INTERFACES:
             assert job.arm[3:] not in h.interfaces
@@ -401,19 +404,30 @@ def test_dapo_keeps_the_first_informative_groups_and_normalises_over_them():
     assert select_groups(rewards, 2, 5) == [1, 3, 4]
     recorded = {}
 
+    seen = []  # what the harness (the inner rubric reward: detector, memory, metrics) is given
+
     class Inner:
-        run = SimpleNamespace(record_step=lambda step, v: recorded.update(step=step, **v), sampler=None)
+        run = SimpleNamespace(record_step=lambda step, v: recorded.update(step=step, **v), sampler=None,
+                              detector=SimpleNamespace(config=SimpleNamespace(eps=0.05)))
 
         async def __call__(self, **kw):
+            seen.append(len(kw["completions"]))
             return list(rewards)
 
     w = DynamicSamplingReward(Inner(), num_generations=2, keep_groups=2)
     ids = [[1] * (i + 1) for i in range(10)]  # row i has i+1 completion tokens
     out = asyncio.run(w(completions=["x"] * 10, completion_ids=ids, trainer_state=SimpleNamespace(global_step=4)))
+    assert seen == [10]  # every generated group, the dropped ones too, reaches the harness
     assert out == [None, None, 0.0, 1.0, None, None, 0.2, 0.4, None, None]
     assert w.kept_tokens == 3 + 4 + 7 + 8
     assert recorded["step"] == 5 and recorded["ds_groups_kept"] == 2 and recorded["ds_groups_dead"] == 2
     assert recorded["ds_rollouts_generated"] == 10 and recorded["ds_short"] == 0
+    assert recorded["ds_kept_dead"] == 0  # the kept groups' std (0.5, 0.1) is above the detector's eps
+    # A kept group can still be dead to the detector (std < eps, wider than DAPO's exact zero): counted.
+    Inner.run.detector.config.eps = 0.2
+    w3 = DynamicSamplingReward(Inner(), num_generations=2, keep_groups=3)
+    asyncio.run(w3(completions=["x"] * 10, completion_ids=ids, trainer_state=SimpleNamespace(global_step=4)))
+    assert recorded["ds_groups_kept"] == 3 and recorded["ds_kept_dead"] == 2  # std 0.1 twice, 0.5 once
 
 
 def test_power_calculation():
@@ -473,6 +487,101 @@ def test_paired_at_equal_wall_time_uses_the_checkpoints_reached_in_time():
     assert timed["steps"] == [(4, 8)] and timed["per_seed"] == [pytest.approx(-5.0)]  # 20 s: harnessrl at step 4
 
 
+@pytest.mark.parametrize("overrides, fields", [
+    (["harness.dynamic_sampling=2", "train.beta=0.04"], ("harness.dynamic_sampling=2", "train.beta=0")),
+    (["harness.dynamic_sampling=2", "train.loss_type=grpo"], ("harness.dynamic_sampling=2", "train.loss_type")),
+    (["harness.evolver=true", "harness.dynamic_sampling=2", "train.beta=0.1"], ("train.beta=0",)),
+])
+def test_dynamic_sampling_refuses_what_does_not_compose_at_load(overrides, fields):
+    """HarnessRL on DAPO (issue 22): what dynamic sampling cannot do is refused when the config loads, naming
+    the fields; the evolver itself composes with it (the arm's config loads)."""
+    from trainer.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as exc:
+        load_config(ROOT / "configs" / "tiny.yaml", overrides)
+    assert all(f in str(exc.value) for f in fields), str(exc.value)
+    cfg = load_config(ROOT / "configs" / "tiny.yaml", list(bench_spec.ARMS["harnessrl-dapo"].overrides))
+    assert cfg.harness.evolver and cfg.harness.dynamic_sampling == bench_spec.DAPO_OVERSAMPLE
+
+
+def test_dynamic_sampling_refuses_several_processes_before_the_model_loads(monkeypatch):
+    from trainer.config import ConfigError, load_config
+    from trainer.dynamic_sampling import check_one_process
+
+    cfg = load_config(ROOT / "configs" / "tiny.yaml", list(bench_spec.ARMS["harnessrl-dapo"].overrides))
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    check_one_process(cfg)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="harness.dynamic_sampling=2 runs on one process only, but WORLD_SIZE=2"):
+        check_one_process(cfg)
+    check_one_process(load_config(ROOT / "configs" / "tiny.yaml", ["harness.dynamic_sampling=0"]))
+
+
+def test_dapo_trained_groups_count_the_kept_groups_the_detector_calls_dead(tmp_path):
+    _jsonl(tmp_path / "metrics.jsonl", [
+        {"step": 1, "dead_share": 0.75, "n_groups": 4, "ds_groups_generated": 4, "ds_groups_kept": 2, "ds_kept_dead": 1},
+        {"step": 2, "dead_share": 0.5, "n_groups": 4, "ds_groups_generated": 4, "ds_groups_kept": 2},  # older run
+    ])
+    got = bench_collect.collect_run(tmp_path)
+    assert got["zero_var_share"] == pytest.approx(5 / 8)  # of every generated group
+    assert got["zero_var_trained"] == pytest.approx(1 / 4) and got["groups_trained"] == 4
+
+
+def _gain_run(arm, seed, *, proposals, accepted, graded=None, zero_var=0.4, dead_curve=None):
+    r = _fake_run(arm, seed, [(4, 0.32, 0.40)], zero_var=zero_var)
+    r["per_interface"] = {i: {"proposals": 0, "accepted": 0, "rejected": 0} for i in INTERFACES}
+    r["per_interface"]["criteria"] = {"proposals": proposals, "accepted": accepted, "rejected": proposals - accepted}
+    r.update(zero_var_trained=zero_var, groups_generated=10, groups_trained=10, overhead_s=1.0, train_step_s=100.0)
+    if graded is not None:  # summaries from before training's verdicts were collected have none of these
+        r["graded"] = {i: {"confirm": 0, "revert": 0, "superseded": 0} for i in INTERFACES}
+        r["graded"]["criteria"] = graded
+        r["confirmed"], r["reverted"] = graded["confirm"], graded["revert"]
+    r["summary"] = bench_collect.run_summary(r, None)
+    return r
+
+
+def test_where_each_gain_comes_from_per_arm_and_targets(tmp_path):
+    runs = [_gain_run("fixed", 0, proposals=0, accepted=0, graded={"confirm": 0, "revert": 0, "superseded": 0}),
+            _gain_run("harnessrl", 0, proposals=8, accepted=4, zero_var=0.1,
+                      graded={"confirm": 3, "revert": 1, "superseded": 0}),
+            _gain_run("harnessrl", 1, proposals=4, accepted=2, zero_var=0.1,
+                      graded={"confirm": 0, "revert": 1, "superseded": 1}),
+            _gain_run("no-critic", 0, proposals=4, accepted=4)]  # an old summary: no verdicts
+    arms = {a: bench_collect.arm_summary([r for r in runs if r["arm"] == a]) for a in ("fixed", "harnessrl", "no-critic")}
+    h = arms["harnessrl"]
+    assert (h["proposals_total"], h["accepted_total"], h["confirmed_total"], h["reverted_total"]) == (12, 6, 3, 2)
+    assert h["graded"]["criteria"] == {"confirm": 3, "revert": 2, "superseded": 1}
+    assert arms["no-critic"]["graded"] is None and arms["no-critic"]["confirmed_total"] is None
+    m = bench_collect.gain_targets(arms)
+    assert set(m) == {"harnessrl", "no-critic"}  # fixed is the reference
+    assert m["harnessrl"]["accept_share"] == {"value": pytest.approx(0.5), "met": True}
+    assert m["harnessrl"]["confirm_share"] == {"value": pytest.approx(0.5), "met": False}  # 3 of 6 < 60%
+    assert m["harnessrl"]["zero_var_ratio"] == {"value": pytest.approx(0.25), "met": True}
+    assert m["harnessrl"]["extra_generation"]["value"] == 0.0 and m["harnessrl"]["overhead_share"]["met"] is True
+    assert m["no-critic"]["confirm_share"] == {"value": None, "met": None}
+    results = {"runs": runs, "arms": arms, "power": None, "gpu_summaries": 0}
+    text = "\n".join(bench_render.gain_section(results))
+    row = next(line for line in text.splitlines() if line.startswith("| harnessrl |"))
+    assert "| 12 | 6 (50%) | 3 / 2 / 1 (50%) | 0 / 0 / 0 | 0 / 0 / 0 | 6 / 3 / 2 |" in row
+    old = next(line for line in text.splitlines() if line.startswith("| no-critic |"))
+    assert "| 4 | 4 (100%) | – / – / – (–) | 0 / – / – | 0 / – / – | 4 / – / – |" in old
+    confirm = next(line for line in text.splitlines() if line.startswith("| >= 60% of accepted updates confirmed |"))
+    assert confirm == "| >= 60% of accepted updates confirmed | 50% ✗ | – |"
+
+
+def test_old_committed_summaries_still_render(tmp_path):
+    """The committed smollm2-40 summaries predate training's verdicts: the new section renders them with "–"."""
+    sums = ROOT / "benchmarks" / "results" / "smollm2-40"
+    _, runs = bench_collect.collect(bench_collect.load_summaries(sums), {})
+    by_arm: dict = {}
+    for r in runs:
+        by_arm.setdefault(r["arm"], []).append(r)
+    arms = {a: bench_collect.arm_summary(by_arm[a]) for a in bench_spec.ARMS if a in by_arm}
+    text = "\n".join(bench_render.gain_section({"runs": runs, "arms": arms}))
+    row = next(line for line in text.splitlines() if line.startswith("| harnessrl |"))
+    assert "– / – / – (–)" in row and "## Where each gain comes from" in text
+
+
 # -- slow: the real trainer, every arm ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
@@ -516,9 +625,16 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
         summary = json.loads((sums / f"{name}.json").read_text())
         assert len(summary["code"]["commit"]) == 40 and isinstance(summary["code"]["dirty"], bool)
         assert summary["code"]["code_hash"] == results["code"]["code_hash"]
-    dapo = json.loads((sums / "dapo-s0.json").read_text())
-    assert dapo["groups_generated"] == bench_spec.DAPO_OVERSAMPLE * 2 * 2  # 2 steps x 2 x (8/4) groups
-    assert dapo["groups_trained"] + dapo["ds_short"] == 2 * 2
+    for name in ("dapo-s0", "harnessrl-dapo-s0"):
+        dapo = json.loads((sums / f"{name}.json").read_text())
+        assert dapo["groups_generated"] == bench_spec.DAPO_OVERSAMPLE * 2 * 2, name  # 2 steps x 2 x (8/4) groups
+        assert dapo["groups_trained"] + dapo["ds_short"] == 2 * 2, name
+    # HarnessRL on DAPO: the evolver ran, and its detector and memory saw every generated group (dropped too).
+    hd = next(r for r in results["runs"] if r["arm"] == "harnessrl-dapo")
+    assert hd["summary"]["rounds"] >= 1 and sum(s["n_groups"] for s in hd["steps"]) == hd["groups_generated"]
+    assert "confirmed" in hd and "graded" in hd
+    for section in ("## Where each gain comes from", "| harnessrl-dapo − dapo |"):
+        assert section in text, section
     fixed = json.loads((sums / "fixed-s0.json").read_text())
     assert fixed["overhead_s"] > 0 and fixed["train_step_s"] > fixed["overhead_s"] and fixed["wall_s"] > 0
     assert fixed["evals"]["2"]["greedy"]["k"] == 1 and "noise" in fixed["evals"]["2"]

@@ -243,6 +243,20 @@ class RunConfig:
             raise ConfigError(f"train.ddp_timeout ({t.ddp_timeout}s) must exceed harness.max_pause_s ({h.max_pause_s}s) "
                               f"or other ranks time out while rank 0 runs the evolver; set train.ddp_timeout="
                               f"{h.max_pause_s * 2}")
+        if h.dynamic_sampling:
+            from trainer.dynamic_sampling import LOSS_TYPES
+
+            # TRL shuffles the generation batch before the loss (private `_prepare_inputs`), so the loss cannot
+            # tell a dropped row from a kept one whose advantage is 0: only the token-mean normaliser can be
+            # corrected (trainer/dynamic_sampling.py), not a per-row term.
+            if t.beta != 0.0:
+                raise ConfigError(f"harness.dynamic_sampling={h.dynamic_sampling} needs train.beta=0 (got {t.beta}): the "
+                                  f"KL term would still act on the rows dynamic sampling drops (the loss cannot tell "
+                                  f"them apart); set train.beta=0 or harness.dynamic_sampling=0")
+            if t.loss_type not in LOSS_TYPES:
+                raise ConfigError(f"harness.dynamic_sampling={h.dynamic_sampling} needs a token-mean train.loss_type "
+                                  f"({' / '.join(LOSS_TYPES)}; got {t.loss_type!r}): only its normaliser is set to the "
+                                  f"kept rows, other losses would average the dropped rows in; set train.loss_type=dapo")
         if h.policy_endpoint != "local" and not h.policy_endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"harness.policy_endpoint must be 'local' or an http(s) URL, got {h.policy_endpoint!r}")
         if self.frozen_policy_source is None:

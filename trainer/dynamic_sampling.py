@@ -18,14 +18,46 @@ one step needs private API. The closest faithful version through public contract
 Differences from verl, stated in benchmarks/RESULTS.md: one over-sampled generation per step instead of
 "generate until full" (when fewer than batch/G groups vary the step trains on fewer, counted as
 `ds_short`); dropped rows still pass through TRL's forward/backward with zero weight (extra compute, paid in
-wall time like the over-sampling itself). Needs `train.beta = 0` (a KL term would still act on dropped rows)
-and one process (the selection sees one rank's rows). Every generated group is still scored and observed
-by the harness (detector, memory, metrics): the fixed-harness DAPO arm sees what was generated.
+wall time like the over-sampling itself).
+
+What composes with it and what is refused at start (`trainer.config.RunConfig`, `check_one_process`):
+
+- `train.beta = 0` only: TRL shuffles the generation batch before the loss (private `_prepare_inputs`), so
+  the loss cannot tell a dropped row from a kept row whose advantage is 0; a KL term would act on dropped rows;
+- a token-mean `train.loss_type` (`LOSS_TYPES`): only their normaliser (`num_items_in_batch`) is set to the kept
+  rows' tokens; `grpo`/`bnpo`/`dr_grpo` would average the dropped rows in;
+- one process: each rank's reward sees only its own slice, so the selection would be per rank and the kept
+  token count local (refused before the model loads, and again by `HarnessGRPOTrainer`).
+
+With the evolver (HarnessRL on top of DAPO) every generated group, kept or dropped, is scored and observed by
+the harness: the detector, the memory's group summaries (so the critic's pooled control and the provisional
+grading of accepted updates, `trainer.provisional`), the dynamic-filtering window and the step metrics. The
+dropped groups are the zero-variance groups, i.e. the evidence of dead groups the evolver repairs: were they
+hidden, a dead task would never produce a dead-group event, and a repair that left its group dead would be
+graded only on the groups that varied and confirmed. Only the policy loss sees the kept groups. "Dead" for the
+detector is std < `harness.detector.eps`, wider than DAPO's exact zero variance: a kept group can still be
+detector-dead, counted per step as `ds_kept_dead` (the benchmark's zero-variance share of trained groups).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+import numpy as np
+
+LOSS_TYPES = ("dapo", "cispo", "vespo")  # TRL losses normalised by `num_items_in_batch` (token mean over the batch)
+
+
+def check_one_process(cfg: Any) -> None:
+    """Refuse `harness.dynamic_sampling` under a multi-process launch (`WORLD_SIZE` > 1), before the model loads."""
+    from trainer.config import ConfigError
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if cfg.harness.dynamic_sampling and world > 1:
+        raise ConfigError(f"harness.dynamic_sampling={cfg.harness.dynamic_sampling} runs on one process only, but "
+                          f"WORLD_SIZE={world}: each rank's reward sees only its own rows, so the kept groups and the "
+                          f"loss normaliser would be per rank; launch one process or set harness.dynamic_sampling=0")
 
 
 def zero_variance(rewards: list[float]) -> bool:
@@ -68,8 +100,11 @@ class DynamicSamplingReward:
         n_groups = len(rewards) // g
         dead = sum(1 for s in range(0, len(rewards), g) if zero_variance(rewards[s:s + g]))
         run = self.inner.run
+        eps = run.detector.config.eps  # the detector's "dead" (std < eps), as the step's dead_share counts it
+        kept_dead = sum(1 for k in kept if float(np.std(rewards[k * g:(k + 1) * g])) < eps)
         step = (trainer_state.global_step if trainer_state is not None else run.sampler.step if run.sampler else 0) + 1
         run.record_step(step, {"ds_groups_generated": n_groups, "ds_groups_kept": len(kept),
-                               "ds_groups_dead": dead, "ds_short": self.keep_groups - len(kept),
+                               "ds_groups_dead": dead, "ds_kept_dead": kept_dead,
+                               "ds_short": self.keep_groups - len(kept),
                                "ds_rollouts_generated": len(rewards), "ds_rollouts_trained": len(kept) * g})
         return out

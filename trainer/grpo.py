@@ -50,10 +50,7 @@ def grpo_args(cfg: RunConfig) -> Any:
 
     t = cfg.train
     use_cpu = t.use_cpu if t.use_cpu is not None else not torch.cuda.is_available()
-    ds = cfg.harness.dynamic_sampling
-    if ds and t.beta != 0.0:
-        raise ValueError(f"harness.dynamic_sampling needs train.beta=0 (got {t.beta}): the KL term would still act on "
-                         f"the rows dynamic sampling drops (trainer/dynamic_sampling.py)")
+    ds = cfg.harness.dynamic_sampling  # its train.beta and train.loss_type are checked by RunConfig
     kwargs: dict[str, Any] = dict(
         output_dir=str(cfg.run_path / "checkpoints"),
         # DAPO dynamic sampling generates N x batch_size rollouts and trains on batch_size of them.
@@ -269,6 +266,9 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
     if overwrite and resume is not None:
         raise ValueError("overwrite and resume exclude each other: resume continues the run in run_dir, "
                          "overwrite deletes it")
+    from trainer.dynamic_sampling import check_one_process
+
+    check_one_process(cfg)  # before the model loads
     if resume is None:
         from trainer.run import check_criteria_are_judged, load_train_tasks
 

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         summary = train(cfg, resume=args.resume, progress=not args.no_progress, overwrite=args.overwrite,
                         fresh_memory=args.fresh_memory)
     except (ModelNotAvailable, FileNotFoundError, FileExistsError, RunFolderLocked, ResumeError, StoreCorrupt,
-            MemoryStoreError, EvolverStopped) as e:
+            MemoryStoreError, EvolverStopped, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
