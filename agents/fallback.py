@@ -65,8 +65,9 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
       (`reproduction` is False) nothing changes; when no candidate was measured the decision carries
       `needs_probe` and the graph measures the fallback's own update first (`graphs/nodes.py` `fallback`);
     - `attempts` (the event's candidates, as the graph records them) made only of LLM answers that gave
-      no measurable candidate (prose, malformed JSON, a wrong interface) change nothing: a garbage
-      answer costs a revision, never a sampling change on its own;
+      no measurable candidate (prose, malformed JSON, a wrong interface) change nothing: a garbage answer
+      is never a sampling change on its own (in the graph an unusable answer is handed to the rule brain,
+      `source: llm_fallback`, so this guards callers that record raw LLM attempts);
     - collapse_high retires the task only while a harder variant of it is active; otherwise, like
       collapse_low, the weight is halved (never below FALLBACK_MIN_WEIGHT, never 0);
     - every other failure, and a collapse_low task already at the minimum weight, is quarantined until
@@ -91,8 +92,8 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
             "would cost that signal, so sampling stays as is"))
     if attempts and all(a.get("source") == "llm" and not _measured(a) for a in attempts):
         return Fallback(update=None, reason=(
-            f"no candidate was measured: all {len(attempts)} LLM answer(s) were unusable; a garbage answer costs "
-            "a revision, never a sampling change"))
+            f"no candidate was measured: all {len(attempts)} LLM answer(s) were unusable; a garbage answer is "
+            "never a sampling change"))
     reproduced = reproduction(attempts)
     if reproduced is False:
         return Fallback(update=None, reason=(

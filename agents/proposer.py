@@ -11,9 +11,9 @@ an accepted repair is generalised (`agents/generalise.py`).
 
 LLM brain: the model may first call its tools (current_harness, task_history, similar_cases,
 sample_policy, score_responses), then writes the update as JSON; anything that does not parse or names unknown tasks
-or criteria becomes `Proposal(update=None, error=...)` that the critic rejects as invalid, so a
-hallucinating model costs a revision, never a corrupt harness, and never a sampling change
-(`agents.fallback.fallback_decision` ignores events whose every attempt was such an answer). The model never
+or criteria becomes `Proposal(update=None, error=...)` that the critic rejects as invalid; an answer that is not
+usable after the retries hands the decision to the rule brain (`fallback=`, `source: llm_fallback`), so a
+hallucinating model never corrupts the harness and never changes sampling on its own. The model never
 sees the hidden audit: the event and the critic's feedback reach it through `harness.visibility`.
 
 When every candidate was rejected, the safe sampling change is `agents/fallback.py`'s.

@@ -103,7 +103,7 @@ def test_garbage_llm_answers_cost_revisions_never_a_sampling_change():
     ev = _ev("stuffing")
     attempts = [_garbage(ev, r) for r in range(3)]
     fb = fallback.fallback_decision(ev, STATE, attempts)
-    assert fb.update is None and "garbage answer costs a revision" in fb.reason
+    assert fb.update is None and "garbage answer is never a sampling change" in fb.reason
     # One measured, rejected candidate among them is a failed repair: the fallback may act (confirmed).
     fb = fallback.fallback_decision(ev, STATE, [attempts[0], _rejected("llm")])
     assert fb.update is not None and fb.update.ops[0].op == "quarantine"
