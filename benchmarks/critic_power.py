@@ -4,7 +4,7 @@ of the critic's test, and its false-accept rate on a repair that changes nothing
 
 It runs the critic's whole decision path on simulated rollouts: `agents.critic.stop_rule` (the collapse_low rule
 with its exact hit test), `tools.measure.measure_candidate` (the control pool from the cached history, fresh
-control probes to the cap when the history is short, the looks, the exact test's bounds, the point rule) and
+control probes to twice the cap when the history is short, the looks, the exact test's bounds, the point rule) and
 `agents.critic.judge_measurement` (guards and the final verdict), with the programmatic `tools.judge.Judge`.
 Only the frozen policy is simulated: each rollout meets the task's rewarded criterion with probability p (reward
 `--hit-reward` 0.625, else 0; audit constant, no leaks), p0 on the unhinted control prompt and in the cached

@@ -436,3 +436,44 @@ def test_the_trace_page_shows_the_batch_and_its_decision():
     rows = re.findall(r"<tr>(.*?)</tr>", _decisions({"reports": [report]}))[1:]
     assert len(rows) == 2 and 'rowspan="2"' in rows[0]
     assert "batched" in rows[1] and "med-b, med-c" in rows[1] and "batch rule held on 0 of 2" in rows[1] and ">rejected<" in rows[1]
+
+
+def test_training_end_grades_an_update_whose_window_filled_after_the_last_pause(tmp_path, caplog):
+    """An update accepted at the last pause is graded when training ends (no round runs): its verdict reaches
+    rounds.jsonl (`final_grading`), memory and the console instead of staying provisional."""
+    from test_trainer_support import tiny_config
+    from trainer.callback import HarnessCallback
+    from trainer.reward import RubricReward
+    from trainer.run import HarnessRun
+    from trainer.sampler import HarnessSampler
+
+    run = HarnessRun(tiny_config(tmp_path), memory=TrainingMemory.ephemeral())
+    HarnessSampler(run, seed=0)
+    event = _ev("collapse_low", "t-paris", step=2)
+
+    def graph(cfg, events, version, step, context, thread_id):
+        upd = _hint("t-paris")
+        run.store.commit(upd, step=step, meta={"event_id": event.id, "template": "hint_strong",
+                                               **decisions.provisional_meta([event], upd, "p")})
+        return {"accepted": [], "reports": []}
+
+    cb = HarnessCallback(run, run_graph=graph)
+    cb.publish_policy = lambda step: (object(), "local")
+    cb._register_services = lambda key, endpoint, context: None
+    run.add_events([event], harness_version=0)
+    cb.evolve(2)
+    reward = RubricReward(run, num_generations=4)
+    for step in (3, 4):  # the hint helped: one rollout in each group meets the criterion
+        _score(reward, run, "t-paris", ["Paris.", "No idea.", "No idea.", "No idea."], 1, step)
+    with caplog.at_level(logging.INFO, logger="trainer.callback"):
+        cb.on_train_end(None, SimpleNamespace(global_step=4), None)
+    last = json.loads(run.paths.rounds.read_text().splitlines()[-1])
+    assert last["final_grading"] is True and last["n_events"] == 0 and last["provisional"]["n_confirmed"] == 1
+    assert run.store.latest().version == 1  # confirmed: nothing reverted
+    assert run.memory.get("proposals", graded_id(1, "t-paris")).outcome == "confirmed"
+    assert "provisional t-paris v1 (collapse_low): confirm" in caplog.text
+    # Nothing pending: a second end of training writes no line.
+    n = len(run.paths.rounds.read_text().splitlines())
+    cb.on_train_end(None, SimpleNamespace(global_step=4), None)
+    assert len(run.paths.rounds.read_text().splitlines()) == n
+    run.close()
