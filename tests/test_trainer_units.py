@@ -240,12 +240,13 @@ def _typed(kind, task_id, step, confirmed=False):
 
 @pytest.mark.parametrize("pending,limit,taken,superseded,waiting", [
     # one event per task: the most valuable repair wins, the task's other events are superseded
-    ([("collapse_low", "a", 3), ("stuffing", "a", 1), ("flat", "a", 4)], 5, ["collapse_low:a:3"], 2, 0),
-    # dead/saturated groups before hacks before diagnostics; within a class the most recent first
-    ([("flat", "b", 9), ("collapse_low", "a", 2), ("collapse_high", "c", 5), ("spurious_length", "d", 1)], 5,
-     ["collapse_high:c:5", "collapse_low:a:2", "spurious_length:d:1", "flat:b:9"], 0, 0),
+    ([("collapse_low", "a", 3), ("stuffing", "a", 1), ("flat", "a", 4)], 5, ["flat:a:4"], 2, 0),
+    # dead groups (low, high, flat) before hacks before diagnostics; within a class the most recent first
+    ([("blind_criterion", "e", 9), ("flat", "b", 9), ("collapse_low", "a", 2), ("collapse_high", "c", 5),
+      ("spurious_length", "d", 1)], 5,
+     ["flat:b:9", "collapse_high:c:5", "collapse_low:a:2", "spurious_length:d:1", "blind_criterion:e:9"], 0, 0),
     # batch-level events go last; beyond the limit they wait for the next round
-    ([("collapse_low", "*", 9), ("collapse_low", "a", 1), ("flat", "b", 2)], 2, ["collapse_low:a:1", "flat:b:2"], 0, 1),
+    ([("collapse_low", "*", 9), ("collapse_low", "a", 1), ("flat", "b", 2)], 2, ["flat:b:2", "collapse_low:a:1"], 0, 1),
     # a confirmed dead group gets a slot before a confirmed hack, and both before one-group events
     ([("stuffing", "a", 9), ("spurious_length", "b", 8), ("collapse_low", "c", 2, True), ("spurious_audit", "d", 1, True)],
      3, ["collapse_low:c:2", "spurious_audit:d:1", "stuffing:a:9"], 0, 1),

@@ -134,7 +134,7 @@ class HarnessConfig:
     generalise_max_tasks: int = _f(4, "An accepted repair is proposed (one batched, measured update) for at most this "
                                       "many other tasks with the same failure signature; 0 turns it off (ablation).")
     max_events: int = _f(8, "Events handed to one evolver round: one per task, confirmed before one-group events, "
-                            "dead/saturated groups before hacks before diagnostics, then most groups, then most recent first (each costs the critic fresh rollouts: this bounds the pause).")
+                            "dead groups before hacks before blind criteria, then most groups, then most recent first (each costs the critic fresh rollouts: this bounds the pause).")
     attributor_model: str = _f("rules", "Attributor brain: 'rules' or provider:model.")
     proposer_model: str = _f("rules", "Proposer brain: 'rules' or provider:model.")
     critic_model: str = _f("rules", "Critic brain: 'rules' or provider:model (measurement always decides).")

@@ -48,14 +48,14 @@ log = logging.getLogger(__name__)
 
 # Which failures a round repairs first when there are more than `harness.max_events`, ranked by expected repair
 # value (docs/DESIGN.md): first how sure the failure is (confirmed = the same signal on >= 2 distinct groups), then
-# what a measured repair returns. Dead and saturated groups (collapse_low, collapse_high) come first among confirmed
-# events: their advantage is exactly zero, so every group a repair makes mixed is learning signal won, and the
-# critic's test for them is the one with power at a few rollouts. Reward hacking and leaks next (they teach the wrong
-# behaviour, but their repairs are judged on noisier contrasts), then constant partial credit (flat) and blind
-# criteria (the group keeps signal from its other criteria). Batch-level events (task "*") come last: the evolver
-# records them but cannot update a task for them.
-EVENT_PRIORITY = {"collapse_low": 0, "collapse_high": 0, "spurious_audit": 1, "stuffing": 1, "spurious_length": 1,
-                  "guidance_leak": 1, "flat": 2, "blind_criterion": 3}
+# what a measured repair returns. Dead groups (collapse_low, collapse_high, flat: reward std below eps) come first
+# among confirmed events: their advantage is exactly zero, so every group a repair makes mixed is learning signal
+# won, and the critic's test for them is the one with power at a few rollouts. Reward hacking and leaks next (they
+# teach the wrong behaviour, but their repairs are judged on noisier contrasts), then blind criteria (the group
+# keeps signal from its other criteria). Batch-level events (task "*") come last: the evolver records them but
+# cannot update a task for them.
+EVENT_PRIORITY = {"collapse_low": 0, "collapse_high": 0, "flat": 0, "spurious_audit": 1, "stuffing": 1,
+                  "spurious_length": 1, "guidance_leak": 1, "blind_criterion": 2}
 # An unconfirmed event (one group in the window: often noise) ranks below every confirmed one. Before this rule, on
 # SmolLM2 about 2 of 48 round slots went to dead groups while one-group spurious events took the rest.
 UNCONFIRMED_PENALTY = len(set(EVENT_PRIORITY.values()))
