@@ -22,7 +22,13 @@ This is the one place that runs a round; the trainer's callback (`trainer/evolve
 
 Approval interrupts are answered by `approve(payload) -> bool`, each interrupt by its id (several lanes
 may wait at once); with no callback a run that reaches an interrupt stops and returns
-`{"__interrupt__": [...]}` so the caller can resume later with the same thread id.
+`{"__interrupt__": [...]}` so the caller can resume later with the same thread id. On a server,
+`run_on_server(..., thread_id=T)` of a thread waiting at interrupts answers them without starting a new run (how
+`harnessrl evolve --server URL --thread T --approve` answers a trainer's round), and `person_deadline_s` (the
+trainer's `harness.require_approval`) makes the caller wait, polling the thread, for a person to resume it (Studio
+or that command) until the deadline; then every interrupt still waiting is resumed with a rejection (an unanswered
+approval is never an accept), and a person's resume still running then is cancelled and `ApprovalTimeout` raised
+(the caller rolls back). `ServerRun.approvals` says who answered each interrupt.
 
 A snapshot (what `harnessrl evolve` reads) is a folder with `events.json`
 (`{"events": [FailureEvent...], "harness_version": n, "step": s}`; an event may be a line copied from a run's
@@ -34,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +60,15 @@ Approver = Callable[[dict[str, Any]], bool]
 
 class RoundTimeout(TimeoutError):
     """An in-process round outlasted its `timeout_s` and was cancelled."""
+
+
+class ApprovalTimeout(TimeoutError):
+    """A server round's approval deadline passed while a resumed run was still running; that run was cancelled."""
+
+
+# How often a round waiting for a person reads its thread (s).
+APPROVAL_POLL_S = 1.0
+UNANSWERED_NOTE = "unanswered within the pause budget: rejected"
 
 # The context keys a server run sends itself; every other key comes from the run's assistant (the server merges
 # the run's context over the assistant's, so a key sent here would override what was chosen in Studio). These are
@@ -156,6 +172,9 @@ class ServerRun:
     assistant_id: str
     output: dict[str, Any]
     assistant_context: dict[str, Any] = field(default_factory=dict)  # what the assistant chose (its context)
+    # One entry per approval interrupt: event_id, interrupt_id, answer ("approved" | "rejected" | "unanswered",
+    # the last resumed as a rejection at the deadline) and by ("approver", "person" or "deadline").
+    approvals: list[dict[str, Any]] = field(default_factory=list)
 
 
 def split_context(ctx: EvolverContext) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -204,18 +223,24 @@ def server_assistant(client: Any, assistant: str, ctx: EvolverContext, name: str
 
 def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve: Approver | None = None,
                   thread_id: str | None = None, assistant: str = "evolver", assistant_name: str = "harnessrl",
-                  timeout_s: float | None = None, metadata: dict[str, Any] | None = None) -> ServerRun:
+                  timeout_s: float | None = None, metadata: dict[str, Any] | None = None,
+                  person_deadline_s: float | None = None) -> ServerRun:
     """Run on a LangGraph server, so the thread shows in Studio.
 
     `assistant` is a graph id, an assistant id or an assistant name (`server_assistant`; a graph id makes an
     assistant named `assistant_name` from `ctx`). The run sends only `ctx`'s `RUN_CONTEXT_KEYS`: the assistant's
-    context chooses everything else. A new thread (with `metadata`) unless `thread_id` names one; `timeout_s`
-    bounds each wait (None: the SDK's default)."""
+    context chooses everything else. A new thread (with `metadata`) unless `thread_id` names one (one waiting at
+    interrupts is answered, not run again); `timeout_s` bounds each wait (None: the SDK's default).
+    `person_deadline_s` (with no `approve`): wait that long from the call for a person to answer the interrupts,
+    then reject those still waiting (see the module doc)."""
     from langgraph_sdk import get_sync_client
+
+    started = time.monotonic()
 
     client = get_sync_client(url=url, timeout=timeout_s)
     assistant_id = server_assistant(client, assistant, ctx, assistant_name)
     run_values, _ = split_context(ctx)
+    given = thread_id is not None
     thread_id = thread_id or client.threads.create(metadata=metadata)["thread_id"]
 
     def wait(**what: Any) -> dict[str, Any]:
@@ -225,12 +250,67 @@ def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve
             raise RuntimeError(f"LangGraph server at {url} returned {type(out).__name__}, not a state")
         return out
 
-    out = wait(input=inp)
-    while approve is not None:
+    def pending() -> list[dict[str, Any]]:
         state = client.threads.get_state(thread_id)
-        interrupts = [i for t in state.get("tasks", []) for i in t.get("interrupts", [])]
+        return [i for t in state.get("tasks", []) for i in t.get("interrupts", [])]
+
+    def values() -> dict[str, Any]:
+        return dict(client.threads.get_state(thread_id).get("values") or {})
+
+    approvals: list[dict[str, Any]] = []
+
+    def note(interrupt: dict[str, Any], answer: str, by: str) -> None:
+        event = (interrupt.get("value") or {}).get("event") or {}
+        approvals.append({"event_id": event.get("id"), "interrupt_id": interrupt["id"], "answer": answer, "by": by})
+
+    out = values() if given and pending() else wait(input=inp)
+    while approve is not None:
+        interrupts = pending()
         if not interrupts:
             break
-        out = wait(command={"resume": {i["id"]: {"approve": approve(i["value"])} for i in interrupts}})
+        answers = {i["id"]: approve(i["value"]) for i in interrupts}
+        for i in interrupts:
+            note(i, "approved" if answers[i["id"]] else "rejected", "approver")
+        out = wait(command={"resume": {k: {"approve": v} for k, v in answers.items()}})
+    if approve is None and person_deadline_s is not None:
+        out = _wait_for_person(client, thread_id, started + person_deadline_s, pending, values, wait, note, out)
     chosen = client.assistants.get(assistant_id).get("context") or {}
-    return ServerRun(thread_id=thread_id, assistant_id=assistant_id, output=out, assistant_context=dict(chosen))
+    return ServerRun(thread_id=thread_id, assistant_id=assistant_id, output=out, assistant_context=dict(chosen),
+                     approvals=approvals)
+
+
+def _wait_for_person(client: Any, thread_id: str, deadline: float, pending: Callable[[], list[dict[str, Any]]],
+                     values: Callable[[], dict[str, Any]], wait: Callable[..., dict[str, Any]],
+                     note: Callable[[dict[str, Any], str, str], None], out: dict[str, Any]) -> dict[str, Any]:
+    """Poll thread `thread_id` until no interrupt waits and no run is running; at `deadline` resume the waiting
+    interrupts with a rejection (then keep going: another lane may stop at one later, and is rejected too)."""
+    seen: dict[str, dict[str, Any]] = {}
+    rejected: set[str] = set()
+    while True:
+        status = client.threads.get(thread_id)["status"]
+        if status == "error":
+            raise RuntimeError(f"LangGraph thread {thread_id}: a run resumed at its approval failed on the server")
+        waiting = pending() if status != "busy" else []
+        seen.update({i["id"]: i for i in waiting})
+        if status != "busy" and not waiting:
+            out = values()
+            break
+        if time.monotonic() >= deadline:
+            if status == "busy":  # a person's resume is still running: stop it, the caller rolls back
+                for r in client.runs.list(thread_id, status="running"):
+                    client.runs.cancel(thread_id, r["run_id"], wait=True)
+                raise ApprovalTimeout(f"LangGraph thread {thread_id}: the approval deadline passed while a resumed "
+                                      f"run was still running; it was cancelled")
+            for i in waiting:
+                rejected.add(i["id"])
+                note(i, "unanswered", "deadline")
+            out = wait(command={"resume": {i["id"]: {"approve": False, "note": UNANSWERED_NOTE} for i in waiting}})
+            continue
+        time.sleep(APPROVAL_POLL_S)
+    # The interrupts a person answered: their event's decision says how.
+    decisions = {r.get("event_id"): r.get("decision") for r in out.get("reports") or []}
+    for iid, i in seen.items():
+        if iid not in rejected:
+            event_id = ((i.get("value") or {}).get("event") or {}).get("id")
+            note(i, "rejected" if decisions.get(event_id) == "rejected_by_human" else "approved", "person")
+    return out

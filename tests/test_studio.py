@@ -210,3 +210,102 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     assert main(["evolve", str(snapshot), "--run-dir", str(tmp_path / "e-bad"), "--policy", policy, "--server", server,
                  "--assistant", f"studio-llm-{tag}", "--proposer-model", "rules"]) == 2
     assert "--proposer-model" in capsys.readouterr().err
+
+
+def _waiting_thread(client, round_id: str, timeout_s: float = 180.0) -> dict:
+    """The trainer's thread of round `round_id` (its metadata names it), once it waits at an interrupt."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        threads = client.threads.search(metadata={"round": round_id})
+        if threads and threads[0]["status"] == "interrupted":
+            return threads[0]
+        time.sleep(0.5)
+    raise AssertionError(f"round {round_id}: no thread waiting at an interrupt after {timeout_s:.0f} s")
+
+
+def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_rejection(server, stub, tmp_path, caplog):
+    """harness.require_approval on a server round (issue 20 item 5): the trainer's round waits at the interrupt; a
+    second client (what Studio and `harnessrl evolve --server --thread T --approve` do) approves it and the server
+    commits; a round nobody answers is resumed with a rejection when harness.max_pause_s is spent: nothing committed,
+    and rounds.jsonl's summary and the console say so."""
+    import logging
+    import threading
+    import time
+
+    from langgraph_sdk import get_sync_client
+
+    from harness.types import FailureEvent
+    from test_trainer_support import tiny_config
+    from trainer.config import ConfigError
+    from trainer.evolver_round import evolver_context, run_round, summarize
+
+    client = get_sync_client(url=server)
+    data = _input("snap-stuffing-med-1")
+    events = [FailureEvent.model_validate(e) for e in data["events"]]
+    tag = uuid.uuid4().hex[:8]  # `langgraph dev` keeps threads between sessions: round names must be new
+
+    def trainer_round(name: str, budget: int) -> tuple:
+        cfg = tiny_config(tmp_path / name, f"harness.langgraph_url={server}", "harness.memory=false",
+                          "harness.require_approval=true", f"harness.max_pause_s={budget}",
+                          f"harness.llm_base_url={stub.base_url}", "harness.sample_k=4", "harness.sample_k_max=4")
+        shutil.copytree(SNAPSHOT / "harness", cfg.run_path / "harness")
+        ctx = evolver_context(cfg, services_key=None, policy_spec=f"openai:{stub.base_url}#stub")
+        assert ctx.require_approval
+        result: dict = {}
+
+        def go() -> None:
+            try:
+                result["out"] = run_round(cfg, events, data["harness_version"], data["step"], ctx,
+                                          thread_id=f"{name}-{tag}")
+            except Exception as e:  # noqa: BLE001 - the test thread reports it
+                result["error"] = e
+
+        thread = threading.Thread(target=go)
+        thread.start()
+        return cfg, thread, result
+
+    def committed(cfg) -> bool:
+        return (cfg.run_path / "harness" / "versions" / "v000001.json").exists()
+
+    # 1. Approved by a second client: the round waits (nothing committed) until the resume, then the server commits.
+    cfg, worker, result = trainer_round("approved", budget=600)
+    waiting = _waiting_thread(client, f"approved-{tag}")
+    time.sleep(2 * 1.0)  # the trainer keeps polling; still nothing committed while nobody answered
+    assert worker.is_alive() and not committed(cfg)
+    state = client.threads.get_state(waiting["thread_id"])
+    interrupts = [i for task in state["tasks"] for i in task.get("interrupts", [])]
+    assert len(interrupts) == 1 and interrupts[0]["value"]["event"]["id"] == "snap-stuffing-med-1"
+    first = client.runs.list(waiting["thread_id"])[-1]  # the trainer's run: its assistant and run-specific context
+    client.runs.wait(waiting["thread_id"], first["assistant_id"], command={"resume": {"approve": True}},
+                     context=first["kwargs"]["context"])
+    worker.join(120)
+    assert not worker.is_alive() and "error" not in result, result
+    summary = summarize(result["out"])
+    assert summary["n_accepted"] == 1 and committed(cfg)
+    assert summary["approvals"] == [{"event_id": "snap-stuffing-med-1", "interrupt_id": interrupts[0]["id"],
+                                     "answer": "approved", "by": "person"}]
+
+    # 2. Unanswered: at the budget the trainer resumes with a rejection; the candidate is never committed.
+    caplog.set_level(logging.WARNING, logger="trainer.evolver_round")
+    budget = 25
+    t0 = time.monotonic()
+    cfg, worker, result = trainer_round("unanswered", budget=budget)
+    _waiting_thread(client, f"unanswered-{tag}")
+    worker.join(budget + 90)
+    assert not worker.is_alive() and "error" not in result, result
+    assert time.monotonic() - t0 < budget + 60  # bounded by the pause budget (plus the rejection's own run)
+    summary = summarize(result["out"])
+    assert summary["n_accepted"] == 0 and not committed(cfg)
+    assert summary["outcomes"] == {"rejected_by_human": 1}
+    assert [(a["event_id"], a["answer"], a["by"]) for a in summary["approvals"]] == [
+        ("snap-stuffing-med-1", "unanswered", "deadline")]
+    assert any("was not answered within harness.max_pause_s=25s" in r.getMessage() and "rejected, not committed"
+               in r.getMessage() for r in caplog.records)
+    thread = client.threads.search(metadata={"round": f"unanswered-{tag}"})[0]
+    assert thread["status"] == "idle"  # no interrupt left waiting on the server
+
+    # In process nobody could answer: the config refuses it.
+    with pytest.raises(ConfigError, match="require_approval needs harness.langgraph_url"):
+        tiny_config(tmp_path / "in-process", "harness.require_approval=true")

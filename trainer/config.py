@@ -165,6 +165,10 @@ class HarnessConfig:
                                              "frozen policy). A graph id ('evolver'): an assistant made from this "
                                              "config; an assistant id or name (e.g. made in Studio): its context wins "
                                              "over the harness.* brain and critic settings.")
+    require_approval: bool = _f(False, "With langgraph_url: each candidate the critic accepts waits at an approval "
+                                       "interrupt for a person (Studio, or `harnessrl evolve --server URL --thread T "
+                                       "--approve`) until the pause budget max_pause_s is spent; an unanswered one is "
+                                       "rejected, never committed.")
     policy_endpoint: str = _f("local", "Frozen policy for the critic: 'local' (the paused model; with langgraph_url "
                                        "it is saved to run_dir/frozen/ at each pause and loaded by the server) or "
                                        "an OpenAI-compatible base URL (vLLM).")
@@ -208,6 +212,9 @@ class HarnessConfig:
                               f"set harness.sample_k_max={self.sample_k} for a fixed budget")
         if not 0.0 < self.critic_alpha < 1.0:
             raise ConfigError(f"harness.critic_alpha must be in (0, 1), got {self.critic_alpha}")
+        if self.require_approval and not self.langgraph_url:
+            raise ConfigError("harness.require_approval needs harness.langgraph_url: only a round on a LangGraph server "
+                              "can wait for a person (Studio or `harnessrl evolve --server URL --thread T --approve`)")
         if self.langgraph_url and self.memory and not self.memory_url:
             # The trainer holds the exclusive lock of run_dir/memory (one Chroma writer per folder), so the
             # LangGraph server process could not open it: both must talk to one Chroma server instead.

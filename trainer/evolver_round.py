@@ -57,6 +57,7 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
         critic_alpha=h.critic_alpha, max_tokens=cfg.train.max_completion_length,
         temperature=cfg.train.temperature, seed=cfg.train.seed, max_revisions=h.max_revisions,
         memory=h.memory, critic=h.critic, interfaces=list(h.interfaces), generalise_max_tasks=h.generalise_max_tasks,
+        require_approval=h.require_approval,
     )
 
 
@@ -83,14 +84,22 @@ def run_round(cfg: RunConfig, events: list[FailureEvent], harness_version: int, 
         # The pause budget bounds the round; one that overruns it is cancelled and the callback rolls it back.
         out = run_in_process(inp, context, cfg.run_path / "evolver.sqlite", thread_id, timeout_s=float(h.max_pause_s))
         return {**out, "thread_id": thread_id}
-    # The pause budget bounds the wait; if we give up, the server cancels the run (see graphs.runner).
+    # The pause budget bounds the wait; if we give up, the server cancels the run (see graphs.runner). With
+    # require_approval an interrupt waits for a person until the same budget is spent, then is answered "no".
     run = run_on_server(h.langgraph_url, inp, context, assistant=h.langgraph_assistant,
                         assistant_name=f"harnessrl train {cfg.run_path.name}", timeout_s=float(h.max_pause_s + 60),
-                        metadata={"run_dir": str(cfg.run_path), "step": step, "round": thread_id})
+                        metadata={"run_dir": str(cfg.run_path), "step": step, "round": thread_id},
+                        person_deadline_s=float(h.max_pause_s) if context.require_approval else None)
     log.info("evolver round at step %d: thread %s on %s, assistant %s", step, run.thread_id, h.langgraph_url,
              run.assistant_id)
+    for a in run.approvals:
+        if a["answer"] == "unanswered":
+            log.warning("evolver round at step %d: the approval of event %s was not answered within "
+                        "harness.max_pause_s=%ds (thread %s): rejected, not committed", step, a["event_id"],
+                        h.max_pause_s, run.thread_id)
     return {**run.output, "thread_id": run.thread_id, "assistant_id": run.assistant_id,
-            "server_settings": server_setting_notes(cfg, context, run.assistant_context)}
+            "server_settings": server_setting_notes(cfg, context, run.assistant_context),
+            **({"approvals": run.approvals} if context.require_approval else {})}
 
 
 def server_setting_notes(cfg: RunConfig, context: EvolverContext, assistant_context: dict[str, Any]) -> list[str]:
@@ -129,7 +138,7 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
     by_event = {r.get("event_id"): r.get("interface") for r in reports}
     interfaces = [by_event.get(a.get("event_id")) for a in accepted]
     # On a server the assistant chose models and limits: record which one (absent in process).
-    where = {k: out[k] for k in ("assistant_id", "server_settings") if k in out}
+    where = {k: out[k] for k in ("assistant_id", "server_settings", "approvals") if k in out}
     return {"n_accepted": len(accepted), "accepted_interfaces": interfaces, "outcomes": outcomes, "reports": slim,
             **where}
 
