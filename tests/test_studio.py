@@ -225,7 +225,8 @@ def _waiting_thread(client, round_id: str, timeout_s: float = 180.0) -> dict:
     raise AssertionError(f"round {round_id}: no thread waiting at an interrupt after {timeout_s:.0f} s")
 
 
-def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_rejection(server, stub, tmp_path, caplog):
+def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_rejection(server, stub, tmp_path, caplog,
+                                                                                       monkeypatch):
     """harness.require_approval on a server round (issue 20 item 5): the trainer's round waits at the interrupt; a
     second client (what Studio and `harnessrl evolve --server --thread T --approve` do) approves it and the server
     commits; a round nobody answers is resumed with a rejection when harness.max_pause_s is spent: nothing committed,
@@ -305,6 +306,26 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
                in r.getMessage() for r in caplog.records)
     thread = client.threads.search(metadata={"round": f"unanswered-{tag}"})[0]
     assert thread["status"] == "idle"  # no interrupt left waiting on the server
+
+    # 3. `harnessrl evolve SNAPSHOT --server URL --thread T --approve` answers a waiting trainer round (a person types
+    # y): the waiting thread is resumed, not run again, and the round commits.
+    from trainer.cli import main
+
+    cfg, worker, result = trainer_round("cli", budget=600)
+    waiting = _waiting_thread(client, f"cli-{tag}")
+    snapshot = tmp_path / "cli-snapshot"
+    shutil.copytree(SNAPSHOT / "harness", snapshot / "harness")
+    (snapshot / "events.json").write_text(json.dumps(data))
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "y")
+    assert main(["evolve", str(snapshot), "--run-dir", str(cfg.run_path), "--policy", f"openai:{stub.base_url}#stub",
+                 "--server", server, "--thread", waiting["thread_id"], "--approve"]) == 0
+    worker.join(120)
+    assert not worker.is_alive() and "error" not in result, result
+    summary = summarize(result["out"])
+    assert summary["n_accepted"] == 1 and committed(cfg)
+    assert [(a["answer"], a["by"]) for a in summary["approvals"]] == [("approved", "person")]
+    assert len(client.runs.list(waiting["thread_id"])) == 2  # the trainer's run and the resume, no second input run
 
     # In process nobody could answer: the config refuses it.
     with pytest.raises(ConfigError, match="require_approval needs harness.langgraph_url"):
