@@ -109,7 +109,7 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "pause_s": sum(m.get("pause_s", 0.0) for m in metrics),
         "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,
         "judge_warnings": int(sum(m.get("judge_warnings", 0) for m in metrics)),
-        "rounds": sum(not r.get("final_grading") for r in rounds), "round_errors": errors, "decisions": decisions, "fallbacks": fallbacks,
+        "rounds": len(rounds), "round_errors": errors, "decisions": decisions, "fallbacks": fallbacks,
         "per_interface": per_iface, "event_types": event_types, "critic_fails": fails, "graded": graded,
         "confirmed": sum(g["confirm"] for g in graded.values()), "reverted": sum(g["revert"] for g in graded.values()),
         "spurious_events": sum(event_types.get(t, 0) for t in SPURIOUS_EVENTS),

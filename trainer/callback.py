@@ -24,9 +24,6 @@ TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *
 4. record the round and its pause time. The sampler and reward read `run.state`, so the next sampled
    prompts, hints and rewards follow the new version.
 
-When training ends, the provisional updates are graded once more (no round runs; a `final_grading` line in
-rounds.jsonl), so an update whose window filled after the last pause gets its verdict.
-
 A round is all-or-nothing: if the evolver raises (judge or endpoint down, server unreachable), the
 error is logged to rounds.jsonl, any version committed during the failed round is moved aside, the
 events go back to the pending list, and training continues on the unchanged harness. A round that outlasts
@@ -118,26 +115,6 @@ class HarnessCallback(TrainerCallback):
         self.run.last_record = record
         if self._is_main():
             append_jsonl(self.run.paths.metrics, record)
-        return control
-
-    def on_train_end(self, args, state, control, **kwargs):
-        """Grade the provisional updates once more when training ends: an update whose window filled after the last
-        pause gets its verdict (and a failed one its revert) instead of staying provisional in the report. No round
-        runs; rounds.jsonl gets a `final_grading` line."""
-        if not (self.cfg.harness.evolver and self._is_main()):
-            return control
-        step, start, t0 = state.global_step, self.run.store.latest().version, time.monotonic()
-        graded = self._review_provisional(step)
-        if graded.get("verdicts") or graded.get("waiting") or graded.get("error"):
-            version = self.run.store.latest().version
-            pause = time.monotonic() - t0
-            info: dict[str, Any] = {"step": step, "final_grading": True, "version_before": start, "n_events": 0,
-                                    "event_ids": [], "event_types": [], "n_accepted": 0, "provisional": graded,
-                                    "skipped": "end of training: provisional updates graded, no round",
-                                    "version_after": version, "pause_s": pause, "reports": []}
-            append_jsonl(self.run.paths.rounds, info)
-            for line in round_lines(step, info, start, version, pause, 0):
-                log.info("%s", line)
         return control
 
     def on_save(self, args, state, control, **kwargs):

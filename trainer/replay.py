@@ -338,6 +338,8 @@ def _answer(attempt: dict[str, Any]) -> str:
     """What the proposer produced: its rule template, or the LLM's ops (or why it had none)."""
     upd = attempt.get("update") or {}
     ops = ", ".join(f"{op.get('op')}({op.get('criterion_id') or op.get('task_id', '')})" for op in upd.get("ops", []))
+    if attempt.get("source") == "llm_fallback":  # the LLM gave nothing usable: the rule brain decided (agents/proposer.py)
+        return f"llm: unusable ({(attempt.get('llm_error') or '')[:60]}) -> rules {attempt.get('template') or '–'}"
     if attempt.get("source") == "llm" or attempt.get("template") == "llm":
         return f"llm: {ops}" if ops else f"llm: {(attempt.get('error') or 'no update')[:80]}"
     return attempt.get("template") or attempt.get("error") or "–"

@@ -96,8 +96,7 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
     return {
         "steps": len(m), "events": len(data["events"]),
         "event_types": _count(e.get("type") for e in data["events"]),
-        "rounds": sum(not r.get("final_grading") for r in data["rounds"]),  # the end-of-training grading is no round
-        "rounds_failed": sum(1 for r in data["rounds"] if r.get("error")),
+        "rounds": len(data["rounds"]), "rounds_failed": sum(1 for r in data["rounds"] if r.get("error")),
         "outcomes": outcomes, "proposals_by_interface": proposals_by_interface,
         "accepted_by_interface": accepted, "accepted_total": sum(accepted.values()),
         "fallback_by_interface": fallback, "fallback_total": sum(fallback.values()),
