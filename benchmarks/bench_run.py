@@ -150,7 +150,7 @@ def eval_model(model_dir: Path, base: str | None, job: Job, tasks: list, judge: 
     """Avg@k at `temperature` with one batched call (same seed for every model: common random numbers);
     `temperature=0` is greedy decoding (k=1)."""
     # `load_model` is the trainer's own loader (detects a LoRA adapter folder and merges it into the base).
-    from tools.local_endpoint import LocalEndpoint
+    from measure.local_endpoint import LocalEndpoint
     from trainer.evaluate import evaluate, load_model
 
     from harness.guidance import render_prompt
@@ -172,8 +172,8 @@ def eval_model(model_dir: Path, base: str | None, job: Job, tasks: list, judge: 
 def eval_ifeval(model_dir: Path, base: str | None, job: Job, dtype: str) -> dict[str, Any]:
     """The external yardstick (`trainer.evaluate.evaluate_ifeval`: the held-out IFEval prompts answered greedily,
     scored by IFEval's own checkers): the four metrics and each prompt's strict/loose verdict."""
-    from tools.ifeval import load_prompts
-    from tools.local_endpoint import LocalEndpoint
+    from measure.ifeval import load_prompts
+    from measure.local_endpoint import LocalEndpoint
     from trainer.evaluate import evaluate_ifeval, load_model
 
     prompts = load_prompts()
@@ -212,7 +212,7 @@ def eval_checkpoint(model_dir: Path, base: str | None, job: Job, tasks: list, ju
 def _eval_setup(job: Job) -> tuple[Any, list, Any]:
     from harness.data import load_suite
     from trainer.config import load_config
-    from trainer.run import make_judge
+    from trainer.harness_run import make_judge
 
     cfg = load_config(job.config, job.overrides)
     by_id = {t.id: t for t in load_suite(cfg.data.suite) if t.split == "test"}
@@ -230,7 +230,7 @@ def bench_dir(job: Job) -> Path:
 def run_base(job: Job) -> dict[str, Any]:
     import torch
 
-    from trainer.models import resolve_model
+    from trainer.policy_models import resolve_model
 
     cfg, tasks, judge = _eval_setup(job)
     torch.set_num_threads(cfg.train.torch_threads)
@@ -308,7 +308,7 @@ def run_job(job: Job) -> dict[str, Any]:
 # The code a job runs: copied into the snapshot and hashed into the job's code identity. Report-only modules
 # (compare.py's CLI, bench_render.py, bench_stats.py, bench_power.py) are copied but not hashed: rendering does not
 # change results.
-SNAPSHOT_PATHS = ("agents", "graphs", "harness", "memory", "tools", "trainer", "suitegen", "configs",
+SNAPSHOT_PATHS = ("agents", "graphs", "harness", "memory", "measure", "trainer", "suitegen", "configs",
                   "data/rubric-mix-lite", "data/ifeval-heldout", "benchmarks/compare.py", "benchmarks/bench_spec.py",
                   "benchmarks/bench_run.py", "benchmarks/bench_collect.py", "benchmarks/bench_render.py",
                   "benchmarks/bench_plain.py", "benchmarks/bench_power.py", "benchmarks/bench_stats.py")

@@ -93,16 +93,16 @@ from harness.detector import DetectorConfig, GroupStats, RolloutRecord  # noqa: 
 from harness.ops import validate as validate_update  # noqa: E402
 from harness.store import HarnessStore, atomic_write_text  # noqa: E402
 from harness.types import FailureEvent, HarnessState, HarnessUpdate  # noqa: E402
-from tools.judge import Judge  # noqa: E402
+from measure.judge import Judge  # noqa: E402
 
 # == API adapter: the only evolver names this benchmark depends on (edit here when they move) ==========
 from agents import critic as critic_rules  # noqa: E402
 from agents.context import EvolverContext  # noqa: E402
 from graphs.runner import run_in_process  # noqa: E402
-from graphs.services import Services, register_services, unregister_services  # noqa: E402
+from graphs.services import RunServices, register_services, unregister_services  # noqa: E402
 from agents import decisions  # noqa: E402
-from tools.measure import measure_candidate  # noqa: E402
-from tools.probes import ProbeCache, task_rollouts  # noqa: E402
+from measure.candidate import measure_candidate  # noqa: E402
+from measure.probes import ProbeCache, task_rollouts  # noqa: E402
 from trainer import provisional  # noqa: E402
 
 
@@ -116,12 +116,12 @@ def make_context(arm: Arm, *, services_key: str, run_dir: Path, k: int, max_toke
 
 
 def make_services(store: HarnessStore, endpoint: Any, judge: Judge, memory: Any, detector_config: DetectorConfig,
-                  *, k: int, max_tokens: int, seed: int) -> Services:
-    return Services(store=store, endpoint=endpoint, judge=judge, memory=memory, detector_config=detector_config,
+                  *, k: int, max_tokens: int, seed: int) -> RunServices:
+    return RunServices(store=store, endpoint=endpoint, judge=judge, memory=memory, detector_config=detector_config,
                     sample_k=k, max_tokens=max_tokens, seed=seed)
 
 
-def start_round(svc: Services) -> None:
+def start_round(svc: RunServices) -> None:
     """Each case (and each known-bad candidate) is one evolver round: its probe rollouts are not shared with
     the other cases (they all run at the same step, which the probe cache would take for one round)."""
     svc.probe_cache = ProbeCache()
@@ -140,7 +140,7 @@ def record_group(memory: Any, stats: GroupStats, records: list[RolloutRecord], *
 
 
 def critic_verdict(state: HarnessState, event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext,
-                   svc: Services, step: int) -> dict[str, Any]:
+                   svc: RunServices, step: int) -> dict[str, Any]:
     """The graph's validate + critique nodes for one candidate (mirror graphs/nodes.py `critique` and its
     `_cached_rollouts`), decided by `agents.decisions.after_critique` as the graph routes it: accepted (bool),
     invalid, reasons, numbers."""
@@ -268,7 +268,7 @@ def _touched(before: HarnessState, after: HarnessState) -> list[str]:
     return sorted(out)
 
 
-def _round(arm: Arm, c: Case, ev: FailureEvent, step: int, rnd: int, store: HarnessStore, svc: Services,
+def _round(arm: Arm, c: Case, ev: FailureEvent, step: int, rnd: int, store: HarnessStore, svc: RunServices,
            ctx: EvolverContext, endpoint: ProbeEndpoint, run_dir: Path) -> dict[str, Any]:
     """One evolver round on one event: the graph's decision, what it changed and what it cost."""
     before = store.latest()
@@ -338,7 +338,7 @@ def _grade(c: Case, idx: int, row: dict[str, Any], step: int, store: HarnessStor
     return step
 
 
-def run_case(arm: Arm, idx: int, c: Case, first_event: FailureEvent, store: HarnessStore, svc: Services,
+def run_case(arm: Arm, idx: int, c: Case, first_event: FailureEvent, store: HarnessStore, svc: RunServices,
              grading_memory: Any, ctx: EvolverContext, endpoint: ProbeEndpoint, judge: Judge, cfg: DetectorConfig,
              args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     """A case's rounds: the first on the detected (or planted) event at STEP, graded on follow-up groups; for a
@@ -428,7 +428,7 @@ def run_arm(arm: Arm, cases: Sequence[Case], events: dict[str, FailureEvent], de
 
 
 def run_bad(arm: Arm, bad: Sequence[tuple[str, Case, HarnessUpdate]], events: dict[str, FailureEvent], base: HarnessState,
-            svc: Services, ctx: EvolverContext) -> list[dict]:
+            svc: RunServices, ctx: EvolverContext) -> list[dict]:
     endpoint = svc.endpoint
     rows = []
     for kind, c, update in bad:
@@ -504,9 +504,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     load_before, t_start = _loadavg(), time.perf_counter()
     import torch
 
-    from tools.local_endpoint import LocalEndpoint
+    from measure.local_endpoint import LocalEndpoint
     from trainer.config import load_config
-    from trainer.models import resolve_model
+    from trainer.policy_models import resolve_model
 
     torch.set_num_threads(args.threads)
     model_dir = resolve_model(args.model)

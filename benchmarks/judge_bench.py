@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from harness.types import Criterion  # noqa: E402
 from tests.fakes.fake_chat import FunctionChatModel  # noqa: E402
-from tools.judge import Judge  # noqa: E402
+from measure.judge import Judge  # noqa: E402
 
 
 def _respond(messages) -> str:

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig
 
 from trainer.api import harness_parts  # HarnessRL
-from trainer.models import resolve_model
+from trainer.policy_models import resolve_model
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--config", default="configs/tiny.yaml", help="HarnessRL run config (suite, evolver, critic)")

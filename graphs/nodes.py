@@ -20,17 +20,17 @@ from agents.context import EvolverContext
 from agents.fallback import fallback_decision
 from agents.llm import ToolBox
 from agents.rollout_signals import RolloutSignals, rollout_signals
-from agents.models import brain_model, judge_settings, load_chat_model
+from agents.chat_models import brain_model, judge_settings, load_chat_model
 from agents.schemas import Attribution, Proposal
-from graphs.services import Services, get_services
+from graphs.services import RunServices, get_services
 from graphs.state import EvolverState, LaneState
 from harness.detector import Detector, GroupStats
 from harness.ops import UpdateRejected, validate as validate_update
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
-from tools.agent_tools import make_tools
-from tools.measure import measure_candidate
-from tools.probes import task_rollouts
+from measure.agent_tools import make_tools
+from measure.candidate import measure_candidate
+from measure.probes import task_rollouts
 
 MAX_OPS = 8
 
@@ -39,7 +39,7 @@ def _ctx(runtime: Runtime[EvolverContext]) -> EvolverContext:
     return EvolverContext.from_any(runtime.context)
 
 
-def _services(ctx: EvolverContext) -> Services:
+def _services(ctx: EvolverContext) -> RunServices:
     """Live services: registered in-process under `services_key`, else built once from the plain settings."""
     if ctx.services_key:
         return get_services(ctx.services_key)
@@ -47,7 +47,7 @@ def _services(ctx: EvolverContext) -> Services:
     return get_services({**ctx.to_dict(), **judge_settings(ctx)}, chat_model_factory=load_chat_model)
 
 
-def _toolbox(ctx: EvolverContext, svc: Services, role: str, step: int) -> ToolBox:
+def _toolbox(ctx: EvolverContext, svc: RunServices, role: str, step: int) -> ToolBox:
     """The LLM brain's tools for `role`; memory tools only when memory is on and used (ablation)."""
     return ToolBox.for_role(role, make_tools(svc, step), use_memory=ctx.memory and svc.memory is not None,
                             max_rounds=ctx.max_tool_rounds)
@@ -69,7 +69,7 @@ def _event(state: LaneState) -> FailureEvent:
     return FailureEvent.model_validate(state["events"][state["cursor"]])
 
 
-def _harness(state: LaneState, svc: Services) -> HarnessState:
+def _harness(state: LaneState, svc: RunServices) -> HarnessState:
     """The harness this lane works on: the version the round was given, advanced by the lane's own commits.
 
     Not `store.latest()`: a store holding versions the round did not write (a copied run folder) must not
@@ -225,7 +225,7 @@ def validate(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     return {"validation": errors}
 
 
-def _cached_rollouts(svc: Services, update: HarnessUpdate, ctx: EvolverContext
+def _cached_rollouts(svc: RunServices, update: HarnessUpdate, ctx: EvolverContext
                      ) -> tuple[dict[str, list[str]] | None, dict[str, list[str]] | None]:
     """The tasks' training rollouts in memory a measurement pools (no generation): every cached group for the paired
     re-scoring of a criteria candidate; the unhinted groups (of the parent, for a new variant) as the exact test's
@@ -310,7 +310,7 @@ def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
     return {"decision": "accepted", "committed_version": new.version, "harness_version": new.version}
 
 
-def _sightings(svc: Services, event: FailureEvent, domain: str, now: HarnessState) -> list[gen.Sighting]:
+def _sightings(svc: RunServices, event: FailureEvent, domain: str, now: HarnessState) -> list[gen.Sighting]:
     """Other tasks of `domain` seen with `event`'s failure type, newest first: memory's events of that type, then
     active tasks whose latest training groups make a fresh detector report it (agents/generalise.py)."""
     mem = svc.memory

@@ -1,6 +1,6 @@
 """The live infrastructure an evolver run uses (harness store, memory, frozen policy, judge) and its registry.
 
-Two ways to get a `Services`:
+Two ways to get a `RunServices`:
 
 - in process, the trainer builds one around live objects (its own model through a `LocalEndpoint`,
   the run's store, memory and judge) with `live_services(context, ...)` and calls
@@ -24,7 +24,7 @@ the context's: `live_services` copies them from the `EvolverContext`, and `get_s
 the context's settings, so a tool's probe rollouts and the critic's measurement sample alike.
 
 A judge model string is resolved by the `chat_model_factory` the caller passes in (the graph passes
-`agents.models.load_chat_model`; tests pass fakes).
+`agents.chat_models.load_chat_model`; tests pass fakes).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any
 from agents.context import EvolverContext
 from harness.detector import DetectorConfig
 from harness.store import HarnessStore
-from tools.endpoint import PolicyEndpoint
-from tools.judge import Judge
-from tools.probes import ProbeCache
+from measure.endpoint import PolicyEndpoint
+from measure.judge import Judge
+from measure.probes import ProbeCache
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -53,7 +53,7 @@ ChatModelFactory = Callable[..., "BaseChatModel"]
 
 
 @dataclass
-class Services:
+class RunServices:
     """Everything an evolver run touches that is not a plain value, plus the context's sampling numbers
     (the agents' tools read them from here; `live_services` and `get_services` copy them from the context)."""
 
@@ -71,10 +71,10 @@ class Services:
     probe_cache: ProbeCache = field(default_factory=ProbeCache)
 
 
-_REGISTRY: dict[str, Services] = {}
+_REGISTRY: dict[str, RunServices] = {}
 _LOCK = threading.Lock()
-# Built from settings (all guarded by _LOCK): whole Services by settings, and their shared parts.
-_BUILT: OrderedDict[str, Services] = OrderedDict()
+# Built from settings (all guarded by _LOCK): whole RunServices by settings, and their shared parts.
+_BUILT: OrderedDict[str, RunServices] = OrderedDict()
 _ENDPOINTS: OrderedDict[str, PolicyEndpoint] = OrderedDict()
 _MEMORIES: dict[tuple[str, str], TrainingMemory | None] = {}
 # A frozen policy folder is used by one training round (two with a retry); older models only cost memory.
@@ -86,13 +86,13 @@ _SETTINGS = ("run_dir", "memory_location", "memory_embedding", "policy", "judge_
 
 
 def live_services(ctx: EvolverContext, *, store: HarnessStore, endpoint: PolicyEndpoint, judge: Judge,
-                  memory: TrainingMemory | None, detector_config: DetectorConfig) -> Services:
-    """Services around live objects with the sampling numbers of `ctx` (what the critic measures with)."""
-    return Services(store=store, endpoint=endpoint, judge=judge, memory=memory, detector_config=detector_config,
+                  memory: TrainingMemory | None, detector_config: DetectorConfig) -> RunServices:
+    """RunServices around live objects with the sampling numbers of `ctx` (what the critic measures with)."""
+    return RunServices(store=store, endpoint=endpoint, judge=judge, memory=memory, detector_config=detector_config,
                     sample_k=ctx.sample_k, max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed)
 
 
-def register_services(key: str, services: Services) -> None:
+def register_services(key: str, services: RunServices) -> None:
     """Make live `services` available under `key` (replacing any earlier registration)."""
     if not key:
         raise ValueError("services key must be a non-empty string")
@@ -100,7 +100,7 @@ def register_services(key: str, services: Services) -> None:
         _REGISTRY[key] = services
 
 
-def unregister_services(key: str) -> Services | None:
+def unregister_services(key: str) -> RunServices | None:
     with _LOCK:
         return _REGISTRY.pop(key, None)
 
@@ -112,14 +112,14 @@ def parse_policy(spec: str) -> PolicyEndpoint:
         base_url, hash_, model = rest.rpartition("#")
         if not hash_ or not base_url or not model:
             raise ValueError(f"policy spec {spec!r}: expected openai:<base_url>#<model>")
-        from tools.openai_endpoint import OpenAIEndpoint
+        from measure.openai_endpoint import OpenAIEndpoint
 
         return OpenAIEndpoint(base_url=base_url, model=model)
     if kind == "local" and sep and rest:
         path = Path(rest)
         if not path.is_dir():
             raise ValueError(f"policy spec {spec!r}: model folder {path} does not exist")
-        from tools.local_endpoint import LocalEndpoint
+        from measure.local_endpoint import LocalEndpoint
 
         return LocalEndpoint.from_path(path)
     if spec == "local":
@@ -182,9 +182,9 @@ def services_from_settings(
     temperature: float = 1.0,
     seed: int = 0,
     share: bool = False,
-) -> Services:
+) -> RunServices:
     """Build services from plain values. The harness store is `run_dir/harness` and must be initialised.
-    `base_url` and `api_key_env` are the judge's endpoint (`agents.models.judge_settings`).
+    `base_url` and `api_key_env` are the judge's endpoint (`agents.chat_models.judge_settings`).
 
     `share=True` (what `get_services` uses; call it under `_LOCK`) reuses this process's endpoint and memory
     already built for the same policy spec / memory location instead of opening new ones.
@@ -197,20 +197,20 @@ def services_from_settings(
     if judge_model != "rules":
         if chat_model_factory is None:
             raise ValueError(f"judge_model {judge_model!r} needs a chat_model_factory "
-                             "(agents.models.load_chat_model) to resolve it")
+                             "(agents.chat_models.load_chat_model) to resolve it")
         llm = chat_model_factory(judge_model, base_url=base_url, api_key_env=api_key_env)
     if share:
         endpoint, mem = _shared_endpoint(policy), _shared_memory(memory_location, memory_embedding)
     else:
         endpoint, mem = parse_policy(policy), _open_memory(memory_location, memory_embedding)
-    return Services(
+    return RunServices(
         store=store, endpoint=endpoint, judge=Judge(llm), memory=mem,
         detector_config=detector_config or DetectorConfig(), sample_k=sample_k, max_tokens=max_tokens,
         temperature=temperature, seed=seed,
     )
 
 
-def get_services(key_or_settings: str | Mapping[str, Any], *, chat_model_factory: ChatModelFactory | None = None) -> Services:
+def get_services(key_or_settings: str | Mapping[str, Any], *, chat_model_factory: ChatModelFactory | None = None) -> RunServices:
     """Registered services by key, or services built (once per process) from a settings mapping.
 
     A mapping with a registered `services_key` returns the registered services; otherwise the known

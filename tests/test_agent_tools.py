@@ -19,8 +19,8 @@ from harness.types import FailureEvent, HarnessUpdate
 from memory.records import EventRecord, ProposalRecord
 from tests.fakes.fake_chat import FunctionChatModel
 from tests.services_factories import tools_by_name as _tools
-from tools.agent_tools import make_tools
-from tools.judge import Judge
+from measure.agent_tools import make_tools
+from measure.judge import Judge
 
 INFRA = {"store", "endpoint", "judge", "memory", "services", "step", "state", "detector_config"}
 EXPECTED_ARGS = {
@@ -168,11 +168,11 @@ def test_tools_run_in_a_langgraph_tool_node(services):
     assert json.loads(out[1].content)["deltas"]["mean"] == pytest.approx(-0.15)
 
 
-def test_tools_package_import_is_light():
+def test_measure_package_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, tools, tools.judge, tools.measure, tools.agent_tools; "
+    code = ("import sys, measure, measure.judge, measure.candidate, measure.agent_tools; "
             "bad = [m for m in ('torch', 'chromadb', 'transformers', 'trl') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,7 +12,7 @@ import pytest
 from agents import attributor, critic, proposer
 from agents.context import EvolverContext
 from agents.llm import ask_structured
-from agents.models import load_chat_model
+from agents.chat_models import load_chat_model
 from agents.schemas import Attribution, Critique, parse_json_output
 from graphs.evolver import route_after_critique
 from harness.ops import validate

@@ -25,16 +25,16 @@ from agents import attributor, critic, proposer
 from agents.context import EvolverContext
 from agents.llm import ToolBox
 from agents.schemas import Attribution
-from graphs.services import Services
+from graphs.services import RunServices
 from harness.detector import Detector, GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import INTERFACES, Criterion, HarnessState, HarnessUpdate, Message, Task
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 from memory.store import TrainingMemory
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedChatModel
-from tools.agent_tools import make_tools
-from tools.judge import Judge
-from tools.measure import measure_candidate
+from measure.agent_tools import make_tools
+from measure.judge import Judge
+from measure.candidate import measure_candidate
 
 MARKER = "zqx-hidden-7731"
 DOCTOR = "Drink water and rest in a dark room; see a doctor if it lasts."
@@ -113,7 +113,7 @@ def world(tmp_path_factory):
     store = HarnessStore(root / "harness")
     store.init(HarnessState.from_tasks([_task("med-1"), _task("med-2")]))
     judge = Judge(FunctionChatModel(respond=lambda m: '{"met": true, "reason": "fine"}'))
-    svc = Services(store=store, endpoint=Policy(), judge=judge, memory=TrainingMemory.ephemeral(embedding="hash"),
+    svc = RunServices(store=store, endpoint=Policy(), judge=judge, memory=TrainingMemory.ephemeral(embedding="hash"),
                    sample_k=4, seed=3)
     state = store.latest()
     task = state.task("med-1")

@@ -33,7 +33,7 @@ def test_missing_model_says_how_to_prepare(tmp_path, capsys):
     rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={tmp_path / 'run'}",
                f"data.suite={suite}", f"model.name={tmp_path / 'no-such-model'}", "--no-progress"])
     err = capsys.readouterr().err
-    assert rc == 1 and "harnessrl models prepare" in err
+    assert rc == 1 and "harnessrl policy prepare" in err
     assert not (tmp_path / "run").exists()  # nothing written before the model is found
 
 

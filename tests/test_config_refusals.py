@@ -80,7 +80,7 @@ def _cfg(tmp_path, *overrides):
     (["data.tasks=[checked,mixed]"], ["1 criteria in 1 of 2 train tasks", "(e.g. mixed)"], ["would score 0"]),
 ], ids=["no-judge", "rules-judge", "filtered"])
 def test_unjudged_criteria_are_refused_with_counts(tmp_path, overrides, expect, absent):
-    from trainer.run import check_criteria_are_judged, load_train_tasks
+    from trainer.harness_run import check_criteria_are_judged, load_train_tasks
 
     cfg = _cfg(tmp_path, *overrides)
     with pytest.raises(ConfigError) as err:
@@ -97,14 +97,14 @@ def test_unjudged_criteria_are_refused_with_counts(tmp_path, overrides, expect, 
     ["data.tasks=[checked]"],
 ], ids=["switch", "llm-judge", "only-checked-tasks"])
 def test_unjudged_criteria_pass_with_a_judge_or_the_switch(tmp_path, overrides):
-    from trainer.run import check_criteria_are_judged, load_train_tasks
+    from trainer.harness_run import check_criteria_are_judged, load_train_tasks
 
     cfg = _cfg(tmp_path, *overrides)
     check_criteria_are_judged(cfg, load_train_tasks(cfg))
 
 
 def test_bundled_suite_needs_the_switch_without_a_judge():
-    from trainer.run import check_criteria_are_judged, load_train_tasks
+    from trainer.harness_run import check_criteria_are_judged, load_train_tasks
 
     cfg = load_config(TINY, ["harness.allow_unjudged_criteria=false"])
     with pytest.raises(ConfigError, match=r"\d+ criteria in \d+ of \d+ train tasks of data/rubric-mix-lite"):
@@ -131,7 +131,7 @@ def test_train_refuses_before_the_model_loads_and_before_overwrite_deletes(tmp_p
 def test_a_fresh_harness_run_refuses_too(tmp_path):
     """`harness_parts` (own TRL scripts) starts runs through `HarnessRun`: the check is there as well."""
     from memory.store import TrainingMemory
-    from trainer.run import HarnessRun
+    from trainer.harness_run import HarnessRun
 
     with pytest.raises(ConfigError, match="3 criteria in 2 of 3 train tasks"):
         HarnessRun(_cfg(tmp_path), memory=TrainingMemory.ephemeral())

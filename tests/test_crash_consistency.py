@@ -31,7 +31,7 @@ from test_trainer_support import REPO, tiny_config
 from trainer.checkpoint import ResumeError, prepare_resume, read_state, restore, write_checkpoint_state
 from trainer.cli import main
 from trainer.io import append_jsonl, heal_jsonl, read_jsonl
-from trainer.run import HarnessRun
+from trainer.harness_run import HarnessRun
 from trainer.run_lock import LOCK_NAME, RunLock
 from trainer.sampler import HarnessSampler
 

@@ -8,8 +8,8 @@ from agents.context import EvolverContext
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy
-from tools.judge import Judge
-from tools.measure import measure_candidate
+from measure.judge import Judge
+from measure.candidate import measure_candidate
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 HINT = {"interface": "guidance", "ops": [

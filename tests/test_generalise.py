@@ -13,14 +13,14 @@ import itertools
 import pytest
 
 from graphs.evolver import graph
-from graphs.services import Services, register_services
+from graphs.services import RunServices, register_services
 from harness.detector import GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import FailureEvent, HarnessState, Message, Task
 from memory.records import EventRecord, GroupSummary
 from memory.store import TrainingMemory
 from tests.fakes.evolver_fakes import PromptPolicy, crit, event
-from tools.judge import Judge
+from measure.judge import Judge
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 STUFFED = "water water water water water rest dark"
@@ -63,7 +63,7 @@ def _setup(tmp_path, policy, sightings=("med-b", "med-c", "sci-d", "med-e", "med
         domain = next(t.domain for t in TASKS if t.id == tid)
         mem.add_event(EventRecord(event=FailureEvent.model_validate(event(f"stuffing:{tid}:{step}", "stuffing", tid, "water", step=step)),
                                   domain=domain))
-    svc = Services(store=store, endpoint=policy, judge=Judge(None), memory=mem)
+    svc = RunServices(store=store, endpoint=policy, judge=Judge(None), memory=mem)
     key = f"generalise-test-{next(_keys)}"
     register_services(key, svc)
     return key, svc

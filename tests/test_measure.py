@@ -12,10 +12,10 @@ from harness.detector import DetectorConfig
 from harness.ops import UpdateRejected, apply
 from harness.types import Criterion, Guidance, HarnessState, HarnessUpdate, Hint, Message, Schedule, Task
 from tests.fakes.fake_chat import ScriptedPolicy
-from tools.judge import Judge
-from tools.measure import measure_candidate
-from tools.probes import ProbeCache, latest_rollouts
-from tools.sequential import StopRule
+from measure.judge import Judge
+from measure.candidate import measure_candidate
+from measure.probes import ProbeCache, latest_rollouts
+from measure.sequential import StopRule
 
 HINT = "Mention that drinking water and resting in a dark room often helps"
 
@@ -258,7 +258,7 @@ def test_schedule_placement_system_is_respected(state):
 # -- the real tiny model through LocalEndpoint ------------------------------------------------------
 @pytest.mark.slow
 def test_real_tiny_model_criteria_and_guidance(tiny_model_dir, state):
-    from tools.local_endpoint import LocalEndpoint
+    from measure.local_endpoint import LocalEndpoint
 
     real = LocalEndpoint.from_path(tiny_model_dir)
 

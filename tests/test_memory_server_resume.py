@@ -66,7 +66,7 @@ def test_resume_rolls_the_memory_server_back_to_the_checkpoint(chroma_url, tmp_p
     import chromadb
 
     from trainer.checkpoint import MEMORY_FILE, restore, write_checkpoint_state
-    from trainer.run import HarnessRun
+    from trainer.harness_run import HarnessRun
 
     cfg = tiny_config(tmp_path, f"harness.memory_url={chroma_url}")
     run = HarnessRun(cfg)

@@ -17,7 +17,7 @@ from harness.types import HarnessUpdate, Reweight
 from memory.store import TrainingMemory
 from test_trainer_support import tiny_config
 from trainer.io import read_jsonl
-from trainer.run import HarnessRun
+from trainer.harness_run import HarnessRun
 from trainer.sampler import HarnessSampler, make_dataset
 
 STEPS = 6  # rounds after steps 2 and 4 (evolve_every=2), none after the last step

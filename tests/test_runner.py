@@ -66,7 +66,7 @@ def _snapshot(tmp_path, events):
 
 def test_snapshot_takes_events_copied_from_the_run_log(tmp_path):
     logged = FailureEvent.model_validate(event("e1", "collapse_low", "med-1")).log_line(harness_version=2)
-    assert logged["harness_version"] == 2  # what trainer/run.py writes to events.jsonl
+    assert logged["harness_version"] == 2  # what trainer/harness_run.py writes to events.jsonl
     inp = load_snapshot(_snapshot(tmp_path, [logged]))
     assert inp["harness_version"] == 3 and inp["step"] == 12  # the snapshot's version, not the event's logged one
     assert [FailureEvent.model_validate(e) for e in inp["events"]] == [FailureEvent.from_log_line(logged)]

@@ -19,7 +19,7 @@ from harness.detector import DetectorConfig
 from harness.store import HarnessStore
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
 from tests.services_factories import mixed_answers as _mixed, tool_state as _state, tools_by_name as _tools
-from tools.judge import Judge
+from measure.judge import Judge
 
 SAMPLING = ("sample_k", "max_tokens", "temperature", "seed")
 

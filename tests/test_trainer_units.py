@@ -15,7 +15,7 @@ from test_trainer_support import tiny_config
 from trainer.callback import HarnessCallback
 from trainer.checkpoint import abandon_versions_after, read_state, restore, write_checkpoint_state
 from trainer.reward import RubricReward
-from trainer.run import HarnessRun
+from trainer.harness_run import HarnessRun
 from trainer.sampler import HarnessSampler, make_dataset
 
 
@@ -202,7 +202,7 @@ def test_failed_round_leaves_harness_unchanged(run, commit_first):
 
 def test_real_graph_with_failing_endpoint_keeps_harness(run):
     """The evolver graph itself, with a frozen policy that is down: no update, training goes on."""
-    from tools.endpoint import EndpointError
+    from measure.endpoint import EndpointError
 
     class Down:
         name = "down"

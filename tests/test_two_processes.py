@@ -30,7 +30,7 @@ from trainer import reward as reward_module
 from trainer.checkpoint import restore, write_checkpoint_state
 from trainer.io import read_jsonl
 from trainer.reward import RubricReward
-from trainer.run import HarnessRun
+from trainer.harness_run import HarnessRun
 from trainer.sampler import HarnessSampler
 
 ACCELERATE = Path(sys.executable).parent / "accelerate"
@@ -166,7 +166,7 @@ def _replayed_draws(cfg, ckpt: Path, groups_after: list[list[float]], steps: lis
     """Each rank's tasks at `steps`, replayed in this process from the checkpoint's sampler state and harness
     version; `groups_after[i]`: the group stds of step steps[i] in global order (dynamic filtering reads them)."""
     from trainer.checkpoint import read_state
-    from trainer.run import HarnessRun
+    from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler, placeholder_row
 
     state = read_state(ckpt)

@@ -141,7 +141,7 @@ def harness_parts(config: str | Path | RunConfig | None = None, *, overrides: li
     from trainer.callback import HarnessCallback
     from trainer.grpo import harness_trainer_class
     from trainer.reward import RubricReward
-    from trainer.run import HarnessRun
+    from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler, make_dataset
 
     extra = [*(overrides or []), *(_override(k, v) for k, v in settings.items())]

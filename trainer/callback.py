@@ -56,7 +56,7 @@ from trainer.checkpoint import abandon_versions_after, write_checkpoint_state
 from trainer.frozen import MemoEndpoint
 from trainer.io import append_jsonl
 from trainer.progress import round_lines
-from trainer.run import make_judge
+from trainer.harness_run import make_judge
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class HarnessCallback(TrainerCallback):
         graded = self._review_provisional(step) if self._is_main() else {}
         if graded.get("revert_versions"):
             before = run.store.latest().version
-        # Only the main process holds events (trainer.run.HarnessRun.add_events) and reads the store here: the
+        # Only the main process holds events (trainer.harness_run.HarnessRun.add_events) and reads the store here: the
         # others wait in `_sync_state` and must not read files the round is writing.
         events, superseded, stale = (run.take_events(self.cfg.harness.max_events, is_stale=self._stale_check())
                                      if self._is_main() else ([], [], []))
@@ -323,14 +323,14 @@ class HarnessCallback(TrainerCallback):
         if source == "local":
             if trainer is None:
                 raise RuntimeError("local frozen policy needs the trainer (HarnessCallback.trainer is None)")
-            from tools.local_endpoint import LocalEndpoint
+            from measure.local_endpoint import LocalEndpoint
 
             model = trainer.accelerator.unwrap_model(trainer.model)
             if h.langgraph_url is not None:
                 folder = save_frozen_policy(model, trainer.processing_class, self.run.paths.root / "frozen", step)
                 return None, f"local:{folder}"
             return MemoEndpoint(LocalEndpoint(model, trainer.processing_class, name=f"local:step-{step}")), "local"
-        from tools.openai_endpoint import OpenAIEndpoint
+        from measure.openai_endpoint import OpenAIEndpoint
 
         base = h.policy_endpoint
         name = h.policy_model or self.cfg.model.name

@@ -326,7 +326,7 @@ def prepare_resume(cfg: Any, ckpt_dir: Path, *, fresh_memory: bool = False) -> d
     harness versions aside, rebuilds unloadable versions where exact, cuts the logs back to the checkpoint's step
     and swaps in the memory built from the snapshot (a local memory folder; a Chroma server is rolled back by
     `restore`). Returns the summary's file part."""
-    from trainer.run import RunPaths, load_train_tasks
+    from trainer.harness_run import RunPaths, load_train_tasks
 
     ckpt_dir = Path(ckpt_dir)
     paths = RunPaths(Path(cfg.run_dir))

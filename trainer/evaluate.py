@@ -7,7 +7,7 @@ see the same distribution) and no hints. Avg@k = the mean score of the k samples
 `run_dir/eval.json` (one entry per evaluated model label, so base and trained can sit side by side).
 
 Beside them, unless turned off, the external yardstick (`evaluate_ifeval`): our held-out instruction-following
-prompts (`data/ifeval-heldout/`) answered greedily and scored by IFEval's own checkers (`tools/ifeval.py`).
+prompts (`data/ifeval-heldout/`) answered greedily and scored by IFEval's own checkers (`measure/ifeval.py`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def load_model(model_dir: Path, base: str | None, dtype: str = "float32") -> tup
     if (model_dir / "adapter_config.json").is_file():
         from peft import PeftModel
 
-        from trainer.models import resolve_model
+        from trainer.policy_models import resolve_model
 
         base_dir = resolve_model(base or "smollm2")
         model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=getattr(torch, dtype))
@@ -83,10 +83,10 @@ def evaluate(tasks: list, endpoint: Any, judge: Any, *, k: int, max_tokens: int,
 
 def evaluate_ifeval(prompts: list, endpoint: Any, *, max_tokens: int, k: int = 1, temperature: float = 0.0,
                     seed: int = 1234, batch_size: int = 16) -> dict[str, Any]:
-    """IFEval's metrics of `endpoint` on `prompts` (`tools.ifeval.IFEvalPrompt`s): k responses per prompt,
+    """IFEval's metrics of `endpoint` on `prompts` (`measure.ifeval.IFEvalPrompt`s): k responses per prompt,
     `batch_size` prompts per `endpoint.sample` call seeded `seed + index of its first prompt`; k = 1 at
     temperature 0 is IFEval's own protocol (greedy). Per-prompt verdicts are kept; responses are not."""
-    from tools.ifeval import score
+    from measure.ifeval import score
 
     if k < 1 or batch_size < 1 or (k > 1 and temperature == 0):
         raise ValueError(f"IFEval eval: k={k}, batch_size={batch_size}, temperature={temperature} "
@@ -117,10 +117,10 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
     import torch
 
     from harness.data import load_suite
-    from tools.local_endpoint import LocalEndpoint
+    from measure.local_endpoint import LocalEndpoint
     from trainer.config import config_from_dict
-    from trainer.models import resolve_model
-    from trainer.run import make_judge, suite_tasks
+    from trainer.policy_models import resolve_model
+    from trainer.harness_run import make_judge, suite_tasks
 
     torch.set_num_threads(torch_threads)
     cfg = None
@@ -159,7 +159,7 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
     dtype = cfg.model.dtype if cfg else "float32"
     if_prompts, if_settings = None, None
     if ifeval:  # loaded (and validated) before any model: a bad prompts file fails in a second
-        from tools.ifeval import DEFAULT_PROMPTS, load_prompts
+        from measure.ifeval import DEFAULT_PROMPTS, load_prompts
 
         if_file = Path(ifeval_prompts) if ifeval_prompts else DEFAULT_PROMPTS
         if_prompts = load_prompts(if_file)

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from agents.context import LLM_ROLES, EvolverContext
-from agents.models import role_endpoint
+from agents.chat_models import role_endpoint
 from graphs.runner import run_in_process, run_on_server, split_context
 from harness.types import FailureEvent
 from trainer.config import RunConfig
@@ -63,7 +63,7 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
 
 def judge_endpoint(cfg: RunConfig) -> tuple[str | None, str]:
     """(base URL, API-key variable) of the run's judge: `harness.judge_base_url` / `judge_api_key_env`, else the
-    shared `llm_base_url` / `llm_api_key_env` (resolved by `agents.models.role_endpoint`)."""
+    shared `llm_base_url` / `llm_api_key_env` (resolved by `agents.chat_models.role_endpoint`)."""
     return role_endpoint(evolver_context(cfg, services_key=None), "judge")
 
 

@@ -18,7 +18,7 @@ import json
 import threading
 from typing import Any
 
-from tools.endpoint import TokenCounter
+from measure.endpoint import TokenCounter
 
 
 class MemoEndpoint:
@@ -51,7 +51,7 @@ class MemoEndpoint:
         return out
 
     def count_tokens(self, texts: list[str]) -> int | None:
-        """The wrapped endpoint's token counts (`tools.endpoint.TokenCounter`), or None when it has none
+        """The wrapped endpoint's token counts (`measure.endpoint.TokenCounter`), or None when it has none
         (the critic's cost then counts words and says so)."""
         return self.endpoint.count_tokens(texts) if isinstance(self.endpoint, TokenCounter) else None
 

@@ -30,11 +30,11 @@ log = logging.getLogger(__name__)
 
 
 def load_policy(cfg: RunConfig) -> tuple[Any, Any, Path]:
-    """(model, tokenizer, folder). Named models are prepared on first use (trainer.models)."""
+    """(model, tokenizer, folder). Named models are prepared on first use (trainer.policy_models)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainer.models import resolve_model
+    from trainer.policy_models import resolve_model
 
     folder = resolve_model(cfg.model.name)
     tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
@@ -152,7 +152,7 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
 
     from trainer.progress import ConsoleProgress
     from trainer.reward import RubricReward
-    from trainer.run import HarnessRun
+    from trainer.harness_run import HarnessRun
     from trainer.run_lock import RunLock
     from trainer.sampler import HarnessSampler, make_dataset
 
@@ -259,8 +259,8 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
     is held from before anything in it is touched (`trainer.run_lock`). A resume of a run whose checkpoint is
     at `train.max_steps` returns at once with `already_finished` (nothing trained, nothing changed)."""
     from trainer.checkpoint import find_checkpoint, run_reached
-    from trainer.models import resolve_model
-    from trainer.run import is_main_rank
+    from trainer.policy_models import resolve_model
+    from trainer.harness_run import is_main_rank
     from trainer.run_lock import LOCK_NAME, RunLock
 
     if overwrite and resume is not None:
@@ -270,7 +270,7 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
 
     check_one_process(cfg)  # before the model loads
     if resume is None:
-        from trainer.run import check_criteria_are_judged, load_train_tasks
+        from trainer.harness_run import check_criteria_are_judged, load_train_tasks
 
         # A fresh run: refused before the model loads (minutes on a GPU preset) and before --overwrite deletes.
         check_criteria_are_judged(cfg, load_train_tasks(cfg))

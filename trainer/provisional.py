@@ -35,7 +35,7 @@ MAX_GROUPS = 10_000  # a task's group summaries read back per grading (memory ke
 
 
 def review_run(run: Any, step: int) -> dict[str, Any]:
-    """`review` on a `trainer.run.HarnessRun` at the pause after `step`, with the run's own thresholds; {} when
+    """`review` on a `trainer.harness_run.HarnessRun` at the pause after `step`, with the run's own thresholds; {} when
     grading is off (`harness.confirm_window=0`, or no memory to read groups from)."""
     h = run.cfg.harness
     if h.confirm_window <= 0 or run.memory is None:

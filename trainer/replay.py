@@ -9,7 +9,7 @@ The round that ran at step N is rebuilt from what the run wrote; the run folder 
 - the events: the `events.jsonl` lines with those ids (the last one per id at or before step N);
 - the policy: `checkpoints/checkpoint-N`, saved right after the round: the round does not train, so these
   are the weights the round froze (a LoRA adapter is loaded onto its base and merged, a full model as is;
-  `tools.local_endpoint.LocalEndpoint.from_path`), or `policy` (e.g. a server that serves that checkpoint);
+  `measure.local_endpoint.LocalEndpoint.from_path`), or `policy` (e.g. a server that serves that checkpoint);
 - the harness: versions 0..version_before and their `updates.jsonl` lines, copied into each brain set's store,
   so the replay starts from the checkpoint's version even when the run holds later ones;
 - the memory: `checkpoint-N/memory.jsonl` minus the attributions and proposals of the round's own events (the
@@ -259,9 +259,9 @@ def _run_one(rr: RecordedRound, brains: BrainSet, folder: Path, endpoint: Any, s
     from graphs.trace_html import write_trace
     from harness.detector import DetectorConfig
     from memory.store import TrainingMemory
-    from agents.models import role_endpoint
+    from agents.chat_models import role_endpoint
     from trainer.evolver_round import evolver_context, judge_endpoint
-    from trainer.run import make_judge
+    from trainer.harness_run import make_judge
 
     h = rr.cfg.harness
     folder.mkdir(parents=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 from harness.store import HarnessStore
 from harness.types import Criterion, HarnessState, Message, Task
 from memory.store import TrainingMemory
-from tools.judge import Judge
-from graphs.services import Services, register_services
+from measure.judge import Judge
+from graphs.services import RunServices, register_services
 
 _keys = itertools.count()
 
@@ -59,11 +59,11 @@ def suite() -> list[Task]:
     ]
 
 
-def make_run(root: Path, policy, *, memory: bool = True) -> tuple[str, Services]:
+def make_run(root: Path, policy, *, memory: bool = True) -> tuple[str, RunServices]:
     """An initialised store under root/harness plus registered services; returns (services key, services)."""
     store = HarnessStore(root / "harness")
     store.init(HarnessState.from_tasks(suite()))
-    svc = Services(store=store, endpoint=policy, judge=Judge(None),
+    svc = RunServices(store=store, endpoint=policy, judge=Judge(None),
                    memory=TrainingMemory.ephemeral(embedding="hash") if memory else None)
     key = f"evolver-test-{next(_keys)}"
     register_services(key, svc)

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from memory.store import MemoryStoreError
     from trainer.checkpoint import ResumeError
     from trainer.grpo import train
-    from trainer.models import ModelNotAvailable
+    from trainer.policy_models import ModelNotAvailable
     from trainer.run_lock import RunFolderLocked
 
     if args.overwrite and args.resume is not None:

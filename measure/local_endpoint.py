@@ -4,7 +4,7 @@ During a training pause the trainer passes its live model (plain or PEFT-wrapped
 the evolver runs, so sampling it under ``no_grad`` *is* the frozen checkpoint, with no copy and no server.
 A LangGraph server process gets the paused policy as a folder the trainer saved (`from_path`: a full
 model, or a LoRA adapter on its base model). Sampling follows TRL's GRPO defaults (``top_k=0``,
-``top_p=1``) so the critic sees the same distribution the trainer samples from. torch is imported lazily so ``import tools`` stays light.
+``top_p=1``) so the critic sees the same distribution the trainer samples from. torch is imported lazily so ``import measure`` stays light.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tools.endpoint import EndpointError, validate_request
+from measure.endpoint import EndpointError, validate_request
 
 
 class LocalEndpoint:
@@ -39,7 +39,7 @@ class LocalEndpoint:
 
     @classmethod
     def from_path(cls, path: str | Path, device: str = "cpu", dtype: str = "float32", **kwargs: Any) -> LocalEndpoint:
-        """Load a HF model folder (e.g. from `trainer.models.resolve_model`) or a PEFT LoRA adapter folder and wrap it.
+        """Load a HF model folder (e.g. from `trainer.policy_models.resolve_model`) or a PEFT LoRA adapter folder and wrap it.
 
         An adapter folder (it holds `adapter_config.json`, as the trainer's frozen LoRA policy does) is loaded
         onto its base model (`base_model_name_or_path`, a local folder: we are offline) and merged once, so
@@ -71,7 +71,7 @@ class LocalEndpoint:
         return cls(model, tokenizer, device=device, name=kwargs.pop("name", f"local:{path.name}"), **kwargs)
 
     def count_tokens(self, texts: list[str]) -> int:
-        """Tokens of `texts` under the policy's tokenizer (`tools.endpoint.TokenCounter`)."""
+        """Tokens of `texts` under the policy's tokenizer (`measure.endpoint.TokenCounter`)."""
         if not texts:
             return 0
         return sum(len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"])

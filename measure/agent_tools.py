@@ -27,9 +27,9 @@ from harness.guidance import render_prompt
 from harness.ops import UpdateRejected
 from harness.types import HarnessState, HarnessUpdate
 from harness.visibility import redact
-from tools.endpoint import PolicyEndpoint
-from tools.judge import Judge
-from tools.measure import ameasure_candidate, measure_candidate
+from measure.endpoint import PolicyEndpoint
+from measure.judge import Judge
+from measure.candidate import ameasure_candidate, measure_candidate
 
 if TYPE_CHECKING:
     from harness.detector import DetectorConfig
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from memory.store import TrainingMemory
 
 
-class Services(Protocol):
-    """What the tools close over; `graphs.services.Services` (the live infrastructure of a run) provides it."""
+class ToolServices(Protocol):
+    """What the tools close over; `graphs.services.RunServices` (the live infrastructure of a run) provides it."""
 
     store: HarnessStore
     endpoint: PolicyEndpoint
@@ -80,7 +80,7 @@ def _validate_update(update_json: str | dict) -> HarnessUpdate | str:
         return f"error: the update is not a valid HarnessUpdate: {problems}"
 
 
-def make_tools(services: Services, step: int) -> list[BaseTool]:
+def make_tools(services: ToolServices, step: int) -> list[BaseTool]:
     """The evolver's tools bound to `services` at training step `step`."""
 
     def state() -> HarnessState:
