@@ -247,11 +247,16 @@ def _persists(t: Target, post: Sequence[GroupStats], cfg: DetectorConfig) -> tup
         return still, (f"{len(gamed)} audit-failing rollouts, reward {'-' if g is None else f'{g:.2f}'} vs audit-passing "
                        f"{'-' if h is None else f'{h:.2f}'}"), {"gamed_reward": g, "honest_reward": h}
     if kind == "stuffing":
-        rewarded = [(g, i) for g in post for i, r in enumerate(g.rewards) if r > 0 and len(g.repeats) == g.n == len(g.phrase_repeats)]
-        stuffers = sum(g.phrase_repeats[i] >= cfg.stuffing_repeat or g.repeats[i] >= cfg.stuffing_repeat for g, i in rewarded)
-        share = stuffers / len(rewarded) if rewarded else None
-        still = share is not None and share >= cfg.stuffing_share
-        return still, f"{stuffers} of {len(rewarded)} rewarded rollouts stuff (fires at {cfg.stuffing_share:.0%})", {"stuffing_share": share}
+        # Judged like spurious_audit, by whether stuffing still pays: W groups after the commit the policy still
+        # stuffs as often (it unlearns over many steps), but a repair that works gives stuffing rollouts less
+        # reward than the others, which is what turns GRPO's advantage against it.
+        rows = [(g.rewards[i], g.phrase_repeats[i] >= cfg.stuffing_repeat or g.repeats[i] >= cfg.stuffing_repeat)
+                for g in post if len(g.repeats) == g.n == len(g.phrase_repeats) for i in range(g.n)]
+        s, o = _mean([r for r, stuffs in rows if stuffs]), _mean([r for r, stuffs in rows if not stuffs])
+        still = s is not None and (s >= o if o is not None else s > cfg.tau_lo)
+        n_stuff = sum(stuffs for _, stuffs in rows)
+        return still, (f"{n_stuff} of {len(rows)} rollouts stuff, reward {'-' if s is None else f'{s:.2f}'} vs the others "
+                       f"{'-' if o is None else f'{o:.2f}'}"), {"stuffing_reward": s, "other_reward": o}
     if kind == "blind_criterion":
         watch = [c for c in t.watch if all(c in g.pass_rates for g in post)]
         if not watch:  # the criterion is gone (removed): the group must at least vary

@@ -81,9 +81,14 @@ DEAD = [0.0] * 4
     ("spurious_length", None, [dict(rewards=[0.0, 0.3, 0.6, 1.0], texts=["a", "a b c", "a b c d e f", "a " * 12])] * 2,
      "revert", "corr(length, reward) 1.00"),
     ("stuffing", None, [dict(rewards=[1.0, 1.0, 0.0, 0.0], texts=["water " * 8] * 2 + ["no"] * 2)] * 2,
-     "revert", "4 of 4 rewarded"),
+     "revert", "4 of 8 rollouts stuff, reward 1.00 vs the others 0.00"),
     ("stuffing", None, [dict(rewards=[1.0, 1.0, 0.0, 0.0], texts=["water and rest"] * 2 + ["water " * 8] * 2)] * 2,
-     "confirm", "0 of 4 rewarded"),
+     "confirm", "reward 0.00 vs the others 1.00"),
+    # still stuffing as often, but the repaired reward pays it less than the honest rollouts: held off
+    ("stuffing", None, [dict(rewards=[0.5, 0.5, 1.0, 1.0], texts=["water " * 8] * 2 + ["water and rest"] * 2)] * 2,
+     "confirm", "4 of 8 rollouts stuff, reward 0.50 vs the others 1.00"),
+    # every rollout stuffs and still earns: persists
+    ("stuffing", None, [dict(rewards=[0.5, 0.5, 1.0, 1.0], texts=["water " * 8] * 4)] * 2, "revert", "vs the others -"),
     ("blind_criterion", "c1", [dict(rewards=MIXED, verdicts=[{"c1": True}] * 4)] * 2, "revert", "1 of 1 watched"),
     ("blind_criterion", "c1", [dict(rewards=MIXED, verdicts=[{"c1": i % 2 == 0} for i in range(4)])] * 2, "confirm", "0 of 1"),
 ])
