@@ -103,8 +103,10 @@ def load_chat_model(
 
 
 def role_endpoint(ctx: EvolverContext, role: str) -> tuple[str | None, str]:
-    """(base URL, API-key variable) of one LLM role: its own `<role>_base_url` / `<role>_api_key_env`, each
-    falling back to the shared `base_url` / `api_key_env`."""
+    """(base URL, API-key variable) of one LLM role.
+
+    Its own `<role>_base_url` / `<role>_api_key_env`, each falling back to the shared `base_url` / `api_key_env`.
+    """
     if role not in LLM_ROLES:
         raise ValueError(f"unknown LLM role {role!r}; roles: {list(LLM_ROLES)}")
     return (getattr(ctx, f"{role}_base_url") or ctx.base_url, getattr(ctx, f"{role}_api_key_env") or ctx.api_key_env)

@@ -110,8 +110,11 @@ def _audit_corr(m: GroupMetrics) -> float | None:
 
 
 def _drop_bound(c: Sequence[float], d: Sequence[float], paired: bool, z: float) -> tuple[float, float] | None:
-    """(drop, its lower one-sided confidence bound) of mean(c) - mean(d): paired differences when the two sides
-    are the same rollouts, else Welch's standard error (normal approximation); None when a side is empty."""
+    """(drop, its lower one-sided confidence bound) of mean(c) - mean(d).
+
+    Paired differences when the two sides are the same rollouts, else Welch's standard error (normal
+    approximation); None when a side is empty.
+    """
     if not c or not d:
         return None
     if paired and len(c) == len(d):
@@ -145,8 +148,11 @@ def _focus(event: FailureEvent, update: HarnessUpdate, measurement: Measurement)
 
 
 def _control_is_fresh(update: HarnessUpdate, m: Measurement) -> bool:
-    """The control group was sampled from the frozen policy in this measurement, not read from cached training
-    rollouts: neither a criteria re-scoring nor the exact hit test (whose control pool is the task's history)."""
+    """The control group was sampled from the frozen policy in this measurement.
+
+    Not read from cached training rollouts: neither a criteria re-scoring nor the exact hit test (whose control
+    pool is the task's history).
+    """
     if update.interface == "criteria":
         return False
     return m.sequential is None or m.sequential.test != "exact"
@@ -283,8 +289,10 @@ def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupM
 
 
 def hit_test(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -> HitTest | None:
-    """The exact hit test for a dead-group repair that makes new groups (a guidance candidate, an `add_variant`);
-    None where the bootstrap test applies (criteria candidates re-score the same rollouts, reweights change none)."""
+    """The exact hit test for a dead-group repair that makes new groups (a guidance candidate, an `add_variant`).
+
+    None where the bootstrap test applies (criteria candidates re-score the same rollouts, reweights change none).
+    """
     direction = DEAD_DIRECTION.get(event.type)
     makes_groups = update.interface == "guidance" or any(op.op == "add_variant" for op in update.ops)
     if direction is None or not makes_groups:
@@ -293,8 +301,11 @@ def hit_test(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) ->
 
 
 def stop_rule(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -> StopRule:
-    """The acceptance rule as `measure_candidate`'s sequential test reads it: the primary rule and the
-    group guards on the focus task (the judge-failure guard is the measurement's, not a group's)."""
+    """The acceptance rule as `measure_candidate`'s sequential test reads it.
+
+    The primary rule and the group guards on the focus task (the judge-failure guard is the measurement's, not a
+    group's).
+    """
     def holds(c: GroupMetrics, d: GroupMetrics, paired: bool) -> bool:
         v = _rule(event, update, c, d, paired, ctx)
         return v.ok and all(good for good, _ in v.guards)
@@ -385,8 +396,11 @@ REVIEW_FAILED = "LLM review failed"  # how a failed review starts: the rule crit
 
 
 def review_brain(asked: bool, critique: Critique) -> str:
-    """Which brain made the critic's decision: "rules" (no LLM review asked), "llm" (the review answered) or
-    "llm_fallback" (asked, it failed after its retries: the measured verdict of the rule critic stands)."""
+    """Which brain made the critic's decision.
+
+    "rules" (no LLM review asked), "llm" (the review answered) or "llm_fallback" (asked, it failed after its
+    retries: the measured verdict of the rule critic stands).
+    """
     if not asked:
         return "rules"
     return "llm_fallback" if critique.review.startswith(REVIEW_FAILED) else "llm"
@@ -412,16 +426,21 @@ def llm_review(llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, c
 
 # -- batched updates (an accepted repair generalised to similar tasks) ---------------------------------------------
 def batch_focus(events: dict[str, FailureEvent], update: HarnessUpdate) -> dict[str, FailureEvent]:
-    """Focus group id -> the event it answers, per target task of a batched update: the target's new variant
-    for an `add_variant`, else the target itself; in the order of `events` (the lead first)."""
+    """Focus group id -> the event it answers, per target task of a batched update.
+
+    The focus group is the target's new variant for an `add_variant`, else the target itself; in the order of
+    `events` (the lead first).
+    """
     variants = {op.task_id: op.variant_id for op in update.ops if op.op == "add_variant"}
     return {variants.get(tid, tid): ev for tid, ev in events.items()}
 
 
 def batch_stop_rule(events: dict[str, FailureEvent], update: HarnessUpdate, ctx: EvolverContext) -> StopRule:
-    """The sequential test of a batched update: the lead target's rule; an exact hit test pools every target whose
-    failure is repaired in the same direction (the same template on tasks with the same failure), the bootstrap
-    test reads the lead alone."""
+    """The sequential test of a batched update: the lead target's rule.
+
+    An exact hit test pools every target whose failure is repaired in the same direction (the same template on
+    tasks with the same failure), the bootstrap test reads the lead alone.
+    """
     focus = batch_focus(events, update)
     lead, ev = next(iter(focus.items()))
 
@@ -435,8 +454,11 @@ def batch_stop_rule(events: dict[str, FailureEvent], update: HarnessUpdate, ctx:
 
 
 def judge_batch(events: dict[str, FailureEvent], update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
-    """The batched rule (module docstring): every guard on every target, the primary rule on a strict majority of
-    targets, the lead's sequential test. Numbers: the lead's, plus `batch_targets`, `batch_rule_held`, cost."""
+    """The batched rule (module docstring).
+
+    Every guard on every target, the primary rule on a strict majority of targets, the lead's sequential test.
+    Numbers: the lead's, plus `batch_targets`, `batch_rule_held`, cost.
+    """
     focus = batch_focus(events, update)
     missing = [f for f in focus if f not in m.per_task]
     if missing:

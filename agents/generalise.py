@@ -59,9 +59,12 @@ MAX_BATCH_OPS = 16  # HarnessUpdate's own limit on ops
 
 @dataclass(frozen=True)
 class Sighting:
-    """Another task seen with the failure: the event (from memory or a fresh detector), where it was seen, the
-    criteria its best recent rollout missed (what hint templates target) and the step of its latest accepted or
-    fallback proposal for this failure type (None: never repaired)."""
+    """Another task seen with the failure.
+
+    The event (from memory or a fresh detector), where it was seen, the criteria its best recent rollout missed
+    (what hint templates target) and the step of its latest accepted or fallback proposal for this failure type
+    (None: never repaired).
+    """
 
     task_id: str
     event: FailureEvent
@@ -72,8 +75,11 @@ class Sighting:
 
 @dataclass
 class Batch:
-    """The batched candidate: one update over the targets (None when none qualified), each target's event
-    (lead first) and share of the ops, and every sighted task left out with the reason."""
+    """The batched candidate.
+
+    One update over the targets (None when none qualified), each target's event (lead first) and share of the
+    ops, and every sighted task left out with the reason.
+    """
 
     update: HarnessUpdate | None
     events: dict[str, FailureEvent] = field(default_factory=dict)
@@ -101,8 +107,11 @@ def _parts(check: Check | None) -> list[Check]:
 
 
 def _matching(target: Task, source: Criterion, event: FailureEvent) -> Criterion | None:
-    """B's criterion that plays A's criterion's part: same kind and check type, B's event criterion first, else
-    the only one of that signature (two candidates would make the choice a guess)."""
+    """B's criterion that plays A's criterion's part.
+
+    Same kind and check type, B's event criterion first, else the only one of that signature (two candidates
+    would make the choice a guess).
+    """
     same = [c for c in target.criteria if bank.signature_of(c) == bank.signature_of(source)]
     first = next((c for c in same if c.id == event.criterion_id), None)
     return first or (same[0] if len(same) == 1 else None)

@@ -165,8 +165,11 @@ class ToolBox:
 
 def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: list[BaseMessage],
                       guided: dict[str, Any] | None = None) -> tuple[str, dict | None]:
-    """(the raw answer as text, the decoded object or None when it did not decode). `guided`: the JSON schema the
-    server decodes with (default `guided_schema(schema)`; a caller may narrow it, never widen it)."""
+    """(the raw answer as text, the decoded object or None when it did not decode).
+
+    `guided`: the JSON schema the server decodes with (default `guided_schema(schema)`; a caller may narrow it,
+    never widen it).
+    """
     try:
         structured = llm.with_structured_output(guided or guided_schema(schema), include_raw=True)
     except NotImplementedError:
@@ -215,8 +218,10 @@ def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str, 
 
 def ask_with_tools(llm: BaseChatModel, schema: type[T], system: str, user: str, toolbox: ToolBox | None,
                    guided: dict[str, Any] | None = None) -> T:
-    """`ask_structured` after at most `toolbox.max_rounds` turns of tool calls (see the module docstring); `guided`
-    narrows the schema the final structured answer is decoded with (`_structured_reply`)."""
+    """`ask_structured` after at most `toolbox.max_rounds` turns of tool calls (see the module docstring).
+
+    `guided` narrows the schema the final structured answer is decoded with (`_structured_reply`).
+    """
     if toolbox is None or not toolbox.tools or toolbox.max_rounds <= 0:
         return ask_structured(llm, schema, system, user, toolbox, guided)
     try:

@@ -63,17 +63,23 @@ class _Evidence:
 
 
 def similar_case(record: dict[str, Any], failure_type: str, interface: str, domain: str, signature: str) -> bool:
-    """A memory proposal counts as a similar case: same failure type and interface, and the same domain or the
-    same criterion signature (kind/check type of the event's criterion)."""
+    """Whether a memory proposal counts as a similar case.
+
+    Same failure type and interface, and the same domain or the same criterion signature (kind/check type of the
+    event's criterion).
+    """
     return (record.get("failure_type") == failure_type and record.get("interface") == interface
             and (record.get("domain") == domain or (bool(signature) and record.get("signature") == signature)))
 
 
 def template_evidence(similar: Sequence[dict[str, Any]], event: FailureEvent, interface: str, domain: str,
                       signature: str) -> _Evidence:
-    """Outcomes of the rule templates on similar cases of other tasks (`similar`: memory proposal records as
-    `graphs.nodes.gather_evidence` lists them under "cross_task"). Fallbacks and LLM answers carry no template; an
-    accepted update that training later reverted counts as a failure of its template."""
+    """Outcomes of the rule templates on similar cases of other tasks.
+
+    `similar`: memory proposal records as `graphs.nodes.gather_evidence` lists them under "cross_task".
+    Fallbacks and LLM answers carry no template; an accepted update that training later reverted counts as a
+    failure of its template.
+    """
     ev = _Evidence()
     # Training's verdicts on accepted updates (trainer/provisional.py): an accepted proposal whose update training
     # reverted is a failure of its template, not a success; the verdict records themselves are not counted again.
@@ -98,8 +104,11 @@ def template_evidence(similar: Sequence[dict[str, Any]], event: FailureEvent, in
 
 
 def _ordered(templates: list[tuple[str, Template]], ev: _Evidence) -> list[tuple[str, Template]]:
-    """Templates that succeeded on similar cases first (most successes first, then the default order), then the
-    rest in the default order; those that failed repeatedly there and never succeeded are left out."""
+    """Templates that succeeded on similar cases first, then the rest in the default order.
+
+    The successful ones go most successes first, then in the default order; those that failed repeatedly there
+    and never succeeded are left out.
+    """
     promoted = sorted((t for t in templates if ev.promoted(t[0])), key=lambda t: -len(ev.accepted[t[0]]))
     rest = [t for t in templates if not ev.promoted(t[0]) and not ev.skipped(t[0])]
     return promoted + rest
@@ -161,9 +170,11 @@ def rule_proposal(event: FailureEvent, attribution: Attribution, state: HarnessS
 
 def render_template(label: str, event: FailureEvent, interface: str, state: HarnessState, step: int,
                     unmet: list[str] | None = None) -> HarnessUpdate | None:
-    """Template `label` (as a proposal records it) rendered for `event`'s task, or None when it does not apply
-    there: how an accepted rule repair is re-targeted at a similar task (`agents/generalise.py`). A variant
-    label keeps its constraint; any other template is phrased from the new task's own criteria and event."""
+    """Template `label` (as a proposal records it) rendered for `event`'s task, or None when it does not apply.
+
+    This is how an accepted rule repair is re-targeted at a similar task (`agents/generalise.py`). A variant
+    label keeps its constraint; any other template is phrased from the new task's own criteria and event.
+    """
     family, _, option = label.partition(":")
     template = next((t for name, t in templates_for(interface, event.type) if name == family), None)
     if template is None:
@@ -193,8 +204,10 @@ def _public_critique(critique: dict[str, Any] | None) -> dict[str, Any] | None:
 def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attribution, state: HarnessState,
                  attempts: list[dict[str, Any]], toolbox: ToolBox | None = None,
                  signals: RolloutSignals | None = None, fallback: Callable[[], Proposal] | None = None) -> Proposal:
-    """The LLM's update for this event. It reads the task (with what its cached rollouts show: `signals.public()`,
-    criterion ids and snippets, no audit score), the event and the critic's public feedback on earlier attempts.
+    """The LLM's update for this event.
+
+    It reads the task (with what its cached rollouts show: `signals.public()`, criterion ids and snippets, no
+    audit score), the event and the critic's public feedback on earlier attempts.
 
     An LLM that gives no usable answer after its retries (a `BrainError`: server down, no schema-valid answer), or
     answers on another interface than the attribution's, hands the decision to `fallback` (the rule brain: its

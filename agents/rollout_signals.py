@@ -68,8 +68,10 @@ def _trigram_repeats(text: str) -> tuple[str | None, int]:
 
 
 def rollout_signals(groups: Sequence[Any]) -> RolloutSignals:
-    """Signals from the task's `GroupSummary` records (any order); per-rollout fields missing in older records
-    are skipped, never guessed."""
+    """Signals from the task's `GroupSummary` records (any order).
+
+    Per-rollout fields missing in older records are skipped, never guessed.
+    """
     lengths: list[int] = []
     rewards: list[float] = []
     texts: list[str] = []

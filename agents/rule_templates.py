@@ -1,5 +1,6 @@
-"""The rule proposer's templates: one function per kind of minimal `HarnessUpdate`, ordered per
-(interface, failure type) in `TEMPLATES`.
+"""The rule proposer's templates.
+
+One function per kind of minimal `HarnessUpdate`, ordered per (interface, failure type) in `TEMPLATES`.
 
 Each template reads a `TemplateInput` (the event, the harness, the task, the attempts so far with the
 critic's verdicts) and returns an update, or None when it does not apply. The templates make real updates:
@@ -15,9 +16,10 @@ critic's verdicts) and returns an update, or None when it does not apply. The te
 Templates that need a number (a word budget, a floor, a padding length) size it from the task's own cached
 rollouts (`TemplateInput.signals`, `agents/rollout_signals.py`) when there are at least `MIN_SIGNAL_ROLLOUTS`,
 so the update splits what the policy actually writes; criteria the gamed rollouts meet far more often than the
-honest ones (criterion ids only) are the first targets of spurious-reward repairs. Some templates read the critic's last numbers (a variant that came out dead-low steps to an easier
-constraint; a tightening that cost honest rollouts too much reward uses a lower word floor). Which template
-is tried when is `agents/proposer.py`'s decision (`rule_proposal`).
+honest ones (criterion ids only) are the first targets of spurious-reward repairs. Some templates read the
+critic's last numbers (a variant that came out dead-low steps to an easier constraint; a tightening that cost
+honest rollouts too much reward uses a lower word floor). Which template is tried when is `agents/proposer.py`'s
+decision (`rule_proposal`).
 """
 
 from __future__ import annotations
@@ -146,9 +148,11 @@ def _sized(p: TemplateInput) -> bool:
 
 
 def t_variant_sized(p: TemplateInput) -> HarnessUpdate | None:
-    """A harder variant whose word budget is the median length of the task's own cached rollouts: about half of
-    what the policy writes now would miss it, so the saturated group splits (a fixed budget is either always met
-    or never met by short answers)."""
+    """A harder variant whose word budget is the median length of the task's own cached rollouts.
+
+    About half of what the policy writes now would miss it, so the saturated group splits (a fixed budget is
+    either always met or never met by short answers).
+    """
     # A task that already sets a word budget (a word_count with a max) has one the variant would contradict.
     if not _sized(p) or any(isinstance(c.check, WordCount) and c.check.max is not None for c in p.task.criteria):
         return None
@@ -272,9 +276,12 @@ def _edit_checks(p: TemplateInput, targets: list[Criterion], floor: int, repeat:
 
 
 def _floor(p: TemplateInput, base: int) -> int:
-    """The word floor of a tightened check: the first quartile of the task's cached rollout lengths when there are
-    enough (at most a quarter of what the policy writes now falls below it; `base` would be a number short answers
-    always clear or never reach), else `base`. The critic said honest rollouts lost too much reward: a smaller step."""
+    """The word floor of a tightened check.
+
+    The first quartile of the task's cached rollout lengths when there are enough (at most a quarter of what the
+    policy writes now falls below it; `base` would be a number short answers always clear or never reach), else
+    `base`. The critic said honest rollouts lost too much reward: a smaller step.
+    """
     if _sized(p) and p.signals.length_q25 is not None:
         base = max(3, int(p.signals.length_q25))
     return max(3, base // 2) if "honest" in p.last_reasons else base
@@ -317,8 +324,11 @@ PADDING_WORDS = 60  # the padding pitfall's length without cached rollouts to si
 
 
 def t_pitfall_padding(p: TemplateInput) -> HarnessUpdate | None:
-    """Penalise answers longer than the upper quartile of the task's cached rollout lengths, when the higher-reward
-    half of them is the longer one (length is what the reward credits); `PADDING_WORDS` without rollouts."""
+    """Penalise answers longer than the upper quartile of the task's cached rollout lengths.
+
+    Only when the higher-reward half of them is the longer one (length is what the reward credits);
+    `PADDING_WORDS` without rollouts.
+    """
     sig = p.signals
     if _sized(p):
         if (sig.high_reward_length or 0.0) <= (sig.low_reward_length or 0.0):
@@ -331,8 +341,11 @@ def t_pitfall_padding(p: TemplateInput) -> HarnessUpdate | None:
 
 
 def t_tighten_contrast(p: TemplateInput) -> HarnessUpdate | None:
-    """Tighten the training criteria that the task's gamed rollouts meet far more often than its honest ones
-    (`RolloutSignals.contrast_criteria`: ids only), with a word floor and a repetition limit sized from the rollouts."""
+    """Tighten the training criteria that the task's gamed rollouts meet far more often than its honest ones.
+
+    The criteria are `RolloutSignals.contrast_criteria` (ids only); they get a word floor and a repetition limit
+    sized from the rollouts.
+    """
     ids = set(p.signals.contrast_criteria)
     targets = [c for c in p.task.criteria if c.id in ids and c.weight > 0]
     return _edit_checks(p, targets, _floor(p, bank.WORD_FLOOR), bank.REPEAT_LIMIT,

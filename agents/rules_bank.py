@@ -70,9 +70,12 @@ def constraint_used(task: Task, c: Constraint) -> bool:
 
 
 def criterion_signature(task: Task, criterion_ids: list[str | None]) -> str:
-    """"<kind>/<check type>" of the first of `criterion_ids` that `task` has ("judge" when it has no check), or ""
-    when none is there: the criterion part of a failure signature. Cross-task evidence and generalised repairs
-    match on it, since a repair of a criterion carries over to a criterion of the same kind and check."""
+    """The criterion part of a failure signature.
+
+    "<kind>/<check type>" of the first of `criterion_ids` that `task` has ("judge" when it has no check), or ""
+    when none is there. Cross-task evidence and generalised repairs match on it, since a repair of a criterion
+    carries over to a criterion of the same kind and check.
+    """
     by_id = {c.id: c for c in task.criteria}
     return next((signature_of(by_id[cid]) for cid in criterion_ids if cid is not None and cid in by_id), "")
 

@@ -152,12 +152,14 @@ def guided_schema(model: type[BaseModel], depth: int = MAX_NESTING) -> dict[str,
 
 
 def proposal_schema(interface: str, *, max_ops: int = 2, max_text: int = 200, max_items: int = 4) -> dict[str, Any]:
-    """The guided schema of one proposal on `interface` (what the LLM proposer is decoded with): `guided_schema`
-    of `ProposalOut` narrowed to `update.interface` = `interface`, ops of that interface only (never the trainer's
-    `restore_*` ops), at most `max_ops` of them, free-text strings of at most `max_text` characters and other lists
-    (phrases, prompt messages, criteria) of at most `max_items` entries. Everything
+    """The guided schema of one proposal on `interface` (what the LLM proposer is decoded with).
+
+    `guided_schema` of `ProposalOut` narrowed to `update.interface` = `interface`, ops of that interface only
+    (never the trainer's `restore_*` ops), at most `max_ops` of them, free-text strings of at most `max_text`
+    characters and other lists (phrases, prompt messages, criteria) of at most `max_items` entries. Everything
     it admits is a `ProposalOut` (pydantic still validates); it only leaves out answers the proposer's gates refuse
-    or that a small model loops on until its token limit."""
+    or that a small model loops on until its token limit.
+    """
     schema = guided_schema(ProposalOut)
     update = schema["$defs"]["HarnessUpdate"]
     props = update["properties"]
@@ -173,8 +175,10 @@ def proposal_schema(interface: str, *, max_ops: int = 2, max_text: int = 200, ma
 
 
 def _cap(node: Any, text: int, items: int) -> Any:
-    """Free strings (no pattern, enum or const) at most `text` characters, arrays at most `items` entries (never
-    below their own minimum)."""
+    """Cap free strings (no pattern, enum or const) at `text` characters and arrays at `items` entries.
+
+    An array's cap is never below its own minimum.
+    """
     if isinstance(node, list):
         return [_cap(v, text, items) for v in node]
     if not isinstance(node, dict):
@@ -188,9 +192,11 @@ def _cap(node: Any, text: int, items: int) -> Any:
 
 
 def _require_tags(node: Any) -> Any:
-    """Every property with a `const` (the discriminator tags: `op`, `type`) becomes required: pydantic's schema
-    leaves a defaulted tag optional, a grammar then lets the model skip it, and pydantic cannot pick the union
-    member of an answer without its tag."""
+    """Every property with a `const` (the discriminator tags: `op`, `type`) becomes required.
+
+    Pydantic's schema leaves a defaulted tag optional, a grammar then lets the model skip it, and pydantic cannot
+    pick the union member of an answer without its tag.
+    """
     if isinstance(node, list):
         return [_require_tags(v) for v in node]
     if not isinstance(node, dict):
@@ -209,9 +215,12 @@ _REPEATED_CLASS = re.compile(r"\^(\[[^\]\[]{1,200}\])[+*]\$")
 
 
 def _fold_lengths(node: Any) -> Any:
-    """String schemas with a `pattern` and length bounds, which vLLM's xgrammar backend refuses ("pattern combined
-    with minLength/maxLength"): the bounds move into the pattern (`^[A-Za-z0-9_.:-]{1,64}$`, the same strings) where
-    it is one repeated character class; elsewhere they are dropped (pydantic still checks the decoded answer)."""
+    """Fold the length bounds of string schemas that have a `pattern`, which vLLM's xgrammar backend refuses.
+
+    xgrammar refuses a "pattern combined with minLength/maxLength": the bounds move into the pattern
+    (`^[A-Za-z0-9_.:-]{1,64}$`, the same strings) where it is one repeated character class; elsewhere they are
+    dropped (pydantic still checks the decoded answer).
+    """
     if isinstance(node, list):
         return [_fold_lengths(v) for v in node]
     if not isinstance(node, dict):
