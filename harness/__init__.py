@@ -1,5 +1,7 @@
-"""HarnessRL's harness: the training configuration (task sampling, rollout guidance, rubric criteria)
-that co-evolves with the policy, plus scoring, failure detection and the versioned store.
+"""HarnessRL's harness: the training configuration that co-evolves with the policy.
+
+The configuration is task sampling, rollout guidance and rubric criteria; the package also holds scoring,
+failure detection and the versioned store.
 
 Import-light on purpose: nothing here loads torch, trl or chromadb (tests/test_harness_imports.py).
 """

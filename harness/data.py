@@ -48,8 +48,11 @@ _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
 
 @dataclass(frozen=True)
 class RowError:
-    """One problem in one row. `line` is 1-based (0 = the whole source); `field` is a path like
-    ``criteria[2].check.pattern`` ("" when the row as a whole is bad)."""
+    """One problem in one row.
+
+    `line` is 1-based (0 = the whole source); `field` is a path like ``criteria[2].check.pattern`` ("" when the
+    row as a whole is bad).
+    """
 
     file: str
     line: int
@@ -349,8 +352,11 @@ def _convert_rows(rows: Iterable[tuple[int, Any]], source: str, src_name: str, f
 
 
 def _jsonl_rows(path: Path, source: str) -> Iterable[tuple[int, Any]]:
-    """(line, parsed JSON or RowError). Each line is decoded on its own, so a non-UTF-8 byte is reported
-    on the line that holds it (with the byte's column) and the other lines still load."""
+    """(line, parsed JSON or RowError) per line of `path`.
+
+    Each line is decoded on its own, so a non-UTF-8 byte is reported on the line that holds it (with the byte's
+    column) and the other lines still load.
+    """
     with path.open("rb") as f:
         for i, raw_bytes in enumerate(f, 1):
             try:

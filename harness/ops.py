@@ -78,8 +78,10 @@ class UpdateRejected(ValueError):
 
 
 class _Ctx:
-    """Where we are in the update, to build errors that name the op and field; `now` is the training
-    step the new version is committed at (quarantines are judged against it)."""
+    """Where we are in the update, to build errors that name the op and field.
+
+    `now` is the training step the new version is committed at (quarantines are judged against it).
+    """
 
     def __init__(self, index: int, op: str, now: int) -> None:
         self.index, self.op, self.now = index, op, now

@@ -54,8 +54,10 @@ class TaskSampler:
         return {t: (1.0 - self.floor) * w / total + self.floor / len(ids) for t, w in raw.items()}
 
     def draw(self, k: int, step: int | None = None) -> list[str]:
-        """k task ids for training step `step`, drawn independently with replacement (GRPO groups may
-        repeat a task)."""
+        """Draw k task ids for training step `step`, independently with replacement.
+
+        GRPO groups may repeat a task.
+        """
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
         w = self.weights(step)

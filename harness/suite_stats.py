@@ -10,8 +10,11 @@ from harness.types import Task
 
 
 def suite_stats(tasks: list[Task]) -> dict[str, Any]:
-    """Counts a reader (and `harnessrl data stats`) wants: tasks by domain/split, criteria by kind, share
-    of criteria with a programmatic check, audit coverage, mean criteria per task, difficulty mix."""
+    """Counts a reader (and `harnessrl data stats`) wants.
+
+    Tasks by domain/split, criteria by kind, share of criteria with a programmatic check, audit coverage, mean
+    criteria per task, difficulty mix.
+    """
     by_domain = Counter(t.domain for t in tasks)
     by_split = Counter(t.split for t in tasks)
     by_ds: dict[str, dict[str, int]] = {}

@@ -139,9 +139,12 @@ class Guidance(_Model):
 
 
 class TaskSampling(_Model):
-    """How training draws one task. A quarantined task stays active (still part of training) but the
-    sampler skips it until step `quarantined_until`, when it is drawn again with no further update:
-    a quarantine always ends, unlike weight 0 or retirement."""
+    """How training draws one task.
+
+    A quarantined task stays active (still part of training) but the sampler skips it until step
+    `quarantined_until`, when it is drawn again with no further update: a quarantine always ends, unlike weight 0
+    or retirement.
+    """
 
     weight: float = Field(default=1.0, ge=0.0, le=100.0)
     status: Literal["active", "retired"] = "active"
@@ -192,19 +195,25 @@ class HarnessState(_Model):
         return self.task(task_id).criteria
 
     def active_task_ids(self) -> list[str]:
-        """Training tasks (base and variants) in a stable order: active with a positive weight. A
-        quarantined task counts (it returns on its own); `drawable_task_ids` is what a step may draw."""
+        """Training tasks (base and variants) in a stable order: active with a positive weight.
+
+        A quarantined task counts (it returns on its own); `drawable_task_ids` is what a step may draw.
+        """
         return sorted(t for t, s in self.sampling.items() if s.status == "active" and s.weight > 0)
 
     def drawable_task_ids(self, step: int | None = None) -> list[str]:
-        """Active tasks the sampler may draw at training step `step` (quarantines not yet over are
-        skipped). Without a step, quarantines are judged at the step this version was committed."""
+        """Active tasks the sampler may draw at training step `step` (quarantines not yet over are skipped).
+
+        Without a step, quarantines are judged at the step this version was committed.
+        """
         at = self.step if step is None else step
         return sorted(t for t, s in self.sampling.items() if s.drawable(at))
 
     def harder_variants(self, task_id: str) -> list[str]:
         """Variants derived from `task_id` (at any depth) that training still samples (active, weight > 0).
-        A variant is its parent's prompt plus one added constraint, so each is a harder version of it."""
+
+        A variant is its parent's prompt plus one added constraint, so each is a harder version of it.
+        """
         return sorted(
             v.id for v in self.variants.values()
             if task_id in v.meta.get("lineage", [v.parent_id]) and v.id in self.sampling
@@ -245,8 +254,11 @@ class Quarantine(_Op):
 
 
 class AddVariant(_Op):
-    """Derive a new task from `task_id` (the parent). `criteria` replace the parent's current ones when
-    given; `extra_criteria` are appended to them. The variant starts active with `weight`."""
+    """Derive a new task from `task_id` (the parent).
+
+    `criteria` replace the parent's current ones when given; `extra_criteria` are appended to them. The variant
+    starts active with `weight`.
+    """
 
     op: Literal["add_variant"] = "add_variant"
     variant_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
@@ -318,8 +330,11 @@ class AddPitfall(_Op):
 # -- restore ops: a revert (agents/decisions.py) puts one task's part back as version `from_version` had it. They
 # carry the parent's entry itself, so `harness.ops.apply` stays pure (no store lookup) and the log is self-contained.
 class RestoreSampling(_Op):
-    """The task's sampling entry as in `from_version`; `sampling=None` (the task did not exist there: a variant
-    the reverted update added) retires it. The variant stays defined, so rows drawn under it still score."""
+    """The task's sampling entry as in `from_version`.
+
+    `sampling=None` (the task did not exist there: a variant the reverted update added) retires it. The variant
+    stays defined, so rows drawn under it still score.
+    """
 
     op: Literal["restore_sampling"] = "restore_sampling"
     from_version: int = Field(ge=0)

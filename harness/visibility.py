@@ -43,8 +43,11 @@ def redact(obj: Any) -> Any:
 
 
 def redact_reasons(lines: Iterable[str]) -> list[str]:
-    """The critic's reason lines, each one that mentions the audit (or the gamed/honest split) replaced
-    by `WITHHELD`; a failed guard keeps its "guard failed:" prefix so the verdict stays readable."""
+    """The critic's reason lines, each one that mentions the audit (or the gamed/honest split) withheld.
+
+    Such a line is replaced by `WITHHELD`; a failed guard keeps its "guard failed:" prefix so the verdict stays
+    readable.
+    """
     out = []
     for line in lines:
         if _HIDDEN_WORD.search(line.replace("spurious_audit", "")) is None:
