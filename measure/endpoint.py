@@ -35,9 +35,11 @@ class TokenCounter(Protocol):
     """An endpoint that can say how many tokens its completions took (the critic's cost accounting)."""
 
     def count_tokens(self, texts: list[str]) -> int | None:
-        """Total tokens of `texts` re-encoded by the policy's tokenizer (no special tokens); close to, not
-        always equal to, the number generated (decoding and re-encoding need not round-trip). None: a
-        wrapper whose inner endpoint cannot count (the cost then counts words)."""
+        """Total tokens of `texts` re-encoded by the policy's tokenizer (no special tokens).
+
+        Close to, not always equal to, the number generated (decoding and re-encoding need not round-trip).
+        None: a wrapper whose inner endpoint cannot count (the cost then counts words).
+        """
         ...
 
 

@@ -32,8 +32,11 @@ class _Model(BaseModel):
 
 
 class GroupMetrics(_Model):
-    """One side's rollouts of one task under one harness: raw per-rollout numbers and the visit-weighted
-    summary (one stratum: plain group statistics; two: see the module docstring of `measure.candidate`)."""
+    """One side's rollouts of one task under one harness.
+
+    Raw per-rollout numbers and the visit-weighted summary (one stratum: plain group statistics; two: see the
+    module docstring of `measure.candidate`).
+    """
 
     task_id: str
     harness_version: int

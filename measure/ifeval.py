@@ -1,5 +1,7 @@
-"""A yardstick nobody on this project wrote: held-out instruction-following prompts scored by IFEval's own
-instruction checkers (the `if-verifiable` package's copy of Google's IFEval code), offline.
+"""A yardstick nobody on this project wrote: held-out prompts scored by IFEval's own checkers, offline.
+
+The prompts are instruction-following ones; the checkers are IFEval's instruction checkers (the
+`if-verifiable` package's copy of Google's IFEval code).
 
 Prompts are ours (`data/ifeval-heldout/prompts.jsonl`, IFEval's row format: `key`, `prompt`,
 `instruction_id_list`, `kwargs`); the checkers, their kwargs and the strict/loose scoring are the package's.
@@ -51,8 +53,11 @@ def _registry() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _check_instruction(iid: str, kwargs: Any, registry: dict[str, Any]) -> list[tuple[str, str]]:
-    """Problems (sub-field, message) of one instruction: unknown id, kwargs that differ from the checker's
-    own argument list, values the checker refuses or would replace by a random draw."""
+    """Problems (sub-field, message) of one instruction.
+
+    An unknown id, kwargs that differ from the checker's own argument list, values the checker refuses or would
+    replace by a random draw.
+    """
     if iid not in registry:
         near = sorted(k for k in registry if k.split(":")[-1] == iid.split(":")[-1])
         return [("instruction_id_list", f"unknown IFEval instruction id {iid!r}"
@@ -172,9 +177,11 @@ def default_nltk_dir() -> Path:
 
 
 def prepare_offline(data_dir: str | Path | None = None) -> Path:
-    """Make the checkers runnable with no network: nltk's Punkt English model as a `punkt_tab` folder under
-    `data_dir/punkt-<version>` (built once: next to its place, then renamed), that folder first on nltk's
-    data path, langdetect seeded. Returns the nltk data root used."""
+    """Make the checkers runnable with no network; returns the nltk data root used.
+
+    It writes nltk's Punkt English model as a `punkt_tab` folder under `data_dir/punkt-<version>` (built once:
+    next to its place, then renamed), puts that folder first on nltk's data path and seeds langdetect.
+    """
     import langdetect
     import nltk
     from nltk.tokenize.punkt import PunktParameters, save_punkt_params
@@ -219,7 +226,9 @@ class ResponseScore:
 
 def score_response(prompt: IFEvalPrompt, response: str) -> ResponseScore:
     """The package's own verdicts (`if_verifiable.common.evaluate_instructions`); call `prepare_offline` first.
-    An empty response fails every instruction (the package returns no verdicts for it)."""
+
+    An empty response fails every instruction (the package returns no verdicts for it).
+    """
     from if_verifiable.common import evaluate_instructions
 
     registry, _ = _registry()
@@ -237,9 +246,12 @@ def score_response(prompt: IFEvalPrompt, response: str) -> ResponseScore:
 
 def score(prompts: list[IFEvalPrompt], responses: list[list[str]],
           nltk_dir: str | Path | None = None) -> dict[str, Any]:
-    """IFEval's four metrics over `responses[i]` (k responses to `prompts[i]`), each averaged over the k
-    responses of a prompt, then over prompts (prompt level) or over instructions (instruction level); plus
-    per prompt and per instruction id. Values in [0, 1]. Runs `prepare_offline(nltk_dir)` first."""
+    """IFEval's four metrics over `responses[i]` (k responses to `prompts[i]`).
+
+    Each is averaged over the k responses of a prompt, then over prompts (prompt level) or over instructions
+    (instruction level); plus per prompt and per instruction id. Values in [0, 1]. Runs
+    `prepare_offline(nltk_dir)` first.
+    """
     if len(prompts) != len(responses):
         raise ValueError(f"{len(responses)} response lists for {len(prompts)} prompts")
     prepare_offline(nltk_dir)

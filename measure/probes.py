@@ -78,8 +78,10 @@ class ProbeCache:
 
 
 def latest_rollouts(memory: TrainingMemory, task_ids: Sequence[str]) -> dict[str, list[str]]:
-    """The completions of each task's latest training group in memory (`GroupSummary.texts`), for the
-    criteria re-scoring; tasks without a stored group are left out."""
+    """The completions of each task's latest training group in memory (`GroupSummary.texts`).
+
+    They are for the criteria re-scoring; tasks without a stored group are left out.
+    """
     out: dict[str, list[str]] = {}
     for tid in task_ids:
         groups = memory.task_history(tid, last_n=1, kinds=("groups",))
@@ -91,9 +93,12 @@ def latest_rollouts(memory: TrainingMemory, task_ids: Sequence[str]) -> dict[str
 
 def task_rollouts(memory: TrainingMemory, task_ids: Sequence[str], max_rollouts: int,
                   hinted: bool | None = None) -> dict[str, list[str]]:
-    """Each task's cached training completions (`GroupSummary.texts`), oldest first, from its newest groups until
-    `max_rollouts` are held (a group is taken whole or not at all, past the first); `hinted` keeps only groups
-    whose visit was (True) or was not (False) hinted. Tasks without such a group are left out."""
+    """Each task's cached training completions (`GroupSummary.texts`), oldest first.
+
+    They come from its newest groups until `max_rollouts` are held (a group is taken whole or not at all, past
+    the first); `hinted` keeps only groups whose visit was (True) or was not (False) hinted. Tasks without such a
+    group are left out.
+    """
     out: dict[str, list[str]] = {}
     if max_rollouts <= 0:
         return out

@@ -103,8 +103,10 @@ class HitTest:
 
 @dataclass(frozen=True)
 class StopRule:
-    """The critic's acceptance rule on the focus task's groups: `holds(control, candidate, paired)`; with `hits`,
-    the exact hit test decides the looks and `holds` is the point rule a pass must also meet."""
+    """The critic's acceptance rule on the focus task's groups: `holds(control, candidate, paired)`.
+
+    With `hits`, the exact hit test decides the looks and `holds` is the point rule a pass must also meet.
+    """
 
     task_id: str
     holds: Callable[[GroupMetrics, GroupMetrics, bool], bool]
@@ -128,7 +130,7 @@ def dead_level(rewards: Sequence[float]) -> float:
 
 
 def _binom_pmf(n: int, p: np.ndarray) -> np.ndarray:
-    """pmf of Binomial(n, p) for each p (rows), x = 0..n (columns)."""
+    """The pmf of Binomial(n, p) for each p (rows), x = 0..n (columns)."""
     x = np.arange(n + 1)
     logc = np.array([math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) for k in x])
     pp = np.clip(p, 1e-12, 1 - 1e-12)[:, None]
@@ -136,7 +138,7 @@ def _binom_pmf(n: int, p: np.ndarray) -> np.ndarray:
 
 
 def p0_quantiles(x0: int, n0: int, m: int = P0_GRID) -> np.ndarray:
-    """m mid-quantiles of the Jeffreys posterior Beta(x0 + 1/2, n0 - x0 + 1/2) of the control hit rate."""
+    """The m mid-quantiles of the Jeffreys posterior Beta(x0 + 1/2, n0 - x0 + 1/2) of the control hit rate."""
     a, b = x0 + 0.5, n0 - x0 + 0.5
     xs = np.linspace(0.0, 1.0, 40001)[1:-1]
     logpdf = (a - 1) * np.log(xs) + (b - 1) * np.log1p(-xs)
@@ -174,7 +176,7 @@ def _conv_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _sum_pmf(counts: Sequence[int], rates: Sequence[np.ndarray]) -> np.ndarray:
-    """pmf of a sum of independent Binomial(counts[t], rates[t][g]) per grid point g (Poisson-binomial)."""
+    """The pmf of a sum of independent Binomial(counts[t], rates[t][g]) per grid point g (Poisson-binomial)."""
     out = np.ones((len(rates[0]), 1))
     for n, p in zip(counts, rates):
         out = _conv_rows(out, _binom_pmf(n, p))
@@ -220,8 +222,10 @@ def _plan(controls: tuple[tuple[int, int, int], ...], sizes: tuple[int, ...], al
 
 def pooled_plan(controls: Sequence[tuple[int, int, int]], sizes: Sequence[int], alpha: float, beta: float,
                 min_rate_gain: float) -> ExactPlan:
-    """The exact hit test's bounds for targets pooled in one test (a batched update): per target (x0, n0, m), its
-    control hits x0 of n0 and the m candidate strata it counts; at look j each target adds m * sizes[j] rollouts.
+    """The exact hit test's bounds for targets pooled in one test (a batched update).
+
+    Per target (x0, n0, m): its control hits x0 of n0 and the m candidate strata it counts; at look j each
+    target adds m * sizes[j] rollouts.
     Under "no effect" every target hits at its own control rate (independent Jeffreys posteriors); one target
     with m = 1 is `exact_plan`."""
     for x0, n0, m in controls:
