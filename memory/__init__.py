@@ -1,5 +1,6 @@
-"""Training-time memory: Chroma collections of group summaries, failure events, attributions, proposals and
-task profiles, with our own offline embedding functions (docs/DESIGN.md §9).
+"""Training-time memory: Chroma collections with our own offline embedding functions (docs/DESIGN.md §9).
+
+The collections hold group summaries, failure events, attributions, proposals and task profiles.
 
 Importing this package registers `MiniLMEmbedding` and `HashEmbedding` with Chroma (so stored collections can
 be reopened) and does not import torch: the MiniLM model loads on first use.

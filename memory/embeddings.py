@@ -75,8 +75,10 @@ def _onnx_threads() -> int:
 
 def load_minilm(backend: str | None = None) -> Any:
     """The process-wide encoder of `backend` (default: `default_backend()`), loaded on first call (thread-safe).
+
     torch: a SentenceTransformer (~1-2 s, imports torch). onnx: an `OnnxMiniLM` (~0.5 s; the first process on a
-    machine also exports the model, ~5-10 s, importing torch once)."""
+    machine also exports the model, ~5-10 s, importing torch once).
+    """
     backend = backend or default_backend()
     if backend not in MINILM_BACKENDS:
         raise ValueError(f"unknown MiniLM backend {backend!r}; expected one of {list(MINILM_BACKENDS)}")
@@ -192,8 +194,11 @@ EMBEDDINGS: dict[str, type[EmbeddingFunction[Documents]]] = {"minilm": MiniLMEmb
 
 
 def make_embedding(kind: str | EmbeddingFunction[Documents]) -> EmbeddingFunction[Documents]:
-    """`"minilm"`, `"minilm-onnx"`, `"minilm-torch"` or `"hash"` (or an embedding function instance, passed
-    through). Plain `"minilm"` uses the process default backend."""
+    """The embedding function named by `kind`; an embedding function instance is passed through.
+
+    `kind` is `"minilm"`, `"minilm-onnx"`, `"minilm-torch"` or `"hash"`. Plain `"minilm"` uses the process
+    default backend.
+    """
     if not isinstance(kind, str):
         return kind
     if kind.startswith("minilm-") and kind[len("minilm-"):] in MINILM_BACKENDS:

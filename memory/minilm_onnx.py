@@ -52,8 +52,11 @@ def onnx_cache_root() -> Path:
 
 
 def model_fingerprint(model_dir: Path) -> str:
-    """Short hash of what determines the exported graph: the export recipe, config.json and the weights' size and
-    first/last MiB (hashing all 90 MB on every process start would cost more than an encode saves)."""
+    """Short hash of what determines the exported graph.
+
+    That is the export recipe, config.json and the weights' size and first/last MiB (hashing all 90 MB on every
+    process start would cost more than an encode saves).
+    """
     h = hashlib.sha256(EXPORT_RECIPE.encode())
     h.update((model_dir / "config.json").read_bytes())
     weights = model_dir / "model.safetensors"
