@@ -1,5 +1,7 @@
-"""A plain TRL GRPO script with HarnessRL added: a harness-driven dataset, the rubric reward, and the
-callback that pauses at checkpoints so the evolver can repair the harness.
+"""A plain TRL GRPO script with HarnessRL added.
+
+HarnessRL adds a harness-driven dataset, the rubric reward, and the callback that pauses at checkpoints so the
+evolver can repair the harness.
 
     python examples/own_trl_script.py --run-dir runs/own-script --max-steps 4
 

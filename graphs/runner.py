@@ -193,7 +193,9 @@ def _is_uuid(value: str) -> bool:
 
 
 def server_assistant(client: Any, assistant: str, ctx: EvolverContext, name: str) -> str:
-    """The id of the assistant a run on `client`'s server uses, from `assistant`:
+    """The id of the assistant a run on `client`'s server uses, from `assistant`.
+
+    `assistant` is one of:
 
     - a graph id of the server (`langgraph.json`, e.g. `evolver`): an assistant on that graph holding `ctx`'s
       values other than `RUN_CONTEXT_KEYS`, named `name`, created on first use. Its id derives from the graph,
@@ -282,8 +284,11 @@ def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve
 def _wait_for_person(client: Any, thread_id: str, deadline: float, pending: Callable[[], list[dict[str, Any]]],
                      values: Callable[[], dict[str, Any]], wait: Callable[..., dict[str, Any]],
                      note: Callable[[dict[str, Any], str, str], None], out: dict[str, Any]) -> dict[str, Any]:
-    """Poll thread `thread_id` until no interrupt waits and no run is running; at `deadline` resume the waiting
-    interrupts with a rejection (then keep going: another lane may stop at one later, and is rejected too)."""
+    """Poll thread `thread_id` until no interrupt waits and no run is running.
+
+    At `deadline` resume the waiting interrupts with a rejection (then keep going: another lane may stop at one
+    later, and is rejected too).
+    """
     seen: dict[str, dict[str, Any]] = {}
     rejected: set[str] = set()
     while True:

@@ -1,5 +1,7 @@
-"""The README.md written next to the generated suite: files, numbers, contents, the audit design and the
-measured difficulty profile of the base policy."""
+"""The README.md written next to the generated suite.
+
+It covers files, numbers, contents, the audit design and the measured difficulty profile of the base policy.
+"""
 
 from __future__ import annotations
 
