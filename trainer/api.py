@@ -101,8 +101,11 @@ class HarnessParts:
 
 
 def generation_mismatches(args: Any, cfg: RunConfig) -> list[str]:
-    """How the trainer's generation settings (a `GRPOConfig`) differ from what the critic measures with, and what
-    `harness.dynamic_sampling` needs; each names both values."""
+    """How the trainer's generation settings (a `GRPOConfig`) differ from what the critic and sampling need.
+
+    The references are what the critic measures with and what `harness.dynamic_sampling` needs; each mismatch
+    names both values.
+    """
     t, ds = cfg.train, cfg.harness.dynamic_sampling
     problems = []
     if args.temperature != t.temperature:

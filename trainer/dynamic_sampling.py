@@ -74,8 +74,11 @@ def select_groups(rewards: list[float], num_generations: int, keep: int) -> list
 
 
 class DynamicSamplingReward:
-    """Wraps the rubric reward: scores every generated group (harness bookkeeping included), keeps the
-    first `keep_groups` informative ones and returns None for the rows of the others."""
+    """Wraps the rubric reward and keeps the first `keep_groups` informative groups.
+
+    It scores every generated group (harness bookkeeping included), keeps the first `keep_groups` informative
+    ones and returns None for the rows of the others.
+    """
 
     __name__ = "rubric"  # same metric names as the plain rubric reward
 

@@ -83,9 +83,12 @@ def evaluate(tasks: list, endpoint: Any, judge: Any, *, k: int, max_tokens: int,
 
 def evaluate_ifeval(prompts: list, endpoint: Any, *, max_tokens: int, k: int = 1, temperature: float = 0.0,
                     seed: int = 1234, batch_size: int = 16) -> dict[str, Any]:
-    """IFEval's metrics of `endpoint` on `prompts` (`measure.ifeval.IFEvalPrompt`s): k responses per prompt,
-    `batch_size` prompts per `endpoint.sample` call seeded `seed + index of its first prompt`; k = 1 at
-    temperature 0 is IFEval's own protocol (greedy). Per-prompt verdicts are kept; responses are not."""
+    """IFEval's metrics of `endpoint` on `prompts` (`measure.ifeval.IFEvalPrompt`s).
+
+    k responses per prompt, `batch_size` prompts per `endpoint.sample` call seeded `seed + index of its first
+    prompt`; k = 1 at temperature 0 is IFEval's own protocol (greedy). Per-prompt verdicts are kept; responses
+    are not.
+    """
     from measure.ifeval import score
 
     if k < 1 or batch_size < 1 or (k > 1 and temperature == 0):
@@ -109,9 +112,11 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
              label: str | None, progress: bool = True, torch_threads: int = 1, batch_size: int = 16,
              with_base: bool = False, ifeval: bool = True, ifeval_prompts: str | None = None,
              ifeval_max_tokens: int = 128, ifeval_k: int = 1) -> dict[str, Any]:
-    """Evaluate one model (a run's final model by default) and, with `with_base`, the run's base model on the
-    same tasks, seeds and batches (common random numbers: the two differ only by the weights). Both land in
-    `run_dir/eval.json` under their labels; a base result with the same tasks and settings is reused.
+    """Evaluate one model (a run's final model by default) and, with `with_base`, the run's base model.
+
+    The base model runs on the same tasks, seeds and batches (common random numbers: the two differ only by the
+    weights). Both land in `run_dir/eval.json` under their labels; a base result with the same tasks and settings
+    is reused.
     With `ifeval`, each result also holds `ifeval` (`evaluate_ifeval` on `ifeval_prompts`, default the
     bundled `data/ifeval-heldout/prompts.jsonl`; greedy when `ifeval_k` is 1, else at the eval temperature)."""
     import torch

@@ -225,10 +225,12 @@ def _written_by_a_run(name: str) -> bool:
 
 
 def clear_run_folder(run_dir: Path, *, keep: tuple[str, ...] = ()) -> None:
-    """Delete a previous run's folder for a fresh start; refuse a folder holding anything a run does not write
-    (a mistyped run_dir such as `.` must not delete a checkout). With `keep` (the held lock file), the folder
-    and those entries stay and everything else goes: the lock must outlive the delete, or a second trainer
-    could take a new one in between."""
+    """Delete a previous run's folder for a fresh start.
+
+    Refuse a folder holding anything a run does not write (a mistyped run_dir such as `.` must not delete a
+    checkout). With `keep` (the held lock file), the folder and those entries stay and everything else goes: the
+    lock must outlive the delete, or a second trainer could take a new one in between.
+    """
     import shutil
 
     if not run_dir.exists():
@@ -311,9 +313,11 @@ _NOT_MODEL = ("optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json",
 
 
 def finished_summary(cfg: RunConfig, ckpt: Path) -> dict[str, Any]:
-    """A resume of a finished run: say so, train nothing. A missing `final/` (killed after the last checkpoint,
-    before the final save) is rebuilt from the checkpoint's model files (exact: the same weights), built next
-    to its place and renamed."""
+    """A resume of a finished run: say so, train nothing.
+
+    A missing `final/` (killed after the last checkpoint, before the final save) is rebuilt from the checkpoint's
+    model files (exact: the same weights), built next to its place and renamed.
+    """
     import os
     import shutil
 

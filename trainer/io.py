@@ -116,9 +116,12 @@ def heal_jsonl(path: Path) -> int:
 
 
 def read_jsonl(path: Path, *, strict: bool = False, bad: list[int] | None = None) -> list[dict[str, Any]]:
-    """All records that parse. A line that does not (a torn tail, a damaged record) is skipped with a warning
-    naming file and line, and its line number goes into `bad` when given; `strict=True` raises `ValueError`
-    naming file and line instead (a torn *last* line is still only warned about: a killed writer leaves one)."""
+    """All records that parse.
+
+    A line that does not (a torn tail, a damaged record) is skipped with a warning naming file and line, and its
+    line number goes into `bad` when given; `strict=True` raises `ValueError` naming file and line instead (a
+    torn *last* line is still only warned about: a killed writer leaves one).
+    """
     path = Path(path)
     if not path.exists():
         return []
@@ -146,8 +149,11 @@ def read_jsonl(path: Path, *, strict: bool = False, bad: list[int] | None = None
 
 
 def truncate_jsonl(path: Path, keep: Callable[[dict[str, Any]], bool], *, bad: list[int] | None = None) -> int:
-    """Rewrite a JSON-lines file atomically keeping the records where keep(record) is true; returns how many
-    records were dropped. Lines that do not parse are dropped too (each with a warning, its number in `bad`)."""
+    """Rewrite a JSON-lines file atomically keeping the records where keep(record) is true.
+
+    Returns how many records were dropped. Lines that do not parse are dropped too (each with a warning, its
+    number in `bad`).
+    """
     bad = [] if bad is None else bad
     records = read_jsonl(path, bad=bad)
     kept = [r for r in records if keep(r)]

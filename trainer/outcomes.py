@@ -1,6 +1,9 @@
-"""What training did, for the report: each committed update's groups before and after it and what became of it
-(confirmed or reverted by training, `update_outcome`), the base and the trained model side by side per domain, and
-a trace page per evolver round. Reads only files; no torch."""
+"""What training did, for the report.
+
+Each committed update's groups before and after it and what became of it (confirmed or reverted by training,
+`update_outcome`), the base and the trained model side by side per domain, and a trace page per evolver round.
+Reads only files; no torch.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +23,12 @@ def graded_verdicts(data: dict[str, Any]) -> dict[int, list[str]]:
 
 
 def update_outcome(update: dict[str, Any], verdicts: dict[int, list[str]]) -> str:
-    """What became of a committed version: fallback, revert (a version that undid another), or for the critic's
-    accepts: reverted (training undid it, on any target), confirmed (training held it on every target),
-    superseded, provisional (still waiting for its groups), accepted (nothing in training can grade it)."""
+    """What became of a committed version.
+
+    Fallback, revert (a version that undid another), or for the critic's accepts: reverted (training undid it,
+    on any target), confirmed (training held it on every target), superseded, provisional (still waiting for its
+    groups), accepted (nothing in training can grade it).
+    """
     meta = update.get("meta") or {}
     if meta.get("fallback"):
         return "fallback"
@@ -40,9 +46,11 @@ def update_outcome(update: dict[str, Any], verdicts: dict[int, list[str]]) -> st
 
 
 def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> list[dict[str, Any]]:
-    """Per committed update: the groups its tasks had before it and after it (mean, std, dead share), so a
-    reader sees whether the repair held. A task's groups come from metrics.jsonl (`tasks`, `group_means`,
-    `group_stds` per step); a harder variant an update added counts as the task's "after"."""
+    """Per committed update: the groups its tasks had before it and after it (mean, std, dead share).
+
+    A reader sees whether the repair held. A task's groups come from metrics.jsonl (`tasks`, `group_means`,
+    `group_stds` per step); a harder variant an update added counts as the task's "after".
+    """
     eps = DetectorConfig().eps if dead_eps is None else dead_eps
     groups: dict[str, list[tuple[int, float, float | None]]] = {}
     for m in data["metrics"]:
@@ -97,7 +105,9 @@ def eval_domain_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write_trace_pages(run_dir: Path, data: dict[str, Any]) -> dict[str, str]:
     """One trace page per in-process round (run_dir/traces/<thread>.html); thread id -> relative link.
-    Rounds run on a LangGraph server keep their threads there (open them in Studio)."""
+
+    Rounds run on a LangGraph server keep their threads there (open them in Studio).
+    """
     from graphs.trace_html import write_trace
 
     db = run_dir / "evolver.sqlite"

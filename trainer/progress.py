@@ -51,8 +51,11 @@ def step_line(step: int, max_steps: int, record: dict[str, Any], version: int, s
 
 
 def scoring_flag_lines(step: int, record: dict[str, Any]) -> dict[str, str]:
-    """Warnings, by flag ("unscoreable", "skipped"), for a step whose responses could not be scored or whose
-    criteria were skipped (`trainer/reward.py` flags them above `harness.max_judge_failure_share`)."""
+    """Warnings, by flag, for a step whose responses could not be scored or whose criteria were skipped.
+
+    The flags are "unscoreable" and "skipped" (`trainer/reward.py` flags them above
+    `harness.max_judge_failure_share`).
+    """
     lines = {}
     if record.get("unscoreable_flagged"):
         lines["unscoreable"] = (f"step {step}: {record.get('unscoreable', '?')} response(s) could not be scored "
@@ -82,8 +85,11 @@ BRAIN_WORDS = {"rules": "rules", "llm": "LLM", "llm_fallback": "rules (LLM faile
 
 
 def brain_line(brains: dict[str, Any]) -> str:
-    """`attributor LLM, proposer LLM/rules (LLM failed), critic LLM` for one event (`trainer.evolver_round.brains`);
-    "" when the rule brains made every decision (nothing to say) or nothing was recorded."""
+    """Which brains decided one event (`trainer.evolver_round.brains`), as one line.
+
+    The line reads like `attributor LLM, proposer LLM/rules (LLM failed), critic LLM`; "" when the rule brains
+    made every decision (nothing to say) or nothing was recorded.
+    """
     roles = {"attributor": [brains.get("attributor")], "proposer": brains.get("proposer") or [],
              "critic": brains.get("critic") or []}
     if all(s in (None, "rules") for seq in roles.values() for s in seq):
@@ -96,8 +102,11 @@ def brain_line(brains: dict[str, Any]) -> str:
 
 def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pause_s: float,
                 n_events: int) -> list[str]:
-    """A round as sentences: the verdicts on earlier rounds' provisional updates (agents/decisions.py), what
-    happened to each event (and its batched repair), then a failed round's error. Missing values read "-"."""
+    """A round as sentences.
+
+    The verdicts on earlier rounds' provisional updates (agents/decisions.py), what happened to each event (and
+    its batched repair), then a failed round's error. Missing values read "-".
+    """
     reports = summary.get("reports") or []
     lines = [f"evolver round after step {step}: {n_events} event(s), harness v{before} -> v{after}, "
              f"pause {pause_s:.1f} s"]

@@ -35,8 +35,10 @@ MAX_GROUPS = 10_000  # a task's group summaries read back per grading (memory ke
 
 
 def review_run(run: Any, step: int) -> dict[str, Any]:
-    """`review` on a `trainer.harness_run.HarnessRun` at the pause after `step`, with the run's own thresholds; {} when
-    grading is off (`harness.confirm_window=0`, or no memory to read groups from)."""
+    """`review` on a `trainer.harness_run.HarnessRun` at the pause after `step`, with the run's own thresholds.
+
+    {} when grading is off (`harness.confirm_window=0`, or no memory to read groups from).
+    """
     h = run.cfg.harness
     if h.confirm_window <= 0 or run.memory is None:
         return {}
@@ -154,8 +156,11 @@ OUTCOME = {"confirm": "confirmed", "revert": "reverted", "superseded": "supersed
 
 def _remember(memory: TrainingMemory, rec: UpdateRecord, t: decisions.Target, d: decisions.Decision,
               entry: dict[str, Any], step: int) -> None:
-    """The verdict as a memory record next to the proposal's "accepted" one: a reverted update is a negative case
-    with its evidence, a confirmed one a positive case; a superseded one is marked so and never graded again."""
+    """The verdict as a memory record next to the proposal's "accepted" one.
+
+    A reverted update is a negative case with its evidence, a confirmed one a positive case; a superseded one is
+    marked so and never graded again.
+    """
     assert rec.update is not None
     ops = [op for op in rec.update.ops if op.task_id in t.restore] or list(rec.update.ops)
     prov = rec.meta.get("provisional") or {}

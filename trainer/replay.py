@@ -302,8 +302,11 @@ def _run_one(rr: RecordedRound, brains: BrainSet, folder: Path, endpoint: Any, s
 
 
 def event_seconds(db: Path, thread_id: str) -> dict[str, float]:
-    """Wall seconds per event id, from the lanes' checkpoint timestamps: an event runs from the lane's checkpoint
-    at its cursor (the lane's first one for the first event) to the first one at the next cursor (`record`)."""
+    """Wall seconds per event id, from the lanes' checkpoint timestamps.
+
+    An event runs from the lane's checkpoint at its cursor (the lane's first one for the first event) to the
+    first one at the next cursor (`record`).
+    """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     with SqliteSaver.from_conn_string(str(db)) as saver:

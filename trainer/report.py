@@ -114,8 +114,10 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def brain_counts(data: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Per role, the decisions each brain made over the run's rounds (`brains` of each report in rounds.jsonl):
-    "rules", "llm", "llm_fallback" (the LLM could not answer validly; the rule brain decided)."""
+    """Per role, the decisions each brain made over the run's rounds (`brains` of each report in rounds.jsonl).
+
+    The brains are "rules", "llm", "llm_fallback" (the LLM could not answer validly; the rule brain decided).
+    """
     counts: dict[str, dict[str, int]] = {}
     for _step, rep in _reports(data):
         b = rep.get("brains") or {}
@@ -163,8 +165,11 @@ _COST_COLS = {"probe rollouts": "cost_probe_rollouts", "reused rollouts": "cost_
 
 
 def cost_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per interface: proposals (candidates the critic saw, every revision counted) and what measuring
-    them cost, summed over rounds.jsonl; a total row last. Unmeasured attempts (invalid, critic off) cost 0."""
+    """Per interface: proposals and what measuring them cost, summed over rounds.jsonl; a total row last.
+
+    Proposals are the candidates the critic saw, every revision counted. Unmeasured attempts (invalid, critic
+    off) cost 0.
+    """
     rows: dict[str, dict[str, Any]] = {i: {"interface": i, "proposals": 0, **dict.fromkeys(_COST_COLS, 0.0)}
                                        for i in INTERFACES}
     for _step, rep in _reports(data):

@@ -86,8 +86,10 @@ class HarnessSampler:
 
     def fill(self, rows: list[dict[str, Any]], *, num_generations: int, step: int, process_index: int = 0,
              num_processes: int = 1) -> list[dict[str, Any]]:
-        """This rank's batch for training step `step` (the global step before its update): the placeholder
-        `rows` TRL hands to `training_step`, replaced by fresh groups drawn under the current harness.
+        """This rank's batch for training step `step` (the global step before its update).
+
+        The placeholder `rows` TRL hands to `training_step`, replaced by fresh groups drawn under the current
+        harness.
 
         Every rank draws the whole global batch (`num_processes` slices of `len(rows)` rows) in the same
         order and keeps slice `process_index`, as accelerate slices the stream by rank."""
@@ -126,9 +128,11 @@ class HarnessSampler:
                 "dead": {t: list(d) for t, d in self._dead.items()}}
 
     def fingerprint(self) -> str:
-        """A digest of everything the next draw depends on besides the harness (rngs, multipliers, windows):
-        with several processes it must be equal on every rank at every step, or their slices are not slices
-        of one global batch (the reward compares them)."""
+        """A digest of everything the next draw depends on besides the harness (rngs, multipliers, windows).
+
+        With several processes it must be equal on every rank at every step, or their slices are not slices
+        of one global batch (the reward compares them).
+        """
         blob = json.dumps(self.state_dict(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
