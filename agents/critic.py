@@ -1,64 +1,32 @@
 """The just-in-time critic: measured acceptance rules per failure type, plus an optional LLM review.
 
-`judge_measurement` is the one function that states what counts as a fix. It reads the
-`measure.candidate.Measurement` of a candidate: rollouts of the frozen policy as the next training
-visits would prompt it (hints at the reveal fraction of step s+1, hinted and unhinted visits weighted
-by `hinted_share`) under the candidate and under the current harness; criteria updates re-score the
-*same* rollouts — every cached training group of the task in memory plus the round's shared control
-probes — so the comparison is paired and costs no generation; the control of a dead-group repair on a
-guidance or sampling candidate is pooled from the task's cached training groups (`measure.candidate`). "focus" is the event's task, or the new variant for an
-`add_variant`. c = control group, d = candidate group of the focus task; "gamed" rollouts are those
-whose hidden audit score is below `AUDIT_PASS`, "honest" ones at or above it.
+`judge_measurement` is the one function that states what counts as a fix: it reads the
+`measure.candidate.Measurement` of a candidate and applies the failure type's primary rule and the guards.
+`stop_rule` (with `hit_test` and `DEAD_DIRECTION` for dead-group repairs) hands the same rule to
+`measure_candidate`'s sequential test (`measure.sequential` states both tests), and every critique carries
+the measurement's cost in its numbers (`cost_*`: probe rollouts and tokens, reused rollouts, sample calls,
+scored rollouts, judge calls, seconds), so memory and rounds.jsonl record what each proposal cost. How a
+candidate is measured, the rules per failure type, the guards, the sequential tests and the free refusal of
+a criteria candidate with no effect (`Critique.no_effect`): see docs/DESIGN.md, section 7 ("The critic's
+acceptance rules").
 
-| failure type | primary rule (all numbers from the measurement) |
-|---|---|
-| collapse_low | d.std >= c.std + min_std_gain and d not dead |
-| collapse_high | d.std >= c.std + min_std_gain, d not dead and d.mean < c.mean (the variant/rubric is harder) |
-| flat | d.std >= c.std + min_std_gain and d not dead |
-| spurious_length | corr(reward, length) falls by >= min_corr_drop and d not dead (unless c was) |
-| spurious_audit, stuffing | gamed rollouts lose >= min_gamed_drop reward, or corr(reward, audit) rises by >= min_audit_delta |
-| blind_criterion | the criterion (blind under the control: pass rate 0 or 1) or a part it was split into has a pass rate strictly in (0, 1), or d.std >= c.std + min_std_gain |
-| guidance_leak | d.leak_hits < c.leak_hits |
-| any type, sampling reweight/retire | confirmation: the control group shows the failure on the frozen policy now (dead for collapse/flat, ...) — a reweight changes no group, so the rule is that the evidence still holds |
-
-Guards (any failing one rejects) veto on a bound, not a point estimate: a drop vetoes only when its
-lower one-sided (1 - `critic_alpha`) confidence bound exceeds the margin (paired differences when both sides
-are the same rollouts, else Welch's standard error; normal approximation), so a guard reads the pooled
-rollouts and not the noise of 4. Honest rollouts lose at most `max_mean_drop` reward (criteria updates,
-except dead-group repairs: in a dead group every rollout is honest, and moving their reward is the repair);
-the audit mean drops at most `max_audit_drop` (guidance and criteria updates); no more leak hits than the
-control, and none at all for guidance updates; no judge failures during the measurement (their
-forced-unmet verdicts would make the numbers meaningless); and, when the measurement ran the sequential
-test, its decision is "pass". No guard reads the signal the candidate's own failure type repairs (the gamed
-rollouts' reward of a spurious_audit/stuffing repair, the honest reward of a dead group).
-
-Sequential test (`stop_rule` -> `measure_candidate(rule=...)`, `measure.sequential` states both tests):
-- collapse_low / collapse_high / flat on a guidance candidate or an `add_variant` (`hit_test`): the exact
-  group-sequential hit test — rollouts leaving the dead level in the repairing direction (`DEAD_DIRECTION`),
-  against the control's hit rate pooled from the task's cached training groups; an all-zero first look is
-  "undecided", futility stops only where the look has the power for a gain of `min_rate_gain`;
-- every other rule: the primary rule and the group guards re-evaluated on bootstrap resamples of the focus
-  groups, pass at >= 1 - alpha/L of the resamples, fail at <= alpha/L.
-Groups grow from `sample_k`, doubling to `sample_k_max`; undecided at the cap rejects.
-
-No effect: a criteria candidate whose rubric scores every re-scored rollout exactly as the control's does
-(`no_effect`) is refused with `Critique.no_effect` set: it costs no revision (`agents/decisions.py`) and is
-not written to memory as a failure of its template (`graphs/nodes.py` `record`).
-
-Every critique carries the measurement's cost in its numbers (`cost_*`: probe rollouts and tokens,
-reused rollouts, sample calls, scored rollouts, judge calls, seconds), so memory and rounds.jsonl
-record what each proposal cost.
+Names used here: "focus" is the event's task, or the new variant for an `add_variant`; c = control group,
+d = candidate group of the focus task; "gamed" rollouts are those whose hidden audit score is below
+`AUDIT_PASS`, "honest" ones at or above it. A guard vetoes on the lower confidence bound of a drop
+(`_drop_bound`), so it reads the pooled rollouts and not the noise of 4, and no guard reads the signal the
+candidate's own failure type repairs (the gamed rollouts' reward of a spurious_audit/stuffing repair, the
+honest reward of a dead group).
 
 Batched updates (an accepted repair generalised to similar tasks, `agents/generalise.py`): each target
 task brings its own failure event and its own focus group (its new variant for an `add_variant`). The
 batch is accepted when (1) no guard fails on any target's groups, nor the judge-failure guard; (2) the
-primary rule holds, in aggregate, on a strict majority of the targets; and (3) the sequential test passes: the lead
-target's (the first: the one with the most recent evidence), with the hits of every target repairing a dead
-group the same way pooled into its exact test (`batch_stop_rule`, `judge_batch`). A target where the rule did not hold gets the repair with no measured harm (its guards held).
+primary rule holds, in aggregate, on a strict majority of the targets; and (3) the sequential test passes:
+the lead target's (the first: the one with the most recent evidence), with the hits of every target
+repairing a dead group the same way pooled into its exact test (`batch_stop_rule`, `judge_batch`). A
+target where the rule did not hold gets the repair with no measured harm (its guards held).
 
-The LLM critic (optional) only reviews candidates that passed and may veto them; it never accepts
-on its own. The accept/reject decision itself is made in exactly one place: `agents/decisions.py`
-(`after_critique`, which the graph's `route_after_critique` calls, and `batch_accept`).
+The LLM critic (optional) only reviews candidates that passed and may veto them; it never accepts on its own.
+The accept/reject decision itself is made in `agents/decisions.py` (`after_critique`, `batch_accept`).
 """
 
 from __future__ import annotations
@@ -333,7 +301,7 @@ def _sequential_why(s: Sequential) -> str:
 
 
 def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
-    """Apply the failure type's acceptance rule and the guards (see the module docstring)."""
+    """Apply the failure type's acceptance rule and the guards (docs/DESIGN.md, section 7)."""
     focus = _focus(event, update, m)
     c, d = m.per_task[focus]["control"], m.per_task[focus]["candidate"]
     v = _rule(event, update, c, d, bool(m.paired.get(focus)), ctx)

@@ -1,10 +1,8 @@
 """Rollout guidance: which hints a visit sees at a training step, and how they enter the prompt.
 
-The schedule semantics live on `harness.types.Schedule`: the reveal fraction is 1 until
-`start_step`, then decays to `floor` by `end_step` (linear) or along a sigmoid centred between the
-two; `constant` stays at 1. A visit is hinted at all with probability `hinted_share` (mixing hinted
-and unhinted groups is the fade-out plan), and a hinted visit sees the first
-ceil(fraction * len(hints)) hints, so the oldest hints are revealed longest.
+The schedule semantics (reveal fraction, `hinted_share`) live on `harness.types.Schedule`; see also
+docs/DESIGN.md, section 3 ("Guidance"). A hinted visit sees the first ceil(fraction * len(hints)) hints, so
+the oldest hints are revealed longest.
 
 Hints go into the user turn by default: in the SmolLM2 spike, user-turn hints let 4 of 5 collapsed
 tasks escape versus 2 of 5 in the system prompt.

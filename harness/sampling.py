@@ -4,15 +4,10 @@ The sampler holds a *callable* returning the current `HarnessState` rather than 
 update committed at a checkpoint shows up on the very next draw without rebuilding the sampler
 (the TRL dataset generator keeps one sampler for the whole run).
 
-Distribution: p_i = (1 - floor) * w_i m_i / Σ w m + floor / N over the N active tasks, where w is
-the harness weight and m an optional per-task multiplier (the DAPO-style dynamic-filtering baseline
-down-weights tasks whose groups had zero variance through it). The uniform floor keeps every active
-task reachable, so a down-weighted task can still show that it recovered.
-
-Quarantine: a task whose `quarantined_until` lies after the step being drawn for is skipped (it is not
-among the N); from that step on it is drawn again with no further update. Callers pass the training
-step the draw belongs to; without one, quarantines are judged at the step the harness version was
-committed.
+The distribution (harness weight w times an optional per-task multiplier m, the dynamic-filtering
+baseline's, plus a uniform floor over the N drawable tasks) and quarantines: see docs/DESIGN.md, section 3
+("Sampling"). Callers pass the training step the draw belongs to; without one, quarantines are judged at the
+step the harness version was committed.
 """
 
 from __future__ import annotations

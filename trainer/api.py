@@ -1,29 +1,13 @@
 """HarnessRL inside your own TRL script: the dataset, the reward, the callback and the trainer class.
 
-    from trainer.api import harness_parts
-
-    parts = harness_parts("configs/tiny.yaml", run_dir="runs/mine", max_steps=8)
-    trainer = parts.trainer_class(model=model, processing_class=tokenizer, args=GRPOConfig(...),
-                                  **parts.trainer_kwargs())
-    parts.attach(trainer)
-    trainer.train()
-
-The pieces are the ones `harnessrl train` wires (trainer/grpo.py), built from one run config: a YAML file,
-a `RunConfig`, or plain keyword arguments naming config fields (`max_steps=8` or `harness__sample_k=8`
-for a name that several sections share). Your `GRPOConfig` keeps everything else (optimiser, logging,
-precision, LoRA through `peft_config`); `attach` refuses settings that would make the harness wrong:
-another group size than the run's, a shuffled dataset, a generation buffer that spans optimizer steps
-(an update committed at step s must reach step s+1), or rollouts generated otherwise than the critic's frozen
-policy samples (`temperature`, `max_completion_length`, `top_p`, `top_k`, `min_p`: the critic measures candidates with
-the run's `train.temperature` and `train.max_completion_length`, untruncated), each named with both values.
-
-`harness.dynamic_sampling` is applied as `harnessrl train` applies it: the reward is wrapped in
-`trainer.dynamic_sampling.DynamicSamplingReward` and handed to the trainer class (`trainer_kwargs`), and `attach`
-requires `per_device_train_batch_size = train.batch_size x dynamic_sampling` and `beta=0`.
-
-Resuming is not supported on this path: `trainer.train(resume_from_checkpoint=...)` restores TRL's state only,
-not the harness's (detector windows, sampler, pending events, memory snapshot); `harnessrl train --resume` restores
-them. A run folder that already holds a harness is opened at its latest version, as a new run on that harness.
+`harness_parts` builds the pieces `harnessrl train` wires (trainer/grpo.py) from one run config: a YAML file,
+a `RunConfig`, or plain keyword arguments naming config fields (`max_steps=8`, or `harness__sample_k=8` for a
+name that several sections share). `attach` refuses `GRPOConfig` settings that would make the harness wrong,
+each named with both values; `harness.dynamic_sampling` wraps the reward in
+`trainer.dynamic_sampling.DynamicSamplingReward`, handed to the trainer class by `trainer_kwargs`. A run folder
+that already holds a harness is opened at its latest version, as a new run on that harness. Usage, what
+`attach` refuses and why resuming is not supported on this path: see README.md, section "Use it from your own
+TRL script", and docs/DESIGN.md, section 12; `examples/own_trl_script.py` is a complete script.
 """
 
 from __future__ import annotations
