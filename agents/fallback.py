@@ -4,17 +4,26 @@
 through it: only a confirmed failure that the frozen policy reproduces changes sampling (the control group of a
 measured candidate, or a probe of the fallback's own update, shows it), a batch of unusable LLM answers changes nothing,
 weights are halved but never below `FALLBACK_MIN_WEIGHT`, and a quarantine lasts `QUARANTINE_STEPS`.
-`graphs/nodes.py` calls it after the proposer's last revision.
+`probe_reproduction` measures the control group when no candidate did. `graphs/nodes.py` `fallback` calls both
+after the proposer's last revision.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from agents import critic
+from agents.context import EvolverContext
+from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessState, HarnessUpdate, Quarantine, Retire, Reweight
+from measure.candidate import measure_candidate
+from measure.endpoint import PolicyEndpoint
+from measure.judge import Judge
+from measure.probes import ProbeCache
 
 FALLBACK_MIN_WEIGHT = 0.05  # a fallback never sets weight 0: a weight-0 task leaves training for good
 QUARANTINE_STEPS = 4  # one evolver round at the default harness.evolve_every; then the task is drawn again
@@ -117,6 +126,32 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
     update = HarnessUpdate(interface="sampling", ops=[op], rationale=why, event_id=event.id,
                            predicted_effect="fewer rollouts spent on the broken task; no task leaves training")
     return Fallback(update=update, reason=why, needs_probe=reproduced is None)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the reproduction probe found: whether the frozen policy shows the failure now, the reason to report
+    (the fallback's own reason extended, or why sampling stays as is) and the probe's measurement (compact)."""
+
+    reproduced: bool
+    reason: str
+    measurement: dict[str, Any]
+
+
+def probe_reproduction(fb: Fallback, event: FailureEvent, state: HarnessState, endpoint: PolicyEndpoint, judge: Judge,
+                       ctx: EvolverContext, *, probe_cache: ProbeCache | None, step: int,
+                       detector_config: DetectorConfig | None) -> Probe:
+    """Probe the control group of a fallback that `needs_probe` (no candidate was measured): the fallback's own
+    sampling update changes no group, so both sides are the current harness, and the fallback acts only if the
+    frozen policy shows the failure now (`critic.reproduces`)."""
+    assert fb.update is not None  # only a fallback with an update needs a probe
+    m = measure_candidate(state, fb.update, endpoint, judge, k=ctx.sample_k, probe_cache=probe_cache,
+                          max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed, step=step,
+                          detector_config=detector_config)
+    ok, why = critic.reproduces(event, m.per_task[event.task_id]["control"])
+    reason = (f"{fb.reason} (reproduced on the frozen policy: {why})" if ok
+              else f"not reproduced on the frozen policy ({why}): sampling stays as is")
+    return Probe(ok, reason, m.compact())
 
 
 def fallback_update(event: FailureEvent, state: HarnessState, attempts: Sequence[dict[str, Any]] | None = None, *,

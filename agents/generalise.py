@@ -10,7 +10,7 @@ is `rules_bank.criterion_signature` ("<kind>/<check type>") of the criterion the
 (edit/split/reweight/remove ops name it); a repair that touched none (hints, variants, pitfalls, new
 criteria, sampling) has no criterion part.
 
-**Where similar tasks come from** (`graphs.nodes.generalise` gathers them as `Sighting`s, newest first):
+**Where similar tasks come from** (`sightings` gathers them for `graphs.nodes.generalise`, newest first):
 memory's failure events of the same type on other tasks of the same domain (`TrainingMemory.events_like`),
 then the current harness's other active tasks of that domain whose latest training groups in memory make a
 fresh detector report the same failure type.
@@ -34,10 +34,11 @@ any other op (hint texts, prompts, sampling) is specific to A, so B is skipped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents import proposer, rules_bank as bank
 from harness.checks import AllOf, Check
+from harness.detector import Detector, DetectorConfig, GroupStats
 from harness.ops import validate as validate_update
 from harness.types import (
     AddCriterion,
@@ -53,6 +54,10 @@ from harness.types import (
     SplitCriterion,
     Task,
 )
+from memory.records import GroupSummary
+
+if TYPE_CHECKING:
+    from memory.store import TrainingMemory
 
 MAX_BATCH_OPS = 16  # HarnessUpdate's own limit on ops
 
@@ -233,3 +238,33 @@ def _ineligible(s: Sighting, event: FailureEvent, source: Task, state: HarnessSt
     if s.repaired_at is not None and s.repaired_at >= s.event.step:
         return f"already repaired at step {s.repaired_at} (its {event.type} was seen at step {s.event.step})"
     return None
+
+
+def sightings(mem: TrainingMemory, detector_config: DetectorConfig, event: FailureEvent, domain: str,
+              now: HarnessState) -> list[Sighting]:
+    """Other tasks of `domain` seen with `event`'s failure type, newest first: memory's events of that type, then
+    active tasks whose latest training groups make a fresh detector report it (module docstring)."""
+
+    def extras(tid: str) -> tuple[tuple[str, ...], int | None]:
+        groups = [g for g in mem.task_history(tid, last_n=1, kinds=("groups",)) if isinstance(g, GroupSummary)]
+        unmet = tuple(c for c, ok in groups[-1].best.verdicts.items() if not ok) if groups and groups[-1].best else ()
+        mine = [p for p in mem.proposals_for(tid) if p.failure_type == event.type]
+        undone = max((p.step for p in mine if p.outcome == "reverted"), default=-1)  # training undid the repair then
+        fixed = [p.step for p in mine if p.outcome in ("accepted", "fallback") and p.step > undone]
+        return unmet, max(fixed) if fixed else None
+
+    out: list[Sighting] = []
+    for rec in mem.events_like(event.type, domain=domain, exclude_task=event.task_id):
+        if all(s.task_id != rec.task_id for s in out):
+            out.append(Sighting(rec.task_id, rec.event, f"memory event {rec.event.id}", *extras(rec.task_id)))
+    seen = {s.task_id for s in out} | {event.task_id}
+    for tid in now.active_task_ids():
+        if tid in seen or now.task(tid).domain != domain:
+            continue
+        detector, found = Detector(detector_config), None
+        for g in mem.task_history(tid, last_n=detector_config.window, kinds=("groups",)):
+            assert isinstance(g, GroupSummary)
+            found = next((e for e in detector.observe(GroupStats.model_validate(g.stats)) if e.type == event.type), found)
+        if found is not None:
+            out.append(Sighting(tid, found, f"latest groups (steps {found.window})", *extras(tid)))
+    return out

@@ -8,15 +8,19 @@ Topology::
     task_lane (one task's events, one after the other):
     gather_evidence -> attribute -> propose -> validate -> critique
         critique --route_after_critique--> approve (require_approval) | commit | revise -> propose | fallback
-        approve -> commit | record      commit -> generalise -> record      fallback -> record
+        approve -> commit | record      fallback -> record
+        commit --route_after_commit--> generalise (the lane's commit) | record (the batch's commit)
+        generalise --route_after_generalise--> commit | record
         record -> gather_evidence (next event) | END
 
 `generalise` proposes an accepted repair for other tasks with the same failure signature as one batched,
-measured update (`agents/generalise.py` states the rule). The node bodies are in `graphs/nodes.py`. Every
-accept/reject is decided in `agents/decisions.py`: `route_after_critique` below routes on its
-`after_critique`, the `generalise` node commits a batch only on its `batch_accept`. Every commit is provisional:
-the trainer confirms or reverts it on the next training groups (`agents.decisions.grade`). `graph` is compiled without a checkpointer (the LangGraph server supplies one);
-`graphs/runner.py` compiles `builder` with a SQLite checkpointer for in-process runs.
+measured candidate (`agents/generalise.py` states the rule). The node bodies are in `graphs/nodes.py`.
+The accept site is one: every accept/reject is decided in `agents/decisions.py` and taken by a route below
+(`route_after_critique` on `after_critique` for the lane's candidate, `route_after_generalise` on `batch_accept`
+for the batch), and every accepted candidate goes to the one `commit` node. Every commit is provisional: the
+trainer confirms or reverts it on the next training groups (`agents.decisions.grade`). `graph` is compiled
+without a checkpointer (the LangGraph server supplies one); `graphs/runner.py` compiles `builder` with a SQLite
+checkpointer for in-process runs.
 """
 
 from __future__ import annotations
@@ -65,6 +69,20 @@ def route_after_critique(state: LaneState, runtime: Runtime[EvolverContext]) -> 
     return "revise" if d.verdict == "revise" else "fallback"
 
 
+def route_after_commit(state: LaneState) -> Literal["generalise", "record"]:
+    """After the lane's commit, its repair is batched for similar tasks; after the batch's commit, the event is done."""
+    return "generalise" if state.get("generalised") is None else "record"
+
+
+def route_after_generalise(state: LaneState) -> Literal["commit", "record"]:
+    """The batch's accept, as `agents.decisions.batch_accept` decides it (the generalise node keeps the same decision,
+    with its numbers, in the report); no measured batch (none qualified, stale, off) goes to record."""
+    batch = state.get("generalised")
+    if batch is None or batch.get("critique") is None:
+        return "record"
+    return "commit" if decisions.batch_accept(Critique.model_validate(batch["critique"])).verdict == "accept" else "record"
+
+
 def route_after_approve(state: LaneState) -> Literal["commit", "record"]:
     return "commit" if state["approved"] else "record"
 
@@ -83,8 +101,8 @@ lane.add_node("validate", nodes.validate)  # ops.validate + scope gates
 lane.add_node("critique", nodes.critique)  # measure on the frozen policy + acceptance rule
 lane.add_node("revise", nodes.revise)  # count the revision, back to propose
 lane.add_node("approve", nodes.approve)  # optional human approval (interrupt)
-lane.add_node("commit", nodes.commit)  # new harness version
-lane.add_node("generalise", nodes.generalise)  # the accepted repair, batched for similar tasks, measured, committed if accepted
+lane.add_node("commit", nodes.commit)  # new harness version: the lane's accepted candidate, or the accepted batch
+lane.add_node("generalise", nodes.generalise)  # the accepted repair, batched for similar tasks, measured and judged
 lane.add_node("fallback", nodes.fallback)  # safe sampling change after R rejections
 lane.add_node("record", nodes.record)  # memory + report, next event
 lane.add_edge(START, "start_lane")
@@ -96,8 +114,8 @@ lane.add_edge("validate", "critique")
 lane.add_conditional_edges("critique", route_after_critique)
 lane.add_edge("revise", "propose")
 lane.add_conditional_edges("approve", route_after_approve)
-lane.add_edge("commit", "generalise")
-lane.add_edge("generalise", "record")
+lane.add_conditional_edges("commit", route_after_commit)
+lane.add_conditional_edges("generalise", route_after_generalise)
 lane.add_edge("fallback", "record")
 lane.add_conditional_edges("record", route_after_record)
 task_lane = lane.compile(name="task_lane")

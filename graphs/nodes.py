@@ -2,10 +2,10 @@
 
 Each node reads the run-time choices from `EvolverContext` and the live infrastructure (store, memory,
 endpoint, judge) from `graphs.services`, calls the agent that does the thinking (attributor, proposer,
-critic), and returns a partial `LaneState`/`EvolverState` update of plain JSON. The routes, and with
-them `route_after_critique`, live with the wiring in `graphs/evolver.py`; every accept/reject (the lane's and
-the batch's in `generalise`) is decided by `agents/decisions.py`, and every commit carries the meta that
-makes it provisional (`decisions.provisional_meta`: the trainer confirms or reverts it later).
+critic), and returns a partial `LaneState`/`EvolverState` update of plain JSON. No node accepts: the routes
+(`route_after_critique` for the lane's candidate, `route_after_generalise` for the batch) live with the wiring in
+`graphs/evolver.py` and ask `agents/decisions.py`; `commit` is the one node that commits, and every commit
+carries the meta that makes it provisional (`decisions.provisional_meta`: the trainer confirms or reverts it later).
 """
 
 from __future__ import annotations
@@ -17,20 +17,21 @@ from langgraph.types import interrupt
 
 from agents import attributor, critic, decisions, generalise as gen, proposer, rules_bank
 from agents.context import EvolverContext
-from agents.fallback import fallback_decision
+from agents.fallback import fallback_decision, probe_reproduction
 from agents.llm import ToolBox
 from agents.rollout_signals import RolloutSignals, rollout_signals
 from agents.chat_models import brain_model, judge_settings, load_chat_model
 from agents.schemas import Attribution, Proposal
 from graphs.services import RunServices, get_services
 from graphs.state import EvolverState, LaneState
-from harness.detector import Detector, GroupStats
+from harness.store import HarnessStore
 from harness.ops import UpdateRejected, validate as validate_update
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 from measure.agent_tools import make_tools
-from measure.candidate import measure_candidate
+from measure.candidate import Measurement, measure_candidate
 from measure.probes import task_rollouts
+from measure.sequential import StopRule
 
 MAX_OPS = 8
 
@@ -237,6 +238,16 @@ def _cached_rollouts(svc: RunServices, update: HarnessUpdate, ctx: EvolverContex
     return None, task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts, hinted=False)  # parents included
 
 
+def _measure(svc: RunServices, ctx: EvolverContext, harness: HarnessState, update: HarnessUpdate, rule: StopRule,
+             step: int) -> Measurement:
+    """`measure_candidate` of a candidate (the lane's or a batch) with the run's settings and memory's rollouts."""
+    prior, history = _cached_rollouts(svc, update, ctx)
+    return measure_candidate(harness, update, svc.endpoint, svc.judge, sample_k=ctx.sample_k, sample_k_max=ctx.sample_k_max,
+                             alpha=ctx.critic_alpha, rule=rule, prior_rollouts=prior, control_history=history,
+                             probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens, temperature=ctx.temperature,
+                             seed=ctx.seed, step=step, detector_config=svc.detector_config)
+
+
 def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     """Measure the candidate on the frozen policy and apply the failure type's rule (agents/critic.py).
 
@@ -255,12 +266,7 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     else:
         svc = _services(ctx)
         try:
-            prior, history = _cached_rollouts(svc, prop.update, ctx)
-            m = measure_candidate(
-                _harness(state, svc), prop.update, svc.endpoint, svc.judge, sample_k=ctx.sample_k,
-                sample_k_max=ctx.sample_k_max, alpha=ctx.critic_alpha, rule=critic.stop_rule(event, prop.update, ctx),
-                prior_rollouts=prior, control_history=history, probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens,
-                temperature=ctx.temperature, seed=ctx.seed, step=state["step"], detector_config=svc.detector_config)
+            m = _measure(svc, ctx, _harness(state, svc), prop.update, critic.stop_rule(event, prop.update, ctx), state["step"])
         except UpdateRejected as err:  # the harness moved under us between validate and critique
             crit = critic.invalid_critique(event, [str(err)])
         else:
@@ -294,13 +300,19 @@ def approve(state: LaneState) -> dict[str, Any]:
 
 
 def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
-    """Commit on top of the latest version; the store re-validates (another lane may have committed)."""
+    """The one commit: the candidate a route accepted, on top of the latest version and provisional
+    (`decisions.provisional_meta`). The lane's proposal after `route_after_critique` (or approval), the batch
+    `generalise` measured after `route_after_generalise`. The store re-validates: another lane may have committed."""
     ctx, event = _ctx(runtime), _event(state)
+    store = _services(ctx).store
+    batch = state.get("generalised")
+    if batch is not None:
+        return _commit_batch(store, state, event, batch)
     prop = Proposal.model_validate(state["proposal"])
     assert prop.update is not None  # route_after_critique only accepts a measured update
     pid = f"{event.id}:r{state['revision']}"
     try:
-        new = _services(ctx).store.commit(prop.update, step=state["step"], meta={
+        new = store.commit(prop.update, step=state["step"], meta={
             "event_id": event.id, "failure_type": event.type, "template": prop.template, "source": prop.source,
             "revision": state["revision"], "numbers": state["critique"]["numbers"], "proposal_id": pid,
             **decisions.provisional_meta([event], prop.update, pid)})
@@ -310,41 +322,28 @@ def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
     return {"decision": "accepted", "committed_version": new.version, "harness_version": new.version}
 
 
-def _sightings(svc: RunServices, event: FailureEvent, domain: str, now: HarnessState) -> list[gen.Sighting]:
-    """Other tasks of `domain` seen with `event`'s failure type, newest first: memory's events of that type, then
-    active tasks whose latest training groups make a fresh detector report it (agents/generalise.py)."""
-    mem = svc.memory
-    assert mem is not None  # generalise runs only with memory
+def _commit_batch(store: HarnessStore, state: LaneState, event: FailureEvent, batch: dict[str, Any]) -> dict[str, Any]:
+    """`commit` for the batch of `generalise`, with a provisional target per batched task."""
+    assert batch["decision"] == BATCH_PENDING  # route_after_generalise only accepts a measured batch
+    update, pid = HarnessUpdate.model_validate(batch["update"]), batch["proposal_id"]
+    events = [FailureEvent.model_validate(e) for e in batch["events"].values()]
+    try:
+        new = store.commit(update, step=state["step"], meta={
+            "event_id": event.id, "failure_type": event.type, "template": batch["template"], "source": "generalise",
+            "generalised_from": pid, "targets": batch["targets"], "numbers": batch["critique"]["numbers"],
+            **decisions.provisional_meta(events, update, pid)})
+    except UpdateRejected as err:
+        return {"generalised": {**batch, "decision": "rejected_stale", "note": str(err)}}
+    return {"generalised": {**batch, "decision": "accepted", "version": new.version}, "harness_version": new.version}
 
-    def extras(tid: str) -> tuple[tuple[str, ...], int | None]:
-        groups = [g for g in mem.task_history(tid, last_n=1, kinds=("groups",)) if isinstance(g, GroupSummary)]
-        unmet = tuple(c for c, ok in groups[-1].best.verdicts.items() if not ok) if groups and groups[-1].best else ()
-        mine = [p for p in mem.proposals_for(tid) if p.failure_type == event.type]
-        undone = max((p.step for p in mine if p.outcome == "reverted"), default=-1)  # training undid the repair then
-        fixed = [p.step for p in mine if p.outcome in ("accepted", "fallback") and p.step > undone]
-        return unmet, max(fixed) if fixed else None
 
-    out: list[gen.Sighting] = []
-    for rec in mem.events_like(event.type, domain=domain, exclude_task=event.task_id):
-        if all(s.task_id != rec.task_id for s in out):
-            out.append(gen.Sighting(rec.task_id, rec.event, f"memory event {rec.event.id}", *extras(rec.task_id)))
-    seen = {s.task_id for s in out} | {event.task_id}
-    for tid in now.active_task_ids():
-        if tid in seen or now.task(tid).domain != domain:
-            continue
-        detector, found = Detector(svc.detector_config), None
-        for g in mem.task_history(tid, last_n=svc.detector_config.window, kinds=("groups",)):
-            assert isinstance(g, GroupSummary)
-            found = next((e for e in detector.observe(GroupStats.model_validate(g.stats)) if e.type == event.type), found)
-        if found is not None:
-            out.append(gen.Sighting(tid, found, f"latest groups (steps {found.window})", *extras(tid)))
-    return out
+BATCH_PENDING = "pending"  # a measured batch the batch rule accepted, until `commit` commits it (or finds it stale)
 
 
 def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     """After an accepted commit: the same repair for other tasks with the same failure signature, as one batched
-    update measured by the critic (`critic.judge_batch`) and committed only on `decisions.batch_accept`
-    (agents/generalise.py), provisional like every commit.
+    candidate (agents/generalise.py) measured and judged by the critic (`critic.judge_batch`). It keeps the verdict
+    `route_after_generalise` takes (`decisions.batch_accept`); `commit` commits an accepted batch.
     Off with `generalise_max_tasks=0`, with the memory ablation (similar tasks are found in memory) and under
     `require_approval` (a batch is never committed without the approval its source had)."""
     ctx, event = _ctx(runtime), _event(state)
@@ -358,7 +357,7 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     assert prop.update is not None  # an accepted decision has a measured update
     pid = f"{event.id}:r{state['revision']}"
     source, now = svc.store.load(state["evidence"]["harness_version"]), _harness(state, svc)
-    batch = gen.build_batch(event, prop.update, prop.template, source, now, _sightings(svc, event, source.task(event.task_id).domain, now),
+    batch = gen.build_batch(event, prop.update, prop.template, source, now, gen.sightings(svc.memory, svc.detector_config, event, source.task(event.task_id).domain, now),
                             max_tasks=ctx.generalise_max_tasks, busy=set(state.get("round_tasks", [])) - {event.task_id},
                             step=state["step"], proposal_id=pid)
     out: dict[str, Any] = {"proposal_id": pid, "template": prop.template, **batch.report(), "critique": None,
@@ -371,13 +370,8 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     if not ctx.critic:
         crit = critic.unmeasured_critique(event)
     else:
-        prior, history = _cached_rollouts(svc, batch.update, ctx)
         try:
-            m = measure_candidate(
-                now, batch.update, svc.endpoint, svc.judge, sample_k=ctx.sample_k, sample_k_max=ctx.sample_k_max,
-                alpha=ctx.critic_alpha, rule=critic.batch_stop_rule(batch.events, batch.update, ctx), prior_rollouts=prior,
-                control_history=history, probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed,
-                step=state["step"], detector_config=svc.detector_config)
+            m = _measure(svc, ctx, now, batch.update, critic.batch_stop_rule(batch.events, batch.update, ctx), state["step"])
         except UpdateRejected as err:  # another lane committed on a target meanwhile
             return {"generalised": {**out, "decision": "rejected_stale", "note": str(err)}}
         out["measurement"] = m.compact()
@@ -386,18 +380,10 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
         if crit.measured_ok and llm is not None:
             crit = critic.llm_review(llm, event, batch.update, crit, toolbox=_toolbox(ctx, svc, "critic", state["step"]))
     out["critique"] = crit.model_dump(mode="json")
+    # The decision route_after_generalise takes on this state, kept with its numbers for the trace and the report.
     verdict = decisions.batch_accept(crit)
     out["verdict"] = verdict.as_dict()
-    if verdict.verdict != "accept":
-        return {"generalised": {**out, "decision": "rejected"}}
-    try:
-        new = svc.store.commit(batch.update, step=state["step"], meta={
-            "event_id": event.id, "failure_type": event.type, "template": prop.template, "source": "generalise",
-            "generalised_from": pid, "targets": list(batch.events), "numbers": crit.numbers,
-            **decisions.provisional_meta(list(batch.events.values()), batch.update, pid)})
-    except UpdateRejected as err:
-        return {"generalised": {**out, "decision": "rejected_stale", "note": str(err)}}
-    return {"generalised": {**out, "decision": "accepted", "version": new.version}, "harness_version": new.version}
+    return {"generalised": {**out, "decision": BATCH_PENDING if verdict.verdict == "accept" else "rejected"}}
 
 
 def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
@@ -416,18 +402,13 @@ def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
         return {"decision": "rejected", "fallback": {"update": update.model_dump(mode="json"), "applied": False,
                                                      "errors": errors, "reason": fb.reason}}
     reason = fb.reason
-    if fb.needs_probe and ctx.critic:
-        # No candidate was measured: probe the control group (the fallback's own sampling update changes no group,
-        # so both sides are the current harness) and act only if the frozen policy shows the failure now.
-        m = measure_candidate(harness, update, svc.endpoint, svc.judge, k=ctx.sample_k, probe_cache=svc.probe_cache,
-                              max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed, step=state["step"],
-                              detector_config=svc.detector_config)
-        ok, why = critic.reproduces(event, m.per_task[event.task_id]["control"])
-        if not ok:
+    if fb.needs_probe and ctx.critic:  # no candidate was measured: act only if the frozen policy shows the failure now
+        probe = probe_reproduction(fb, event, harness, svc.endpoint, svc.judge, ctx, probe_cache=svc.probe_cache,
+                                   step=state["step"], detector_config=svc.detector_config)
+        if not probe.reproduced:
             return {"decision": "rejected", "fallback": {"update": update.model_dump(mode="json"), "applied": False,
-                                                         "reason": f"not reproduced on the frozen policy ({why}): sampling stays as is",
-                                                         "probe": m.compact()}}
-        reason = f"{reason} (reproduced on the frozen policy: {why})"
+                                                         "reason": probe.reason, "probe": probe.measurement}}
+        reason = probe.reason
     elif fb.needs_probe:
         reason = f"{reason} (critic off: not reproduced on the frozen policy first)"
     update = update.model_copy(update={"rationale": reason})  # the store's log carries the reason, as it is reported
