@@ -59,10 +59,12 @@ alone. Follow-up groups are counted apart (they stand for training steps, not fo
 
 The result file is rewritten after every arm (`complete` says whether all arms finished). The parts:
 `benchmarks/evq_cases.py` (planted defects, the gaming overlay, known-bad candidates), `benchmarks/evq_detect.py`
-(the detection visits and the follow-up groups), `benchmarks/evq_report.py` (summary, targets and EVOLVER.md);
-this file is the CLI and the driver (rounds, grading). They import each other by plain name.
+(the detection visits and the follow-up groups), `benchmarks/evq_grade.py` (grading on follow-up groups, the
+two-round cases, a case's row), `benchmarks/evq_report.py` (summary, targets and EVOLVER.md); this file is the
+CLI and the driver (arms, rounds). They import each other by plain name.
 
-Porting to a changed evolver: only the "API adapter" block below names evolver internals.
+Porting to a changed evolver: only the "API adapter" blocks (below, and the grading half in `evq_grade.py`) name
+evolver internals.
 """
 
 from __future__ import annotations
@@ -85,25 +87,24 @@ sys.path.insert(0, str(ROOT))  # run from anywhere: repo root on the path
 if str(HERE) not in sys.path:
     sys.path.insert(1, str(HERE))  # the benchmark's own modules, imported by plain name
 
-from evq_cases import DEFECTS, EXPECTED, STEP, Case, GamingOverlay, build_cases, initial_state, known_bad  # noqa: E402
-from evq_detect import Detection, Visit, detect, detect_again, follow_up, matching_event, planted_event  # noqa: E402
+from evq_cases import DEFECTS, STEP, Case, GamingOverlay, build_cases, initial_state, known_bad  # noqa: E402
+from evq_detect import Detection, detect, matching_event, planted_event  # noqa: E402
+from evq_grade import case_row, grade_round, in_training, no_second_round, record_visits, seen_again  # noqa: E402
 from evq_report import render_markdown, summarise, write_report  # noqa: E402
 from harness.data import load_suite  # noqa: E402
-from harness.detector import DetectorConfig, GroupStats, RolloutRecord  # noqa: E402
+from harness.detector import DetectorConfig  # noqa: E402
 from harness.ops import validate as validate_update  # noqa: E402
 from harness.store import HarnessStore, atomic_write_text  # noqa: E402
 from harness.types import FailureEvent, HarnessState, HarnessUpdate  # noqa: E402
 from measure.judge import Judge  # noqa: E402
 
-# == API adapter: the only evolver names this benchmark depends on (edit here when they move) ==========
+# == API adapter: the evolver names this benchmark depends on (edit here and in evq_grade.py when they move) ==
 from agents import critic as critic_rules  # noqa: E402
 from agents.context import EvolverContext  # noqa: E402
 from graphs.runner import run_in_process  # noqa: E402
 from graphs.services import RunServices, register_services, unregister_services  # noqa: E402
-from agents import decisions  # noqa: E402
 from measure.candidate import measure_candidate  # noqa: E402
 from measure.probes import ProbeCache, task_rollouts  # noqa: E402
-from trainer import provisional  # noqa: E402
 
 
 def make_context(arm: Arm, *, services_key: str, run_dir: Path, k: int, max_tokens: int, max_revisions: int,
@@ -132,17 +133,10 @@ def run_round(inp: dict[str, Any], ctx: EvolverContext, db: Path, thread_id: str
     return run_in_process(inp, ctx, db, thread_id)
 
 
-def record_group(memory: Any, stats: GroupStats, records: list[RolloutRecord], *, domain: str, version: int) -> None:
-    """Write one detector group to memory the way the trainer's reward function does."""
-    order = sorted(range(len(records)), key=lambda i: records[i].reward)
-    memory.add_group(stats, best=records[order[-1]], worst=records[order[0]], harness_version=version, domain=domain,
-                     group_index=0, texts=[r.text for r in records])
-
-
 def critic_verdict(state: HarnessState, event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext,
                    svc: RunServices, step: int) -> dict[str, Any]:
-    """The graph's validate + critique nodes for one candidate (mirror graphs/nodes.py `critique` and its
-    `_cached_rollouts`), decided by `agents.decisions.after_critique` as the graph routes it: accepted (bool),
+    """The graph's validate + critique nodes for one candidate (mirror graphs/nodes.py `critique`, its `_measure`
+    and `_cached_rollouts`), decided by `agents.decisions.after_critique` as the graph routes it: accepted (bool),
     invalid, reasons, numbers."""
     errors = validate_update(state, update)
     if errors:
@@ -166,22 +160,6 @@ def critic_verdict(state: HarnessState, event: FailureEvent, update: HarnessUpda
     return {"accepted": accepted, "invalid": crit.invalid, "reasons": crit.reasons, "numbers": crit.numbers}
 
 
-def provisional_targets(store: HarnessStore, since_version: int) -> list[tuple[int, decisions.Target]]:
-    """(version, target) of every provisional update committed after `since_version` (the graph writes the
-    targets into the store record's meta at commit: `decisions.provisional_meta`)."""
-    out = []
-    for rec in store.history():
-        if rec.version > since_version and rec.update is not None:
-            for t in (rec.meta.get("provisional") or {}).get("targets", []):
-                out.append((rec.version, decisions.Target.model_validate(t)))
-    return out
-
-
-def grade_updates(store: HarnessStore, memory: Any, step: int, *, window: int, ctx: EvolverContext,
-                  detector: DetectorConfig) -> dict[str, Any]:
-    """The trainer's pause-time grading of provisional updates on the training groups in memory: verdicts
-    (`agents.decisions.grade`), a revert committed for each failed update, the verdicts recorded in memory."""
-    return provisional.review(store, memory, step, window=window, ctx=ctx, detector=detector)
 # == end of the API adapter ==============================================================================
 
 
@@ -244,12 +222,6 @@ class ProbeEndpoint:
 
 
 # -- one arm ------------------------------------------------------------------------------------------------
-def _in_training(state: HarnessState, task_id: str) -> bool:
-    """The task (or an active variant of it) is still drawn by the sampler."""
-    active = set(state.active_task_ids())
-    return task_id in active or any(v.parent_id == task_id and vid in active for vid, v in state.variants.items())
-
-
 def _touched(before: HarnessState, after: HarnessState) -> list[str]:
     """Tasks whose sampling, guidance or criteria differ between two versions (new variants by parent)."""
     out = set()
@@ -288,54 +260,13 @@ def _round(arm: Arm, c: Case, ev: FailureEvent, step: int, rnd: int, store: Harn
         "attempts": len(report["attempts"]), "accepted": report["decision"] == "accepted",
         "fallback": report["decision"] == "fallback", "harness_changed": after.version != before.version,
         "version_before": before.version, "version_after": after.version, "touched_tasks": touched,
-        "other_tasks_touched": [t for t in touched if t != c.task.id], "in_training_after": _in_training(after, c.task.id),
+        "other_tasks_touched": [t for t in touched if t != c.task.id], "in_training_after": in_training(after, c.task.id),
         "probe_rollouts": probes1["requested"] - probes0["requested"],
         "generated_rollouts": probes1["generated"] - probes0["generated"],
         "seconds": round(wall + probes1["charged_seconds"] - probes0["charged_seconds"], 3), "wall_seconds": round(wall, 3),
         "last_reasons": report["attempts"][-1]["critique"]["reasons"] if report["attempts"] else [report.get("note")],
         "numbers": [a["critique"]["numbers"] for a in report["attempts"]],
     }
-
-
-def _record(memory: Any, visits: Sequence[Visit], domain: str) -> None:
-    for v in visits:
-        record_group(memory, v.stats, v.records, domain=domain, version=v.stats.harness_version or 0)
-
-
-def _grade(c: Case, idx: int, row: dict[str, Any], step: int, store: HarnessStore, grading_memory: Any,
-           endpoint: ProbeEndpoint, judge: Judge, cfg: DetectorConfig, ctx: EvolverContext,
-           args: argparse.Namespace) -> int:
-    """Grade the round's accepted update on the case's task: W follow-up training-like groups of the graded task
-    (its new variant for an `add_variant`) under the harness the round left, recorded in memory as training
-    records them, then the trainer's confirm/revert rule; while it waits (a fade-out plan's unhinted visits do
-    not count) W more groups, up to `args.max_followups` windows. Fills the row's verdict fields; returns the
-    step the grading ended at."""
-    row.update(graded=False, verdict=None, verdict_reasons=[], verdict_numbers={}, revert_version=None, graded_on=None,
-               followup_rollouts=0, followup_seconds=0.0)
-    mine = [(v, t) for v, t in provisional_targets(store, row["version_before"]) if t.task_id == c.task.id]
-    if not row["accepted"] or not mine:
-        return step  # nothing accepted, or an update training groups cannot grade (a pure reweight)
-    version, t = mine[-1]
-    row.update(graded=True, graded_on=t.graded_on)
-    state = store.latest()  # what training draws next (a batched repair of the same round may have followed)
-    for _ in range(args.max_followups):
-        c0, t0 = endpoint.count.snapshot(), time.perf_counter()
-        visits = follow_up(state, t.graded_on, endpoint, judge, after_step=step, window=args.confirm_window, k=args.k,
-                           max_tokens=args.max_tokens, temperature=args.temperature, salt=idx)
-        row["followup_seconds"] += time.perf_counter() - t0 + endpoint.count.charged_seconds - c0["charged_seconds"]
-        row["followup_rollouts"] += endpoint.count.requested - c0["requested"]
-        _record(grading_memory, visits, state.task(t.graded_on).domain)
-        step += args.confirm_window
-        graded = grade_updates(store, grading_memory, step, window=args.confirm_window, ctx=ctx, detector=cfg)
-        mine = [v for v in graded.get("verdicts", []) if v["version"] == version and v["task_id"] == c.task.id]
-        if mine:
-            v = mine[0]
-            row.update(verdict=v["verdict"], verdict_reasons=v["reasons"], verdict_numbers=v["numbers"],
-                       revert_version=v.get("revert_version"))
-            break
-        row["verdict"] = "wait"
-    row["followup_seconds"] = round(row["followup_seconds"], 3)
-    return step
 
 
 def run_case(arm: Arm, idx: int, c: Case, first_event: FailureEvent, store: HarnessStore, svc: RunServices,
@@ -349,48 +280,20 @@ def run_case(arm: Arm, idx: int, c: Case, first_event: FailureEvent, store: Harn
     ev, step, skipped = first_event, STEP, None
     for rnd in range(1, c.rounds + 1):
         if rnd > 1:
-            prev = rounds[-1]
-            if prev["verdict"] == "confirm":
-                skipped = "round 1 left a confirmed repair"
+            skipped = no_second_round(rounds[-1], store.latest(), c)
+            if skipped:
                 break
-            if not _in_training(store.latest(), c.task.id):
-                skipped = "the task is out of training"
-                break
-            c0 = endpoint.count.snapshot()
-            visits = follow_up(store.latest(), c.task.id, endpoint, judge, after_step=step, window=args.confirm_window,
-                               k=args.k, max_tokens=args.max_tokens, temperature=args.temperature, salt=idx + 1000)
-            _record(grading_memory, visits, c.task.domain)
-            step += args.confirm_window
-            again = matching_event(c, detect_again(visits, cfg))
-            ev = again or planted_event(c, visits, step)
-            seen_rollouts = endpoint.count.requested - c0["requested"]
+            ev, step, seen_rollouts = seen_again(c, idx, step, store, grading_memory, endpoint, judge, cfg, args)
         row = _round(arm, c, ev, step, rnd, store, svc, ctx, endpoint, run_dir)
         row["detected"] = None if c.defect == "control" else (ev.stats.get("planted") is not True)
         row["event_rollouts"] = 0 if rnd == 1 else seen_rollouts
-        step = _grade(c, idx, row, step, store, grading_memory, endpoint, judge, cfg, ctx, args)
+        step = grade_round(c, idx, row, step, store, grading_memory, endpoint, judge, cfg, ctx, args)
         rounds.append(row)
         print(f"  [{arm.name}] {c.case_id} r{rnd}: {ev.type} -> {row['interface']} {row['templates']} => {row['decision']}"
               f" ({row['probe_rollouts']} rollouts, {row['seconds']:.1f}s)"
               + (f"; graded on {row['followup_rollouts']} follow-up rollouts: {row['verdict']}" if row["verdict"] else ""),
               flush=True)
-    end = store.latest()
-    verdicts = [r["verdict"] for r in rounds]
-    return {
-        "arm": arm.name, "case": c.case_id, "defect": c.defect, "task_id": c.task.id, "rounds_planned": c.rounds,
-        "rounds": rounds, "second_round_skipped": skipped, "expected_interface": EXPECTED[c.defect][1],
-        "interface": rounds[0]["interface"], "decision": rounds[0]["decision"], "templates": rounds[0]["templates"],
-        "accepted": any(r["accepted"] for r in rounds), "confirmed": "confirm" in verdicts,
-        "reverted": sum(v == "revert" for v in verdicts), "undecided": sum(v in ("wait", "superseded") for v in verdicts),
-        "accepted_ungraded": sum(r["accepted"] and not r["graded"] for r in rounds),
-        "fallback": any(r["fallback"] for r in rounds), "repaired": "confirm" in verdicts and c.defect != "control",
-        "in_training_after": _in_training(end, c.task.id),
-        "weight_after": end.sampling[c.task.id].weight if c.task.id in end.sampling else None,
-        "other_tasks_touched": sorted({t for r in rounds for t in r["other_tasks_touched"]}),
-        "decisions": len(rounds), "probe_rollouts": sum(r["probe_rollouts"] for r in rounds),
-        "generated_rollouts": sum(r["generated_rollouts"] for r in rounds),
-        "seconds": round(sum(r["seconds"] for r in rounds), 3),
-        "followup_rollouts": sum(r["followup_rollouts"] + r["event_rollouts"] for r in rounds),
-    }
+    return case_row(arm.name, c, rounds, skipped, store.latest())
 
 
 def run_arm(arm: Arm, cases: Sequence[Case], events: dict[str, FailureEvent], detection: Detection, base: HarnessState,
@@ -409,7 +312,7 @@ def run_arm(arm: Arm, cases: Sequence[Case], events: dict[str, FailureEvent], de
     memory = TrainingMemory.persistent(run_dir / "memory", embedding=args.memory_embedding) if arm.memory else None
     grading_memory = memory or TrainingMemory.persistent(run_dir / "grading-memory", embedding="hash")
     for c in cases:  # the training groups the detector saw, as the trainer records them
-        _record(grading_memory, detection.visits[c.task.id], c.task.domain)
+        record_visits(grading_memory, detection.visits[c.task.id], c.task.domain)
     key = f"evolver-quality-{arm.name}-{os.getpid()}"
     svc = make_services(store, endpoint, judge, memory, cfg, k=args.k, max_tokens=args.max_tokens, seed=args.seed)
     register_services(key, svc)
