@@ -1,7 +1,7 @@
 """The one decision room: accept, revise, fall back, reject, confirm and revert, each with its numbers.
 
 Nothing else decides. The graph asks `after_critique` in `route_after_critique` (graphs/evolver.py; the critique
-node keeps the same `Decision` in the attempt, so the trace shows it) and `batch_accept` in the `generalise` node;
+node keeps the same `Decision` in the attempt, so the trace shows it) and `batch_accept` in `route_after_generalise`;
 the trainer asks `grade` for every provisional update at each pause (trainer/provisional.py) and commits the
 revert `revert_update` builds.
 

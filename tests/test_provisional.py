@@ -234,6 +234,30 @@ def test_route_after_critique_asks_the_decision_room(monkeypatch):
     assert evolver.route_after_critique(st, SimpleNamespace(context=EvolverContext())) == "revise" and seen == [1]
 
 
+@pytest.mark.parametrize("verdict, batch, route", [
+    ("accept", {"decision": "pending"}, "commit"),
+    ("reject", {"decision": "rejected"}, "record"),
+    ("accept", None, "record"),  # generalise did nothing (the lane's commit went stale, or it is off)
+    ("accept", {"decision": "none", "note": "no similar task qualified", "critique": None}, "record"),
+])
+def test_route_after_generalise_asks_the_decision_room(monkeypatch, verdict, batch, route):
+    """The batch's accept is a route, like the lane's: it asks `batch_accept` and sends an accepted batch to the one
+    commit node."""
+    from graphs import evolver
+
+    seen = []
+
+    def fake(crit):
+        seen.append(crit.measured_ok)
+        return decisions.Decision(verdict)
+
+    monkeypatch.setattr(decisions, "batch_accept", fake)
+    if batch is not None and "critique" not in batch:
+        batch = {**batch, "critique": _crit(ok=True).model_dump(mode="json")}
+    assert evolver.route_after_generalise({"generalised": batch}) == route
+    assert seen == ([True] if batch is not None and batch["critique"] is not None else [])
+
+
 def test_generalise_batch_accept_goes_through_the_decision_room(tmp_path, monkeypatch):
     """The batch the critic accepted (test_generalise's world) is not committed when the decision room says no,
     and when it says yes its commit is provisional, with a target per batched task."""
