@@ -299,6 +299,9 @@ def approve(state: LaneState) -> dict[str, Any]:
     return {"approved": approved}
 
 
+BATCH_PENDING = "pending"  # a measured batch the batch rule accepted, until `commit` commits it (or finds it stale)
+
+
 def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     """The one commit: the candidate a route accepted, on top of the latest version and provisional
     (`decisions.provisional_meta`). The lane's proposal after `route_after_critique` (or approval), the batch
@@ -337,9 +340,6 @@ def _commit_batch(store: HarnessStore, state: LaneState, event: FailureEvent, ba
     return {"generalised": {**batch, "decision": "accepted", "version": new.version}, "harness_version": new.version}
 
 
-BATCH_PENDING = "pending"  # a measured batch the batch rule accepted, until `commit` commits it (or finds it stale)
-
-
 def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     """After an accepted commit: the same repair for other tasks with the same failure signature, as one batched
     candidate (agents/generalise.py) measured and judged by the critic (`critic.judge_batch`). It keeps the verdict
@@ -357,9 +357,9 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     assert prop.update is not None  # an accepted decision has a measured update
     pid = f"{event.id}:r{state['revision']}"
     source, now = svc.store.load(state["evidence"]["harness_version"]), _harness(state, svc)
-    batch = gen.build_batch(event, prop.update, prop.template, source, now, gen.sightings(svc.memory, svc.detector_config, event, source.task(event.task_id).domain, now),
-                            max_tasks=ctx.generalise_max_tasks, busy=set(state.get("round_tasks", [])) - {event.task_id},
-                            step=state["step"], proposal_id=pid)
+    seen = gen.sightings(svc.memory, svc.detector_config, event, source.task(event.task_id).domain, now)
+    batch = gen.build_batch(event, prop.update, prop.template, source, now, seen, max_tasks=ctx.generalise_max_tasks,
+                            busy=set(state.get("round_tasks", [])) - {event.task_id}, step=state["step"], proposal_id=pid)
     out: dict[str, Any] = {"proposal_id": pid, "template": prop.template, **batch.report(), "critique": None,
                            "measurement": None, "version": None,
                            "events": {t: e.model_dump(mode="json") for t, e in batch.events.items()},

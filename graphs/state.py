@@ -66,7 +66,9 @@ class LaneState(TypedDict, total=False):
     decision: str  # accepted | rejected | rejected_stale | rejected_by_human | fallback | skipped
     committed_version: int | None
     fallback: dict[str, Any] | None
-    generalised: dict[str, Any] | None  # the accepted repair's batched update for similar tasks (agents/generalise.py)
+    # The accepted repair's batched update for similar tasks (agents/generalise.py): built, measured and judged by
+    # `generalise` (decision "pending" once the batch rule accepts it), committed by `commit`.
+    generalised: dict[str, Any] | None
     tool_calls: list[dict[str, Any]]  # LLM brains' tool calls on the current event (agent, revision, name, args, result)
     accepted: Annotated[list[dict[str, Any]], operator.add]
     reports: Annotated[list[dict[str, Any]], operator.add]
