@@ -130,8 +130,10 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
 
 @dataclass(frozen=True)
 class Probe:
-    """What the reproduction probe found: whether the frozen policy shows the failure now, the reason to report
-    (the fallback's own reason extended, or why sampling stays as is) and the probe's measurement (compact)."""
+    """What the reproduction probe found: whether the frozen policy shows the failure now.
+
+    `reason` is the one to report (the fallback's own, extended, or why sampling stays as is); `measurement` is
+    the probe's, compact."""
 
     reproduced: bool
     reason: str
@@ -141,9 +143,10 @@ class Probe:
 def probe_reproduction(fb: Fallback, event: FailureEvent, state: HarnessState, endpoint: PolicyEndpoint, judge: Judge,
                        ctx: EvolverContext, *, probe_cache: ProbeCache | None, step: int,
                        detector_config: DetectorConfig | None) -> Probe:
-    """Probe the control group of a fallback that `needs_probe` (no candidate was measured): the fallback's own
-    sampling update changes no group, so both sides are the current harness, and the fallback acts only if the
-    frozen policy shows the failure now (`critic.reproduces`)."""
+    """Probe the control group for a fallback that `needs_probe` (no candidate was measured).
+
+    The fallback's own sampling update changes no group, so both sides are the current harness; the fallback acts
+    only if the frozen policy shows the failure now (`critic.reproduces`)."""
     assert fb.update is not None  # only a fallback with an update needs a probe
     m = measure_candidate(state, fb.update, endpoint, judge, k=ctx.sample_k, probe_cache=probe_cache,
                           max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed, step=step,

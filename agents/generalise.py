@@ -242,8 +242,10 @@ def _ineligible(s: Sighting, event: FailureEvent, source: Task, state: HarnessSt
 
 def sightings(mem: TrainingMemory, detector_config: DetectorConfig, event: FailureEvent, domain: str,
               now: HarnessState) -> list[Sighting]:
-    """Other tasks of `domain` seen with `event`'s failure type, newest first: memory's events of that type, then
-    active tasks whose latest training groups make a fresh detector report it (module docstring)."""
+    """Other tasks of `domain` seen with `event`'s failure type, newest first (module docstring).
+
+    Memory's events of that type first, then active tasks whose latest training groups make a fresh detector
+    report it."""
 
     def extras(tid: str) -> tuple[tuple[str, ...], int | None]:
         groups = [g for g in mem.task_history(tid, last_n=1, kinds=("groups",)) if isinstance(g, GroupSummary)]
@@ -264,7 +266,8 @@ def sightings(mem: TrainingMemory, detector_config: DetectorConfig, event: Failu
         detector, found = Detector(detector_config), None
         for g in mem.task_history(tid, last_n=detector_config.window, kinds=("groups",)):
             assert isinstance(g, GroupSummary)
-            found = next((e for e in detector.observe(GroupStats.model_validate(g.stats)) if e.type == event.type), found)
+            seen = detector.observe(GroupStats.model_validate(g.stats))
+            found = next((e for e in seen if e.type == event.type), found)
         if found is not None:
             out.append(Sighting(tid, found, f"latest groups (steps {found.window})", *extras(tid)))
     return out

@@ -36,8 +36,9 @@ def record_group(memory: Any, stats: GroupStats, records: list[RolloutRecord], *
 
 
 def provisional_targets(store: HarnessStore, since_version: int) -> list[tuple[int, decisions.Target]]:
-    """(version, target) of every provisional update committed after `since_version` (the graph writes the
-    targets into the store record's meta at commit: `decisions.provisional_meta`)."""
+    """(version, target) of every provisional update committed after `since_version`.
+
+    The graph writes the targets into the store record's meta at commit (`decisions.provisional_meta`)."""
     out = []
     for rec in store.history():
         if rec.version > since_version and rec.update is not None:
@@ -48,8 +49,9 @@ def provisional_targets(store: HarnessStore, since_version: int) -> list[tuple[i
 
 def grade_updates(store: HarnessStore, memory: Any, step: int, *, window: int, ctx: EvolverContext,
                   detector: DetectorConfig) -> dict[str, Any]:
-    """The trainer's pause-time grading of provisional updates on the training groups in memory: verdicts
-    (`agents.decisions.grade`), a revert committed for each failed update, the verdicts recorded in memory."""
+    """The trainer's pause-time grading of provisional updates on the training groups in memory.
+
+    Verdicts (`agents.decisions.grade`), a revert committed for each failed update, the verdicts in memory."""
     return provisional.review(store, memory, step, window=window, ctx=ctx, detector=detector)
 # == end of the API adapter ==============================================================================
 
@@ -67,11 +69,13 @@ def record_visits(memory: Any, visits: Sequence[Visit], domain: str) -> None:
 
 def grade_round(c: Case, idx: int, row: dict[str, Any], step: int, store: HarnessStore, grading_memory: Any,
                 endpoint: Any, judge: Judge, cfg: DetectorConfig, ctx: EvolverContext, args: argparse.Namespace) -> int:
-    """Grade the round's accepted update on the case's task: W follow-up training-like groups of the graded task
-    (its new variant for an `add_variant`) under the harness the round left, recorded in memory as training
-    records them, then the trainer's confirm/revert rule; while it waits (a fade-out plan's unhinted visits do
-    not count) W more groups, up to `args.max_followups` windows. `endpoint` is the benchmark's counting endpoint
-    (`evolver_quality.ProbeEndpoint`). Fills the row's verdict fields; returns the step the grading ended at."""
+    """Grade the round's accepted update on the case's task; returns the step the grading ended at.
+
+    W follow-up training-like groups of the graded task (its new variant for an `add_variant`) under the harness
+    the round left, recorded in memory as training records them, then the trainer's confirm/revert rule; while it
+    waits (a fade-out plan's unhinted visits do not count) W more groups, up to `args.max_followups` windows.
+    `endpoint` is the benchmark's counting endpoint (`evolver_quality.ProbeEndpoint`). Fills the row's verdict
+    fields."""
     row.update(graded=False, verdict=None, verdict_reasons=[], verdict_numbers={}, revert_version=None, graded_on=None,
                followup_rollouts=0, followup_seconds=0.0)
     mine = [(v, t) for v, t in provisional_targets(store, row["version_before"]) if t.task_id == c.task.id]
@@ -112,9 +116,10 @@ def no_second_round(prev: dict[str, Any], state: HarnessState, c: Case) -> str |
 
 def seen_again(c: Case, idx: int, step: int, store: HarnessStore, grading_memory: Any, endpoint: Any, judge: Judge,
                cfg: DetectorConfig, args: argparse.Namespace) -> tuple[FailureEvent, int, int]:
-    """Round 2's event: W more groups of the task under the harness as it now is (after a revert, a fallback or
-    nothing), recorded in memory, seen by a fresh detector window (or the planted event when it misses). Returns
-    the event, the step after the groups and the rollouts they took."""
+    """Round 2's event, the step after the groups that showed it and the rollouts they took.
+
+    W more groups of the task under the harness as it now is (after a revert, a fallback or nothing), recorded
+    in memory, seen by a fresh detector window (or the planted event when it misses)."""
     c0 = endpoint.count.snapshot()
     visits = follow_up(store.latest(), c.task.id, endpoint, judge, after_step=step, window=args.confirm_window,
                        k=args.k, max_tokens=args.max_tokens, temperature=args.temperature, salt=idx + 1000)
@@ -124,7 +129,8 @@ def seen_again(c: Case, idx: int, step: int, store: HarnessStore, grading_memory
     return again or planted_event(c, visits, step), step, endpoint.count.requested - c0["requested"]
 
 
-def case_row(arm: str, c: Case, rounds: Sequence[dict[str, Any]], skipped: str | None, end: HarnessState) -> dict[str, Any]:
+def case_row(arm: str, c: Case, rounds: Sequence[dict[str, Any]], skipped: str | None,
+             end: HarnessState) -> dict[str, Any]:
     """A case's result row from its rounds (`end`: the harness after the last)."""
     verdicts = [r["verdict"] for r in rounds]
     return {
@@ -132,7 +138,8 @@ def case_row(arm: str, c: Case, rounds: Sequence[dict[str, Any]], skipped: str |
         "rounds": list(rounds), "second_round_skipped": skipped, "expected_interface": EXPECTED[c.defect][1],
         "interface": rounds[0]["interface"], "decision": rounds[0]["decision"], "templates": rounds[0]["templates"],
         "accepted": any(r["accepted"] for r in rounds), "confirmed": "confirm" in verdicts,
-        "reverted": sum(v == "revert" for v in verdicts), "undecided": sum(v in ("wait", "superseded") for v in verdicts),
+        "reverted": sum(v == "revert" for v in verdicts),
+        "undecided": sum(v in ("wait", "superseded") for v in verdicts),
         "accepted_ungraded": sum(r["accepted"] and not r["graded"] for r in rounds),
         "fallback": any(r["fallback"] for r in rounds), "repaired": "confirm" in verdicts and c.defect != "control",
         "in_training_after": in_training(end, c.task.id),

@@ -70,17 +70,20 @@ def route_after_critique(state: LaneState, runtime: Runtime[EvolverContext]) -> 
 
 
 def route_after_commit(state: LaneState) -> Literal["generalise", "record"]:
-    """After the lane's commit, its repair is batched for similar tasks; after the batch's commit, the event is done."""
+    """After the lane's commit, its repair is batched for similar tasks; after the batch's, the event is done."""
     return "generalise" if state.get("generalised") is None else "record"
 
 
 def route_after_generalise(state: LaneState) -> Literal["commit", "record"]:
-    """The batch's accept, as `agents.decisions.batch_accept` decides it (the generalise node keeps the same decision,
-    with its numbers, in the report); no measured batch (none qualified, stale, off) goes to record."""
+    """The batch's accept, as `agents.decisions.batch_accept` decides it.
+
+    The generalise node keeps the same decision, with its numbers, in the report; a batch that was not measured
+    (none qualified, stale, generalising off) goes to record."""
     batch = state.get("generalised")
     if batch is None or batch.get("critique") is None:
         return "record"
-    return "commit" if decisions.batch_accept(Critique.model_validate(batch["critique"])).verdict == "accept" else "record"
+    verdict = decisions.batch_accept(Critique.model_validate(batch["critique"])).verdict
+    return "commit" if verdict == "accept" else "record"
 
 
 def route_after_approve(state: LaneState) -> Literal["commit", "record"]:

@@ -242,10 +242,10 @@ def _measure(svc: RunServices, ctx: EvolverContext, harness: HarnessState, updat
              step: int) -> Measurement:
     """`measure_candidate` of a candidate (the lane's or a batch) with the run's settings and memory's rollouts."""
     prior, history = _cached_rollouts(svc, update, ctx)
-    return measure_candidate(harness, update, svc.endpoint, svc.judge, sample_k=ctx.sample_k, sample_k_max=ctx.sample_k_max,
-                             alpha=ctx.critic_alpha, rule=rule, prior_rollouts=prior, control_history=history,
-                             probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens, temperature=ctx.temperature,
-                             seed=ctx.seed, step=step, detector_config=svc.detector_config)
+    return measure_candidate(harness, update, svc.endpoint, svc.judge, sample_k=ctx.sample_k,
+                             sample_k_max=ctx.sample_k_max, alpha=ctx.critic_alpha, rule=rule, prior_rollouts=prior,
+                             control_history=history, probe_cache=svc.probe_cache, max_tokens=ctx.max_tokens,
+                             temperature=ctx.temperature, seed=ctx.seed, step=step, detector_config=svc.detector_config)
 
 
 def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
@@ -266,7 +266,8 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     else:
         svc = _services(ctx)
         try:
-            m = _measure(svc, ctx, _harness(state, svc), prop.update, critic.stop_rule(event, prop.update, ctx), state["step"])
+            rule = critic.stop_rule(event, prop.update, ctx)
+            m = _measure(svc, ctx, _harness(state, svc), prop.update, rule, state["step"])
         except UpdateRejected as err:  # the harness moved under us between validate and critique
             crit = critic.invalid_critique(event, [str(err)])
         else:
@@ -303,9 +304,11 @@ BATCH_PENDING = "pending"  # a measured batch the batch rule accepted, until `co
 
 
 def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
-    """The one commit: the candidate a route accepted, on top of the latest version and provisional
-    (`decisions.provisional_meta`). The lane's proposal after `route_after_critique` (or approval), the batch
-    `generalise` measured after `route_after_generalise`. The store re-validates: another lane may have committed."""
+    """The one commit: the candidate a route accepted, on top of the latest version.
+
+    The lane's proposal after `route_after_critique` (or approval), the batch `generalise` measured after
+    `route_after_generalise`; provisional (`decisions.provisional_meta`). The store re-validates: another lane may
+    have committed meanwhile."""
     ctx, event = _ctx(runtime), _event(state)
     store = _services(ctx).store
     batch = state.get("generalised")
@@ -341,11 +344,12 @@ def _commit_batch(store: HarnessStore, state: LaneState, event: FailureEvent, ba
 
 
 def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
-    """After an accepted commit: the same repair for other tasks with the same failure signature, as one batched
-    candidate (agents/generalise.py) measured and judged by the critic (`critic.judge_batch`). It keeps the verdict
-    `route_after_generalise` takes (`decisions.batch_accept`); `commit` commits an accepted batch.
-    Off with `generalise_max_tasks=0`, with the memory ablation (similar tasks are found in memory) and under
-    `require_approval` (a batch is never committed without the approval its source had)."""
+    """After an accepted commit: the same repair for similar tasks, as one batched candidate, measured and judged.
+
+    The batch holds the other tasks with the same failure signature (agents/generalise.py); the critic judges it
+    (`critic.judge_batch`). The node keeps the verdict `route_after_generalise` takes (`decisions.batch_accept`);
+    `commit` commits an accepted batch. Off with `generalise_max_tasks=0`, with the memory ablation (similar tasks
+    are found in memory) and under `require_approval` (a batch is never committed without its source's approval)."""
     ctx, event = _ctx(runtime), _event(state)
     svc = _services(ctx)
     if state["decision"] != "accepted" or ctx.generalise_max_tasks <= 0:
@@ -358,8 +362,9 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     pid = f"{event.id}:r{state['revision']}"
     source, now = svc.store.load(state["evidence"]["harness_version"]), _harness(state, svc)
     seen = gen.sightings(svc.memory, svc.detector_config, event, source.task(event.task_id).domain, now)
+    busy = set(state.get("round_tasks", [])) - {event.task_id}
     batch = gen.build_batch(event, prop.update, prop.template, source, now, seen, max_tasks=ctx.generalise_max_tasks,
-                            busy=set(state.get("round_tasks", [])) - {event.task_id}, step=state["step"], proposal_id=pid)
+                            busy=busy, step=state["step"], proposal_id=pid)
     out: dict[str, Any] = {"proposal_id": pid, "template": prop.template, **batch.report(), "critique": None,
                            "measurement": None, "version": None,
                            "events": {t: e.model_dump(mode="json") for t, e in batch.events.items()},
@@ -371,7 +376,8 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
         crit = critic.unmeasured_critique(event)
     else:
         try:
-            m = _measure(svc, ctx, now, batch.update, critic.batch_stop_rule(batch.events, batch.update, ctx), state["step"])
+            rule = critic.batch_stop_rule(batch.events, batch.update, ctx)
+            m = _measure(svc, ctx, now, batch.update, rule, state["step"])
         except UpdateRejected as err:  # another lane committed on a target meanwhile
             return {"generalised": {**out, "decision": "rejected_stale", "note": str(err)}}
         out["measurement"] = m.compact()
