@@ -6,8 +6,10 @@ it as the editable assistant configuration) and `harnessrl evolve` can build it 
 objects (the harness store, memory, frozen-policy endpoint, judge) are resolved from these values by
 `graphs.services`; nothing here opens a file or a socket.
 
-The knobs a training config also sets carry the config's names (`sample_k`, `critic`, `memory`,
-`interfaces`, `seed`; see `trainer/config.py`), and `harnessrl evolve` names its flags after them.
+This dataclass is the one declaration of every evolver knob, with its default and help text: a training
+config's `evolver:` section is typed by it (`trainer/config.py`), `harnessrl evolve` builds its flags from
+its fields (`trainer/commands/evolve.py`) and Studio shows the same defaults and descriptions. The
+`PER_RUN` fields say where one run happens; each caller fills them, they are no config settings.
 
 Each model role is a `provider:model` string resolved in `agents/chat_models.py`; the value `rules`
 selects that agent's deterministic rule brain (the offline default and an ablation baseline). Each LLM role
@@ -18,13 +20,16 @@ selects that agent's deterministic rule brain (the offline default and an ablati
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 from harness.types import INTERFACES
 
 RULES = "rules"
 # The roles that may be LLMs; each can have its own endpoint (`<role>_base_url`, `<role>_api_key_env`).
 LLM_ROLES = ("attributor", "proposer", "critic", "judge")
+# Where one run happens (its folder, memory, frozen policy, live services): the trainer fills them for each round,
+# `harnessrl evolve` from its snapshot flags; a config's `evolver:` section refuses them.
+PER_RUN = ("run_dir", "memory_location", "policy", "services_key")
 
 
 def _f(default: Any, help: str) -> Any:
@@ -60,7 +65,7 @@ class EvolverContext:
     # -- infrastructure (resolved by graphs.services) -------------------------------------------
     run_dir: str = _f("runs/evolve", "run folder holding harness/ (the versioned store)")
     memory_location: str = _f("none", "training memory: a Chroma folder, a http://host:port Chroma server, or 'none'")
-    memory_embedding: str = _f("minilm", "embedding of the memory: 'minilm' (bundled, offline) or 'hash' (tests)")
+    memory_embedding: Literal["minilm", "hash"] = _f("minilm", "embedding of the memory: 'minilm' (bundled, offline) or 'hash' (tests)")
     policy: str = _f("", "frozen-policy endpoint spec understood by graphs.services (e.g. openai:<url>#<model>)")
     judge_model: str = _f(RULES, "'rules' (programmatic checks only) or provider:model for the LLM judge")
     services_key: str | None = _f(None, "key of live services registered in-process (the trainer sets it)")

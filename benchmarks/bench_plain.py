@@ -87,7 +87,7 @@ def train_plain(cfg: Any) -> dict[str, Any]:
     data = Dataset.from_list([{"prompt": render_prompt(tasks[t], []), "task_id": t} for t in rows])
     model, tokenizer, _ = load_policy(cfg)
     args = grpo_args(cfg)
-    reward = PlainReward(tasks, make_judge(cfg.harness.judge_model, cfg.harness.llm_base_url), cfg.train.num_generations)
+    reward = PlainReward(tasks, make_judge(cfg.evolver.judge_model, cfg.evolver.base_url), cfg.train.num_generations)
     peft_config = None
     if cfg.model.lora:
         peft_config = LoraConfig(r=cfg.model.lora_r, lora_alpha=cfg.model.lora_alpha, lora_dropout=cfg.model.lora_dropout,

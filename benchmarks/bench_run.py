@@ -219,7 +219,7 @@ def _eval_setup(job: Job) -> tuple[Any, list, Any]:
     missing = [t for t in job.eval_tasks if t not in by_id]
     if missing:
         raise ValueError(f"eval tasks {missing} are not held-out tasks of {cfg.data.suite}")
-    return cfg, [by_id[t] for t in job.eval_tasks], make_judge(cfg.harness.judge_model, cfg.harness.llm_base_url)
+    return cfg, [by_id[t] for t in job.eval_tasks], make_judge(cfg.evolver.judge_model, cfg.evolver.base_url)
 
 
 def bench_dir(job: Job) -> Path:

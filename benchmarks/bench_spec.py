@@ -12,8 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]  # the repository (or, in a worker, the frozen code snapshot)
 
 # -- arms --------------------------------------------------------------------------------------------------
-_FULL = ["harness.evolver=true", "harness.interfaces=[sampling,guidance,criteria]", "harness.memory=true",
-         "harness.critic=true"]
+_FULL = ["harness.evolver=true", "evolver.interfaces=[sampling,guidance,criteria]", "evolver.memory=true",
+         "evolver.critic=true"]
 DAPO_OVERSAMPLE = 2  # DAPO arm: generate 2 x batch rollouts a step, train on batch of them (verl's gen_batch_size)
 
 
@@ -38,11 +38,11 @@ ARMS: dict[str, Arm] = {a.name: a for a in [
         (*_FULL, f"harness.dynamic_sampling={DAPO_OVERSAMPLE}"), True),
     Arm("dynfilter", "4 fixed + down-weighting filter", ("harness.evolver=false", "harness.dynamic_filtering=true"),
         False),
-    Arm("no-sampling", "5a HarnessRL - sampling", (*_FULL, "harness.interfaces=[guidance,criteria]"), False),
-    Arm("no-guidance", "5b HarnessRL - guidance", (*_FULL, "harness.interfaces=[sampling,criteria]"), False),
-    Arm("no-criteria", "5c HarnessRL - criteria", (*_FULL, "harness.interfaces=[sampling,guidance]"), False),
-    Arm("no-memory", "5d HarnessRL - memory", (*_FULL, "harness.memory=false"), False),
-    Arm("no-critic", "5e HarnessRL - critic", (*_FULL, "harness.critic=false"), False),
+    Arm("no-sampling", "5a HarnessRL - sampling", (*_FULL, "evolver.interfaces=[guidance,criteria]"), False),
+    Arm("no-guidance", "5b HarnessRL - guidance", (*_FULL, "evolver.interfaces=[sampling,criteria]"), False),
+    Arm("no-criteria", "5c HarnessRL - criteria", (*_FULL, "evolver.interfaces=[sampling,guidance]"), False),
+    Arm("no-memory", "5d HarnessRL - memory", (*_FULL, "evolver.memory=false"), False),
+    Arm("no-critic", "5e HarnessRL - critic", (*_FULL, "evolver.critic=false"), False),
     Arm("plain", "6 plain TRL GRPO (same reward, no harness code)", ("harness.evolver=false",), False, "plain"),
 ]}
 KEY_ARMS = [a for a in ARMS if ARMS[a].key]
@@ -98,7 +98,7 @@ PRESETS: dict[str, Preset] = {
     # Random tiny model (configs/tiny.yaml): exercises every code path in seconds; numbers are meaningless.
     "tiny": Preset("configs/tiny.yaml", steps=2, batch=8, group=4, evolve_every=1, eval_every=1,
                    eval_per_domain=1, eval_k=2, max_tokens=16, train_per_domain=2,
-                   extra=("harness.max_events=2", "harness.sample_k=2", "harness.max_revisions=0"), noise_seed=99,
+                   extra=("harness.max_events=2", "evolver.sample_k=2", "evolver.max_revisions=0"), noise_seed=99,
                    jobs=0, ifeval_max_tokens=8),
 }
 

@@ -18,8 +18,8 @@ Arms (`--arms`, comma separated; `key` = fixed, dapo, harnessrl, harnessrl-dapo;
     harnessrl    evolver with rule brains, 3 interfaces, memory, critic
     harnessrl-dapo  harnessrl on top of dapo (evolver + dynamic sampling; needs beta=0, one process)
     no-sampling / no-guidance / no-criteria   harnessrl minus one interface
-    no-memory    harnessrl without memory evidence                    harness.memory=false
-    no-critic    harnessrl accepting every valid proposal             harness.critic=false
+    no-memory    harnessrl without memory evidence                    evolver.memory=false
+    no-critic    harnessrl accepting every valid proposal             evolver.critic=false
 
 Key arms run with every seed in `--seeds`; ablations with `--ablation-seeds` (default: the first seed).
 Jobs run as separate processes (`--jobs N` at a time, one torch thread each); `--jobs 0` runs them
@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "scored by IFEval's own checkers, for the base model and each run's last checkpoint "
                         "(default from the preset: 128; 0 = off)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra trainer override for every arm, e.g. --set harness.sample_k=4 (repeatable)")
+                   help="extra trainer override for every arm, e.g. --set evolver.sample_k=4 (repeatable)")
     p.add_argument("--stop-after", type=float, default=None, metavar="MIN",
                    help="start no new job after MIN minutes; the report lists what was not run")
     p.add_argument("--render-only", action="store_true", help="rebuild the report from the job summaries; train nothing")

@@ -112,7 +112,7 @@ def make_context(arm: Arm, *, services_key: str, run_dir: Path, k: int, max_toke
     """The evolver's run-time context for one arm (rule brains; the arm's ablation switches; the demo
     config's (`demo`, a `trainer.config.RunConfig`) other critic settings)."""
     return EvolverContext(services_key=services_key, run_dir=str(run_dir), sample_k=k,
-                          sample_k_max=max(k, demo.harness.sample_k_max), max_tokens=max_tokens,
+                          sample_k_max=max(k, demo.evolver.sample_k_max), max_tokens=max_tokens,
                           max_revisions=max_revisions, seed=seed, memory=arm.memory, critic=arm.critic)
 
 
@@ -416,9 +416,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     model_dir = resolve_model(args.model)
     # Everything not set on the command line is what the CPU demo's evolver runs with.
     demo = args.demo = load_config(DEMO_CONFIG)
-    args.k = demo.harness.sample_k if args.k is None else args.k
+    args.k = demo.evolver.sample_k if args.k is None else args.k
     args.max_tokens = demo.train.max_completion_length if args.max_tokens is None else args.max_tokens
-    args.max_revisions = demo.harness.max_revisions if args.max_revisions is None else args.max_revisions
+    args.max_revisions = demo.evolver.max_revisions if args.max_revisions is None else args.max_revisions
     cfg = DetectorConfig(**{**demo.harness.detector, **({} if args.window is None else {"window": args.window})})
     args.window = cfg.window
     args.confirm_window = demo.harness.confirm_window if args.confirm_window is None else args.confirm_window

@@ -25,7 +25,7 @@ may wait at once); with no callback a run that reaches an interrupt stops and re
 `{"__interrupt__": [...]}` so the caller can resume later with the same thread id. On a server,
 `run_on_server(..., thread_id=T)` of a thread waiting at interrupts answers them without starting a new run (how
 `harnessrl evolve --server URL --thread T --approve` answers a trainer's round), and `person_deadline_s` (the
-trainer's `harness.require_approval`) makes the caller wait, polling the thread, for a person to resume it (Studio
+trainer's `evolver.require_approval`) makes the caller wait, polling the thread, for a person to resume it (Studio
 or that command) until the deadline; then every interrupt still waiting is resumed with a rejection (an unanswered
 approval is never an accept), and a person's resume still running then is cancelled and `ApprovalTimeout` raised
 (the caller rolls back). `ServerRun.approvals` says who answered each interrupt.

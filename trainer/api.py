@@ -22,7 +22,7 @@ _SECTIONS = ("model", "data", "train", "harness")
 
 
 def _override(name: str, value: Any) -> str:
-    """`max_steps=8` -> "train.max_steps=8"; `harness__sample_k=8` -> "harness.sample_k=8"; `run_dir=...`."""
+    """`max_steps=8` -> "train.max_steps=8"; `evolver__sample_k=8` -> "evolver.sample_k=8"; `run_dir=...`."""
     import json
 
     if "__" in name:

@@ -289,9 +289,9 @@ class HarnessCallback(TrainerCallback):
         run, h = self.run, self.cfg.harness
         if self._evolver_judge is None:
             # Own judge for the evolver: its stats must not leak into the training-reward metrics.
-            self._evolver_judge = make_judge(h.judge_model, *evolver_round.judge_endpoint(self.cfg))
+            self._evolver_judge = make_judge(self.cfg.evolver.judge_model, *evolver_round.judge_endpoint(self.cfg))
         register_services(key, live_services(
-            context, store=run.store, memory=run.memory if h.memory else None, endpoint=endpoint,
+            context, store=run.store, memory=run.memory if self.cfg.evolver.memory else None, endpoint=endpoint,
             judge=self._evolver_judge, detector_config=DetectorConfig(**h.detector)))
 
     # -- frozen policy ----------------------------------------------------------------------------------

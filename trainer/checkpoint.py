@@ -289,7 +289,7 @@ def _build_memory(cfg: Any, root: Path, snap: Path | None, ckpt_dir: Path) -> tu
     for stale in root.glob(_MEMORY_BUILD + "*"):  # a resume killed while building one
         shutil.rmtree(stale)
     folder = root / f"{_MEMORY_BUILD}{time.time_ns() % 10**9:09d}"
-    mem = TrainingMemory.persistent(folder, embedding=cfg.harness.memory_embedding)
+    mem = TrainingMemory.persistent(folder, embedding=cfg.evolver.memory_embedding)
     try:
         counts = mem.restore(snap) if snap is not None else {}
     except (MemoryStoreError, ValueError, KeyError) as e:

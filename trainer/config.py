@@ -1,7 +1,11 @@
 """Run configuration: typed dataclasses loaded from YAML plus dotted command-line overrides.
 
-A config file has five sections (`model`, `data`, `train`, `harness`, `run`); every field carries a
-`help` string in its metadata (shown by `harnessrl train --help-config`). Loading is strict:
+A config file has a top-level `run_dir` and five sections (`model`, `data`, `train`, `harness`, `evolver`);
+every field carries a help string in its metadata (shown by `harnessrl train --help-config`). `harness`
+holds what the trainer reads around a round (evolver on/off, cadence, sampler, detector, pause budget);
+`evolver` is typed by the graph's context, `agents.context.EvolverContext`, so each evolver knob is declared
+once, there (the fields the trainer fills per round, `SET_BY_TRAINER`, are refused). Old `harness.<knob>`
+keys (`MOVED_TO_EVOLVER`) are read for one release with a warning naming the new key. Loading is strict:
 
 - an unknown key is an error that names the key, the file and the closest valid keys;
 - a wrong type names the field and the expected type;
@@ -9,7 +13,7 @@ A config file has five sections (`model`, `data`, `train`, `harness`, `run`); ev
   `ddp_timeout` above the pause budget, ...) are checked in `__post_init__` and say how to fix them.
 
 Overrides use dotted paths: `--set train.max_steps=4` or bare `train.max_steps=4`; values are parsed
-as YAML scalars/lists (`harness.interfaces=[sampling,criteria]`).
+as YAML scalars/lists (`evolver.interfaces=[sampling,criteria]`).
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ import dataclasses
 import difflib
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from harness.types import INTERFACES
+from agents.context import LLM_ROLES, PER_RUN, EvolverContext
 
 
 class ConfigError(ValueError):
@@ -113,9 +118,6 @@ class HarnessConfig:
     evolver: bool = _f(True, "Run the harness evolver at checkpoints (False: fixed harness baseline).")
     evolve_every: int = _f(4, "Steps between evolver rounds; a multiple of train.save_steps. The step right after "
                               "a round trains on the harness it committed (prompts are drawn at step time).")
-    interfaces: list[str] = _f(list(INTERFACES), "Interfaces the evolver may edit (ablations).")
-    memory: bool = _f(True, "Use the training-time memory as evidence (ablation: False).")
-    critic: bool = _f(True, "Measure candidates with the JIT critic (False: accept every valid proposal).")
     dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
     df_window: int = _f(1, "Dynamic filtering: a task is down-weighted when its last N groups all had zero variance (1 = DAPO-like, act on the latest group).")
     df_multiplier: float = _f(0.2, "Dynamic filtering: weight multiplier of a task whose recent visits were all dead.")
@@ -124,40 +126,16 @@ class HarnessConfig:
                                   "batch_size/G groups with reward variance (trainer/dynamic_sampling.py); 0 = off.")
     sampler_floor: float = _f(0.1, "Uniform floor mixed into task sampling so every active task stays reachable.")
     detector: dict[str, Any] = _f({}, "harness.detector.DetectorConfig overrides (eps, tau_lo, tau_hi, window, ...).")
-    sample_k: int = _f(4, "Critic: rollouts per affected task and side a measurement starts with (k).")
-    sample_k_max: int = _f(16, "Critic: cap; the group doubles from sample_k up to this while its test is undecided.")
-    critic_alpha: float = _f(0.1, "Critic: error rate of the sequential test that stops sampling early.")
-    max_revisions: int = _f(2, "Critic: revisions per event before the fallback (R).")
     confirm_window: int = _f(2, "Training groups on its task that grade each accepted (provisional) update: it is "
                                 "reverted at the next pause when its failure persists on all of them, else confirmed "
                                 "(agents/decisions.py). 0: accepted updates are final.")
-    generalise_max_tasks: int = _f(4, "An accepted repair is proposed (one batched, measured update) for at most this "
-                                      "many other tasks with the same failure signature; 0 turns it off (ablation).")
     max_events: int = _f(8, "Events handed to one evolver round: one per task, confirmed before one-group events, "
                             "dead groups before hacks before blind criteria, then most groups, then most recent first (each costs the critic fresh rollouts: this bounds the pause).")
-    attributor_model: str = _f("rules", "Attributor brain: 'rules' or provider:model.")
-    proposer_model: str = _f("rules", "Proposer brain: 'rules' or provider:model.")
-    critic_model: str = _f("rules", "Critic brain: 'rules' or provider:model (measurement always decides).")
-    judge_model: str | None = _f(None, "LLM judge for criteria without a check (None: programmatic only).")
     max_judge_failure_share: float = _f(0.2, "Flag a step (metrics.jsonl judge_flagged, a console warning) when more "
                                              "than this share of its verdicts were left out because the judge failed; "
                                              "the same share of responses that could not be scored "
                                              "(unscoreable_flagged) or of verdicts skipped for want of a judge "
                                              "(skipped_flagged) flags it too.")
-    llm_base_url: str | None = _f(None, "OpenAI-compatible base URL (e.g. a vLLM server's /v1) for LLM brains and judge "
-                                        "(the shared default of the <role>_base_url fields).")
-    llm_api_key_env: str = _f("OPENAI_API_KEY", "Environment variable holding the LLMs' API key ('EMPTY' when unset); "
-                                                "the shared default of the <role>_api_key_env fields.")
-    attributor_base_url: str | None = _f(None, "The attributor LLM's own base URL (None: llm_base_url).")
-    attributor_api_key_env: str | None = _f(None, "The attributor LLM's API-key variable (None: llm_api_key_env).")
-    proposer_base_url: str | None = _f(None, "The proposer LLM's own base URL (None: llm_base_url).")
-    proposer_api_key_env: str | None = _f(None, "The proposer LLM's API-key variable (None: llm_api_key_env).")
-    critic_base_url: str | None = _f(None, "The critic LLM's own base URL (None: llm_base_url).")
-    critic_api_key_env: str | None = _f(None, "The critic LLM's API-key variable (None: llm_api_key_env).")
-    judge_base_url: str | None = _f(None, "The LLM judge's own base URL, for training rewards and the critic "
-                                          "(None: llm_base_url).")
-    judge_api_key_env: str | None = _f(None, "The LLM judge's API-key variable (None: llm_api_key_env).")
-    memory_embedding: Literal["minilm", "hash"] = _f("minilm", "Memory embedding function ('hash' for tests).")
     memory_url: str | None = _f(None, "Chroma server URL (scale-out); None: local folder in the run.")
     langgraph_url: str | None = _f(None, "Run the evolver on a LangGraph server at this URL (Studio) instead of in process.")
     langgraph_assistant: str = _f("evolver", "With langgraph_url: the assistant whose context chooses the evolver's "
@@ -165,10 +143,6 @@ class HarnessConfig:
                                              "frozen policy). A graph id ('evolver'): an assistant made from this "
                                              "config; an assistant id or name (e.g. made in Studio): its context wins "
                                              "over the harness.* brain and critic settings.")
-    require_approval: bool = _f(False, "With langgraph_url: each candidate the critic accepts waits at an approval "
-                                       "interrupt for a person (Studio, or `harnessrl evolve --server URL --thread T "
-                                       "--approve`) until the pause budget max_pause_s is spent; an unanswered one is "
-                                       "rejected, never committed.")
     policy_endpoint: str = _f("local", "Frozen policy for the critic: 'local' (the paused model; with langgraph_url "
                                        "it is saved to run_dir/frozen/ at each pause and loaded by the server) or "
                                        "an OpenAI-compatible base URL (vLLM).")
@@ -182,12 +156,6 @@ class HarnessConfig:
                                    "evolver rounds in a row failed (endpoint or server down); 0: never stop.")
 
     def __post_init__(self) -> None:
-        bad = [i for i in self.interfaces if i not in INTERFACES]
-        if bad:
-            raise ConfigError(f"harness.interfaces: unknown {bad}; choose from {list(INTERFACES)}")
-        if self.evolver and not self.interfaces:
-            raise ConfigError("harness.interfaces is empty: the evolver could change nothing; list at least one of "
-                              f"{list(INTERFACES)} or set harness.evolver=false")
         if self.evolve_every < 1:
             raise ConfigError(f"harness.evolve_every must be >= 1, got {self.evolve_every}")
         if self.dynamic_sampling < 0:
@@ -203,25 +171,6 @@ class HarnessConfig:
             raise ConfigError(f"harness.max_failed_rounds must be >= 0 (0 never stops), got {self.max_failed_rounds}")
         if self.confirm_window < 0:
             raise ConfigError(f"harness.confirm_window must be >= 0 (0: accepted updates are final), got {self.confirm_window}")
-        if self.generalise_max_tasks < 0:
-            raise ConfigError(f"harness.generalise_max_tasks must be >= 0 (0 turns generalising off), got {self.generalise_max_tasks}")
-        if self.sample_k < 2:
-            raise ConfigError(f"harness.sample_k must be >= 2 (the critic needs a group), got {self.sample_k}")
-        if self.sample_k_max < self.sample_k:
-            raise ConfigError(f"harness.sample_k_max ({self.sample_k_max}) must be >= harness.sample_k ({self.sample_k}); "
-                              f"set harness.sample_k_max={self.sample_k} for a fixed budget")
-        if not 0.0 < self.critic_alpha < 1.0:
-            raise ConfigError(f"harness.critic_alpha must be in (0, 1), got {self.critic_alpha}")
-        if self.require_approval and not self.langgraph_url:
-            raise ConfigError("harness.require_approval needs harness.langgraph_url: only a round on a LangGraph server "
-                              "can wait for a person (Studio or `harnessrl evolve --server URL --thread T --approve`)")
-        if self.langgraph_url and self.memory and not self.memory_url:
-            # The trainer holds the exclusive lock of run_dir/memory (one Chroma writer per folder), so the
-            # LangGraph server process could not open it: both must talk to one Chroma server instead.
-            raise ConfigError("harness.langgraph_url with harness.memory=true needs a Chroma server both the trainer "
-                              "and the LangGraph server can reach (the trainer locks run_dir/memory): start "
-                              "`chroma run --path <folder> --port 8000` and set harness.memory_url=http://127.0.0.1:8000, "
-                              "or set harness.memory=false")
         if self.detector:
             from harness.detector import DetectorConfig
 
@@ -238,9 +187,20 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     harness: HarnessConfig = field(default_factory=HarnessConfig)
+    evolver: EvolverContext = field(default_factory=EvolverContext)
 
     def __post_init__(self) -> None:
-        h, t = self.harness, self.train
+        h, t, e = self.harness, self.train, self.evolver
+        if e.require_approval and not h.langgraph_url:
+            raise ConfigError("evolver.require_approval needs harness.langgraph_url: only a round on a LangGraph server "
+                              "can wait for a person (Studio or `harnessrl evolve --server URL --thread T --approve`)")
+        if h.langgraph_url and e.memory and not h.memory_url:
+            # The trainer holds the exclusive lock of run_dir/memory (one Chroma writer per folder), so the
+            # LangGraph server process could not open it: both must talk to one Chroma server instead.
+            raise ConfigError("harness.langgraph_url with evolver.memory=true needs a Chroma server both the trainer "
+                              "and the LangGraph server can reach (the trainer locks run_dir/memory): start "
+                              "`chroma run --path <folder> --port 8000` and set harness.memory_url=http://127.0.0.1:8000, "
+                              "or set evolver.memory=false")
         if h.evolver and h.evolve_every % t.save_steps:
             raise ConfigError(
                 f"harness.evolve_every ({h.evolve_every}) must be a multiple of train.save_steps ({t.save_steps}) so "
@@ -292,7 +252,9 @@ class RunConfig:
         return "lora_adapter" if self.model.lora else None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        d["evolver"] = {k: v for k, v in d["evolver"].items() if k not in SET_BY_TRAINER}
+        return d
 
     @property
     def run_path(self) -> Path:
@@ -311,7 +273,20 @@ def _largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
 
-SECTIONS: dict[str, type] = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "harness": HarnessConfig}
+SECTIONS: dict[str, type] = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "harness": HarnessConfig,
+                             "evolver": EvolverContext}
+
+# Context fields the trainer fills for each round, from where (an `evolver:` key naming one is refused).
+SET_BY_TRAINER = {"run_dir": "the top-level run_dir", "memory_location": "harness.memory_url (else run_dir/memory "
+                  "when evolver.memory)", "policy": "harness.policy_endpoint", "services_key": "the trainer itself",
+                  "max_tokens": "train.max_completion_length", "temperature": "train.temperature", "seed": "train.seed"}
+assert set(PER_RUN) <= set(SET_BY_TRAINER)
+# Keys that moved from `harness:` to `evolver:` (issue 18); the old ones are read, with a warning, for one release.
+MOVED_TO_EVOLVER = {name: name for name in (
+    "interfaces", "memory", "critic", "sample_k", "sample_k_max", "critic_alpha", "max_revisions",
+    "generalise_max_tasks", "attributor_model", "proposer_model", "critic_model", "judge_model",
+    "memory_embedding", "require_approval", *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")))}
+MOVED_TO_EVOLVER |= {"llm_base_url": "base_url", "llm_api_key_env": "api_key_env"}
 
 
 # -- loading ----------------------------------------------------------------------------------------
@@ -369,6 +344,9 @@ def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
+        if cls is EvolverContext and key in SET_BY_TRAINER:
+            raise ConfigError(f"{where}{prefix}{key} is not a config setting: the trainer sets it for each round "
+                              f"from {SET_BY_TRAINER[key]}")
         if key not in names:
             raise ConfigError(f"{where}unknown key '{prefix}{key}'{_suggest(key, names)}")
         if dataclasses.is_dataclass(hints[key]):
@@ -381,6 +359,44 @@ def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
         return cls(**kwargs)
     except ConfigError as e:
         raise ConfigError(f"{where}{e}") from None
+    except ValueError as e:
+        if cls is not EvolverContext:
+            raise
+        # The context's own checks name its class; a config names the section (and the way out of an empty list).
+        hint = "; or set harness.evolver=false" if "interfaces is empty" in str(e) else ""
+        raise ConfigError(f"{where}{str(e).replace('EvolverContext.', prefix)}{hint}") from None
+
+
+def _migrate(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Move the old `harness.<knob>` keys to `evolver.<knob>` with a warning naming the new key (one release)."""
+    old = data.get("harness")
+    if not isinstance(old, dict) or not set(old) & set(MOVED_TO_EVOLVER):
+        return data
+    harness, evolver = dict(old), dict(data.get("evolver") or {})
+    for key in [k for k in harness if k in MOVED_TO_EVOLVER]:
+        new, value = MOVED_TO_EVOLVER[key], harness.pop(key)
+        if new in evolver:
+            raise ConfigError(f"{where}harness.{key} and evolver.{new} are both set: keep only evolver.{new}")
+        if key == "judge_model" and value is None:  # the old "no LLM judge" is the rule judge's name now
+            value = "rules"
+        evolver[new] = value
+        warnings.warn(f"{where}harness.{key} is deprecated: it is evolver.{new} now (the old key is read until the "
+                      f"next release)", FutureWarning, stacklevel=3)
+    return {**data, "harness": harness, "evolver": evolver}
+
+
+def _migrate_override(text: str) -> str:
+    """`harness.sample_k=8` -> `evolver.sample_k=8` with the same warning (so an override still wins over the file)."""
+    key, sep, value = text.partition("=")
+    section, dot, name = key.strip().partition(".")
+    if section != "harness" or not dot or name not in MOVED_TO_EVOLVER:
+        return text
+    new = MOVED_TO_EVOLVER[name]
+    if name == "judge_model" and value.strip() in ("", "null", "~", "None"):
+        value = "rules"
+    warnings.warn(f"override {text!r}: harness.{name} is deprecated: it is evolver.{new} now (the old key is read "
+                  f"until the next release)", FutureWarning, stacklevel=3)
+    return f"evolver.{new}{sep}{value}"
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -424,6 +440,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """Load a YAML run config, apply dotted overrides, validate. Errors name the file and the field."""
     data: dict[str, Any] = {}
     where = ""
+    overrides = [_migrate_override(o) for o in overrides or []]
     if path is not None:
         p = Path(path)
         where = f"{p}: "
@@ -435,7 +452,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"{where}invalid YAML: {e}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{where}top level must be a mapping of sections, got {type(loaded).__name__}")
-        data = loaded
+        data = _migrate(loaded, where)
     if overrides:
         data = apply_overrides(data, overrides)
         where = f"{where}(with overrides {overrides}) " if where else f"overrides {overrides}: "
@@ -444,7 +461,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
     """Rebuild a config saved as a dict (e.g. a run's config.yaml)."""
-    return _build(RunConfig, data, "", "")
+    return _build(RunConfig, _migrate(data, ""), "", "")
 
 
 def save_config(cfg: RunConfig, path: Path) -> None:
@@ -459,6 +476,9 @@ def describe() -> str:
     for section, cls in SECTIONS.items():
         lines.append(f"\n[{section}]")
         for f in dataclasses.fields(cls):
+            if cls is EvolverContext and f.name in SET_BY_TRAINER:
+                continue
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-            lines.append(f"  {section}.{f.name} = {default!r}\n      {f.metadata.get('help', '')}")
+            lines.append(f"  {section}.{f.name} = {default!r}\n      "
+                         f"{f.metadata.get('help') or f.metadata.get('description', '')}")
     return "\n".join(lines)

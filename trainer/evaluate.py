@@ -157,7 +157,7 @@ def run_eval(*, run_dir: Path | None, model: str | None, base: str | None, suite
         if not Path(model).is_dir():
             raise FileNotFoundError(f"{model} not found: the run has not finished; pass --model <checkpoint folder>")
     base = base or (cfg.model.name if cfg else None)
-    judge = make_judge(judge_model or (cfg.harness.judge_model if cfg else None))
+    judge = make_judge(judge_model or (cfg.evolver.judge_model if cfg else None))
     settings = {"split": split, "k": k, "seed": seed, "batch_size": batch_size,
                 "max_tokens": max_tokens or (cfg.train.max_completion_length if cfg else 48),
                 "temperature": temperature if temperature is not None else (cfg.train.temperature if cfg else 1.0)}

@@ -13,7 +13,7 @@ Two ways to run the graph (`harness.langgraph_url`):
   run-specific context (`graphs.runner.RUN_CONTEXT_KEYS`: run folder, memory, frozen policy); models,
   limits and thresholds are the assistant's. The default, the graph id `evolver`, makes an assistant from
   this config (named after the run); an assistant id or name made in Studio makes its context win over the
-  config's `harness.*` brain and critic knobs. The assistant id is recorded in rounds.jsonl. The server
+  config's `evolver:` section. The assistant id is recorded in rounds.jsonl. The server
   builds its services from the plain context values (absolute run_dir, memory location, policy spec), so
   the server must see the run folder (same machine or shared disk), the frozen policy is either an HTTP
   endpoint or `local:<run_dir/frozen/...>` saved by the callback, and the memory is a Chroma server
@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
-from agents.context import LLM_ROLES, EvolverContext
+from agents.context import EvolverContext
 from agents.chat_models import role_endpoint
 from graphs.runner import run_in_process, run_on_server, split_context
 from harness.types import FailureEvent
@@ -39,32 +40,23 @@ log = logging.getLogger(__name__)
 
 
 def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: str = "") -> EvolverContext:
-    """The round's `EvolverContext` from the run config: the one place config knobs become graph context."""
-    h = cfg.harness
+    """The round's `EvolverContext`: the config's `evolver:` section plus what the trainer fills per round
+    (`trainer.config.SET_BY_TRAINER`); the one place config knobs become graph context."""
     memory_location = "none"
-    if h.memory_url:
-        memory_location = h.memory_url
-    elif h.memory:
+    if cfg.harness.memory_url:
+        memory_location = cfg.harness.memory_url
+    elif cfg.evolver.memory:
         memory_location = str(cfg.run_path / "memory")
-    return EvolverContext(
-        attributor_model=h.attributor_model, proposer_model=h.proposer_model, critic_model=h.critic_model,
-        # Absolute: a LangGraph server resolves paths against its own working directory.
-        base_url=h.llm_base_url, api_key_env=h.llm_api_key_env,
-        **{f"{role}_{part}": getattr(h, f"{role}_{part}") for role in LLM_ROLES for part in ("base_url", "api_key_env")},
-        run_dir=str(cfg.run_path.resolve()), memory_location=memory_location,
-        memory_embedding=h.memory_embedding, policy=policy_spec, judge_model=h.judge_model or "rules",
-        services_key=services_key, sample_k=h.sample_k, sample_k_max=h.sample_k_max,
-        critic_alpha=h.critic_alpha, max_tokens=cfg.train.max_completion_length,
-        temperature=cfg.train.temperature, seed=cfg.train.seed, max_revisions=h.max_revisions,
-        memory=h.memory, critic=h.critic, interfaces=list(h.interfaces), generalise_max_tasks=h.generalise_max_tasks,
-        require_approval=h.require_approval,
-    )
+    # run_dir absolute: a LangGraph server resolves paths against its own working directory.
+    return replace(cfg.evolver, run_dir=str(cfg.run_path.resolve()), memory_location=memory_location,
+                   policy=policy_spec, services_key=services_key, max_tokens=cfg.train.max_completion_length,
+                   temperature=cfg.train.temperature, seed=cfg.train.seed)
 
 
 def judge_endpoint(cfg: RunConfig) -> tuple[str | None, str]:
-    """(base URL, API-key variable) of the run's judge: `harness.judge_base_url` / `judge_api_key_env`, else the
-    shared `llm_base_url` / `llm_api_key_env` (resolved by `agents.chat_models.role_endpoint`)."""
-    return role_endpoint(evolver_context(cfg, services_key=None), "judge")
+    """(base URL, API-key variable) of the run's judge: `evolver.judge_base_url` / `judge_api_key_env`, else the
+    shared `evolver.base_url` / `api_key_env` (resolved by `agents.chat_models.role_endpoint`)."""
+    return role_endpoint(cfg.evolver, "judge")
 
 
 def thread_id_for(cfg: RunConfig, step: int) -> str:

@@ -134,10 +134,9 @@ def load_train_tasks(cfg: RunConfig) -> list:
 def check_criteria_are_judged(cfg: RunConfig, tasks: list) -> None:
     """Refuse, at run start, train tasks whose text-only criteria (no programmatic `check`) nothing would judge.
 
-    Without `harness.judge_model` the judge skips such criteria: they never count, and a task made only of
+    Without `evolver.judge_model` the judge skips such criteria: they never count, and a task made only of
     them scores 0 in every group. `harness.allow_unjudged_criteria=true` accepts that knowingly."""
-    h = cfg.harness
-    if (h.judge_model and h.judge_model != "rules") or h.allow_unjudged_criteria:
+    if cfg.evolver.judge_model != "rules" or cfg.harness.allow_unjudged_criteria:
         return
     train = [t for t in tasks if t.split == "train"]
     unjudged = {t.id: sum(c.check is None for c in t.criteria) for t in train}
@@ -146,11 +145,11 @@ def check_criteria_are_judged(cfg: RunConfig, tasks: list) -> None:
         return
     blind = [t.id for t in train if t.id in unjudged and not any(c.check is not None and c.weight > 0 for c in t.criteria)]
     raise ConfigError(
-        f"harness.judge_model is not set, but {sum(unjudged.values())} criteria in {len(unjudged)} of {len(train)} "
+        f"evolver.judge_model is not set, but {sum(unjudged.values())} criteria in {len(unjudged)} of {len(train)} "
         f"train tasks of {cfg.data.suite} have no programmatic check and would be skipped (never scored)"
         f"{f'; {len(blind)} tasks would score 0 in every group' if blind else ''} "
-        f"(e.g. {', '.join(sorted(unjudged)[:5])}). Set harness.judge_model (e.g. openai:<model> with "
-        f"harness.llm_base_url), or harness.allow_unjudged_criteria=true to train on the checked criteria only, "
+        f"(e.g. {', '.join(sorted(unjudged)[:5])}). Set evolver.judge_model (e.g. openai:<model> with "
+        f"evolver.base_url), or harness.allow_unjudged_criteria=true to train on the checked criteria only, "
         f"or narrow data.tasks / data.domains")
 
 
@@ -197,18 +196,18 @@ class HarnessRun:
     def _open_memory(self) -> Any:
         from memory.store import TrainingMemory
 
-        h = self.cfg.harness
-        if h.memory_url:
+        url, embedding = self.cfg.harness.memory_url, self.cfg.evolver.memory_embedding
+        if url:
             from urllib.parse import urlparse
 
-            u = urlparse(h.memory_url)
-            return TrainingMemory.http(u.hostname or "127.0.0.1", u.port or 8000, embedding=h.memory_embedding)
-        return TrainingMemory.persistent(self.paths.memory, embedding=h.memory_embedding)
+            u = urlparse(url)
+            return TrainingMemory.http(u.hostname or "127.0.0.1", u.port or 8000, embedding=embedding)
+        return TrainingMemory.persistent(self.paths.memory, embedding=embedding)
 
     def _make_judge(self) -> Any:
         from trainer.evolver_round import judge_endpoint
 
-        return make_judge(self.cfg.harness.judge_model, *judge_endpoint(self.cfg))
+        return make_judge(self.cfg.evolver.judge_model, *judge_endpoint(self.cfg))
 
     @classmethod
     def lookup(cls, run_dir: str | Path) -> HarnessRun | None:

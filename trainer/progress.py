@@ -63,7 +63,7 @@ def scoring_flag_lines(step: int, record: dict[str, Any]) -> dict[str, str]:
                                 f"check the judge")
     if record.get("skipped_flagged"):
         lines["skipped"] = (f"step {step}: {record.get('criteria_skipped', '?')} verdict(s) skipped: text-only "
-                            f"criteria without an LLM judge (harness.judge_model) are never scored")
+                            f"criteria without an LLM judge (evolver.judge_model) are never scored")
     return lines
 
 

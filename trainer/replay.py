@@ -268,17 +268,17 @@ def _run_one(rr: RecordedRound, brains: BrainSet, folder: Path, endpoint: Any, s
     store = copy_harness(rr.run_dir / "harness", folder / "harness", rr.version_before)
     memory = None
     snapshot = rr.checkpoint / MEMORY_FILE
-    if h.memory and snapshot.is_file():
-        memory = TrainingMemory.persistent(folder / "memory", embedding=h.memory_embedding)
+    if rr.cfg.evolver.memory and snapshot.is_file():
+        memory = TrainingMemory.persistent(folder / "memory", embedding=rr.cfg.evolver.memory_embedding)
         memory.restore(memory_before_round(snapshot, {e.id for e in rr.events}, folder / "memory-before-round.jsonl"))
     key = f"replay:{folder.resolve()}"
     ctx = dataclasses.replace(
         evolver_context(rr.cfg, services_key=key, policy_spec=spec),
         run_dir=str(folder.resolve()), memory_location=str((folder / "memory").resolve()) if memory else "none",
         attributor_model=brains.attributor, proposer_model=brains.proposer, critic_model=brains.critic,
-        base_url=base_url or h.llm_base_url, **overrides)
+        base_url=base_url or rr.cfg.evolver.base_url, **overrides)
     # The run's judge scores the critic's rollouts unless --judge-model replaces it (then at the context's judge URL).
-    judge = (make_judge(h.judge_model, *judge_endpoint(rr.cfg)) if "judge_model" not in overrides
+    judge = (make_judge(rr.cfg.evolver.judge_model, *judge_endpoint(rr.cfg)) if "judge_model" not in overrides
              else make_judge(ctx.judge_model, *role_endpoint(ctx, "judge")))
     register_services(key, live_services(ctx, store=store, endpoint=endpoint, memory=memory, judge=judge,
                                          detector_config=DetectorConfig(**h.detector)))
