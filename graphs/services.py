@@ -21,7 +21,8 @@ Policy specs: `openai:<base_url>#<served model name>` (a vLLM or other OpenAI-co
 
 The sampling numbers the agents' tools use (`sample_k`, `max_tokens`, `temperature`, `seed`) are always
 the context's: `live_services` copies them from the `EvolverContext`, and `get_services` reads them from
-the context's settings, so a tool's probe rollouts and the critic's measurement sample alike.
+the context's settings, so a tool's probe rollouts and the critic's measurement sample alike. A value not
+given takes `EvolverContext`'s default (no second copy of them here).
 
 A judge model string is resolved by the `chat_model_factory` the caller passes in (the graph passes
 `agents.chat_models.load_chat_model`; tests pass fakes).
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     from memory.store import TrainingMemory
 
 ChatModelFactory = Callable[..., "BaseChatModel"]
+# The context's defaults are the only ones: services built without a value sample as a default context would.
+_DEFAULT = EvolverContext()
 
 
 @dataclass
@@ -62,10 +65,10 @@ class RunServices:
     judge: Judge
     memory: TrainingMemory | None = None
     detector_config: DetectorConfig = field(default_factory=DetectorConfig)
-    sample_k: int = 8
-    max_tokens: int = 48
-    temperature: float = 1.0
-    seed: int = 0
+    sample_k: int = _DEFAULT.sample_k
+    max_tokens: int = _DEFAULT.max_tokens
+    temperature: float = _DEFAULT.temperature
+    seed: int = _DEFAULT.seed
     # Control probes drawn once per round and shared by every candidate (keyed by step: a new round's
     # policy never reuses an old round's texts, even in a long-lived server process).
     probe_cache: ProbeCache = field(default_factory=ProbeCache)
@@ -169,18 +172,18 @@ def _shared_memory(memory: str, embedding: str) -> TrainingMemory | None:
 def services_from_settings(
     *,
     run_dir: str,
-    memory_location: str = "none",
-    memory_embedding: str = "minilm",
+    memory_location: str = _DEFAULT.memory_location,
+    memory_embedding: str = _DEFAULT.memory_embedding,
     policy: str,
-    judge_model: str = "rules",
-    base_url: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
+    judge_model: str = _DEFAULT.judge_model,
+    base_url: str | None = _DEFAULT.base_url,
+    api_key_env: str = _DEFAULT.api_key_env,
     chat_model_factory: ChatModelFactory | None = None,
     detector_config: DetectorConfig | None = None,
-    sample_k: int = 8,
-    max_tokens: int = 48,
-    temperature: float = 1.0,
-    seed: int = 0,
+    sample_k: int = _DEFAULT.sample_k,
+    max_tokens: int = _DEFAULT.max_tokens,
+    temperature: float = _DEFAULT.temperature,
+    seed: int = _DEFAULT.seed,
     share: bool = False,
 ) -> RunServices:
     """Build services from plain values. The harness store is `run_dir/harness` and must be initialised.

@@ -114,7 +114,7 @@ def test_plan_orders_key_arms_first_and_shares_the_budget(tmp_path):
     fixed = next(j for j in arm_jobs if j.arm == "fixed")
     assert "harness.evolver=false" in fixed.overrides
     nocrit = next(j for j in arm_jobs if j.arm == "no-critic")
-    assert nocrit.overrides.index("harness.critic=false") > nocrit.overrides.index("harness.critic=true")
+    assert nocrit.overrides.index("evolver.critic=false") > nocrit.overrides.index("evolver.critic=true")
 
 
 def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
@@ -134,12 +134,12 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             "dapo": (False, False, 3, True, True), "plain": (False, False, 3, True, True),
             "harnessrl-dapo": (True, False, 3, True, True),
         }[job.arm]
-        assert (h.evolver, h.dynamic_filtering, len(h.interfaces), h.memory, h.critic) == expect, job.arm
+        assert (h.evolver, h.dynamic_filtering, len(cfg.evolver.interfaces), cfg.evolver.memory, cfg.evolver.critic) == expect, job.arm
         dapo = job.arm in ("dapo", "harnessrl-dapo")
         assert h.dynamic_sampling == (bench_spec.DAPO_OVERSAMPLE if dapo else 0), job.arm
         assert job.runner == ("plain" if job.arm == "plain" else "harness")
         if job.arm.startswith("no-") and job.arm[3:] in INTERFACES:
-            assert job.arm[3:] not in h.interfaces
+            assert job.arm[3:] not in cfg.evolver.interfaces
 
 
 @pytest.mark.parametrize("evolve, every, expected", [(2, 4, 2), (4, 4, 4), (3, 4, 1), (4, 2, 2)])

@@ -52,7 +52,7 @@ def test_overwrite_starts_afresh_in_a_used_folder(tmp_path, capsys):
     (run_dir / "harness" / "versions").mkdir(parents=True)
     (run_dir / "metrics.jsonl").write_text('{"step": 99}\n')
     rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
-               "train.max_steps=2", "harness.evolver=false", "harness.memory_embedding=hash", "--overwrite",
+               "train.max_steps=2", "harness.evolver=false", "evolver.memory_embedding=hash", "--overwrite",
                "--no-progress"])
     assert rc == 0, capsys.readouterr().err
     assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2]  # the old run's lines are gone
@@ -115,8 +115,8 @@ def test_smollm2_demo_config_runs_a_few_steps(tmp_path):
     """The real demo policy (SmolLM2-135M + LoRA) on the bundled suite: 2 steps, one evolver round."""
     rc = main(["train", "--config", str(REPO / "configs" / "cpu-demo.yaml"), f"run_dir={tmp_path / 'run'}",
                "train.max_steps=3", "train.save_steps=2", "harness.evolve_every=2", "train.batch_size=4",
-               "train.num_generations=2", "train.max_completion_length=16", "harness.sample_k=2",
-               "harness.max_events=1", "harness.memory_embedding=hash", "--no-progress"])
+               "train.num_generations=2", "train.max_completion_length=16", "evolver.sample_k=2",
+               "harness.max_events=1", "evolver.memory_embedding=hash", "--no-progress"])
     assert rc == 0
     assert len(read_jsonl(tmp_path / "run" / "metrics.jsonl")) == 3
     rounds = read_jsonl(tmp_path / "run" / "rounds.jsonl")

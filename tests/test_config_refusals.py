@@ -74,9 +74,9 @@ def _cfg(tmp_path, *overrides):
 
 
 @pytest.mark.parametrize("overrides, expect, absent", [
-    ([], ["harness.judge_model is not set", "3 criteria in 2 of 3 train tasks", "1 tasks would score 0",
-          "blind, mixed", "harness.judge_model", "harness.allow_unjudged_criteria=true"], ["held-out"]),
-    (["harness.judge_model=rules"], ["3 criteria in 2 of 3 train tasks"], []),
+    ([], ["evolver.judge_model is not set", "3 criteria in 2 of 3 train tasks", "1 tasks would score 0",
+          "blind, mixed", "evolver.judge_model", "harness.allow_unjudged_criteria=true"], ["held-out"]),
+    (["evolver.judge_model=rules"], ["3 criteria in 2 of 3 train tasks"], []),
     (["data.tasks=[checked,mixed]"], ["1 criteria in 1 of 2 train tasks", "(e.g. mixed)"], ["would score 0"]),
 ], ids=["no-judge", "rules-judge", "filtered"])
 def test_unjudged_criteria_are_refused_with_counts(tmp_path, overrides, expect, absent):
@@ -93,7 +93,7 @@ def test_unjudged_criteria_are_refused_with_counts(tmp_path, overrides, expect, 
 
 @pytest.mark.parametrize("overrides", [
     ["harness.allow_unjudged_criteria=true"],
-    ["harness.judge_model=openai:some-model", "harness.llm_base_url=http://127.0.0.1:1/v1"],
+    ["evolver.judge_model=openai:some-model", "evolver.base_url=http://127.0.0.1:1/v1"],
     ["data.tasks=[checked]"],
 ], ids=["switch", "llm-judge", "only-checked-tasks"])
 def test_unjudged_criteria_pass_with_a_judge_or_the_switch(tmp_path, overrides):

@@ -32,8 +32,8 @@ def test_gpu_presets_use_vllm_server_and_llm_brains():
     for name in ("gpu-4b.yaml", "gpu-8b.yaml"):
         cfg = load_config(REPO / "configs" / name)
         assert cfg.train.use_vllm and cfg.train.vllm_mode == "server" and cfg.train.vllm_server_base_url
-        assert cfg.harness.judge_model and cfg.harness.judge_model.startswith("openai:")
-        assert all(getattr(cfg.harness, f"{r}_model").startswith("openai:") for r in ("attributor", "proposer", "critic"))
+        assert cfg.evolver.judge_model and cfg.evolver.judge_model.startswith("openai:")
+        assert all(getattr(cfg.evolver, f"{r}_model").startswith("openai:") for r in ("attributor", "proposer", "critic"))
         assert cfg.train.ddp_timeout > cfg.harness.max_pause_s
 
 
@@ -48,9 +48,9 @@ def test_accelerate_config_is_deepspeed_zero():
     (["harness.evolve_every=3"], ["evolve_every", "set train.save_steps=1"]),
     (["train.batch_size=6"], ["multiple of train.num_generations", "set train.batch_size=8"]),
     (["train.max_steps=abc"], ["train.max_steps", "expected int"]),
-    (["harness.interfaces=[sampling,rubric]"], ["unknown ['rubric']"]),
-    (["harness.interfaces=[]"], ["harness.interfaces is empty", "harness.evolver=false"]),
-    (["harness.langgraph_url=http://localhost:2124"], ["harness.memory_url", "chroma run", "harness.memory=false"]),
+    (["evolver.interfaces=[sampling,rubric]"], ["unknown ['rubric']"]),
+    (["evolver.interfaces=[]"], ["evolver.interfaces is empty", "harness.evolver=false"]),
+    (["harness.langgraph_url=http://localhost:2124"], ["harness.memory_url", "chroma run", "evolver.memory=false"]),
     (["train.ddp_timeout=60"], ["ddp_timeout", "max_pause_s"]),
     (["harness.detector={tau_lo: 2}"], ["harness.detector", "tau_lo"]),
     (["modle.name=tiny"], ["unknown key 'modle'", "model"]),
@@ -71,10 +71,10 @@ def test_bad_key_in_file_names_the_file(tmp_path):
 
 
 def test_overrides_parse_yaml_values():
-    cfg = load_config(REPO / "configs" / "tiny.yaml", ["train.max_steps=3", "harness.critic=false",
-                                                        "harness.interfaces=[criteria]", "train.learning_rate=1e-3"])
-    assert cfg.train.max_steps == 3 and cfg.harness.critic is False
-    assert cfg.harness.interfaces == ["criteria"] and cfg.train.learning_rate == pytest.approx(1e-3)
+    cfg = load_config(REPO / "configs" / "tiny.yaml", ["train.max_steps=3", "evolver.critic=false",
+                                                        "evolver.interfaces=[criteria]", "train.learning_rate=1e-3"])
+    assert cfg.train.max_steps == 3 and cfg.evolver.critic is False
+    assert cfg.evolver.interfaces == ["criteria"] and cfg.train.learning_rate == pytest.approx(1e-3)
 
 
 def test_describe_lists_every_section():

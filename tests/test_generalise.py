@@ -202,5 +202,5 @@ def test_config_knob_reaches_the_graph_context(tmp_path, value):
     from trainer.config import load_config
     from trainer.evolver_round import evolver_context
 
-    cfg = load_config(None, [f"harness.generalise_max_tasks={value}", f"run_dir={tmp_path / 'run'}"])
+    cfg = load_config(None, [f"evolver.generalise_max_tasks={value}", f"run_dir={tmp_path / 'run'}"])
     assert evolver_context(cfg, services_key=None).generalise_max_tasks == value

@@ -35,7 +35,7 @@ TASKS = [*TINY_TASKS, _task("t-half", "Write a few words about lakes.", [
 # A large LoRA learning rate so two steps move the random model's greedy tokens away from the base model's.
 OVERRIDES = ("model.lora=true", "model.lora_r=8", "model.lora_alpha=16", "train.learning_rate=0.02",
              "train.max_steps=5", "train.batch_size=16", "data.tasks=[t-long,t-half]",
-             "harness.interfaces=[sampling,criteria]", "harness.sample_k=8", "harness.memory=false")
+             "evolver.interfaces=[sampling,criteria]", "evolver.sample_k=8", "evolver.memory=false")
 
 
 @pytest.mark.timeout(600)  # server start alone has needed ~110 s on a loaded 2-core box

@@ -24,7 +24,7 @@ STEPS = 6  # rounds after steps 2 and 4 (evolve_every=2), none after the last st
 # Each round makes one task dominate the draws, so a draw made under the old version differs from one made
 # under the new version (and the task ids after a round depend on the harness, not only on the rng).
 ROUND_WEIGHTS = {2: ("t-any", 100.0), 4: ("t-photo", 100.0)}
-OVERRIDES = (f"train.max_steps={STEPS}", "harness.critic=false")
+OVERRIDES = (f"train.max_steps={STEPS}", "evolver.critic=false")
 
 
 def stub_round(cfg, events, version, step, context, thread_id):

@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
     ("max_steps", 8, "train.max_steps=8"),
     ("evolve_every", 2, "harness.evolve_every=2"),
     ("run_dir", "runs/x", "run_dir=runs/x"),
-    ("harness__sample_k", 8, "harness.sample_k=8"),
-    ("interfaces", ["sampling"], 'harness.interfaces=["sampling"]'),
+    ("evolver__sample_k", 8, "evolver.sample_k=8"),
+    ("interfaces", ["sampling"], 'evolver.interfaces=["sampling"]'),
 ])
 def test_keyword_settings_name_config_fields(name, value, expect):
     assert _override(name, value) == expect

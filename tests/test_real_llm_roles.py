@@ -130,8 +130,8 @@ def test_training_rewards_come_from_the_llm_judge(smollm, tmp_path):
     suite = write_rar_suite(tmp_path / "rar")
     cfg = tiny_config(tmp_path, f"data.suite={suite}", "train.max_steps=2", "train.batch_size=4",
                       "train.num_generations=2", "train.max_completion_length=8", "train.save_steps=1",
-                      "harness.evolver=false", f"harness.judge_model=openai:{MODEL}",
-                      f"harness.llm_base_url={smollm.base_url}")
+                      "harness.evolver=false", f"evolver.judge_model=openai:{MODEL}",
+                      f"evolver.base_url={smollm.base_url}")
     t0 = time.monotonic()
     summary = train(cfg, progress=False)
     seconds = time.monotonic() - t0

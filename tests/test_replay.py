@@ -44,8 +44,8 @@ def tiny_run(request, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp(f"replay-{request.param}")
     # As in test_trainer_e2e: t-long's loosened check is measurably better, so the round at step 2 commits.
-    cfg = tiny_config(tmp, "train.max_steps=4", "data.tasks=[t-long,t-any]", "harness.interfaces=[sampling,criteria]",
-                      "harness.sample_k=8", f"model.lora={str(request.param == 'lora').lower()}")
+    cfg = tiny_config(tmp, "train.max_steps=4", "data.tasks=[t-long,t-any]", "evolver.interfaces=[sampling,criteria]",
+                      "evolver.sample_k=8", f"model.lora={str(request.param == 'lora').lower()}")
     train(cfg, progress=False)
     return cfg.run_path
 
@@ -123,7 +123,7 @@ def _fake_run(root: Path, *, event_ids: bool, reports: bool) -> tuple[Path, list
     from trainer.config import save_config
 
     run = root / "run"
-    cfg = tiny_config(root / "cfg", f"run_dir={run}", "harness.memory_embedding=hash")
+    cfg = tiny_config(root / "cfg", f"run_dir={run}", "evolver.memory_embedding=hash")
     store = HarnessStore(run / "harness")
     store.init(HarnessState.from_tasks(suite()))
     save_config(cfg, run / "config.yaml")

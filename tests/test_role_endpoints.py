@@ -69,10 +69,10 @@ def test_yaml_fields_reach_the_context_and_the_training_judge(tmp_path, monkeypa
     from trainer.harness_run import HarnessRun
 
     monkeypatch.setenv("JUDGE_KEY", "sk-judge")
-    cfg = tiny_config(tmp_path, f"harness.llm_base_url={SHARED}", "harness.llm_api_key_env=SHARED_KEY",
-                      f"harness.proposer_base_url={OWN}", "harness.critic_api_key_env=CRITIC_KEY",
-                      "harness.judge_model=openai:judge", "harness.judge_base_url=http://judge:9000/v1",
-                      "harness.judge_api_key_env=JUDGE_KEY")
+    cfg = tiny_config(tmp_path, f"evolver.base_url={SHARED}", "evolver.api_key_env=SHARED_KEY",
+                      f"evolver.proposer_base_url={OWN}", "evolver.critic_api_key_env=CRITIC_KEY",
+                      "evolver.judge_model=openai:judge", "evolver.judge_base_url=http://judge:9000/v1",
+                      "evolver.judge_api_key_env=JUDGE_KEY")
     ctx = evolver_context(cfg, services_key=None)
     assert (ctx.base_url, ctx.api_key_env, ctx.proposer_base_url, ctx.critic_api_key_env) == \
         (SHARED, "SHARED_KEY", OWN, "CRITIC_KEY")

@@ -148,7 +148,7 @@ def test_a_run_whose_rounds_all_fail_stops_after_the_checkpoint(tmp_path):
     def down(cfg, events, version, step, context, thread_id):
         raise ConnectionError("evolver LLM endpoint down")
 
-    cfg = tiny_config(tmp_path, "train.max_steps=8", "harness.max_failed_rounds=2", "harness.critic=false")
+    cfg = tiny_config(tmp_path, "train.max_steps=8", "harness.max_failed_rounds=2", "evolver.critic=false")
     with pytest.raises(EvolverStopped, match="2 evolver rounds in a row failed") as err:
         train(cfg, run_graph=down, progress=False)
     assert "after step 4" in str(err.value)
@@ -194,7 +194,7 @@ def test_an_overrunning_in_process_round_is_cancelled(tmp_path):
 
 def test_the_trainer_rolls_back_a_round_over_its_pause_budget(tmp_path):
     """`harness.max_pause_s` reaches the in-process runner through `trainer.evolver_round.run_round`."""
-    run = _run(tmp_path, "harness.max_pause_s=1", "harness.memory=false")
+    run = _run(tmp_path, "harness.max_pause_s=1", "evolver.memory=false")
     try:
         cb = HarnessCallback(run)
         cb.publish_policy = lambda step: (SlowPolicy(delay=0.5), "local")
@@ -278,7 +278,7 @@ def test_report_sums_the_scoring_counts():
 def test_server_notes_name_dropped_and_replaced_settings(tmp_path):
     from trainer.evolver_round import evolver_context
 
-    cfg = tiny_config(tmp_path, "harness.sample_k=4", "train.temperature=0.7")
+    cfg = tiny_config(tmp_path, "evolver.sample_k=4", "train.temperature=0.7")
     ctx = evolver_context(cfg, services_key=None, policy_spec="local:/x")
     _, values = split_context(ctx)
     # An assistant made from this config (the graph id): nothing replaced; the detector overrides are dropped.

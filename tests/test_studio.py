@@ -165,8 +165,8 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
         return sum("response_format" in r for r in stub.requests)
 
     def trainer_round(name: str, assistant: str | None, proposer: str) -> dict:
-        sets = [f"harness.langgraph_url={server}", "harness.memory=false", f"harness.proposer_model={proposer}",
-                f"harness.llm_base_url={stub.base_url}"] + ([f"harness.langgraph_assistant={assistant}"] if assistant else [])
+        sets = [f"harness.langgraph_url={server}", "evolver.memory=false", f"evolver.proposer_model={proposer}",
+                f"evolver.base_url={stub.base_url}"] + ([f"harness.langgraph_assistant={assistant}"] if assistant else [])
         cfg = tiny_config(tmp_path / name, *sets)
         shutil.copytree(SNAPSHOT / "harness", cfg.run_path / "harness")
         ctx = evolver_context(cfg, services_key=None, policy_spec=f"openai:{stub.base_url}#stub")
@@ -227,7 +227,7 @@ def _waiting_thread(client, round_id: str, timeout_s: float = 180.0) -> dict:
 
 def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_rejection(server, stub, tmp_path, caplog,
                                                                                        monkeypatch):
-    """harness.require_approval on a server round (issue 20 item 5): the trainer's round waits at the interrupt; a
+    """evolver.require_approval on a server round (issue 20 item 5): the trainer's round waits at the interrupt; a
     second client (what Studio and `harnessrl evolve --server --thread T --approve` do) approves it and the server
     commits; a round nobody answers is resumed with a rejection when harness.max_pause_s is spent: nothing committed,
     and rounds.jsonl's summary and the console say so."""
@@ -248,9 +248,9 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
     tag = uuid.uuid4().hex[:8]  # `langgraph dev` keeps threads between sessions: round names must be new
 
     def trainer_round(name: str, budget: int) -> tuple:
-        cfg = tiny_config(tmp_path / name, f"harness.langgraph_url={server}", "harness.memory=false",
-                          "harness.require_approval=true", f"harness.max_pause_s={budget}",
-                          f"harness.llm_base_url={stub.base_url}", "harness.sample_k=4", "harness.sample_k_max=4")
+        cfg = tiny_config(tmp_path / name, f"harness.langgraph_url={server}", "evolver.memory=false",
+                          "evolver.require_approval=true", f"harness.max_pause_s={budget}",
+                          f"evolver.base_url={stub.base_url}", "evolver.sample_k=4", "evolver.sample_k_max=4")
         shutil.copytree(SNAPSHOT / "harness", cfg.run_path / "harness")
         ctx = evolver_context(cfg, services_key=None, policy_spec=f"openai:{stub.base_url}#stub")
         assert ctx.require_approval
@@ -329,4 +329,4 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
 
     # In process nobody could answer: the config refuses it.
     with pytest.raises(ConfigError, match="require_approval needs harness.langgraph_url"):
-        tiny_config(tmp_path / "in-process", "harness.require_approval=true")
+        tiny_config(tmp_path / "in-process", "evolver.require_approval=true")

@@ -119,7 +119,7 @@ def test_server_side_cache_loads_each_folder_once_and_keeps_two(tiny_policy, tmp
 def test_server_rounds_get_plain_settings_not_the_in_process_key(tmp_path):
     from trainer.evolver_round import evolver_context
 
-    cfg = tiny_config(tmp_path, "harness.langgraph_url=http://127.0.0.1:1", "harness.memory=false")
+    cfg = tiny_config(tmp_path, "harness.langgraph_url=http://127.0.0.1:1", "evolver.memory=false")
     ctx = evolver_context(cfg, services_key=None, policy_spec="local:/x")
     assert ctx.services_key is None and Path(ctx.run_dir).is_absolute() and ctx.memory_location == "none"
 
@@ -133,8 +133,8 @@ def test_a_server_round_sends_only_the_run_specific_context(tmp_path):
     from graphs.runner import RUN_CONTEXT_KEYS, split_context
     from trainer.evolver_round import evolver_context
 
-    cfg = tiny_config(tmp_path, "harness.langgraph_url=http://127.0.0.1:1", "harness.memory=false",
-                      "harness.proposer_model=openai:m", "harness.sample_k=6", "harness.sample_k_max=6")
+    cfg = tiny_config(tmp_path, "harness.langgraph_url=http://127.0.0.1:1", "evolver.memory=false",
+                      "evolver.proposer_model=openai:m", "evolver.sample_k=6", "evolver.sample_k_max=6")
     sent, kept = split_context(evolver_context(cfg, services_key=None, policy_spec="local:/x"))
     assert set(RUN_CONTEXT_KEYS) <= {f.name for f in fields(EvolverContext)}
     assert set(sent) == {"run_dir", "memory_location", "memory_embedding", "policy", "services_key", "require_approval"}
@@ -148,8 +148,8 @@ def test_a_server_round_sends_only_the_run_specific_context(tmp_path):
 STEPS = 6
 # As in test_trainer_e2e: guidance off (a random model cannot follow hints), so t-long's collapse goes to the
 # criteria interface, where the loosened length check is measurably better on the frozen tiny model.
-OVERRIDES = (f"train.max_steps={STEPS}", "data.tasks=[t-long,t-any]", "harness.interfaces=[sampling,criteria]",
-             "harness.sample_k=8")
+OVERRIDES = (f"train.max_steps={STEPS}", "data.tasks=[t-long,t-any]", "evolver.interfaces=[sampling,criteria]",
+             "evolver.sample_k=8")
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow
 STEPS = 6
 # guidance off: a random model cannot follow a hint, so collapse_low is routed to the criteria interface,
 # where the loosened length check is measurably better on the frozen policy (see test_trainer_support).
-OVERRIDES = (f"train.max_steps={STEPS}", "data.tasks=[t-long,t-any]", "harness.interfaces=[sampling,criteria]",
-             "harness.sample_k=8")
+OVERRIDES = (f"train.max_steps={STEPS}", "data.tasks=[t-long,t-any]", "evolver.interfaces=[sampling,criteria]",
+             "evolver.sample_k=8")
 
 
 @pytest.fixture(scope="module")

@@ -159,8 +159,8 @@ def test_round_context_and_services_take_the_config_knobs(tmp_path):
     """One name per knob from the YAML to the graph, and the agents' tools sample with the run's seed, like the critic."""
     from graphs.services import get_services
 
-    cfg = tiny_config(tmp_path, "train.seed=7", "harness.sample_k=3", "harness.critic=false", "harness.memory=false",
-                      "harness.interfaces=[criteria]")
+    cfg = tiny_config(tmp_path, "train.seed=7", "evolver.sample_k=3", "evolver.critic=false", "evolver.memory=false",
+                      "evolver.interfaces=[criteria]")
     r = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
     seen = {}
 

@@ -38,8 +38,8 @@ NUM_GENERATIONS = 4
 BATCH = 8  # per process: 2 groups per rank, 4 per step
 # As in test_trainer_e2e: the round at step 2 accepts a loosened t-long criterion (a new harness version).
 # Dynamic filtering on: its per-task multipliers change the draws, so they must be the same on both ranks.
-OVERRIDES = ("train.use_cpu=true", "data.tasks=[t-long,t-any]", "harness.interfaces=[sampling,criteria]",
-             "harness.sample_k=8", "harness.dynamic_filtering=true", f"train.batch_size={BATCH}",
+OVERRIDES = ("train.use_cpu=true", "data.tasks=[t-long,t-any]", "evolver.interfaces=[sampling,criteria]",
+             "evolver.sample_k=8", "harness.dynamic_filtering=true", f"train.batch_size={BATCH}",
              f"train.num_generations={NUM_GENERATIONS}", "train.save_steps=2", "harness.evolve_every=2")
 
 

@@ -1,7 +1,7 @@
 """HarnessRL inside your own TRL script: the dataset, the reward, the callback and the trainer class.
 
 `harness_parts` builds the pieces `harnessrl train` wires (trainer/grpo.py) from one run config: a YAML file,
-a `RunConfig`, or plain keyword arguments naming config fields (`max_steps=8`, or `harness__sample_k=8` for a
+a `RunConfig`, or plain keyword arguments naming config fields (`max_steps=8`, or `evolver__sample_k=8` for a
 name that several sections share). `attach` refuses `GRPOConfig` settings that would make the harness wrong,
 each named with both values; `harness.dynamic_sampling` wraps the reward in
 `trainer.dynamic_sampling.DynamicSamplingReward`, handed to the trainer class by `trainer_kwargs`. A run folder
@@ -14,11 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
-from trainer.config import ConfigError, RunConfig, load_config, save_config
-
-_SECTIONS = ("model", "data", "train", "harness")
+from trainer.config import SECTIONS, SET_BY_TRAINER, ConfigError, RunConfig, load_config, save_config
 
 
 def _override(name: str, value: Any) -> str:
@@ -31,12 +29,13 @@ def _override(name: str, value: Any) -> str:
     elif name == "run_dir":
         path = "run_dir"
     else:
-        hints = get_type_hints(RunConfig)
-        owners = [s for s in _SECTIONS if name in {f.name for f in fields(hints[s])}]
+        # The context fields the trainer fills are no `evolver` settings (`seed` is train's).
+        owners = [s for s, cls in SECTIONS.items() if name in {f.name for f in fields(cls)}
+                  and not (s == "evolver" and name in SET_BY_TRAINER)]
         if len(owners) != 1:
             where = f"in {owners}" if owners else "in no section"
             raise ConfigError(f"harness_parts({name}=...): the config field {name!r} is {where}; "
-                              f"write section__{name}=... (sections: {', '.join(_SECTIONS)})")
+                              f"write section__{name}=... (sections: {', '.join(SECTIONS)})")
         path = f"{owners[0]}.{name}"
     return f"{path}={json.dumps(value) if not isinstance(value, str) else value}"
 

@@ -20,27 +20,72 @@ Two sources:
   store's latest (a round commits on top of the latest version): use a fresh `--run-dir` per run.
 
 Each LLM role may have its own server and key variable (`--proposer-base-url URL`, `--judge-api-key-env VAR`,
-...; default `--base-url` / `--api-key-env`), as `harness.<role>_base_url` in a training config.
+...; default `--base-url` / `--api-key-env`), as `evolver.<role>_base_url` in a training config.
 
-The knobs a training config also sets have its names: `--sample-k`, `--critic/--no-critic`,
-`--memory/--no-memory`, `--interfaces`, `--seed` (`harness.sample_k`, ..., `train.seed`).
+Every other flag is a field of `agents.context.EvolverContext`, built from it with its type, default and
+description (`add_context_flags`), so a flag, a config's `evolver.<field>` and Studio's context show one
+default and one help text: `--sample-k` is `evolver.sample_k`, `--no-critic` is `evolver.critic=false`, ...
+(`--max-tokens`, `--temperature` and `--seed` are the run's `train.max_completion_length`, `train.temperature`
+and `train.seed`). A replay takes the run's values for the flags not given.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
+import types
+import typing
 from pathlib import Path
 
-from agents.context import LLM_ROLES
+from agents.context import LLM_ROLES, PER_RUN, EvolverContext
 from harness.store import atomic_write_text
 from harness.types import INTERFACES
 
-# Snapshot-mode defaults; a replay takes these knobs from the run's config unless a flag is given.
-SNAPSHOT_DEFAULTS = {"sample_k": 8, "sample_k_max": 16, "critic_alpha": 0.1, "max_tokens": 48, "max_revisions": 2, "seed": 0, "critic": True, "memory": True,
-                     "interfaces": list(INTERFACES), "judge_model": "rules"}
+# Context fields with a flag of their own: the brains take several models (brain sets), the shared base URL is passed
+# to the replay apart, and require_approval is `--approve` (a person answers on this terminal).
+BRAIN_FLAGS = ("attributor_model", "proposer_model", "critic_model")
+ENDPOINT_FLAGS = ("api_key_env", *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")))
+NOT_KNOBS = (*PER_RUN, *BRAIN_FLAGS, *ENDPOINT_FLAGS, "base_url", "require_approval")
+
+
+def add_context_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per `EvolverContext` field but the per-run ones, with the field's type and description; a flag
+    not given is None (snapshot: the field's default; replay: the run's config)."""
+    hints = typing.get_type_hints(EvolverContext)
+    for f in dataclasses.fields(EvolverContext):
+        if f.name in PER_RUN or f.name == "require_approval":
+            continue
+        flag, help_ = "--" + f.name.replace("_", "-"), f.metadata["description"]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if f.name in BRAIN_FLAGS:
+            p.add_argument(flag, action="append", default=None, metavar="MODEL",
+                           help=f"{help_} (default {default}); repeat or comma-separate to compare several (replay)")
+            continue
+        kind = _flag_kind(hints[f.name])
+        help_ = f"{help_} (default {' '.join(default) if isinstance(default, list) else default}; replay: the run's)"
+        if kind is bool:
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_)
+        elif kind is list:
+            p.add_argument(flag, nargs="+", choices=INTERFACES, default=None, metavar="INTERFACE", help=help_)
+        elif isinstance(kind, tuple):
+            p.add_argument(flag, choices=kind, default=None, help=help_)
+        else:
+            p.add_argument(flag, type=kind, default=None, help=help_)
+
+
+def _flag_kind(annotation: object) -> object:
+    """bool, list, a tuple of choices (Literal) or the scalar type of an optional/plain annotation."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return args
+    if origin is list:
+        return list
+    if origin in (typing.Union, types.UnionType):
+        return next(a for a in args if a is not type(None))
+    return annotation
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -65,41 +110,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default=None, help="frozen policy: local:<model folder> or openai:<base_url>#<model> "
                                                   "(snapshot: required; replay: default checkpoint-N of the run)")
     p.add_argument("--memory-location", default="none", help="snapshot: Chroma folder, http://host:port, or none (default)")
-    p.add_argument("--memory-embedding", default="minilm", choices=["minilm", "hash"], help="snapshot: memory embedding")
-    for role in ("attributor", "proposer", "critic"):
-        p.add_argument(f"--{role}-model", action="append", default=None, metavar="MODEL",
-                       help=f"'rules' (default) or provider:model for the {role}; repeat or comma-separate to "
-                            f"compare several (replay)")
-    p.add_argument("--judge-model", default=None, help="'rules' or provider:model for the judge "
-                                                      "(snapshot: default rules; replay: the run's judge)")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL for the brain/judge models "
-                                                   "(replay: default the run's harness.llm_base_url)")
-    p.add_argument("--api-key-env", default=None, help="environment variable holding the LLMs' API key "
-                                                      "(default OPENAI_API_KEY; replay: the run's llm_api_key_env)")
-    for role in LLM_ROLES:
-        p.add_argument(f"--{role}-base-url", default=None, metavar="URL",
-                       help=f"the {role}'s own OpenAI-compatible base URL (default --base-url)")
-        p.add_argument(f"--{role}-api-key-env", default=None, metavar="VAR",
-                       help=f"the {role}'s API-key variable (default --api-key-env)")
-    p.add_argument("--sample-k", type=int, default=None, help="rollouts per affected task for candidate and control "
-                                                             "(snapshot default 8; replay: the run's)")
-    p.add_argument("--sample-k-max", type=int, default=None,
-                   help="cap: the critic's groups double from --sample-k up to this while its test is undecided "
-                        "(snapshot default 16, at least --sample-k; replay: the run's); equal to --sample-k: fixed budget")
-    p.add_argument("--critic-alpha", type=float, default=None,
-                   help="error rate of the critic's sequential test (snapshot default 0.1; replay: the run's)")
-    p.add_argument("--max-tokens", type=int, default=None, help="max new tokens per rollout (snapshot default 48; "
-                                                               "replay: the run's max_completion_length)")
-    p.add_argument("--max-revisions", type=int, default=None, help="R: revisions of a rejected candidate "
-                                                                  "(snapshot default 2; replay: the run's)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the frozen-policy rollouts (critic and agent tools; "
-                                                         "snapshot default 0; replay: the run's)")
-    p.add_argument("--critic", action=argparse.BooleanOptionalAction, default=None,
-                   help="measure candidates (--no-critic: accept every valid proposal unmeasured)")
-    p.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,
-                   help="use memory evidence (--no-memory: ignore it; events are still recorded)")
-    p.add_argument("--interfaces", nargs="+", choices=INTERFACES, default=None, metavar="INTERFACE",
-                   help=f"interfaces the evolver may update (snapshot default: all of {' '.join(INTERFACES)})")
+    add_context_flags(p)
     p.add_argument("--approve", action="store_true", help="snapshot: ask for approval (y/n) before each commit")
     p.add_argument("--thread", default=None, help="snapshot: thread id; an existing unfinished thread is resumed")
     p.add_argument("--server", default=None, help="snapshot: LangGraph server URL (e.g. http://127.0.0.1:2124): "
@@ -155,11 +166,9 @@ def print_results(out: dict, thread_id: str) -> None:
 
 
 def _knobs(args: argparse.Namespace) -> dict:
-    """The knobs given on the command line (None: not given)."""
-    return {k: getattr(args, k) for k in SNAPSHOT_DEFAULTS}
-
-
-ENDPOINT_FLAGS = ("api_key_env", *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")))
+    """The context knobs given on the command line (the brains, endpoints and base URL apart)."""
+    names = [f.name for f in dataclasses.fields(EvolverContext) if f.name not in NOT_KNOBS]
+    return {k: getattr(args, k) for k in names if getattr(args, k) is not None}
 
 
 def _endpoints(args: argparse.Namespace) -> dict:
@@ -169,7 +178,9 @@ def _endpoints(args: argparse.Namespace) -> dict:
 
 def _assistant_chooses(args: argparse.Namespace) -> list[str]:
     """Flags given for what a named assistant's context chooses: a server run would not send them."""
-    given = [k for k, v in _knobs(args).items() if v is not None] + list(_endpoints(args))
+    from graphs.runner import RUN_CONTEXT_KEYS
+
+    given = [k for k in _knobs(args) if k not in RUN_CONTEXT_KEYS] + list(_endpoints(args))
     given += [k for k in ("attributor_model", "proposer_model", "critic_model", "base_url") if getattr(args, k)]
     return ["--" + k.replace("_", "-") for k in given]
 
@@ -221,9 +232,9 @@ def run_replay(args: argparse.Namespace, sets: list) -> int:
 
     rr = load_round(args.source, args.step)
     out = Path(args.out) if args.out else Path("replays") / f"{rr.run_dir.resolve().name}-step-{args.step}"
-    overrides = {k: v for k, v in _knobs(args).items() if v is not None} | _endpoints(args)
+    overrides = _knobs(args) | _endpoints(args)
     if args.sample_k is not None and args.sample_k_max is None:  # a larger k lifts the run's cap with it
-        overrides["sample_k_max"] = max(args.sample_k, rr.cfg.harness.sample_k_max)
+        overrides["sample_k_max"] = max(args.sample_k, rr.cfg.evolver.sample_k_max)
     print(f"replaying the round at step {rr.step} of {rr.run_dir} (harness v{rr.version_before}, {len(rr.events)} "
           f"events from {rr.events_source}) with {len(sets)} brain set(s) in {out}")
     result = replay_round(rr, sets, out, policy=args.policy, base_url=args.base_url, overrides=overrides)
@@ -234,19 +245,18 @@ def run_replay(args: argparse.Namespace, sets: list) -> int:
 
 
 def run_snapshot(args: argparse.Namespace, brains) -> int:
-    from agents.context import EvolverContext
     from graphs.runner import load_snapshot, prepare_run_dir, run_in_process, run_on_server, thread_unfinished
 
-    knobs = {k: SNAPSHOT_DEFAULTS[k] if v is None else v for k, v in _knobs(args).items()}
-    if args.sample_k_max is None:  # a larger k lifts the default cap with it
-        knobs["sample_k_max"] = max(knobs["sample_k"], knobs["sample_k_max"])
+    knobs = _knobs(args)
+    if args.sample_k is not None and args.sample_k_max is None:  # a larger k lifts the default cap with it
+        knobs["sample_k_max"] = max(args.sample_k, EvolverContext().sample_k_max)
     inp = load_snapshot(args.source)
     run_dir = Path(args.run_dir).resolve()
     prepare_run_dir(args.source, run_dir)
     ctx = EvolverContext(
         attributor_model=brains.attributor, proposer_model=brains.proposer, critic_model=brains.critic,
         base_url=args.base_url, run_dir=str(run_dir), memory_location=args.memory_location,
-        memory_embedding=args.memory_embedding, policy=args.policy, require_approval=args.approve, **knobs,
+        policy=args.policy, require_approval=args.approve, **knobs,
         **_endpoints(args),
     )
     approve = _ask if args.approve else None
