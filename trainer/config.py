@@ -142,13 +142,13 @@ class HarnessConfig:
                                              "models, limits and thresholds (rounds send only run folder, memory and "
                                              "frozen policy). A graph id ('evolver'): an assistant made from this "
                                              "config; an assistant id or name (e.g. made in Studio): its context wins "
-                                             "over the harness.* brain and critic settings.")
+                                             "over the config's evolver.* settings.")
     policy_endpoint: str = _f("local", "Frozen policy for the critic: 'local' (the paused model; with langgraph_url "
                                        "it is saved to run_dir/frozen/ at each pause and loaded by the server) or "
                                        "an OpenAI-compatible base URL (vLLM).")
     policy_model: str | None = _f(None, "Model name served at policy_endpoint (defaults to the adapter/model name).")
     allow_unjudged_criteria: bool = _f(False, "Train although train tasks have text-only criteria (no programmatic "
-                                              "check) and no judge_model: those criteria are skipped, never scored. "
+                                              "check) and no evolver.judge_model: those criteria are skipped, never scored. "
                                               "Off: such a run is refused at start, with the count.")
     max_pause_s: int = _f(900, "Budget for one evolver pause (s); train.ddp_timeout must exceed it. A round that "
                                "overruns it is cancelled and rolled back (in process and on a server).")
