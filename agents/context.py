@@ -65,7 +65,8 @@ class EvolverContext:
     # -- infrastructure (resolved by graphs.services) -------------------------------------------
     run_dir: str = _f("runs/evolve", "run folder holding harness/ (the versioned store)")
     memory_location: str = _f("none", "training memory: a Chroma folder, a http://host:port Chroma server, or 'none'")
-    memory_embedding: Literal["minilm", "hash"] = _f("minilm", "embedding of the memory: 'minilm' (bundled, offline) or 'hash' (tests)")
+    memory_embedding: Literal["minilm", "hash"] = _f("minilm", "embedding of the memory: 'minilm' (bundled, "
+                                                               "offline) or 'hash' (tests)")
     policy: str = _f("", "frozen-policy endpoint spec understood by graphs.services (e.g. openai:<url>#<model>)")
     judge_model: str = _f(RULES, "'rules' (programmatic checks only) or provider:model for the LLM judge")
     services_key: str | None = _f(None, "key of live services registered in-process (the trainer sets it)")

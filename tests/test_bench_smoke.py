@@ -134,7 +134,8 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             "dapo": (False, False, 3, True, True), "plain": (False, False, 3, True, True),
             "harnessrl-dapo": (True, False, 3, True, True),
         }[job.arm]
-        assert (h.evolver, h.dynamic_filtering, len(cfg.evolver.interfaces), cfg.evolver.memory, cfg.evolver.critic) == expect, job.arm
+        e = cfg.evolver
+        assert (h.evolver, h.dynamic_filtering, len(e.interfaces), e.memory, e.critic) == expect, job.arm
         dapo = job.arm in ("dapo", "harnessrl-dapo")
         assert h.dynamic_sampling == (bench_spec.DAPO_OVERSAMPLE if dapo else 0), job.arm
         assert job.runner == ("plain" if job.arm == "plain" else "harness")

@@ -33,7 +33,8 @@ def test_gpu_presets_use_vllm_server_and_llm_brains():
         cfg = load_config(REPO / "configs" / name)
         assert cfg.train.use_vllm and cfg.train.vllm_mode == "server" and cfg.train.vllm_server_base_url
         assert cfg.evolver.judge_model and cfg.evolver.judge_model.startswith("openai:")
-        assert all(getattr(cfg.evolver, f"{r}_model").startswith("openai:") for r in ("attributor", "proposer", "critic"))
+        e = cfg.evolver
+        assert all(getattr(e, f"{r}_model").startswith("openai:") for r in ("attributor", "proposer", "critic"))
         assert cfg.train.ddp_timeout > cfg.harness.max_pause_s
 
 

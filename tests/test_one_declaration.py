@@ -1,6 +1,7 @@
-"""Each evolver knob is declared once, in `agents.context.EvolverContext` (issue 18 item 2): the config's
-`evolver:` section is typed by it, `harnessrl evolve` builds its flags from its fields, and no other config
-section, hand-written flag or literal default in `graphs/services.py` declares one again."""
+"""Each evolver knob is declared once, in `agents.context.EvolverContext` (issue 18 item 2).
+
+The config's `evolver:` section is typed by it, `harnessrl evolve` builds its flags from its fields, and no other
+config section, hand-written flag or literal default in `graphs/services.py` declares one again."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ KNOBS = {f.name for f in dataclasses.fields(EvolverContext)}
 
 
 def redeclared_in_sections(sections: dict[str, type]) -> list[str]:
-    """`section.field` for each context field another config section declares too; allowed only where the trainer
-    fills the context field from exactly that field (`train.seed` -> `seed`)."""
+    """`section.field` for each context field another config section declares too.
+
+    Allowed only where the trainer fills the context field from exactly that field (`train.seed` -> `seed`)."""
     return [f"{s}.{f.name}" for s, cls in sections.items() if cls is not EvolverContext
             for f in dataclasses.fields(cls) if f.name in KNOBS and SET_BY_TRAINER.get(f.name) != f"{s}.{f.name}"]
 
@@ -38,8 +40,10 @@ def handwritten_flags(source: str) -> list[str]:
     """Literal `add_argument("--x-y", ...)` flags whose field is a context knob (per-run fields are the caller's)."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
-                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument" and node.args):
+            continue
+        if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
             name = node.args[0].value.removeprefix("--").replace("-", "_")
             if name in KNOBS and name not in PER_RUN:
                 found.append(node.args[0].value)
@@ -47,19 +51,21 @@ def handwritten_flags(source: str) -> list[str]:
 
 
 def literal_defaults(source: str) -> list[str]:
-    """Parameters and dataclass fields named after a context field that carry a literal default of their own
-    (None aside: `RunServices.memory` is the live memory, not the `memory` switch)."""
+    """Parameters and dataclass fields named after a context field that carry a literal default of their own.
+
+    None aside: `RunServices.memory` is the live memory, not the `memory` switch."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             a = node.args
-            pairs = list(zip(a.args[len(a.args) - len(a.defaults):], a.defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
+            positional = a.args[len(a.args) - len(a.defaults):]
+            pairs = list(zip(positional, a.defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
             found += [f"{node.name}({arg.arg}=...)" for arg, d in pairs
                       if arg.arg in KNOBS and isinstance(d, ast.Constant) and d.value is not None]
         if isinstance(node, ast.ClassDef):
-            found += [f"{node.name}.{st.target.id}" for st in node.body if isinstance(st, ast.AnnAssign)
-                      and isinstance(st.target, ast.Name) and st.target.id in KNOBS and isinstance(st.value, ast.Constant)
-                      and st.value.value is not None]
+            found += [f"{node.name}.{st.target.id}" for st in node.body
+                      if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id in KNOBS
+                      and isinstance(st.value, ast.Constant) and st.value.value is not None]
     return found
 
 

@@ -166,7 +166,8 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
 
     def trainer_round(name: str, assistant: str | None, proposer: str) -> dict:
         sets = [f"harness.langgraph_url={server}", "evolver.memory=false", f"evolver.proposer_model={proposer}",
-                f"evolver.base_url={stub.base_url}"] + ([f"harness.langgraph_assistant={assistant}"] if assistant else [])
+                f"evolver.base_url={stub.base_url}"] + (
+                    [f"harness.langgraph_assistant={assistant}"] if assistant else [])
         cfg = tiny_config(tmp_path / name, *sets)
         shutil.copytree(SNAPSHOT / "harness", cfg.run_path / "harness")
         ctx = evolver_context(cfg, services_key=None, policy_spec=f"openai:{stub.base_url}#stub")

@@ -148,7 +148,8 @@ class HarnessConfig:
                                        "an OpenAI-compatible base URL (vLLM).")
     policy_model: str | None = _f(None, "Model name served at policy_endpoint (defaults to the adapter/model name).")
     allow_unjudged_criteria: bool = _f(False, "Train although train tasks have text-only criteria (no programmatic "
-                                              "check) and no evolver.judge_model: those criteria are skipped, never scored. "
+                                              "check) and no evolver.judge_model: those criteria are skipped, never "
+                                              "scored. "
                                               "Off: such a run is refused at start, with the count.")
     max_pause_s: int = _f(900, "Budget for one evolver pause (s); train.ddp_timeout must exceed it. A round that "
                                "overruns it is cancelled and rolled back (in process and on a server).")
@@ -192,15 +193,16 @@ class RunConfig:
     def __post_init__(self) -> None:
         h, t, e = self.harness, self.train, self.evolver
         if e.require_approval and not h.langgraph_url:
-            raise ConfigError("evolver.require_approval needs harness.langgraph_url: only a round on a LangGraph server "
-                              "can wait for a person (Studio or `harnessrl evolve --server URL --thread T --approve`)")
+            raise ConfigError("evolver.require_approval needs harness.langgraph_url: only a round on a LangGraph "
+                              "server can wait for a person (Studio or `harnessrl evolve --server URL --thread T "
+                              "--approve`)")
         if h.langgraph_url and e.memory and not h.memory_url:
             # The trainer holds the exclusive lock of run_dir/memory (one Chroma writer per folder), so the
             # LangGraph server process could not open it: both must talk to one Chroma server instead.
             raise ConfigError("harness.langgraph_url with evolver.memory=true needs a Chroma server both the trainer "
                               "and the LangGraph server can reach (the trainer locks run_dir/memory): start "
-                              "`chroma run --path <folder> --port 8000` and set harness.memory_url=http://127.0.0.1:8000, "
-                              "or set evolver.memory=false")
+                              "`chroma run --path <folder> --port 8000` and set "
+                              "harness.memory_url=http://127.0.0.1:8000, or set evolver.memory=false")
         if h.evolver and h.evolve_every % t.save_steps:
             raise ConfigError(
                 f"harness.evolve_every ({h.evolve_every}) must be a multiple of train.save_steps ({t.save_steps}) so "
@@ -285,7 +287,8 @@ assert set(PER_RUN) <= set(SET_BY_TRAINER)
 MOVED_TO_EVOLVER = {name: name for name in (
     "interfaces", "memory", "critic", "sample_k", "sample_k_max", "critic_alpha", "max_revisions",
     "generalise_max_tasks", "attributor_model", "proposer_model", "critic_model", "judge_model",
-    "memory_embedding", "require_approval", *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")))}
+    "memory_embedding", "require_approval",
+    *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")))}
 MOVED_TO_EVOLVER |= {"llm_base_url": "base_url", "llm_api_key_env": "api_key_env"}
 
 

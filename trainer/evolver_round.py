@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 
 
 def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: str = "") -> EvolverContext:
-    """The round's `EvolverContext`: the config's `evolver:` section plus what the trainer fills per round
-    (`trainer.config.SET_BY_TRAINER`); the one place config knobs become graph context."""
+    """The round's `EvolverContext`: the config's `evolver:` section plus what the trainer fills per round.
+
+    The one place config knobs become graph context; the filled fields are `trainer.config.SET_BY_TRAINER`."""
     memory_location = "none"
     if cfg.harness.memory_url:
         memory_location = cfg.harness.memory_url
@@ -54,8 +55,9 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
 
 
 def judge_endpoint(cfg: RunConfig) -> tuple[str | None, str]:
-    """(base URL, API-key variable) of the run's judge: `evolver.judge_base_url` / `judge_api_key_env`, else the
-    shared `evolver.base_url` / `api_key_env` (resolved by `agents.chat_models.role_endpoint`)."""
+    """(base URL, API-key variable) of the run's judge, resolved by `agents.chat_models.role_endpoint`.
+
+    `evolver.judge_base_url` / `judge_api_key_env`, else the shared `evolver.base_url` / `api_key_env`."""
     return role_endpoint(cfg.evolver, "judge")
 
 

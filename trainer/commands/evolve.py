@@ -52,8 +52,9 @@ NOT_KNOBS = (*PER_RUN, *BRAIN_FLAGS, *ENDPOINT_FLAGS, "base_url", "require_appro
 
 
 def add_context_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per `EvolverContext` field but the per-run ones, with the field's type and description; a flag
-    not given is None (snapshot: the field's default; replay: the run's config)."""
+    """Add one flag per `EvolverContext` field but the per-run ones, with the field's type and description.
+
+    A flag not given is None: a snapshot takes the field's default, a replay the run's config."""
     hints = typing.get_type_hints(EvolverContext)
     for f in dataclasses.fields(EvolverContext):
         if f.name in PER_RUN or f.name == "require_approval":
