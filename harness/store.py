@@ -18,7 +18,8 @@ Durability rules:
 - Each log line goes out in one `write` of a complete line, then flush + fsync. A torn last line
   (power loss mid-write) is reported with a warning by `history()` and moved aside to
   `updates.jsonl.torn` by the next `commit`; a bad line anywhere else is corruption and raises.
-- One writer per store: `commit` holds an exclusive `flock` on `root/.lock`.
+- One writer per store: `commit` (and `abandon_versions_after`, which moves later versions aside for a
+  resume or a failed round) holds an exclusive `flock` on `root/.lock`.
 
 Rejected proposals are not logged here: `updates.jsonl` holds committed updates only; the evolver
 records rejected candidates and the critic's numbers in the training memory (docs/DESIGN.md §9).
@@ -27,6 +28,7 @@ records rejected candidates and the critic's numbers in the training memory (doc
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import tempfile
@@ -207,6 +209,48 @@ class HarnessStore:
             self._append(UpdateRecord(version=new.version, parent_version=current.version, step=step, update=update,
                                       meta=meta or {}, timestamp=_now()))
         return new
+
+    def abandon_versions_after(self, version: int, aside: str | os.PathLike[str]) -> list[int]:
+        """Move the versions after `version` into `aside`; returns the versions moved (for a resume or a failed round).
+
+        Their files go to `aside/versions/` and their log lines are appended to `aside/updates.jsonl`, so the
+        next commit continues from `version`. A log line that does not parse is dropped with a warning (the version
+        files are the source of truth). Under the commit lock: no commit can interleave with the move.
+        """
+        aside = Path(aside)
+        with self._lock():
+            later = [v for v in self.versions() if v > version]
+            if not later:
+                return []
+            (aside / "versions").mkdir(parents=True, exist_ok=True)
+            for v in later:
+                os.replace(self.path(v), aside / "versions" / self.path(v).name)
+            if self.updates_path.is_file():
+                kept, moved, dropped = self._split_log(version)
+                with open(aside / "updates.jsonl", "a", encoding="utf-8") as f:
+                    f.writelines(moved)
+                if moved or dropped:
+                    atomic_write_text(self.updates_path, "".join(kept))
+        return later
+
+    def _split_log(self, version: int) -> tuple[list[str], list[str], int]:
+        """(lines of versions <= `version`, lines of later ones, lines dropped because they do not parse)."""
+        kept: list[str] = []
+        moved: list[str] = []
+        dropped = 0
+        for i, raw in enumerate(self.updates_path.read_text(encoding="utf-8").split("\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+                v = int(rec.get("version", -1))
+            except (ValueError, TypeError, AttributeError) as e:
+                warnings.warn(f"{self.updates_path}:{i}: not an update record ({e}); line dropped", RuntimeWarning,
+                              stacklevel=3)
+                dropped += 1
+                continue
+            (moved if v > version else kept).append(raw + "\n")
+        return kept, moved, dropped
 
     def _sweep_temp_files(self) -> None:
         for p in self.versions_dir.glob(".*.tmp"):

@@ -42,13 +42,13 @@ OVERRIDES = ("model.lora=true", "model.lora_r=8", "model.lora_alpha=16", "train.
 def test_each_round_hot_loads_the_step_adapter_and_the_critic_measures_it(tiny_model_dir, tmp_path, monkeypatch):
     from measure.local_endpoint import LocalEndpoint
     from measure.openai_endpoint import OpenAIEndpoint
-    from trainer.callback import HarnessCallback
+    from trainer.evolver_round import EvolverPause
     from trainer.grpo import train
 
     rounds_seen: list[dict] = []
     probes: list[tuple[str, str]] = []  # (adapter published for the round, served name the request went to)
     comparing, published = False, ""
-    real_sample, real_publish = OpenAIEndpoint.sample, HarnessCallback.publish_policy
+    real_sample, real_publish = OpenAIEndpoint.sample, EvolverPause.publish_policy
 
     def sample(self, messages_batch, *args, **kwargs):
         if not comparing:
@@ -75,7 +75,7 @@ def test_each_round_hot_loads_the_step_adapter_and_the_critic_measures_it(tiny_m
         return endpoint, spec
 
     monkeypatch.setattr(OpenAIEndpoint, "sample", sample)
-    monkeypatch.setattr(HarnessCallback, "publish_policy", publish)
+    monkeypatch.setattr(EvolverPause, "publish_policy", publish)
     with VLLMServer(tiny_model_dir, served_name="tiny", enable_lora=True, max_lora_rank=8,
                     log_path=tmp_path / "vllm.log") as server:
         cfg = tiny_config(tmp_path, *OVERRIDES, f"data.suite={write_suite(tmp_path / 'suite-half', TASKS)}",

@@ -62,12 +62,12 @@ def test_every_rank_pushes_before_the_round_and_no_private_attribute_is_written(
         cb = HarnessCallback(run, run_graph=graph)
         trainer = _fake_trainer(log, rank, world=2)
         cb.trainer = trainer
-        cb._sync_state = run.refresh  # the broadcast needs a process group; the ranks are simulated here
-        cb._register_services = lambda key, endpoint, context: None
+        cb.pause._sync_state = run.refresh  # the broadcast needs a process group; the ranks are simulated here
+        cb.pause._register_services = lambda key, endpoint, context: None
         run.add_events([FailureEvent(id="collapse_low:t-paris:2", type="collapse_low", task_id="t-paris", step=2,
                                      stats={"harness_version": 0})], harness_version=0)
         try:
-            cb.evolve(2)
+            cb.pause.evolve(2)
         finally:
             run.close()
         assert trainer.written == [] and trainer.accelerator.written == []
@@ -87,7 +87,7 @@ def test_no_push_when_the_critic_does_not_sample_the_training_server(tmp_path):
         cb = HarnessCallback(run)
         cb.trainer = _fake_trainer(log, 0, world=1)
         try:
-            assert cb.push_weights_to_training_server() is False
+            assert cb.pause.push_weights_to_training_server() is False
         finally:
             run.close()
         assert log == []

@@ -307,16 +307,16 @@ def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path
         return {"accepted": [], "reports": []}
 
     cb = HarnessCallback(run, run_graph=graph)
-    cb.publish_policy = lambda step: (object(), "local")
-    cb._register_services = lambda key, endpoint, context: None
+    cb.pause.publish_policy = lambda step: (object(), "local")
+    cb.pause._register_services = lambda key, endpoint, context: None
     run.add_events([event], harness_version=0)
-    cb.evolve(2)
+    cb.pause.evolve(2)
     assert run.state.version == 1
     reward = RubricReward(run, num_generations=4)
     for step in (3, 4):  # the hint did not help: every rollout still misses
         _score(reward, run, "t-paris", ["No idea."] * 4, 1, step)
     with caplog.at_level(logging.INFO, logger="trainer.callback"):
-        cb.evolve(4)
+        cb.pause.evolve(4)
     assert run.state.version == 2 and not run.state.guidance_for("t-paris").hints
     rounds = [json.loads(x) for x in run.paths.rounds.read_text().splitlines()]
     prov = rounds[1]["provisional"]
@@ -431,7 +431,7 @@ def test_the_real_rule_reverts_as_often_as_the_stated_rate(p, stated):
 
 def test_a_failing_review_is_logged_and_training_goes_on(tmp_path, monkeypatch):
     from test_trainer_support import tiny_config
-    from trainer import provisional
+    from trainer import evolver_round
     from trainer.callback import HarnessCallback
     from trainer.harness_run import HarnessRun
 
@@ -440,12 +440,12 @@ def test_a_failing_review_is_logged_and_training_goes_on(tmp_path, monkeypatch):
     def down(run, step):
         raise ConnectionError("memory server unreachable")
 
-    monkeypatch.setattr(provisional, "review_run", down)
+    monkeypatch.setattr(evolver_round, "review_run", down)
     cb = HarnessCallback(run, run_graph=lambda *a: {"accepted": [], "reports": []})
-    cb.publish_policy = lambda step: (object(), "local")
-    cb._register_services = lambda key, endpoint, context: None
+    cb.pause.publish_policy = lambda step: (object(), "local")
+    cb.pause._register_services = lambda key, endpoint, context: None
     run.add_events([_ev("collapse_low", "t-paris", step=2)], harness_version=0)
-    cb.evolve(2)
+    cb.pause.evolve(2)
     rnd = json.loads(run.paths.rounds.read_text().splitlines()[0])
     assert "ConnectionError: memory server unreachable" in rnd["provisional"]["error"] and rnd["n_events"] == 1
     run.close()

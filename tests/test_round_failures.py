@@ -23,11 +23,12 @@ from harness.types import FailureEvent
 from memory.store import TrainingMemory
 from test_trainer_support import TINY_TASKS, _task, tiny_config, write_suite
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
-from trainer.callback import EvolverStopped, HarnessCallback
-from trainer.evolver_round import server_setting_notes
+from trainer.callback import HarnessCallback
+from trainer.evolver_round import EvolverStopped, server_setting_notes
 from trainer.progress import ConsoleProgress, scoring_flag_lines
 from trainer.report import summary, summary_sentences
 from trainer.reward import RubricReward
+from trainer.round_events import take_events
 from trainer.harness_run import HarnessRun
 from trainer.sampler import HarnessSampler
 
@@ -54,8 +55,8 @@ def _callback(run, outcomes):
         return {"accepted": [], "reports": []}
 
     cb = HarnessCallback(run, run_graph=graph)
-    cb.publish_policy = lambda step: (object(), "local")
-    cb._register_services = lambda key, endpoint, context: None
+    cb.pause.publish_policy = lambda step: (object(), "local")
+    cb.pause._register_services = lambda key, endpoint, context: None
     return cb
 
 
@@ -88,14 +89,14 @@ def test_failed_rounds_in_a_row_stop_training(tmp_path, outcomes, limit, stops_a
         assert stopped == ([stops_at] if stops_at else [])
         if stops_at:
             assert stopped == [2 * len(outcomes)]  # not before the last failure
-            reason = cb.stop_reason
+            reason = cb.pause.stop_reason
             assert f"{limit} evolver rounds in a row failed" in reason and "ConnectionError" in reason
             assert f"after step {stops_at}" in reason and "--resume" in reason and "max_failed_rounds=0" in reason
             assert reason in caplog.text
             # The round's events stay pending: the step's checkpoint carries them into the resumed run.
             assert [e.id for e in run.pending_events] == [f"collapse_low:t-paris:{stops_at}"]
         else:
-            assert cb.stop_reason is None
+            assert cb.pause.stop_reason is None
     finally:
         run.close()
 
@@ -105,9 +106,9 @@ def test_rounds_without_events_neither_count_nor_reset(tmp_path):
     try:
         cb = _callback(run, [True, True])
         assert not _step(cb, run, 2)
-        run.take_events(100)  # the failed round's events went back to pending; say they went stale
+        take_events(run, 100)  # the failed round's events went back to pending; say they went stale
         assert not _step(cb, run, 4, events=False)  # nothing to do: no round ran
-        assert cb.failed_in_a_row == 1
+        assert cb.pause.failed_in_a_row == 1
         assert _step(cb, run, 6)
     finally:
         run.close()
@@ -197,12 +198,12 @@ def test_the_trainer_rolls_back_a_round_over_its_pause_budget(tmp_path):
     run = _run(tmp_path, "harness.max_pause_s=1", "evolver.memory=false")
     try:
         cb = HarnessCallback(run)
-        cb.publish_policy = lambda step: (SlowPolicy(delay=0.5), "local")
+        cb.pause.publish_policy = lambda step: (SlowPolicy(delay=0.5), "local")
         run.add_events([_event(2)], harness_version=0)
-        cb.evolve(2)
+        cb.pause.evolve(2)
         rnd = json.loads(run.paths.rounds.read_text().splitlines()[0])
         assert rnd["error"].startswith("RoundTimeout") and "budget of 1 s" in rnd["error"]
-        assert run.state.version == 0 and cb.failed_in_a_row == 1
+        assert run.state.version == 0 and cb.pause.failed_in_a_row == 1
         assert [e.id for e in run.pending_events] == ["collapse_low:t-paris:2"]
     finally:
         run.close()

@@ -46,7 +46,7 @@ def test_saved_frozen_policy_samples_like_the_live_one(tiny_policy, tmp_path, lo
 
     from measure.local_endpoint import LocalEndpoint
     from graphs.services import parse_policy
-    from trainer.callback import save_frozen_policy
+    from trainer.frozen import save_frozen_policy
 
     model, tok, folder = tiny_policy
     if lora:
@@ -66,7 +66,7 @@ def test_saved_frozen_policy_samples_like_the_live_one(tiny_policy, tmp_path, lo
 
 
 def test_frozen_folders_are_pruned_to_the_last_two(tiny_policy, tmp_path):
-    from trainer.callback import save_frozen_policy
+    from trainer.frozen import save_frozen_policy
 
     model, tok, _ = tiny_policy
     root = tmp_path / "frozen"

@@ -13,8 +13,9 @@ from harness.types import AddHint, FailureEvent, HarnessUpdate, Hint, Reweight, 
 from memory.store import TrainingMemory
 from test_trainer_support import tiny_config
 from trainer.callback import HarnessCallback
-from trainer.checkpoint import abandon_versions_after, read_state, restore, write_checkpoint_state
+from trainer.checkpoint import read_state, restore, write_checkpoint_state
 from trainer.reward import RubricReward
+from trainer.round_events import stale_check, take_events
 from trainer.harness_run import HarnessRun
 from trainer.sampler import HarnessSampler, make_dataset
 
@@ -96,7 +97,7 @@ def test_reward_scores_groups_feeds_detector_memory_and_metrics(run):
     out, metrics = _call(reward, run, ["t-paris"] * 4 + ["t-photo"] * 4, texts, [0] * 8)
     assert out[:4] == [1.0, 1.0, 0.0, 0.0] and out[4:] == [0.0] * 4
     assert metrics["pass_rate/t-paris/c1"] == 0.5
-    events = run.take_events(10).taken
+    events = take_events(run, 10).taken
     assert [(e.type, e.task_id) for e in events] == [("collapse_low", "t-photo")]  # first-visit all-0 group
     rec = run.pop_step(1)
     assert rec["dead_share"] == 0.5 and rec["harness_version"] == 0 and rec["reward"] == pytest.approx(0.25)
@@ -142,12 +143,12 @@ def test_round_applies_committed_update_and_records_pause(run):
             {"event_id": events[0].id, "task_id": "t-paris", "decision": "accepted", "interface": "guidance", "attempts": []}]}
 
     cb = HarnessCallback(run, run_graph=graph)
-    cb.publish_policy = lambda step: (object(), "local")
-    cb._register_services = lambda key, endpoint, context: None
+    cb.pause.publish_policy = lambda step: (object(), "local")
+    cb.pause._register_services = lambda key, endpoint, context: None
     _only(run, "t-paris")
     before = run.state.version
     run.add_events([_event(version=before)], harness_version=before)
-    pause = cb.evolve(2)
+    pause = cb.pause.evolve(2)
     assert run.state.version == before + 1 and pause >= 0
     rounds = [json.loads(x) for x in run.paths.rounds.read_text().splitlines()]
     assert rounds[0]["n_accepted"] == 1 and rounds[0]["accepted_interfaces"] == ["guidance"]
@@ -169,10 +170,10 @@ def test_round_context_and_services_take_the_config_knobs(tmp_path):
         return {"accepted": [], "reports": []}
 
     cb = HarnessCallback(r, run_graph=graph)
-    cb.publish_policy = lambda step: (object(), "local")
+    cb.pause.publish_policy = lambda step: (object(), "local")
     r.add_events([_event()], harness_version=0)
     try:
-        cb.evolve(2)
+        cb.pause.evolve(2)
     finally:
         r.close()
     ctx, svc = seen["ctx"], seen["svc"]
@@ -190,14 +191,14 @@ def test_failed_round_leaves_harness_unchanged(run, commit_first):
         raise ConnectionError("judge endpoint unreachable")
 
     cb = HarnessCallback(run, run_graph=graph)
-    cb.publish_policy = lambda step: (object(), "local")
-    cb._register_services = lambda key, endpoint, context: None
+    cb.pause.publish_policy = lambda step: (object(), "local")
+    cb.pause._register_services = lambda key, endpoint, context: None
     run.add_events([_event()], harness_version=0)
-    cb.evolve(2)
+    cb.pause.evolve(2)
     assert run.state.version == 0 and run.store.versions() == [0]
     rnd = json.loads(run.paths.rounds.read_text().splitlines()[0])
     assert "ConnectionError" in rnd["error"] and rnd["rolled_back_versions"] == ([1] if commit_first else [])
-    assert [e.id for e in run.take_events(5).taken] == ["collapse_low:t-paris:2"]  # kept for the next round
+    assert [e.id for e in take_events(run, 5).taken] == ["collapse_low:t-paris:2"]  # kept for the next round
 
 
 def test_real_graph_with_failing_endpoint_keeps_harness(run):
@@ -211,9 +212,9 @@ def test_real_graph_with_failing_endpoint_keeps_harness(run):
             raise EndpointError("policy endpoint down")
 
     cb = HarnessCallback(run)
-    cb.publish_policy = lambda step: (Down(), "local")
+    cb.pause.publish_policy = lambda step: (Down(), "local")
     run.add_events([_event("t-paris")], harness_version=0)
-    cb.evolve(2)
+    cb.pause.evolve(2)
     assert run.store.versions()[-1] == run.state.version
     rnd = json.loads(run.paths.rounds.read_text().splitlines()[0])
     assert rnd["n_accepted"] == 0
@@ -224,9 +225,8 @@ def test_real_graph_with_failing_endpoint_keeps_harness(run):
 def test_stale_events_are_dropped(run):
     run.store.commit(_hint_update())
     run.refresh()
-    cb = HarnessCallback(run)
     run.add_events([_event(version=0), _event("t-photo", version=0), _event(version=1, step=1)], harness_version=0)
-    taken, superseded, stale = run.take_events(10, is_stale=cb._stale_check())
+    taken, superseded, stale = take_events(run, 10, is_stale=stale_check(run.store))
     assert [(e.task_id, e.stats["harness_version"]) for e in stale] == [("t-paris", 0)]
     assert sorted((e.task_id, e.stats["harness_version"]) for e in taken) == [("t-paris", 1), ("t-photo", 0)]
     assert superseded == [] and run.pending_events == []
@@ -258,7 +258,7 @@ def _typed(kind, task_id, step, confirmed=False):
 def test_take_events_prioritises_and_dedupes(run, pending, limit, taken, superseded, waiting):
     with run.lock:
         run.pending_events = [_typed(*p) for p in pending]
-    got = run.take_events(limit)
+    got = take_events(run, limit)
     assert [e.id for e in got.taken] == taken
     assert len(got.superseded) == superseded and len(run.pending_events) == waiting
 
@@ -267,8 +267,8 @@ def test_broadcast_path_single_process(run):
     """Rank 0 serialises the new state and broadcast_object_list hands it to every rank (here: one)."""
     run.store.commit(_hint_update())
     cb = HarnessCallback(run)
-    cb._num_processes = lambda: 2  # take the multi-process code path
-    state = cb._sync_state()
+    cb.pause._num_processes = lambda: 2  # take the multi-process code path
+    state = cb.pause._sync_state()
     assert state.version == 1 and run.state.version == 1 and run.state.guidance_for("t-paris").hints
 
 
@@ -304,7 +304,7 @@ def test_checkpoint_state_and_restore(tmp_path):
 def test_abandon_versions_after_keeps_log_consistent(run):
     run.store.commit(_hint_update())
     run.store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id="t-any", weight=2.0)]))
-    moved = abandon_versions_after(run.store, 1, run.paths.abandoned / "x")
+    moved = run.store.abandon_versions_after(1, run.paths.abandoned / "x")
     assert moved == [2] and run.store.versions() == [0, 1]
     assert [rec.version for rec in run.store.history()] == [1]
     assert run.store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id="t-any", weight=3.0)])).version == 2

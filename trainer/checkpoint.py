@@ -25,8 +25,8 @@ Then it rolls the folder back (`prepare_resume`, then `restore` for the live obj
 - every JSON-lines log of the folder has a torn tail cut back to its last complete record
   (`trainer.io.heal_jsonl`; counted in the summary's `torn_lines`);
 - harness versions committed after it are moved to `abandoned/<stamp>/versions/` and their
-  `updates.jsonl` lines to `abandoned/<stamp>/updates.jsonl` (the store keeps no API for this, so it is
-  done here under the store's own lock file; tell the harness owner if the layout changes);
+  `updates.jsonl` lines to `abandoned/<stamp>/updates.jsonl` (`HarnessStore.abandon_versions_after`, under the
+  store's commit lock);
 - the memory folder is moved to `abandoned/<stamp>/memory/` and replaced by the one built from the snapshot.
   The memory is append-only, so "restore" means: records written after the checkpoint are dropped
   from the live store (kept aside, not deleted);
@@ -50,21 +50,19 @@ A run whose checkpoint is at `train.max_steps` is finished: `trainer.grpo.train`
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import re
 import shutil
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from harness.ops import apply
 from harness.store import HarnessStore, StoreCorrupt
 from harness.types import FailureEvent, HarnessState
-from trainer.io import atomic_write_json, atomic_write_text, heal_jsonl, read_jsonl, truncate_jsonl
+from trainer.io import atomic_write_json, atomic_write_text, heal_jsonl, truncate_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -171,39 +169,6 @@ def read_state(ckpt_dir: Path) -> dict[str, Any]:
 def run_reached(ckpt_dir: Path) -> int:
     """The step of a checkpoint (what a run resumed from it has already trained)."""
     return int(read_state(ckpt_dir)["step"])
-
-
-@contextmanager
-def _store_lock(root: Path):
-    # Same lock file as harness.store.HarnessStore.commit: no commit can interleave with the move.
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def abandon_versions_after(store: Any, version: int, aside: Path) -> list[int]:
-    """Move harness versions > `version` (files and log lines) into `aside`; returns the moved versions.
-
-    Not in harness/store.py (owned elsewhere); kept here with the store's lock and file layout.
-    """
-    with _store_lock(store.root):
-        later = [v for v in store.versions() if v > version]
-        if not later:
-            return []
-        (aside / "versions").mkdir(parents=True, exist_ok=True)
-        for v in later:
-            os.replace(store.path(v), aside / "versions" / store.path(v).name)
-        if store.updates_path.is_file():
-            moved = [r for r in read_jsonl(store.updates_path) if int(r.get("version", -1)) > version]
-            with open(aside / "updates.jsonl", "a", encoding="utf-8") as f:
-                for r in moved:
-                    f.write(json.dumps(r, sort_keys=True) + "\n")
-            truncate_jsonl(store.updates_path, lambda r: int(r.get("version", -1)) <= version)
-    return later
 
 
 # -- checks before anything changes --------------------------------------------------------------------------
@@ -342,7 +307,7 @@ def prepare_resume(cfg: Any, ckpt_dir: Path, *, fresh_memory: bool = False) -> d
     aside = paths.abandoned / f"resume-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"
     swept = _sweep_temp_files(paths.root)
     torn = {p.relative_to(paths.root).as_posix(): n for p in _logs(paths.root) if (n := heal_jsonl(p))}
-    moved = abandon_versions_after(store, version, aside)
+    moved = store.abandon_versions_after(version, aside)
     for v, s in rebuilt.items():
         path = store.path(v)
         if path.exists():

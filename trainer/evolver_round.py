@@ -1,7 +1,29 @@
-"""One evolver round during a training pause: the trainer's side of running the graph.
+"""The pause: everything between "step N ended" and "harness vN+1 is live", on the trainer's side.
 
-`evolver_context` turns the run config into the graph's `EvolverContext` (the only place that does),
-`run_round` hands the round to `graphs.runner` and `summarize` condenses the output for rounds.jsonl.
+`HarnessCallback.on_step_end` (trainer/callback.py) calls `EvolverPause.evolve` every `harness.evolve_every` steps
+(a multiple of `save_steps`, so the checkpoint written right after the round carries the new harness); blocking
+there *is* the pause (training resumes normally afterwards). One pause, in order:
+
+1. grade the provisional updates of earlier rounds on their tasks' training groups and commit a revert for each
+   that failed (`review_run` -> `trainer.provisional.review`; main process);
+2. choose the round's events (`trainer.round_events.take_events`: stale ones dropped, one per task, ranked);
+3. publish the frozen policy (`trainer/frozen.py`; a weight push to TRL's vLLM server runs on every rank);
+4. build the context (`evolver_context`: the one place config knobs become graph context), hand the live objects
+   to an in-process round (`graphs.services.register_services`) and run it (`run_round` -> `graphs/runner.py`);
+5. re-read the latest harness version (the graph commits accepted updates to the store itself) and broadcast it
+   with the tasks it changed to the other ranks, which wait in that broadcast (`ddp_timeout` must exceed the
+   pause; the config checks it), then record the round (`summarize`) and its pause time in rounds.jsonl. The
+   sampler and reward read `run.state`, so the next sampled prompts, hints and rewards follow the new version.
+
+A round is all-or-nothing: if the evolver raises (judge or endpoint down, server unreachable), the
+error is logged to rounds.jsonl, any version committed during the failed round is moved aside
+(`HarnessStore.abandon_versions_after`), the events go back to the pending list, and training continues on the
+unchanged harness. A round that outlasts `harness.max_pause_s` fails the same way (in process
+`graphs.runner.run_in_process` cancels it; on a server the run is cancelled when the wait gives up). After
+`harness.max_failed_rounds` failed rounds in a row (0: never) the pause sets `stop_reason`, the callback stops
+training once the step's checkpoint is written, and `trainer.grpo.train` raises `EvolverStopped` with the cause
+and how to resume (`harnessrl train` exits non-zero): a run whose evolver never ran is not a HarnessRL run.
+
 Two ways to run the graph (`harness.langgraph_url`):
 
 - in process (default): `graphs.runner.run_in_process` on `run_dir/evolver.sqlite`, one thread per round
@@ -16,27 +38,248 @@ Two ways to run the graph (`harness.langgraph_url`):
   config's `evolver:` section. The assistant id is recorded in rounds.jsonl. The server
   builds its services from the plain context values (absolute run_dir, memory location, policy spec), so
   the server must see the run folder (same machine or shared disk), the frozen policy is either an HTTP
-  endpoint or `local:<run_dir/frozen/...>` saved by the callback, and the memory is a Chroma server
-  (`harness.memory_url`; config validation enforces it) or off.
-
-Either way the graph's commit node writes accepted updates to the run's `HarnessStore`; the caller
-re-reads the latest version afterwards.
+  endpoint or `local:<run_dir/frozen/...>` saved by `trainer.frozen.save_frozen_policy`, and the memory is a
+  Chroma server (`harness.memory_url`; config validation enforces it) or off.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agents.context import EvolverContext
 from agents.chat_models import role_endpoint
+from agents.context import EvolverContext
 from graphs.runner import run_in_process, run_on_server, split_context
-from harness.types import FailureEvent
+from graphs.services import live_services, register_services, unregister_services
+from harness.detector import DetectorConfig
+from harness.types import FailureEvent, HarnessState
+from trainer import frozen, provisional
 from trainer.config import RunConfig
+from trainer.frozen import MemoEndpoint
+from trainer.io import append_jsonl
+from trainer.progress import round_lines
+from trainer.round_events import stale_check, take_events
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from transformers import Trainer
+
+    from measure.judge import Judge
+    from trainer.harness_run import HarnessRun
 
 log = logging.getLogger(__name__)
+
+# (config, events, harness version, step, context, thread id) -> the graph's output: `run_round`, or a test's fake.
+RoundRunner = Callable[[RunConfig, list[FailureEvent], int, int, EvolverContext, str], dict[str, Any]]
+
+
+class EvolverStopped(RuntimeError):
+    """Training was stopped because `harness.max_failed_rounds` evolver rounds in a row failed; the message says
+    why and how to resume."""
+
+
+class EvolverPause:
+    """The pauses of one training run: `evolve(step)` runs one, on every rank; the counters span the run."""
+
+    def __init__(self, run: HarnessRun, trainer: Trainer | None = None, *, run_graph: RoundRunner | None = None) -> None:
+        self.run = run
+        self.cfg = run.cfg
+        self.trainer = trainer  # set after the trainer is built (callbacks do not receive it)
+        # Injection point for tests and alternative runners; default picks in-process or server.
+        self._run_graph = run_graph
+        self.pause_s_total = 0.0
+        self._evolver_judge: Judge | None = None  # built at the first in-process round
+        self.failed_in_a_row = 0  # evolver rounds that failed since the last one that ran (main process)
+        self.stop_reason: str | None = None  # set when those reach harness.max_failed_rounds
+        self._server_settings_named = False  # the first server round names what the server does not take
+
+    # -- distributed helpers ------------------------------------------------------------------------------
+    def accelerator(self) -> Accelerator | None:
+        # The trainer's accelerator is third-party: a trainer without one (a test's stand-in) runs one process.
+        return getattr(self.trainer, "accelerator", None) if self.trainer is not None else None
+
+    def is_main(self) -> bool:
+        acc = self.accelerator()
+        return acc is None or acc.is_main_process
+
+    def _num_processes(self) -> int:
+        acc = self.accelerator()
+        return 1 if acc is None else acc.num_processes
+
+    # -- the pause ------------------------------------------------------------------------------------
+    def evolve(self, step: int) -> float:
+        """One pause after `step` (every rank calls it); returns its seconds."""
+        t0 = time.monotonic()
+        run = self.run
+        start = before = run.state.version
+        # Grade the provisional updates first: a revert is committed before the round takes its events, so events
+        # about a reverted task are stale (the revert answered them) and the round starts from the latest version.
+        graded = self._review_provisional(step) if self.is_main() else {}
+        if graded.get("revert_versions"):
+            before = run.store.latest().version
+        # Only the main process holds events (trainer.harness_run.HarnessRun.add_events) and reads the store here: the
+        # others wait in `_sync_state` and must not read files the round is writing.
+        events, superseded, stale = (take_events(run, self.cfg.harness.max_events, is_stale=stale_check(run.store))
+                                     if self.is_main() else ([], [], []))
+        self.push_weights_to_training_server()  # collective: every rank, before rank 0's round
+        # `event_ids`: the round's exact input (full events in events.jsonl), for `harnessrl evolve RUN --step N`.
+        info: dict[str, Any] = {"step": step, "version_before": before, "n_events": len(events),
+                                "event_ids": [e.id for e in events],
+                                "event_types": sorted({e.type for e in events}), "n_stale": len(stale),
+                                "n_superseded": len(superseded), "n_waiting": len(run.pending_events),
+                                **({"provisional": graded} if graded else {})}
+        if self.is_main():
+            if not events:
+                info.update(n_accepted=0, skipped="no failure events since the last round")
+            else:
+                info.update(self._run_round(step, events, before))
+        new_state = self._sync_state()
+        pause = time.monotonic() - t0
+        self.pause_s_total += pause
+        info.update(version_after=new_state.version, pause_s=pause)
+        if self.is_main():
+            append_jsonl(run.paths.rounds, {k: v for k, v in info.items() if k != "reports"} |
+                         {"reports": info.get("reports", [])})
+        run.rounds_done.append({k: info.get(k) for k in ("step", "thread_id", "version_before", "version_after")})
+        self._count_failure(step, info, new_state.version)
+        if self.is_main():
+            # One readable summary per round: what happened to each event, on which task, and why.
+            for line in round_lines(step, info, start, new_state.version, pause, len(events)):
+                log.info("%s", line)
+        return pause
+
+    def _count_failure(self, step: int, info: dict[str, Any], version: int) -> None:
+        """Count failed rounds in a row; at `harness.max_failed_rounds` set `stop_reason` (on every rank)."""
+        limit = self.cfg.harness.max_failed_rounds
+        reason: str | None = None
+        if self.is_main():
+            if info.get("error"):
+                self.failed_in_a_row += 1
+            elif not info.get("skipped"):
+                self.failed_in_a_row = 0
+            if limit and self.failed_in_a_row >= limit:
+                reason = (f"{self.failed_in_a_row} evolver rounds in a row failed (harness.max_failed_rounds={limit}); "
+                          f"the last, after step {step}: {info['error']}. Training stopped after step {step} on "
+                          f"harness v{version}, which the failed rounds left unchanged; the step's checkpoint keeps "
+                          f"their events. Fix the cause (the LLM, judge or policy endpoint, or the LangGraph server: "
+                          f"see rounds.jsonl), then continue the run with `harnessrl train --config <your config> "
+                          f"--resume`; harness.max_failed_rounds=0 trains on without stopping.")
+        if self._num_processes() > 1:
+            from accelerate.utils import broadcast_object_list
+
+            payload = [reason]
+            broadcast_object_list(payload, from_process=0)  # every rank stops together, or the others hang
+            reason = payload[0]
+        if reason is not None:
+            self.stop_reason = reason
+            if self.is_main():
+                log.error("%s", reason)
+
+    def _review_provisional(self, step: int) -> dict[str, Any]:
+        """`review_run`; if it fails (memory or store unreachable), the error goes to rounds.jsonl and the console
+        like a failed round's, training goes on, and the updates are graded at the next pause."""
+        try:
+            return review_run(self.run, step)
+        except Exception as e:  # noqa: BLE001 - grading is not worth a training run; logged in full
+            log.error("grading provisional updates at step %d failed (they stay provisional): %s", step, e)
+            return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=8)}
+
+    def _run_round(self, step: int, events: list[FailureEvent], before: int) -> dict[str, Any]:
+        """Publish the policy, build the context, run the round and summarise it; roll back a round that raises."""
+        run = self.run
+        thread_id = thread_id_for(self.cfg, step)
+        key = f"harnessrl:{run.paths.root.resolve()}"
+        on_server = self.cfg.harness.langgraph_url is not None
+        try:
+            t0 = time.monotonic()
+            endpoint, spec = self.publish_policy(step)
+            publish_s = time.monotonic() - t0
+            # A server builds its services from the plain settings: a services key would point it at a
+            # registry that exists only in this process.
+            context = evolver_context(self.cfg, services_key=None if on_server else key, policy_spec=spec)
+            if not on_server:
+                self._register_services(key, endpoint, context)
+            runner = self._run_graph or run_round
+            out = runner(self.cfg, events, before, step, context, thread_id)
+            stats = endpoint.stats() if isinstance(endpoint, MemoEndpoint) else {}
+            if on_server and not self._server_settings_named:
+                self._server_settings_named = True
+                for note in out.get("server_settings") or []:
+                    log.warning("LangGraph server round: %s", note)
+            return {"thread_id": out.get("thread_id", thread_id), "policy": spec, "publish_s": round(publish_s, 2),
+                    **stats, **summarize(out)}
+        except Exception as e:  # noqa: BLE001 - a failed round must not kill training; it is logged in full
+            log.error("evolver round at step %d failed; harness left at v%d: %s", step, before, e)
+            aside = run.paths.abandoned / f"failed-round-step{step}-{time.time_ns() % 10**6:06d}"
+            moved = run.store.abandon_versions_after(before, aside)
+            run.put_back_events(events)
+            return {"thread_id": thread_id, "n_accepted": 0, "error": f"{type(e).__name__}: {e}",
+                    "traceback": traceback.format_exc(limit=8), "rolled_back_versions": moved}
+        finally:
+            # The frozen policy and its memo belong to this round only.
+            unregister_services(key)
+
+    def _sync_state(self) -> HarnessState:
+        """The harness after the round, the same on every rank: rank 0 reads the store (the graph committed
+        there) and broadcasts the new version with the tasks its updates changed; every rank forgets those
+        tasks' detector windows, so that old visits do not re-trigger events about a harness that is gone (the
+        detectors stay identical: every rank observes every group, trainer.reward)."""
+        run = self.run
+        before = run.state.version  # the round commits to the store only; run.state is still the old version
+        state: HarnessState | None = None
+        changed: list[str] = []
+        if self.is_main():
+            state = run.store.latest()
+            changed = sorted({tid for rec in run.store.history() if rec.version > before and rec.update is not None
+                              for tid in rec.update.task_ids})
+        if self._num_processes() > 1:
+            from accelerate.utils import broadcast_object_list
+
+            payload = [(state.model_dump_json(), changed) if state is not None else None]
+            # The other ranks wait here for the whole round: train.ddp_timeout bounds the pause.
+            broadcast_object_list(payload, from_process=0)
+            state, changed = HarnessState.model_validate_json(payload[0][0]), payload[0][1]
+        if state is None:
+            raise RuntimeError("EvolverPause._sync_state: no harness state (neither read on the main process nor "
+                               "received by broadcast)")
+        run.set_state(state)
+        for tid in changed:
+            run.detector.reset_task(tid)
+        return run.state
+
+    def _register_services(self, key: str, endpoint: MemoEndpoint | None, context: EvolverContext) -> None:
+        """Hand the live objects to an in-process round; the sampling numbers come from `context`, so the
+        agents' tools sample exactly as the critic measures."""
+        run, h = self.run, self.cfg.harness
+        if self._evolver_judge is None:
+            # Own judge for the evolver: its stats must not leak into the training-reward metrics.
+            self._evolver_judge = run.new_judge()
+        register_services(key, live_services(
+            context, store=run.store, memory=run.memory if self.cfg.evolver.memory else None, endpoint=endpoint,
+            judge=self._evolver_judge, detector_config=DetectorConfig(**h.detector)))
+
+    # -- the frozen policy (trainer/frozen.py) ------------------------------------------------------------
+    def push_weights_to_training_server(self) -> bool:
+        """`trainer.frozen.push_weights_to_training_server` with the run's trainer (collective: every rank)."""
+        return frozen.push_weights_to_training_server(self.cfg, self.trainer)
+
+    def publish_policy(self, step: int) -> tuple[MemoEndpoint | None, str]:
+        """`trainer.frozen.publish_policy` with the run's trainer, on rank 0."""
+        return frozen.publish_policy(self.cfg, self.trainer, step)
+
+
+def review_run(run: HarnessRun, step: int) -> dict[str, Any]:
+    """`trainer.provisional.review` on a run at the pause after `step`, with the run's own thresholds; {} when
+    grading is off (`harness.confirm_window=0`, or no memory to read groups from)."""
+    h = run.cfg.harness
+    if h.confirm_window <= 0 or run.memory is None:
+        return {}
+    return provisional.review(run.store, run.memory, step, window=h.confirm_window,
+                              ctx=evolver_context(run.cfg, services_key=None), detector=run.detector.config)
 
 
 def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: str = "") -> EvolverContext:

@@ -293,14 +293,14 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
                                                judge=judge, fresh_memory=fresh_memory)
         try:
             trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
-            if callback.stop_reason is not None:  # failed evolver rounds stopped training: no final model
-                from trainer.callback import EvolverStopped
+            if callback.pause.stop_reason is not None:  # failed evolver rounds stopped training: no final model
+                from trainer.evolver_round import EvolverStopped
 
-                raise EvolverStopped(callback.stop_reason)
+                raise EvolverStopped(callback.pause.stop_reason)
             final = cfg.run_path / "final"
             trainer.save_model(str(final))
             return {"run_dir": str(cfg.run_path), "steps": trainer.state.global_step,
-                    "harness_version": run.state.version, "pause_s": callback.pause_s_total, "final_model": str(final)}
+                    "harness_version": run.state.version, "pause_s": callback.pause.pause_s_total, "final_model": str(final)}
         finally:
             run.close()
     finally:

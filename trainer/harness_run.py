@@ -32,42 +32,21 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from harness.detector import Detector, DetectorConfig
 from harness.store import HarnessStore
-from harness.types import FAILURE_TYPES, FailureEvent, HarnessState
+from harness.types import FailureEvent, HarnessState
 from trainer.config import ConfigError, RunConfig, save_config
 from trainer.io import append_jsonl
 
 log = logging.getLogger(__name__)
 
-# Which failures a round repairs first when there are more than `harness.max_events`, ranked by expected repair
-# value (docs/DESIGN.md): first how sure the failure is (confirmed = the same signal on >= 2 distinct groups), then
-# what a measured repair returns. Dead groups (collapse_low, collapse_high, flat: reward std below eps) come first
-# among confirmed events: their advantage is exactly zero, so every group a repair makes mixed is learning signal
-# won, and the critic's test for them is the one with power at a few rollouts. Reward hacking and leaks next (they
-# teach the wrong behaviour, but their repairs are judged on noisier contrasts), then blind criteria (the group
-# keeps signal from its other criteria). Batch-level events (task "*") come last: the evolver records them but
-# cannot update a task for them.
-EVENT_PRIORITY = {"collapse_low": 0, "collapse_high": 0, "flat": 0, "spurious_audit": 1, "stuffing": 1,
-                  "spurious_length": 1, "guidance_leak": 1, "blind_criterion": 2}
-# An unconfirmed event (one group in the window: often noise) ranks below every confirmed one. Before this rule, on
-# SmolLM2 about 2 of 48 round slots went to dead groups while one-group spurious events took the rest.
-UNCONFIRMED_PENALTY = len(set(EVENT_PRIORITY.values()))
-
 # Process-wide registry so a pickled RubricReward can find the live run again (same process) by run_dir.
 _RUNS: dict[str, HarnessRun] = {}
-
-
-class RoundEvents(NamedTuple):
-    taken: list[FailureEvent]  # handed to the evolver round
-    superseded: list[FailureEvent]  # another event on the same task was taken
-    stale: list[FailureEvent]  # about a harness version an update already replaced
 
 
 @dataclass(frozen=True)
@@ -180,7 +159,7 @@ class HarnessRun:
         # Chroma's local folder admits one writer (a second process fails on its lock): main process only.
         self.memory = memory if memory is not None else (
             self._open_memory() if open_memory and self.main_process else None)
-        self.judge = judge if judge is not None else self._make_judge()
+        self.judge = judge if judge is not None else self.new_judge()
         self.lock = threading.Lock()  # the reward runs on TRL's async-loop thread, the callback on the main one
         self.pending_events: list[FailureEvent] = []
         self.step_metrics: dict[int, dict[str, Any]] = {}
@@ -204,7 +183,9 @@ class HarnessRun:
             return TrainingMemory.http(u.hostname or "127.0.0.1", u.port or 8000, embedding=embedding)
         return TrainingMemory.persistent(self.paths.memory, embedding=embedding)
 
-    def _make_judge(self) -> Any:
+    def new_judge(self) -> Any:
+        """A fresh judge for the run's judge model and endpoint (the evolver gets its own: its stats must not mix
+        with the training reward's)."""
         from trainer.evolver_round import judge_endpoint
 
         return make_judge(self.cfg.evolver.judge_model, *judge_endpoint(self.cfg))
@@ -259,36 +240,6 @@ class HarnessRun:
                 self.memory.add_event(e, domain=domain, harness_version=harness_version)
         with self.lock:
             self.pending_events.extend(events)
-
-    def take_events(self, limit: int, is_stale: Callable[[FailureEvent], bool] | None = None) -> RoundEvents:
-        """Events for the next round: stale ones dropped, one event per task, at most `limit`.
-
-        A round repairs a task once: of several events on one task the most urgent (then most recent)
-        is taken and the others are superseded (dropped: the detector fires again if the failure
-        persists under the repaired harness). Tasks are ordered by `EVENT_PRIORITY` (an unconfirmed
-        event `UNCONFIRMED_PENALTY` classes lower: below every confirmed one), then by how many groups
-        showed the failure, then recency; events beyond `limit` wait for the
-        next round. Each event costs the critic fresh rollouts, so the limit is what bounds the pause.
-        """
-        def rank(e: FailureEvent) -> tuple[float, int, int]:
-            cls = EVENT_PRIORITY.get(e.type, len(FAILURE_TYPES)) + (0 if e.confirmed else UNCONFIRMED_PENALTY)
-            # Within a class, the failure seen in more groups first (more likely real, more rollouts wasted).
-            return cls + (100 if e.task_id == "*" else 0), -e.window_hits, -e.step
-
-        with self.lock:
-            best: dict[str, FailureEvent] = {}
-            superseded: list[FailureEvent] = []
-            stale: list[FailureEvent] = []
-            for e in sorted(self.pending_events, key=rank):
-                if is_stale is not None and is_stale(e):
-                    stale.append(e)
-                elif e.task_id in best:
-                    superseded.append(e)
-                else:
-                    best[e.task_id] = e
-            ordered = list(best.values())
-            self.pending_events = ordered[limit:]
-        return RoundEvents(ordered[:limit], superseded, stale)
 
     def put_back_events(self, events: list[FailureEvent]) -> None:
         with self.lock:

@@ -1,8 +1,8 @@
 """Provisional updates at a pause: grade each accepted update on its tasks' training groups, revert what failed.
 
-Runs on the main process at the start of every evolver pause (`HarnessCallback.evolve`), before the round takes
-its events. The rule is `agents.decisions.grade` (confirm / revert / wait / superseded); this module gathers its
-inputs and acts on the verdicts:
+Runs on the main process at the start of every evolver pause (`trainer.evolver_round.review_run`, called by
+`EvolverPause.evolve`), before the round takes its events. The rule is `agents.decisions.grade` (confirm / revert /
+wait / superseded); this module gathers its inputs and acts on the verdicts:
 
 - the provisional updates are the store's records whose meta carries `provisional` (graphs/nodes.py writes it
   at commit) and whose targets have no verdict yet; a verdict is a memory `ProposalRecord` with id
@@ -28,22 +28,9 @@ from harness.store import HarnessStore, UpdateRecord
 from harness.types import HarnessUpdate
 from memory.records import GroupSummary, ProposalRecord
 from memory.store import TrainingMemory
-from trainer.evolver_round import evolver_context
 
 log = logging.getLogger(__name__)
 MAX_GROUPS = 10_000  # a task's group summaries read back per grading (memory keeps them all)
-
-
-def review_run(run: Any, step: int) -> dict[str, Any]:
-    """`review` on a `trainer.harness_run.HarnessRun` at the pause after `step`, with the run's own thresholds.
-
-    {} when grading is off (`harness.confirm_window=0`, or no memory to read groups from).
-    """
-    h = run.cfg.harness
-    if h.confirm_window <= 0 or run.memory is None:
-        return {}
-    return review(run.store, run.memory, step, window=h.confirm_window, ctx=evolver_context(run.cfg, services_key=None),
-                  detector=run.detector.config)
 
 
 def graded_id(version: int, task_id: str) -> str:

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from trainer.progress import quiet_library_warnings
 
     quiet_library_warnings()
-    from trainer.callback import EvolverStopped
+    from trainer.evolver_round import EvolverStopped
     from harness.store import StoreCorrupt
     from memory.store import MemoryStoreError
     from trainer.checkpoint import ResumeError
