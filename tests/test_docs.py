@@ -11,10 +11,14 @@ Rules (each check is a plain function, exercised on the real tree and on a synth
 - in a table row of ARCHITECTURE.md whose first cell names one module path, every backticked name in the
   last cell must be defined in that module (`def`, `class` or a top-level assignment; for `A.b`, both parts);
 - no tracked or new (not ignored) file cites the design blueprint or the notes folder outside the repo.
+- every dotted name (`trainer.sampler.HarnessSampler.fill`) in docs/DESIGN.md's walk through one training step
+  is defined where it says: the module file exists and defines each part in turn (read with `ast`, nothing is
+  imported).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -23,6 +27,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHITECTURE = REPO / "docs" / "ARCHITECTURE.md"
+DESIGN = REPO / "docs" / "DESIGN.md"
+STEP_HEADING = "### One training step, from draw to commit"
 
 # Assembled from pieces so that this file does not match its own pattern.
 CITATION = re.compile(
@@ -119,6 +125,58 @@ def _read_texts(root: Path, paths: list[str]) -> dict[str, str]:
     return out
 
 
+def section(doc: str, heading: str) -> str:
+    """The text under `heading` up to the next heading of any level ("" when the heading is absent)."""
+    lines = doc.splitlines()
+    if heading not in lines:
+        return ""
+    body = lines[lines.index(heading) + 1:]
+    end = next((i for i, line in enumerate(body) if line.startswith("#")), len(body))
+    return "\n".join(body[:end])
+
+
+def dotted_names(text: str, packages: set[str]) -> list[str]:
+    """Backticked `pkg.module.Name[.attr]` tokens whose first part is one of `packages`, in order of appearance."""
+    out: list[str] = []
+    for token in BACKTICKED.findall(text):
+        m = IDENT.fullmatch(token.strip())
+        if m is not None and "." in token and token.split(".")[0] in packages:
+            out.append(token.strip())
+    return out
+
+
+def _member(body: list[ast.stmt], name: str) -> ast.stmt | None:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return node
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return node
+    return None
+
+
+def unresolved(names: list[str], root: Path) -> list[str]:
+    """The dotted names that do not resolve: the longest prefix naming a module file, then each remaining part
+    defined in the body of the one before (a class's methods, a function's nested classes)."""
+    bad: list[str] = []
+    for name in names:
+        parts = name.split(".")
+        found = next((i for i in range(len(parts) - 1, 0, -1) if (root / Path(*parts[:i])).with_suffix(".py").is_file()),
+                     None)
+        if found is None:
+            bad.append(name)
+            continue
+        node: ast.stmt | ast.Module | None = ast.parse((root / Path(*parts[:found])).with_suffix(".py").read_text(
+            encoding="utf-8"))
+        for part in parts[found:]:
+            body = node.body if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            node = _member(body, part)
+            if node is None:
+                bad.append(name)
+                break
+    return bad
+
+
 # -- the real tree -------------------------------------------------------------------------------------------
 def test_every_package_module_is_in_architecture():
     modules = package_modules(REPO)
@@ -140,6 +198,15 @@ def test_architecture_names_only_defined_functions_and_classes():
 def test_no_file_cites_material_outside_the_repo():
     hits = citations(_read_texts(REPO, repo_files(REPO)))
     assert not hits, "cite the fact itself or docs/DESIGN.md instead:\n" + "\n".join(hits)
+
+
+def test_the_walk_through_one_step_names_only_existing_functions():
+    walk = section(DESIGN.read_text(encoding="utf-8"), STEP_HEADING)
+    packages = {m.split("/")[0] for m in package_modules(REPO)}
+    names = dotted_names(walk, packages)
+    assert len(names) >= 20, f"docs/DESIGN.md '{STEP_HEADING}' is missing or names too few functions: {names}"
+    bad = unresolved(names, REPO)
+    assert not bad, f"docs/DESIGN.md '{STEP_HEADING}' names functions that do not exist (renamed?): {bad}"
 
 
 # -- each check can fail -------------------------------------------------------------------------------------
@@ -194,3 +261,15 @@ def test_synthetic_citation_fails(line):
 def test_plain_words_are_not_citations():
     text = "footnote" "s/ here, the facts of the matter, release notes are fine"
     assert citations({"x.md": text}) == []
+
+
+def test_synthetic_walk_with_a_renamed_function_fails(tmp_path):
+    root = _fake_repo(tmp_path)
+    doc = ("# Design\n### Walk\n1. `pkg.alpha.run`, then `pkg.alpha.Box.open` and `pkg.alpha.LIMIT`; `other.x.y` and `run`"
+           " are not ours\n2. `pkg.alpha.Box.close`, `pkg.alpha.gone`, `pkg.sub.beta.f`, `pkg.missing.f`\n"
+           "## Next\n`pkg.alpha.later`\n")
+    names = dotted_names(section(doc, "### Walk"), {"pkg"})
+    assert names == ["pkg.alpha.run", "pkg.alpha.Box.open", "pkg.alpha.LIMIT", "pkg.alpha.Box.close", "pkg.alpha.gone",
+                     "pkg.sub.beta.f", "pkg.missing.f"]
+    assert unresolved(names, root) == ["pkg.alpha.Box.close", "pkg.alpha.gone", "pkg.sub.beta.f", "pkg.missing.f"]
+    assert section(doc, "### Absent") == ""

@@ -62,7 +62,7 @@ def test_every_rank_pushes_before_the_round_and_no_private_attribute_is_written(
         cb = HarnessCallback(run, run_graph=graph)
         trainer = _fake_trainer(log, rank, world=2)
         cb.trainer = trainer
-        cb.pause._sync_state = run.refresh  # the broadcast needs a process group; the ranks are simulated here
+        cb.pause.sync_state = run.refresh  # the broadcast needs a process group; the ranks are simulated here
         cb.pause._register_services = lambda key, endpoint, context: None
         run.add_events([FailureEvent(id="collapse_low:t-paris:2", type="collapse_low", task_id="t-paris", step=2,
                                      stats={"harness_version": 0})], harness_version=0)

@@ -315,7 +315,7 @@ def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path
     reward = RubricReward(run, num_generations=4)
     for step in (3, 4):  # the hint did not help: every rollout still misses
         _score(reward, run, "t-paris", ["No idea."] * 4, 1, step)
-    with caplog.at_level(logging.INFO, logger="trainer.callback"):
+    with caplog.at_level(logging.INFO, logger="trainer.evolver_round"):
         cb.pause.evolve(4)
     assert run.state.version == 2 and not run.state.guidance_for("t-paris").hints
     rounds = [json.loads(x) for x in run.paths.rounds.read_text().splitlines()]

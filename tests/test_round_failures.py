@@ -82,7 +82,7 @@ def test_failed_rounds_in_a_row_stop_training(tmp_path, outcomes, limit, stops_a
     try:
         cb = _callback(run, outcomes)
         stopped = []
-        with caplog.at_level(logging.ERROR, logger="trainer.callback"):
+        with caplog.at_level(logging.ERROR, logger="trainer.evolver_round"):
             for i in range(len(outcomes)):
                 if _step(cb, run, 2 * (i + 1)):
                     stopped.append(2 * (i + 1))

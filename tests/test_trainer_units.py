@@ -268,7 +268,7 @@ def test_broadcast_path_single_process(run):
     run.store.commit(_hint_update())
     cb = HarnessCallback(run)
     cb.pause._num_processes = lambda: 2  # take the multi-process code path
-    state = cb.pause._sync_state()
+    state = cb.pause.sync_state()
     assert state.version == 1 and run.state.version == 1 and run.state.guidance_for("t-paris").hints
 
 

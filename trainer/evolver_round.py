@@ -1,45 +1,29 @@
 """The pause: everything between "step N ended" and "harness vN+1 is live", on the trainer's side.
 
 `HarnessCallback.on_step_end` (trainer/callback.py) calls `EvolverPause.evolve` every `harness.evolve_every` steps
-(a multiple of `save_steps`, so the checkpoint written right after the round carries the new harness); blocking
-there *is* the pause (training resumes normally afterwards). One pause, in order:
+(a multiple of `save_steps`, so the checkpoint written right after carries the new harness). One pause, in order
+(docs/DESIGN.md, "One training step, from draw to commit"): grade earlier provisional updates (`review_run`), take
+the round's events (trainer/round_events.py), publish the frozen policy (trainer/frozen.py), build the context
+(`evolver_context`: the one place config knobs become graph context), run the round (`run_round`), re-read the
+harness the graph committed and broadcast it to the other ranks (`EvolverPause.sync_state`; they wait there, so
+`ddp_timeout` must exceed the pause), and record the round in rounds.jsonl (`summarize`).
 
-1. grade the provisional updates of earlier rounds on their tasks' training groups and commit a revert for each
-   that failed (`review_run` -> `trainer.provisional.review`; main process);
-2. choose the round's events (`trainer.round_events.take_events`: stale ones dropped, one per task, ranked);
-3. publish the frozen policy (`trainer/frozen.py`; a weight push to TRL's vLLM server runs on every rank);
-4. build the context (`evolver_context`: the one place config knobs become graph context), hand the live objects
-   to an in-process round (`graphs.services.register_services`) and run it (`run_round` -> `graphs/runner.py`);
-5. re-read the latest harness version (the graph commits accepted updates to the store itself) and broadcast it
-   with the tasks it changed to the other ranks, which wait in that broadcast (`ddp_timeout` must exceed the
-   pause; the config checks it), then record the round (`summarize`) and its pause time in rounds.jsonl. The
-   sampler and reward read `run.state`, so the next sampled prompts, hints and rewards follow the new version.
-
-A round is all-or-nothing: if the evolver raises (judge or endpoint down, server unreachable), the
-error is logged to rounds.jsonl, any version committed during the failed round is moved aside
+A round is all-or-nothing: if the evolver raises (judge or endpoint down, server unreachable) or outlasts
+`harness.max_pause_s`, the error goes to rounds.jsonl, versions committed during the round are moved aside
 (`HarnessStore.abandon_versions_after`), the events go back to the pending list, and training continues on the
-unchanged harness. A round that outlasts `harness.max_pause_s` fails the same way (in process
-`graphs.runner.run_in_process` cancels it; on a server the run is cancelled when the wait gives up). After
-`harness.max_failed_rounds` failed rounds in a row (0: never) the pause sets `stop_reason`, the callback stops
-training once the step's checkpoint is written, and `trainer.grpo.train` raises `EvolverStopped` with the cause
-and how to resume (`harnessrl train` exits non-zero): a run whose evolver never ran is not a HarnessRL run.
+unchanged harness. After `harness.max_failed_rounds` failed rounds in a row (0: never) the pause sets
+`stop_reason`, the callback stops training once the step's checkpoint is written, and `trainer.grpo.train` raises
+`EvolverStopped` with the cause and how to resume: a run whose evolver never ran is not a HarnessRL run.
 
-Two ways to run the graph (`harness.langgraph_url`):
-
-- in process (default): `graphs.runner.run_in_process` on `run_dir/evolver.sqlite`, one thread per round
-  (`thread_id` recorded in rounds.jsonl and the checkpoint), live objects (the trainer's own model as a
-  `LocalEndpoint`, the run's store, memory and judge) handed over through
-  `graphs.services.register_services` under a per-run key named in the context;
-- on a LangGraph server (`langgraph dev` / Studio): `graphs.runner.run_on_server` creates a thread per
-  round and waits for the run on the assistant `harness.langgraph_assistant`. The run sends only the
-  run-specific context (`graphs.runner.RUN_CONTEXT_KEYS`: run folder, memory, frozen policy); models,
-  limits and thresholds are the assistant's. The default, the graph id `evolver`, makes an assistant from
-  this config (named after the run); an assistant id or name made in Studio makes its context win over the
-  config's `evolver:` section. The assistant id is recorded in rounds.jsonl. The server
-  builds its services from the plain context values (absolute run_dir, memory location, policy spec), so
-  the server must see the run folder (same machine or shared disk), the frozen policy is either an HTTP
-  endpoint or `local:<run_dir/frozen/...>` saved by `trainer.frozen.save_frozen_policy`, and the memory is a
-  Chroma server (`harness.memory_url`; config validation enforces it) or off.
+The graph runs in process (default: `graphs.runner.run_in_process` on `run_dir/evolver.sqlite`, one thread per
+round, the live objects handed over through `graphs.services.register_services` under a per-run key named in the
+context) or on a LangGraph server (`harness.langgraph_url`: `graphs.runner.run_on_server`, a thread per round on
+the assistant `harness.langgraph_assistant`). A server round sends only the run-specific context
+(`graphs.runner.RUN_CONTEXT_KEYS`); models, limits and thresholds are the assistant's (an assistant made in Studio
+wins over the config's `evolver:` section; its id goes to rounds.jsonl). The server builds its services from plain
+values, so it must see the run folder, the frozen policy is an HTTP endpoint or a folder saved by
+`trainer.frozen.save_frozen_policy`, and the memory a Chroma server (`harness.memory_url`) or off (README,
+"Watching the evolver in LangGraph Studio").
 """
 
 from __future__ import annotations
@@ -122,7 +106,7 @@ class EvolverPause:
         if graded.get("revert_versions"):
             before = run.store.latest().version
         # Only the main process holds events (trainer.harness_run.HarnessRun.add_events) and reads the store here: the
-        # others wait in `_sync_state` and must not read files the round is writing.
+        # others wait in `sync_state` and must not read files the round is writing.
         events, superseded, stale = (take_events(run, self.cfg.harness.max_events, is_stale=stale_check(run.store))
                                      if self.is_main() else ([], [], []))
         self.push_weights_to_training_server()  # collective: every rank, before rank 0's round
@@ -137,7 +121,7 @@ class EvolverPause:
                 info.update(n_accepted=0, skipped="no failure events since the last round")
             else:
                 info.update(self._run_round(step, events, before))
-        new_state = self._sync_state()
+        new_state = self.sync_state()
         pause = time.monotonic() - t0
         self.pause_s_total += pause
         info.update(version_after=new_state.version, pause_s=pause)
@@ -223,7 +207,7 @@ class EvolverPause:
             # The frozen policy and its memo belong to this round only.
             unregister_services(key)
 
-    def _sync_state(self) -> HarnessState:
+    def sync_state(self) -> HarnessState:
         """The harness after the round, the same on every rank: rank 0 reads the store (the graph committed
         there) and broadcasts the new version with the tasks its updates changed; every rank forgets those
         tasks' detector windows, so that old visits do not re-trigger events about a harness that is gone (the
@@ -244,7 +228,7 @@ class EvolverPause:
             broadcast_object_list(payload, from_process=0)
             state, changed = HarnessState.model_validate_json(payload[0][0]), payload[0][1]
         if state is None:
-            raise RuntimeError("EvolverPause._sync_state: no harness state (neither read on the main process nor "
+            raise RuntimeError("EvolverPause.sync_state: no harness state (neither read on the main process nor "
                                "received by broadcast)")
         run.set_state(state)
         for tid in changed:
