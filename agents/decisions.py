@@ -41,7 +41,7 @@ entirely is still reverted with probability about 0.11 (a Spearman over 8 pooled
 that often; G = 4, W = 2), 0.03 at G = 8. The detector forgets a task's window when an update changes
 it (`Detector.reset_task`), and W = 2 is also its `min_hits`: a repair that left the task dead raises its next
 collapse event just as the window closes; the revert, committed before the round takes its events, makes that
-event stale (trainer/callback.py drops events about a task changed since), so the revert answers it.
+event stale (trainer/round_events.py drops events about a task changed since), so the revert answers it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Running the evolver graph: in process with a SQLite checkpointer, or on a LangGraph server (Studio).
 
-This is the one place that runs a round; the trainer's callback (`trainer/evolver_round.py`) and
+This is the one place that runs a round; the trainer's pause (`trainer/evolver_round.py`) and
 `harnessrl evolve` both call it. Both paths take the same input (`EvolverInput`) and context
 (`EvolverContext`) and return the graph's output (`EvolverOutput`).
 

@@ -302,7 +302,7 @@ def run_round(cfg: RunConfig, events: list[FailureEvent], harness_version: int, 
     inp = {"events": [e.model_dump(mode="json") for e in events], "harness_version": harness_version, "step": step}
     h = cfg.harness
     if h.langgraph_url is None:
-        # The pause budget bounds the round; one that overruns it is cancelled and the callback rolls it back.
+        # The pause budget bounds the round; one that overruns it is cancelled and the pause rolls it back.
         out = run_in_process(inp, context, cfg.run_path / "evolver.sqlite", thread_id, timeout_s=float(h.max_pause_s))
         return {**out, "thread_id": thread_id}
     # The pause budget bounds the wait; if we give up, the server cancels the run (see graphs.runner). With

@@ -16,7 +16,7 @@
       .harnessrl.lock      one writer per run folder: the trainer's pid while it runs (trainer.run_lock)
       *.jsonl.torn         torn log tails a resume cut off (trainer.io.heal_jsonl)
 
-`state` is the harness version training uses *now*; the callback replaces it after an evolver round
+`state` is the harness version training uses *now*; the pause replaces it after an evolver round
 (or from a broadcast on other ranks). Earlier versions are loaded on demand (`state_for`) because a
 row carries the version it was sampled under and must be scored under that version's rubric.
 
@@ -160,7 +160,7 @@ class HarnessRun:
         self.memory = memory if memory is not None else (
             self._open_memory() if open_memory and self.main_process else None)
         self.judge = judge if judge is not None else self.new_judge()
-        self.lock = threading.Lock()  # the reward runs on TRL's async-loop thread, the callback on the main one
+        self.lock = threading.Lock()  # the reward runs on TRL's async-loop thread, the callback (and its pause) on the main one
         self.pending_events: list[FailureEvent] = []
         self.step_metrics: dict[int, dict[str, Any]] = {}
         self.sampler: Any = None  # set by trainer.sampler.HarnessSampler
