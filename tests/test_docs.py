@@ -149,27 +149,32 @@ def _member(body: list[ast.stmt], name: str) -> ast.stmt | None:
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
             return node
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             return node
     return None
 
 
 def unresolved(names: list[str], root: Path) -> list[str]:
-    """The dotted names that do not resolve: the longest prefix naming a module file, then each remaining part
-    defined in the body of the one before (a class's methods, a function's nested classes)."""
+    """The dotted names that do not resolve.
+
+    A name resolves when its longest prefix names a module file and each remaining part is defined in the body of
+    the one before (a class's methods, a function's nested classes).
+    """
     bad: list[str] = []
     for name in names:
         parts = name.split(".")
-        found = next((i for i in range(len(parts) - 1, 0, -1) if (root / Path(*parts[:i])).with_suffix(".py").is_file()),
-                     None)
+        found = next((i for i in range(len(parts) - 1, 0, -1)
+                      if (root / Path(*parts[:i])).with_suffix(".py").is_file()), None)
         if found is None:
             bad.append(name)
             continue
         node: ast.stmt | ast.Module | None = ast.parse((root / Path(*parts[:found])).with_suffix(".py").read_text(
             encoding="utf-8"))
         for part in parts[found:]:
-            body = node.body if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            scopes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+            body = node.body if isinstance(node, scopes) else []
             node = _member(body, part)
             if node is None:
                 bad.append(name)
@@ -265,8 +270,9 @@ def test_plain_words_are_not_citations():
 
 def test_synthetic_walk_with_a_renamed_function_fails(tmp_path):
     root = _fake_repo(tmp_path)
-    doc = ("# Design\n### Walk\n1. `pkg.alpha.run`, then `pkg.alpha.Box.open` and `pkg.alpha.LIMIT`; `other.x.y` and `run`"
-           " are not ours\n2. `pkg.alpha.Box.close`, `pkg.alpha.gone`, `pkg.sub.beta.f`, `pkg.missing.f`\n"
+    doc = ("# Design\n### Walk\n1. `pkg.alpha.run`, then `pkg.alpha.Box.open` and `pkg.alpha.LIMIT`;"
+           " `other.x.y` and `run` are not ours\n"
+           "2. `pkg.alpha.Box.close`, `pkg.alpha.gone`, `pkg.sub.beta.f`, `pkg.missing.f`\n"
            "## Next\n`pkg.alpha.later`\n")
     names = dotted_names(section(doc, "### Walk"), {"pkg"})
     assert names == ["pkg.alpha.run", "pkg.alpha.Box.open", "pkg.alpha.LIMIT", "pkg.alpha.Box.close", "pkg.alpha.gone",

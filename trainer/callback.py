@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 
 class HarnessCallback(TrainerCallback):
-    def __init__(self, run: HarnessRun, trainer: Trainer | None = None, *, run_graph: RoundRunner | None = None) -> None:
+    def __init__(self, run: HarnessRun, trainer: Trainer | None = None, *,
+                 run_graph: RoundRunner | None = None) -> None:
         self.run = run
         self.cfg = run.cfg
         self.pause = EvolverPause(run, trainer, run_graph=run_graph)

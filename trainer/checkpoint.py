@@ -76,8 +76,10 @@ _MEMORY_BUILD = ".memory.resume-"  # a memory folder being built from a snapshot
 
 
 class ResumeError(ValueError):
-    """A run folder or checkpoint that cannot be resumed as it is; the message names the file, what is wrong and
-    the way out. Raised before the folder is changed."""
+    """A run folder or checkpoint that cannot be resumed as it is.
+
+    The message names the file, what is wrong and the way out. Raised before the folder is changed.
+    """
 
 
 def write_checkpoint_state(ckpt_dir: Path, run: Any, step: int) -> None:
@@ -173,8 +175,10 @@ def run_reached(ckpt_dir: Path) -> int:
 
 # -- checks before anything changes --------------------------------------------------------------------------
 def _plan_versions(store: HarnessStore, upto: int, seed: Any, ckpt_dir: Path) -> dict[int, HarnessState]:
-    """Versions 0..`upto` that do not load, rebuilt where exact: {version: rebuilt state}. Raises `ResumeError`
-    for one that cannot be rebuilt. `seed()` builds version 0 from the run's suite."""
+    """Versions 0..`upto` that do not load, rebuilt where exact: {version: rebuilt state}.
+
+    Raises `ResumeError` for one that cannot be rebuilt. `seed()` builds version 0 from the run's suite.
+    """
     rebuilt: dict[int, HarnessState] = {}
     records: dict[int, Any] | None = None
     prev: HarnessState | None = None
@@ -401,9 +405,11 @@ def resume_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def _restore_live_state(run: Any, state: dict[str, Any]) -> None:
-    """The in-process part of a checkpoint, on every process: detector windows and sampler rng (identical on
-    all processes, which observe the same groups and draw the same batches), rounds done, and the pending
-    events (the main process's: it runs the rounds)."""
+    """The in-process part of a checkpoint, on every process.
+
+    Detector windows and sampler rng (identical on all processes, which observe the same groups and draw the same
+    batches), rounds done, and the pending events (the main process's: it runs the rounds).
+    """
     from harness.detector import Detector
 
     run.detector = Detector(run.detector.config)

@@ -62,14 +62,17 @@ RoundRunner = Callable[[RunConfig, list[FailureEvent], int, int, EvolverContext,
 
 
 class EvolverStopped(RuntimeError):
-    """Training was stopped because `harness.max_failed_rounds` evolver rounds in a row failed; the message says
-    why and how to resume."""
+    """Training was stopped because `harness.max_failed_rounds` evolver rounds in a row failed.
+
+    The message says why and how to resume.
+    """
 
 
 class EvolverPause:
     """The pauses of one training run: `evolve(step)` runs one, on every rank; the counters span the run."""
 
-    def __init__(self, run: HarnessRun, trainer: Trainer | None = None, *, run_graph: RoundRunner | None = None) -> None:
+    def __init__(self, run: HarnessRun, trainer: Trainer | None = None, *,
+                 run_graph: RoundRunner | None = None) -> None:
         self.run = run
         self.cfg = run.cfg
         self.trainer = trainer  # set after the trainer is built (callbacks do not receive it)
@@ -164,8 +167,11 @@ class EvolverPause:
                 log.error("%s", reason)
 
     def _review_provisional(self, step: int) -> dict[str, Any]:
-        """`review_run`; if it fails (memory or store unreachable), the error goes to rounds.jsonl and the console
-        like a failed round's, training goes on, and the updates are graded at the next pause."""
+        """`review_run`, which must not stop training.
+
+        If it fails (memory or store unreachable), the error goes to rounds.jsonl and the console like a failed
+        round's, training goes on, and the updates are graded at the next pause.
+        """
         try:
             return review_run(self.run, step)
         except Exception as e:  # noqa: BLE001 - grading is not worth a training run; logged in full
@@ -208,10 +214,13 @@ class EvolverPause:
             unregister_services(key)
 
     def sync_state(self) -> HarnessState:
-        """The harness after the round, the same on every rank: rank 0 reads the store (the graph committed
-        there) and broadcasts the new version with the tasks its updates changed; every rank forgets those
-        tasks' detector windows, so that old visits do not re-trigger events about a harness that is gone (the
-        detectors stay identical: every rank observes every group, trainer.reward)."""
+        """The harness after the round, the same on every rank.
+
+        Rank 0 reads the store (the graph committed there) and broadcasts the new version with the tasks its
+        updates changed; every rank forgets those tasks' detector windows, so that old visits do not re-trigger
+        events about a harness that is gone (the detectors stay identical: every rank observes every group,
+        trainer.reward).
+        """
         run = self.run
         before = run.state.version  # the round commits to the store only; run.state is still the old version
         state: HarnessState | None = None
@@ -236,8 +245,10 @@ class EvolverPause:
         return run.state
 
     def _register_services(self, key: str, endpoint: MemoEndpoint | None, context: EvolverContext) -> None:
-        """Hand the live objects to an in-process round; the sampling numbers come from `context`, so the
-        agents' tools sample exactly as the critic measures."""
+        """Hand the live objects to an in-process round.
+
+        The sampling numbers come from `context`, so the agents' tools sample exactly as the critic measures.
+        """
         run, h = self.run, self.cfg.harness
         if self._evolver_judge is None:
             # Own judge for the evolver: its stats must not leak into the training-reward metrics.
@@ -257,8 +268,10 @@ class EvolverPause:
 
 
 def review_run(run: HarnessRun, step: int) -> dict[str, Any]:
-    """`trainer.provisional.review` on a run at the pause after `step`, with the run's own thresholds; {} when
-    grading is off (`harness.confirm_window=0`, or no memory to read groups from)."""
+    """`trainer.provisional.review` on a run at the pause after `step`, with the run's own thresholds.
+
+    {} when grading is off (`harness.confirm_window=0`, or no memory to read groups from).
+    """
     h = run.cfg.harness
     if h.confirm_window <= 0 or run.memory is None:
         return {}
@@ -284,7 +297,8 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
 def judge_endpoint(cfg: RunConfig) -> tuple[str | None, str]:
     """(base URL, API-key variable) of the run's judge, resolved by `agents.chat_models.role_endpoint`.
 
-    `evolver.judge_base_url` / `judge_api_key_env`, else the shared `evolver.base_url` / `api_key_env`."""
+    `evolver.judge_base_url` / `judge_api_key_env`, else the shared `evolver.base_url` / `api_key_env`.
+    """
     return role_endpoint(cfg.evolver, "judge")
 
 
@@ -324,9 +338,11 @@ def run_round(cfg: RunConfig, events: list[FailureEvent], harness_version: int, 
 
 
 def server_setting_notes(cfg: RunConfig, context: EvolverContext, assistant_context: dict[str, Any]) -> list[str]:
-    """What a LangGraph server round does not take from the config, one sentence each: settings it never receives
-    (`harness.detector`) and context values its assistant replaces (a key the assistant lacks takes
-    `EvolverContext`'s default there)."""
+    """What a LangGraph server round does not take from the config, one sentence each.
+
+    Settings it never receives (`harness.detector`) and context values its assistant replaces (a key the
+    assistant lacks takes `EvolverContext`'s default there).
+    """
     notes = []
     if cfg.harness.detector:
         notes.append(f"harness.detector {cfg.harness.detector} is not sent to the LangGraph server: its rounds "
@@ -365,15 +381,18 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def brains(report: dict[str, Any]) -> dict[str, Any]:
-    """Which brain made each decision of one event's report: the attributor's, then per attempt the proposer's and
-    the critic's; each "rules", "llm" or "llm_fallback" (the LLM could not answer validly, the rule brain did).
-    `llm_errors`: why, for each fallback."""
+    """Which brain made each decision of one event's report.
+
+    The attributor's, then per attempt the proposer's and the critic's; each "rules", "llm" or "llm_fallback" (the
+    LLM could not answer validly, the rule brain did). `llm_errors`: why, for each fallback.
+    """
     att = report.get("attribution") or {}
     attempts = [a for a in report.get("attempts") or [] if isinstance(a, dict)]
     errors = [n.removeprefix("LLM failed: ") for n in att.get("notes") or []
               if att.get("source") == "llm_fallback" and str(n).startswith("LLM failed: ")]
     errors += [a["llm_error"] for a in attempts if a.get("llm_error")]
-    errors += [(a.get("critique") or {}).get("review", "") for a in attempts if a.get("critic_source") == "llm_fallback"]
+    errors += [(a.get("critique") or {}).get("review", "") for a in attempts
+               if a.get("critic_source") == "llm_fallback"]
     return {"attributor": att.get("source"), "proposer": [a.get("source") for a in attempts],
             "critic": [a.get("critic_source") for a in attempts], "llm_errors": errors}
 

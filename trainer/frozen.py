@@ -15,13 +15,12 @@
 The config refuses an HTTP policy that follows the trained weights neither way. Every in-process endpoint is
 wrapped in a `MemoEndpoint` for the round.
 
-Probe rollouts are the whole cost of an evolver round on a CPU (profiled on SmolLM2-135M + LoRA, one
-torch thread: ~13 s per 4 x 48-token group under load, 6-8 groups per round; memory writes and queries,
-the judge and the graph's SQLite checkpoints add ~3 s per round). Each revision of a candidate re-samples the task's control group: the same prompt, seed and
-frozen policy, hence exactly the same texts (`LocalEndpoint` seeds every call; vLLM seeds per
-request). `MemoEndpoint` answers such a repeat from memory, so the critic's numbers do not change at
-all. Unseeded requests are always sampled afresh. One instance lives for one round: the policy
-changes between rounds.
+Probe rollouts are the whole cost of an evolver round on a CPU (profiled on SmolLM2-135M + LoRA, one torch thread:
+~13 s per 4 x 48-token group under load, 6-8 groups per round; memory writes and queries, the judge and the graph's
+SQLite checkpoints add ~3 s per round). Each revision of a candidate re-samples the task's control group: the same
+prompt, seed and frozen policy, hence exactly the same texts (`LocalEndpoint` seeds every call; vLLM seeds per
+request). `MemoEndpoint` answers such a repeat from memory, so the critic's numbers do not change at all. Unseeded
+requests are always sampled afresh. One instance lives for one round: the policy changes between rounds.
 
 (Merging the LoRA adapter into a copy for sampling was measured too: ~5% faster per call under load
 for ~4 s of copying per round; not worth it.)
@@ -76,8 +75,10 @@ class MemoEndpoint:
         return out
 
     def count_tokens(self, texts: list[str]) -> int | None:
-        """The wrapped endpoint's token counts (`measure.endpoint.TokenCounter`), or None when it has none
-        (the critic's cost then counts words and says so)."""
+        """The wrapped endpoint's token counts (`measure.endpoint.TokenCounter`), or None when it has none.
+
+        Without them the critic's cost counts words and says so.
+        """
         return self.endpoint.count_tokens(texts) if isinstance(self.endpoint, TokenCounter) else None
 
     def stats(self) -> dict[str, int]:
@@ -128,15 +129,17 @@ def publish_policy(cfg: RunConfig, trainer: Trainer | None, step: int) -> tuple[
     # "training_server": `push_weights_to_training_server` ran on every rank before this round.
     if source == "lora_adapter":
         if trainer is None:
-            raise RuntimeError("hot-loading the step's LoRA adapter needs the trainer (HarnessCallback.trainer is None)")
+            raise RuntimeError("hot-loading the step's LoRA adapter needs the trainer "
+                               "(HarnessCallback.trainer is None)")
         endpoint = hot_load_adapter(endpoint, trainer, cfg.run_path / "adapters", step)
         name = endpoint.model
     return MemoEndpoint(endpoint), f"openai:{base}#{name}"
 
 
 def hot_load_adapter(endpoint: OpenAIEndpoint, trainer: Trainer, root: Path, step: int) -> OpenAIEndpoint:
-    """Save the live model's LoRA adapter to `root/step-N-<id>/`, load it into the vLLM server behind `endpoint` under
-    that name, and return the endpoint that samples it.
+    """Hot-load the live model's LoRA adapter into the vLLM server behind `endpoint`; return the endpoint to it.
+
+    The adapter is saved to `root/step-N-<id>/` and loaded under that name.
 
     Exactly this step's adapter, under a new name and folder per publish: vLLM caches by path, and a resumed run
     that repeats step N must not collide with the adapter loaded the first time."""

@@ -160,7 +160,8 @@ class HarnessRun:
         self.memory = memory if memory is not None else (
             self._open_memory() if open_memory and self.main_process else None)
         self.judge = judge if judge is not None else self.new_judge()
-        self.lock = threading.Lock()  # the reward runs on TRL's async-loop thread, the callback (and its pause) on the main one
+        # The reward runs on TRL's async-loop thread, the callback (and its pause) on the main one.
+        self.lock = threading.Lock()
         self.pending_events: list[FailureEvent] = []
         self.step_metrics: dict[int, dict[str, Any]] = {}
         self.sampler: Any = None  # set by trainer.sampler.HarnessSampler
@@ -184,8 +185,10 @@ class HarnessRun:
         return TrainingMemory.persistent(self.paths.memory, embedding=embedding)
 
     def new_judge(self) -> Any:
-        """A fresh judge for the run's judge model and endpoint (the evolver gets its own: its stats must not mix
-        with the training reward's)."""
+        """A fresh judge for the run's judge model and endpoint.
+
+        The evolver gets its own: its stats must not mix with the training reward's.
+        """
         from trainer.evolver_round import judge_endpoint
 
         return make_judge(self.cfg.evolver.judge_model, *judge_endpoint(self.cfg))
@@ -229,8 +232,10 @@ class HarnessRun:
 
     # -- buffers ------------------------------------------------------------------------------------------
     def add_events(self, events: list[FailureEvent], harness_version: int) -> None:
-        """Log and queue events for the next round: on the main process only (it runs the rounds; every
-        process observes the same groups, so the others would only repeat these events)."""
+        """Log and queue events for the next round, on the main process only.
+
+        It runs the rounds; every process observes the same groups, so the others would only repeat these events.
+        """
         if not self.main_process:
             return
         for e in events:

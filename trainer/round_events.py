@@ -39,15 +39,17 @@ class RoundEvents(NamedTuple):
 
 
 def rank(e: FailureEvent) -> tuple[float, int, int]:
-    """Sort key of a pending event: its priority class, then the failure seen in more groups first (more likely
-    real, more rollouts wasted), then the most recent."""
+    """Sort key of a pending event.
+
+    Its priority class, then the failure seen in more groups first (more likely real, more rollouts wasted), then
+    the most recent.
+    """
     cls = EVENT_PRIORITY.get(e.type, len(FAILURE_TYPES)) + (0 if e.confirmed else UNCONFIRMED_PENALTY)
     return cls + (100 if e.task_id == "*" else 0), -e.window_hits, -e.step
 
 
 def take_events(run: HarnessRun, limit: int, is_stale: Callable[[FailureEvent], bool] | None = None) -> RoundEvents:
-    """Events for the next round, taken from `run.pending_events`: stale ones dropped, one event per task, at most
-    `limit`.
+    """Events for the next round from `run.pending_events`: stale ones dropped, one per task, at most `limit`.
 
     A round repairs a task once: of several events on one task the most urgent (then most recent)
     is taken and the others are superseded (dropped: the detector fires again if the failure
@@ -71,8 +73,11 @@ def take_events(run: HarnessRun, limit: int, is_stale: Callable[[FailureEvent], 
 
 
 def stale_check(store: HarnessStore) -> Callable[[FailureEvent], bool]:
-    """A predicate for events about a harness that is gone: rows sampled before an update (the dataloader
-    prefetches one batch) still report the old failure of a task the update already changed."""
+    """A predicate for events about a harness that is gone.
+
+    Rows sampled before an update (the dataloader prefetches one batch) still report the old failure of a task the
+    update already changed.
+    """
     touched: dict[str, int] = {}  # task -> newest version whose update touched it
     for rec in store.history():
         if rec.update is not None:
