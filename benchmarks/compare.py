@@ -57,7 +57,7 @@ from bench_collect import build_results  # noqa: E402
 from bench_render import plots, render  # noqa: E402
 from bench_run import code_state, execute, plan, run_job, snapshot_code  # noqa: E402
 from bench_spec import ARMS, KEY_ARMS, PRESETS, Job  # noqa: E402
-from harness.store import atomic_write_text  # noqa: E402
+from harness.atomic import atomic_write_text  # noqa: E402
 from trainer.io import atomic_write_json  # noqa: E402  (light: no torch)
 
 

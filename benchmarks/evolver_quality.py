@@ -94,7 +94,8 @@ from evq_report import render_markdown, summarise, write_report  # noqa: E402
 from harness.data import load_suite  # noqa: E402
 from harness.detector import DetectorConfig  # noqa: E402
 from harness.ops import validate as validate_update  # noqa: E402
-from harness.store import HarnessStore, atomic_write_text  # noqa: E402
+from harness.atomic import atomic_write_text  # noqa: E402
+from harness.store import HarnessStore  # noqa: E402
 from harness.types import FailureEvent, HarnessState, HarnessUpdate  # noqa: E402
 from measure.judge import Judge  # noqa: E402
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evq_cases import DEFECTS, EXPECTED, Case
-from harness.store import atomic_write_text
+from harness.atomic import atomic_write_text
 
 REPAIR_TARGET = 0.8  # planted defects repaired by an accepted update the follow-up groups confirm (issue 19)
 FALSE_ACCEPT_TARGET = 0.05  # accepts on healthy controls and known-bad candidates (issue 19)

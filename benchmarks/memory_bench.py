@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.store import atomic_write_text  # noqa: E402
+from harness.atomic import atomic_write_text  # noqa: E402
 from harness.types import FAILURE_TYPES, FailureEvent, HarnessUpdate  # noqa: E402
 from memory import EventRecord, ProposalRecord, TrainingMemory  # noqa: E402
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from harness.store import atomic_write_text
+from harness.atomic import atomic_write_text
 
 MAX_JSON_CHARS = 6000
 _INTERNAL = ("branch:to:", "__pregel", "__start__")

@@ -31,7 +31,6 @@ import fcntl
 import json
 import os
 import re
-import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +40,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from harness.atomic import atomic_write_text
 from harness.ops import apply
 from harness.types import Criterion, HarnessState, HarnessUpdate
 
@@ -79,35 +79,6 @@ class UpdateRecord(BaseModel):
     update: HarnessUpdate | None  # None only for a recovery record (see module docstring)
     meta: dict[str, Any] = {}
     timestamp: str
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write-temp-fsync-rename in `path`'s directory, then fsync the directory: the repo's one atomic write.
-
-    A crash leaves the old file or the new one, never half of one; a failed write removes its temp file.
-    Missing parent folders are created first (run folders grow lazily).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 class HarnessStore:

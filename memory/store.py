@@ -41,7 +41,7 @@ from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings
 from chromadb.errors import ChromaError
 
-from harness.store import atomic_write_text
+from harness.atomic import atomic_write_text
 from memory.embeddings import make_embedding
 from memory.records import (
     KINDS,

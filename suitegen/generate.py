@@ -17,7 +17,7 @@ import os
 import random
 from pathlib import Path
 
-from harness.store import atomic_write_text
+from harness.atomic import atomic_write_text
 from harness.types import Task
 from suitegen.domains import GENERATORS
 from suitegen.readme import render_readme

@@ -186,7 +186,7 @@ def test_enospc_in_an_atomic_write_keeps_the_old_file_and_no_temp(tmp_path, monk
     def full_disk(fd):  # the data does not fit when it is flushed
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("harness.store.os.fsync", full_disk)
+    monkeypatch.setattr("harness.atomic.os.fsync", full_disk)
     with pytest.raises(OSError, match="No space left"):
         atomic_write_json(path, {"a": 2})
     monkeypatch.undo()

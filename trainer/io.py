@@ -1,6 +1,6 @@
 """Small file helpers for the run folder: atomic JSON writes and append-only JSON lines that heal.
 
-Atomic write = `harness.store.atomic_write_text` (temp file in the same folder, fsync, rename): a run
+Atomic write = `harness.atomic.atomic_write_text` (temp file in the same folder, fsync, rename): a run
 killed mid-write leaves the old file or the new one, never half of one.
 
 JSON-lines logs (`metrics`, `events`, `rounds`, ...) are appended one complete line per `os.write` on an
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.store import atomic_write_text
+from harness.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

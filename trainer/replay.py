@@ -42,7 +42,8 @@ from typing import Any
 
 from agents.context import RULES
 from graphs.nodes import ANSWER
-from harness.store import HarnessStore, atomic_write_text
+from harness.atomic import atomic_write_text
+from harness.store import HarnessStore
 from harness.types import FailureEvent
 from trainer.checkpoint import MEMORY_FILE, STATE_FILE, checkpoints
 from trainer.config import RunConfig, load_config

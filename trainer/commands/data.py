@@ -142,7 +142,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _convert(args: argparse.Namespace) -> int:
     from harness.data import DataError, load_suite
-    from harness.store import atomic_write_text
+    from harness.atomic import atomic_write_text
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -41,7 +41,7 @@ import typing
 from pathlib import Path
 
 from agents.context import LLM_ROLES, PER_RUN, EvolverContext
-from harness.store import atomic_write_text
+from harness.atomic import atomic_write_text
 from harness.types import INTERFACES
 
 # Context fields with a flag of their own: the brains take several models (brain sets), the shared base URL is passed
