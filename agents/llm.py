@@ -66,8 +66,8 @@ MAX_RECORD_CHARS = 600  # per result / args / reply in the recorded trace (state
 MAX_SAID_CHARS = 300  # of a rejected raw answer quoted in a BrainError (it reaches the fallback's record)
 SKIPPED_TOOLS = "(tools skipped)"  # the `ToolBox.calls` entry saying the agent answered without its tools
 
-# Tools each role may call. measure_candidate is nobody's: the graph's critique node runs the
-# measurement itself, so no LLM can produce (or fake) the numbers a candidate is accepted on.
+# Tools each role may call. None measures a candidate (`measure.agent_tools` has no such tool): the graph's
+# critique node runs the measurement itself, so no LLM can produce (or fake) the numbers a candidate is accepted on.
 ROLE_TOOLS: dict[str, tuple[str, ...]] = {
     "attributor": ("task_history", "similar_cases", "current_harness"),
     "proposer": ("current_harness", "task_history", "similar_cases", "sample_policy", "score_responses"),

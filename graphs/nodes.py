@@ -48,9 +48,9 @@ def _services(ctx: EvolverContext) -> RunServices:
     return get_services({**ctx.to_dict(), **judge_settings(ctx)}, chat_model_factory=load_chat_model)
 
 
-def _toolbox(ctx: EvolverContext, svc: RunServices, role: str, step: int) -> ToolBox:
+def _toolbox(ctx: EvolverContext, svc: RunServices, role: str) -> ToolBox:
     """The LLM brain's tools for `role`; memory tools only when memory is on and used (ablation)."""
-    return ToolBox.for_role(role, make_tools(svc, step), use_memory=ctx.memory and svc.memory is not None,
+    return ToolBox.for_role(role, make_tools(svc), use_memory=ctx.memory and svc.memory is not None,
                             max_rounds=ctx.max_tool_rounds)
 
 
@@ -160,7 +160,7 @@ def attribute(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, A
     if llm is None:
         att = attributor.rule_attribution(event, state["evidence"], enabled, use_memory=ctx.memory)
     else:
-        box = _toolbox(ctx, svc, "attributor", state["step"])
+        box = _toolbox(ctx, svc, "attributor")
         att = attributor.llm_attribution(llm, event, state["evidence"], enabled, use_memory=ctx.memory, toolbox=box)
         out["tool_calls"] = _tool_log(state, "attributor", box)
     mem = svc.memory
@@ -192,7 +192,7 @@ def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any
     if llm is None:
         prop = rules()
     else:
-        box = _toolbox(ctx, svc, "proposer", state["step"])
+        box = _toolbox(ctx, svc, "proposer")
         prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"], toolbox=box, signals=_signals(state),
                                      fallback=rules)
         out["tool_calls"] = _tool_log(state, "proposer", box)
@@ -275,7 +275,7 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
             crit = critic.judge_measurement(event, prop.update, m, ctx)
             llm = brain_model(ctx, "critic")
             if crit.measured_ok and llm is not None:
-                box = _toolbox(ctx, svc, "critic", state["step"])
+                box = _toolbox(ctx, svc, "critic")
                 crit = critic.llm_review(llm, event, prop.update, crit, toolbox=box)
                 out["tool_calls"] = _tool_log(state, "critic", box)
                 reviewed = True
@@ -384,7 +384,7 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
         crit = critic.judge_batch(batch.events, batch.update, m, ctx)
         llm = brain_model(ctx, "critic")
         if crit.measured_ok and llm is not None:
-            crit = critic.llm_review(llm, event, batch.update, crit, toolbox=_toolbox(ctx, svc, "critic", state["step"]))
+            crit = critic.llm_review(llm, event, batch.update, crit, toolbox=_toolbox(ctx, svc, "critic"))
     out["critique"] = crit.model_dump(mode="json")
     # The decision route_after_generalise takes on this state, kept with its numbers for the trace and the report.
     verdict = decisions.batch_accept(crit)

@@ -19,7 +19,7 @@ Policy specs: `openai:<base_url>#<served model name>` (a vLLM or other OpenAI-co
 `LocalEndpoint.from_path`). The bare `local` means "the trainer's live model" and only exists through
 `register_services`.
 
-The sampling numbers the agents' tools use (`sample_k`, `max_tokens`, `temperature`, `seed`) are always
+The sampling numbers the agents' tools use (`max_tokens`, `temperature`, `seed`) are always
 the context's: `live_services` copies them from the `EvolverContext`, and `get_services` reads them from
 the context's settings, so a tool's probe rollouts and the critic's measurement sample alike. A value not
 given takes `EvolverContext`'s default (no second copy of them here).

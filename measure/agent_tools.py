@@ -1,17 +1,19 @@
 """LangChain tools the evolver's LLM agents call for evidence and measurements.
 
-`make_tools(services, step)` returns `StructuredTool`s whose infrastructure (harness store, memory,
-frozen policy, judge, training step) is closed over: the model only ever sees the arguments a
-reasoning agent should choose (task ids, queries, counts, an update), never a store or endpoint.
+`make_tools(services)` returns `StructuredTool`s whose infrastructure (harness store, memory,
+frozen policy, judge) is closed over: the model only ever sees the arguments a reasoning agent
+should choose (task ids, queries, counts, responses), never a store or endpoint. No tool measures a
+candidate update: the graph's critique node runs that measurement, so no LLM can produce (or fake) the
+numbers a candidate is accepted on.
 
 Every tool returns a string (compact JSON, or a line starting with "error:"). Mistakes an agent can
-make — an unknown task id, an invalid update, memory switched off — come back as readable error
+make — an unknown task id, too many responses, memory switched off — come back as readable error
 strings it can act on, not as exceptions that would end its run. Infrastructure failures (the policy
 endpoint down, a corrupt store) do raise: the agent cannot fix those and the run must say so.
 
 Hidden information stays hidden: no tool shows the audit criteria, audit scores or anything derived
-from them (`harness.visibility`: `score_responses` gives training scores only, `measure_candidate` and
-`similar_cases` drop audit numbers, memory documents carry none), and `current_harness` does not show
+from them (`harness.visibility`: `score_responses` gives training scores only,
+`similar_cases` drops audit numbers, memory documents carry none), and `current_harness` does not show
 the reference answer. The evolver must not tune the harness to the yardstick that judges it.
 """
 
@@ -21,18 +23,14 @@ import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import ValidationError
 
 from harness.guidance import render_prompt
-from harness.ops import UpdateRejected
-from harness.types import HarnessState, HarnessUpdate
+from harness.types import HarnessState
 from harness.visibility import redact
 from measure.endpoint import PolicyEndpoint
 from measure.judge import Judge
-from measure.candidate import ameasure_candidate, measure_candidate
 
 if TYPE_CHECKING:
-    from harness.detector import DetectorConfig
     from harness.store import HarnessStore
     from memory.store import TrainingMemory
 
@@ -44,11 +42,10 @@ class ToolServices(Protocol):
     endpoint: PolicyEndpoint
     judge: Judge
     memory: TrainingMemory | None
-    detector_config: DetectorConfig
-    sample_k: int
     max_tokens: int
     temperature: float
     seed: int
+
 
 MAX_SAMPLES = 16
 MAX_RESPONSES = 32
@@ -68,29 +65,19 @@ def _unknown(state: HarnessState, task_id: str) -> str:
     return f"error: unknown task id {task_id!r}. Active task ids: {shown or '(none)'}"
 
 
-def _validate_update(update_json: str | dict) -> HarnessUpdate | str:
-    try:
-        if isinstance(update_json, str):
-            return HarnessUpdate.model_validate_json(update_json)
-        return HarnessUpdate.model_validate(update_json)
-    except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in err.errors()[:5]
-        )
-        return f"error: the update is not a valid HarnessUpdate: {problems}"
+def make_tools(services: ToolServices) -> list[BaseTool]:
+    """The evolver's tools bound to `services`: memory, harness, then frozen policy and judge."""
+    return [*_memory_tools(services), *_harness_tools(services), *_policy_tools(services)]
 
 
-def make_tools(services: ToolServices, step: int) -> list[BaseTool]:
-    """The evolver's tools bound to `services` at training step `step`."""
+def _tool(func, name: str, coroutine=None) -> StructuredTool:
+    # parse_docstring: the docstring's Args section becomes the argument descriptions the model reads.
+    return StructuredTool.from_function(func=func, coroutine=coroutine, name=name, parse_docstring=True)
 
-    def state() -> HarnessState:
-        return services.store.latest()
 
-    def measurement_prompt(st: HarnessState, task_id: str) -> list[dict]:
-        g = st.guidance_for(task_id)
-        return render_prompt(st.task(task_id), list(g.hints), g.schedule.placement)
+def _memory_tools(services: ToolServices) -> list[BaseTool]:
+    """`task_history` (one task's records) and `similar_cases` (other tasks' proposals)."""
 
-    # -- memory ----------------------------------------------------------------------------------
     def task_history(task_id: str, last_n: int = 10) -> str:
         """Recent history of one task from training memory, oldest first: group statistics per step
         (mean, std, best/worst responses with verdicts), failure events, and past proposals with their
@@ -100,7 +87,7 @@ def make_tools(services: ToolServices, step: int) -> list[BaseTool]:
             task_id: the task to look up (as in a failure event).
             last_n: how many records to return (1-50).
         """
-        st = state()
+        st = services.store.latest()
         if not st.has_task(task_id):
             return _unknown(st, task_id)
         if services.memory is None:
@@ -128,7 +115,12 @@ def make_tools(services: ToolServices, step: int) -> list[BaseTool]:
                        "outcome": c.outcome, "deltas": redact(c.deltas), "distance": round(c.distance, 4),
                        "summary": c.document[:MAX_DOC_CHARS]} for c in cases])
 
-    # -- harness ---------------------------------------------------------------------------------
+    return [_tool(task_history, "task_history"), _tool(similar_cases, "similar_cases")]
+
+
+def _harness_tools(services: ToolServices) -> list[BaseTool]:
+    """`current_harness`: the task as training sees it, reference answer withheld."""
+
     def current_harness(task_id: str) -> str:
         """The task as training currently sees it: prompt, rubric criteria (id, text, weight, kind,
         programmatic check), guidance hints and reveal schedule, sampling weight and status, parent and
@@ -137,7 +129,7 @@ def make_tools(services: ToolServices, step: int) -> list[BaseTool]:
         Args:
             task_id: the task (or variant) id.
         """
-        st = state()
+        st = services.store.latest()
         if not st.has_task(task_id):
             return _unknown(st, task_id)
         task = st.task(task_id)
@@ -153,7 +145,35 @@ def make_tools(services: ToolServices, step: int) -> list[BaseTool]:
             "has_reference_answer": task.reference_answer is not None,
         })
 
-    # -- frozen policy and judge ---------------------------------------------------------------------
+    return [_tool(current_harness, "current_harness")]
+
+
+def _measurement_prompt(st: HarnessState, task_id: str) -> list[dict]:
+    g = st.guidance_for(task_id)
+    return render_prompt(st.task(task_id), list(g.hints), g.schedule.placement)
+
+
+def _score_view(responses: list[str], results: list) -> str:
+    return _dump([
+        {"response": r[:120], "score": round(res.score, 4),
+         "verdicts": {cid: {"met": v.met, "source": v.source, "reason": v.reason[:160]} for cid, v in res.verdicts.items()}}
+        for r, res in zip(responses, results)
+    ])
+
+
+def _check_responses(st: HarnessState, task_id: str, responses: list[str]) -> str | None:
+    if not st.has_task(task_id):
+        return _unknown(st, task_id)
+    if not responses:
+        return "error: give at least one response to score"
+    if len(responses) > MAX_RESPONSES:
+        return f"error: at most {MAX_RESPONSES} responses per call, got {len(responses)}"
+    return None
+
+
+def _policy_tools(services: ToolServices) -> list[BaseTool]:
+    """`sample_policy` (the frozen policy's responses) and `score_responses` (the judge, training criteria only)."""
+
     def sample_policy(task_id: str, n: int = 4) -> str:
         """Sample responses to a task from the frozen policy (the checkpoint training paused at), with the
         task's current hints shown. Use it to see what the policy actually writes.
@@ -162,29 +182,13 @@ def make_tools(services: ToolServices, step: int) -> list[BaseTool]:
             task_id: the task id.
             n: number of responses (1-16).
         """
-        st = state()
+        st = services.store.latest()
         if not st.has_task(task_id):
             return _unknown(st, task_id)
         n = max(1, min(int(n), MAX_SAMPLES))
-        [texts] = services.endpoint.sample([measurement_prompt(st, task_id)], n=n, max_tokens=services.max_tokens,
+        [texts] = services.endpoint.sample([_measurement_prompt(st, task_id)], n=n, max_tokens=services.max_tokens,
                                            temperature=services.temperature, seed=services.seed)
         return _dump([t[:MAX_TEXT_CHARS] for t in texts])
-
-    def _score_view(responses: list[str], results: list) -> str:
-        return _dump([
-            {"response": r[:120], "score": round(res.score, 4),
-             "verdicts": {cid: {"met": v.met, "source": v.source, "reason": v.reason[:160]} for cid, v in res.verdicts.items()}}
-            for r, res in zip(responses, results)
-        ])
-
-    def _check_responses(st: HarnessState, task_id: str, responses: list[str]) -> str | None:
-        if not st.has_task(task_id):
-            return _unknown(st, task_id)
-        if not responses:
-            return "error: give at least one response to score"
-        if len(responses) > MAX_RESPONSES:
-            return f"error: at most {MAX_RESPONSES} responses per call, got {len(responses)}"
-        return None
 
     def score_responses(task_id: str, responses: list[str]) -> str:
         """Score responses against the task's current rubric: total score in [0, 1] and one verdict per
@@ -195,72 +199,17 @@ def make_tools(services: ToolServices, step: int) -> list[BaseTool]:
             task_id: the task id.
             responses: up to 32 response texts.
         """
-        st = state()
+        st = services.store.latest()
         if (err := _check_responses(st, task_id, responses)) is not None:
             return err
         task = st.task(task_id)
         return _score_view(responses, services.judge.score_sync(task.criteria, task.user_prompt, responses))
 
     async def ascore_responses(task_id: str, responses: list[str]) -> str:
-        st = state()
+        st = services.store.latest()
         if (err := _check_responses(st, task_id, responses)) is not None:
             return err
         task = st.task(task_id)
         return _score_view(responses, await services.judge.score(task.criteria, task.user_prompt, responses))
 
-    # -- the critic's measurement -------------------------------------------------------------------
-    def _prepare(update_json: str | dict) -> tuple[HarnessState, HarnessUpdate] | str:
-        update = _validate_update(update_json)
-        if isinstance(update, str):
-            return update
-        st = state()
-        missing = [t for op in update.ops for t in [op.task_id] if not st.has_task(t)]
-        if missing:
-            return _unknown(st, missing[0])
-        return st, update
-
-    def _kw() -> dict:
-        return dict(k=services.sample_k, max_tokens=services.max_tokens, temperature=services.temperature,
-                    seed=services.seed, step=step, detector_config=services.detector_config)
-
-    def measure(update_json: str | dict) -> str:
-        """Measure a candidate harness update on the frozen policy before proposing it for real: applies it
-        to a copy of the harness, samples k rollouts per affected task under the current harness (control)
-        and under the candidate, scores both, and returns per-task and summary numbers: mean, std, dead
-        (std < eps), in_band, dead_share, band_share, length_corr, leak_hits, and deltas
-        (candidate minus control). Nothing is committed.
-
-        Args:
-            update_json: a HarnessUpdate as JSON: {"interface": "sampling"|"guidance"|"criteria",
-                "ops": [...], "rationale": "..."}; every op names its task_id and its "op" type.
-        """
-        prepared = _prepare(update_json)
-        if isinstance(prepared, str):
-            return prepared
-        try:
-            m = measure_candidate(prepared[0], prepared[1], services.endpoint, services.judge, **_kw())
-        except UpdateRejected as err:
-            return f"error: the update cannot be applied: {err}"
-        return _dump(redact(m.compact()))
-
-    async def ameasure(update_json: str | dict) -> str:
-        prepared = _prepare(update_json)
-        if isinstance(prepared, str):
-            return prepared
-        try:
-            m = await ameasure_candidate(prepared[0], prepared[1], services.endpoint, services.judge, **_kw())
-        except UpdateRejected as err:
-            return f"error: the update cannot be applied: {err}"
-        return _dump(redact(m.compact()))
-
-    def make(func, name: str, coroutine=None) -> StructuredTool:
-        return StructuredTool.from_function(func=func, coroutine=coroutine, name=name, parse_docstring=True)
-
-    return [
-        make(task_history, "task_history"),
-        make(similar_cases, "similar_cases"),
-        make(current_harness, "current_harness"),
-        make(sample_policy, "sample_policy"),
-        make(score_responses, "score_responses", ascore_responses),
-        make(measure, "measure_candidate", ameasure),
-    ]
+    return [_tool(sample_policy, "sample_policy"), _tool(score_responses, "score_responses", ascore_responses)]

@@ -44,5 +44,5 @@ def make_services(root: Path) -> RunServices:
                     memory=TrainingMemory.ephemeral(embedding="hash"), sample_k=4, seed=5)
 
 
-def tools_by_name(services: RunServices, step: int = 3) -> dict:
-    return {t.name: t for t in make_tools(services, step)}
+def tools_by_name(services: RunServices) -> dict:
+    return {t.name: t for t in make_tools(services)}

@@ -89,7 +89,7 @@ def test_attributor_runs_real_tools_feeds_back_errors_and_uses_the_final_answer(
         tool_reply("task_history", {"last_n": "many"}),  # task_id missing, last_n not an int
         ATTRIBUTION,  # after 3 rounds: the final answer (structured path, plain-JSON fallback)
     ]))
-    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=3)
     att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
 
     assert (att.interface, att.source) == ("criteria", "llm")  # the final answer is the one used
@@ -120,7 +120,7 @@ def test_the_loop_is_bounded_even_when_the_model_never_stops_calling_tools(run, 
                                                  for i in range(n_calls)])
 
     llm = FunctionChatModel(respond=respond)
-    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=rounds)
+    box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=rounds)
     out = ask_with_tools(llm, Attribution, "system", "user", box)
     assert out.interface == "criteria"
     assert llm.calls == rounds + 1
@@ -132,7 +132,7 @@ def test_the_loop_is_bounded_even_when_the_model_never_stops_calling_tools(run, 
 def test_long_tool_results_are_cut_in_the_conversation_and_the_record(run):
     run.endpoint = PromptPolicy(lambda prompt, i: f"{i} " + "word " * 200)  # 16 x ~600 chars: ~10 KB of JSON
     llm = Recording(messages=iter([tool_reply("sample_policy", {"task_id": "med-1", "n": 16}), ATTRIBUTION]))
-    box = ToolBox.for_role("critic", make_tools(run, step=10), use_memory=True, max_rounds=2)
+    box = ToolBox.for_role("critic", make_tools(run), use_memory=True, max_rounds=2)
     ask_with_tools(llm, Attribution, "s", "u", box)
     (fed,) = _tool_messages(llm.seen[-1])
     assert len(fed.content) < MAX_TOOL_RESULT_CHARS + 60 and fed.content.endswith("more characters cut)")
@@ -142,7 +142,7 @@ def test_long_tool_results_are_cut_in_the_conversation_and_the_record(run):
 @pytest.mark.parametrize("role", sorted(ROLE_TOOLS))
 @pytest.mark.parametrize("use_memory", [True, False])
 def test_role_tools_respect_use_memory_and_nobody_measures(run, role, use_memory):
-    box = ToolBox.for_role(role, make_tools(run, step=10), use_memory=use_memory, max_rounds=3)
+    box = ToolBox.for_role(role, make_tools(run), use_memory=use_memory, max_rounds=3)
     assert "measure_candidate" not in box.names
     assert box.names == [n for n in ROLE_TOOLS[role] if use_memory or n not in ("task_history", "similar_cases")]
 
@@ -151,7 +151,7 @@ def test_unparseable_tool_arguments_and_tool_not_offered_are_errors_not_crashes(
     bad_json = AIMessage(content="", invalid_tool_calls=[
         {"name": "current_harness", "args": "{task_id: med-1", "id": "c-bad", "error": "not JSON", "type": "invalid_tool_call"}])
     llm = Recording(messages=iter([bad_json, tool_reply("task_history", {"task_id": "med-1"}), ATTRIBUTION]))
-    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=False, max_rounds=3)
+    box = ToolBox.for_role("attributor", make_tools(run), use_memory=False, max_rounds=3)
     att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), use_memory=False, toolbox=box)
     assert att.source == "llm" and len(llm.seen) == 3  # the third reply has no tool call: it is the answer
     assert [c["error"] for c in box.calls] == [True, True]
@@ -165,7 +165,7 @@ def test_model_without_tool_binding_goes_straight_to_the_final_answer(run):
             raise NotImplementedError
 
     llm = NoTools(respond=lambda messages: ATTRIBUTION)
-    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=3)
     assert ask_with_tools(llm, Attribution, "s", "u", box).interface == "criteria"
     assert llm.calls == 1
     # The skip is in the record (and so in the trace): one error entry naming why, no tool ran.
@@ -180,7 +180,7 @@ def test_timeout_and_a_dead_policy_endpoint_fall_back_to_the_rule_brain(run):
         def _generate(self, *a, **k):
             raise TimeoutError("model did not answer in 60 s")
 
-    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=3)
     att = attributor.llm_attribution(Hanging(messages=iter([])), _ev(), {}, list(INTERFACES), toolbox=box)
     assert att.source == "llm_fallback" and "TimeoutError" in att.notes[-1]
 
@@ -188,13 +188,13 @@ def test_timeout_and_a_dead_policy_endpoint_fall_back_to_the_rule_brain(run):
         raise ConnectionError("policy endpoint refused the connection")
 
     run.endpoint = PromptPolicy(down)
-    box = ToolBox.for_role("proposer", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    box = ToolBox.for_role("proposer", make_tools(run), use_memory=True, max_rounds=3)
     llm = ScriptedChatModel(messages=iter([tool_reply("sample_policy", {"task_id": "med-1", "n": 2})]))
     prop = proposer.llm_proposal(llm, _ev(), Attribution(interface="criteria", diagnosis="d"), run.store.latest(), [], toolbox=box)
     assert prop.update is None and "ConnectionError" in prop.error
     with pytest.raises(BrainError, match="ConnectionError"):
         ask_with_tools(ScriptedChatModel(messages=iter([tool_reply("sample_policy", {"task_id": "med-1"})])),
-                       Attribution, "s", "u", ToolBox.for_role("critic", make_tools(run, 10), use_memory=True, max_rounds=2))
+                       Attribution, "s", "u", ToolBox.for_role("critic", make_tools(run), use_memory=True, max_rounds=2))
 
 
 # -- real HTTP: ChatOpenAI against the stub, inside the evolver graph --------------------------------------
@@ -248,7 +248,7 @@ def test_unparseable_free_answer_is_asked_again_with_structured_output_over_http
         json.loads(ATTRIBUTION),
     ])
     llm = load_chat_model("openai:stub", base_url=openai_stub.base_url, timeout_s=5)
-    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=3)
     att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
     assert (att.interface, att.source) == ("criteria", "llm")
     first, second, third = openai_stub.requests
@@ -270,7 +270,7 @@ def test_a_server_without_tool_calling_is_answered_without_tools_and_the_skip_re
     openai_stub.fail_next(status=400, body=NO_TOOL_CALLING)
     openai_stub.script([json.loads(ATTRIBUTION)])
     llm = load_chat_model("openai:stub", base_url=openai_stub.base_url, timeout_s=5)
-    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=3)
     att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
     assert (att.interface, att.source) == ("criteria", "llm")
     (answered,) = openai_stub.requests  # the stub records the requests it answered (not the refused one)
@@ -286,7 +286,7 @@ def test_other_bad_requests_are_not_mistaken_for_missing_tool_calling(run, opena
 
     openai_stub.fail_next(status=400, body='{"error": {"message": "maximum context length is 512 tokens"}}')
     llm = load_chat_model("openai:stub", base_url=openai_stub.base_url, timeout_s=5)
-    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=3)
     att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
     assert att.source == "llm_fallback" and "maximum context length" in att.notes[-1]
     assert box.calls == [] and box.skipped is None
@@ -296,7 +296,7 @@ def test_every_answer_is_recorded_and_a_rejected_one_is_quoted_in_the_fallback(r
     prose = "I think the criteria interface, because the water check is stuffed."
     bad = '{"interface": "nowhere", "diagnosis": "d"}'
     llm = Recording(messages=iter([tool_reply("task_history", {"task_id": "med-1"}), prose, bad]))
-    box = ToolBox.for_role("attributor", make_tools(run, step=10), use_memory=True, max_rounds=3)
+    box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=3)
     att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
     # The free prose (round 2) did not parse; the forced structured answer (round 3) was invalid: rule fallback.
     assert att.source == "llm_fallback"

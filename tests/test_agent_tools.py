@@ -29,7 +29,6 @@ EXPECTED_ARGS = {
     "current_harness": {"task_id"},
     "sample_policy": {"task_id", "n"},
     "score_responses": {"task_id", "responses"},
-    "measure_candidate": {"update_json"},
 }
 
 
@@ -50,7 +49,6 @@ def test_tool_schemas_hide_infrastructure(services):
         ("current_harness", {"task_id": "nope"}),
         ("sample_policy", {"task_id": "nope"}),
         ("score_responses", {"task_id": "nope", "responses": ["x"]}),
-        ("measure_candidate", {"update_json": {"interface": "sampling", "ops": [{"op": "retire", "task_id": "nope"}]}}),
     ],
 )
 def test_unknown_task_id_is_a_readable_error(services, name, args):
@@ -93,43 +91,6 @@ def test_score_responses_with_llm_judge(services):
     assert out[0]["score"] == pytest.approx(2 / 7, abs=1e-4)
 
 
-PITFALL = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "a", "criterion": {
-    "id": "guar", "text": "Promises a cure.", "weight": -3, "kind": "pitfall",
-    "check": {"type": "contains_any", "phrases": ["guaranteed"]}}}]}
-
-
-@pytest.mark.parametrize("as_string", [True, False])
-def test_measure_candidate_accepts_json_string_or_dict(services, as_string):
-    tool = _tools(services)["measure_candidate"]
-    out = json.loads(tool.invoke({"update_json": json.dumps(PITFALL) if as_string else PITFALL}))
-    assert out["deltas"]["mean"] == pytest.approx(-0.15) and out["k"] == 4
-    assert set(out["per_task"]["a"]) == {"control", "candidate"}
-    assert services.store.versions() == [0]  # measuring never commits
-
-
-def test_measure_candidate_async_path(services):
-    out = json.loads(asyncio.run(_tools(services)["measure_candidate"].ainvoke({"update_json": PITFALL})))
-    assert out["deltas"]["mean"] == pytest.approx(-0.15)
-
-
-@pytest.mark.parametrize(
-    ("update", "needle"),
-    [
-        ("{not json", "not a valid HarnessUpdate"),
-        ({"interface": "criteria", "ops": []}, "ops"),
-        ({"interface": "guidance", "ops": [{"op": "retire", "task_id": "a"}]}, "belongs to interface"),
-        ({"interface": "criteria", "ops": [{"op": "remove_criterion", "task_id": "a", "criterion_id": "zz"}]},
-         "cannot be applied: ops[0] (remove_criterion).criterion_id"),
-        ({"interface": "guidance", "ops": [{"op": "add_hint", "task_id": "a",
-                                            "hint": {"id": "h", "text": "Drink two glasses of water"}}]}, "reference answer"),
-    ],
-)
-def test_measure_candidate_bad_updates_are_readable(services, update, needle):
-    out = _tools(services)["measure_candidate"].invoke({"update_json": update})
-    assert out.startswith("error:") and needle in out
-    assert services.endpoint.calls == []
-
-
 def test_memory_tools(services):
     ev = FailureEvent(id="e1", type="collapse_low", task_id="a", step=2, stats={"mean": 0.0})
     services.memory.add_event(EventRecord(event=ev, domain="medical"))
@@ -155,17 +116,17 @@ def test_memory_disabled_is_a_readable_error(services):
 
 def test_tools_run_in_a_langgraph_tool_node(services):
     builder = StateGraph(MessagesState)
-    builder.add_node("tools", ToolNode(make_tools(services, 0)))
+    builder.add_node("tools", ToolNode(make_tools(services)))
     builder.add_edge(START, "tools")
     builder.add_edge("tools", END)
     graph = builder.compile()
     call = AIMessage(content="", tool_calls=[
         {"name": "current_harness", "args": {"task_id": "b"}, "id": "c1"},
-        {"name": "measure_candidate", "args": {"update_json": json.dumps(PITFALL)}, "id": "c2"},
+        {"name": "score_responses", "args": {"task_id": "a", "responses": ["water"]}, "id": "c2"},
     ])
     out = asyncio.run(graph.ainvoke({"messages": [call]}))["messages"][1:]
     assert json.loads(out[0].content)["task_id"] == "b"
-    assert json.loads(out[1].content)["deltas"]["mean"] == pytest.approx(-0.15)
+    assert json.loads(out[1].content)[0]["score"] == 1.0  # the async path of a tool with a coroutine
 
 
 def test_measure_package_import_is_light():

@@ -180,13 +180,12 @@ TOOL_CALLS = [
     ("current_harness", {"task_id": "med-1"}),
     ("sample_policy", {"task_id": "med-1", "n": 4}),
     ("score_responses", {"task_id": "med-1", "responses": [DOCTOR, STUFFED]}),
-    ("measure_candidate", {"update_json": TIGHTEN}),
 ]
 
 
 @pytest.mark.parametrize(("name", "args"), TOOL_CALLS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(TOOL_CALLS)])
 def test_no_tool_output_carries_the_audit(world, name, args):
-    tool = {t.name: t for t in make_tools(world["svc"], step=10)}[name]
+    tool = {t.name: t for t in make_tools(world["svc"])}[name]
     out = tool.invoke(args)
     assert not out.startswith("error:"), out
     _assert_hidden_json(out, world, f"{name} (sync)")
@@ -194,7 +193,7 @@ def test_no_tool_output_carries_the_audit(world, name, args):
 
 
 def test_every_tool_is_walked_and_no_description_names_the_audit_criteria(world):
-    tools = make_tools(world["svc"], step=10)
+    tools = make_tools(world["svc"])
     assert {t.name for t in tools} == {n for n, _ in TOOL_CALLS}
     for t in tools:
         _assert_hidden(t.description + json.dumps(t.tool_call_schema.model_json_schema()), world, f"{t.name} description")
@@ -221,8 +220,8 @@ def _seen(llm: Recording) -> str:
 def test_proposer_prompts_and_tool_results_carry_no_audit(world):
     svc, event = world["svc"], world["event"]
     final = {"update": TIGHTEN, "rationale": "tighten"}
-    llm = Recording(messages=iter([_calls(*[c for c in TOOL_CALLS if c[0] != "measure_candidate"]), AIMessage(json.dumps(final))]))
-    box = ToolBox.for_role("proposer", make_tools(svc, 10), use_memory=True, max_rounds=2)
+    llm = Recording(messages=iter([_calls(*TOOL_CALLS), AIMessage(json.dumps(final))]))
+    box = ToolBox.for_role("proposer", make_tools(svc), use_memory=True, max_rounds=2)
     prop = proposer.llm_proposal(llm, event, Attribution(interface="criteria", diagnosis="d"), svc.store.latest(),
                                  [world["attempt"]], toolbox=box)
     assert prop.update is not None, prop.error
@@ -248,7 +247,7 @@ def test_attributor_prompts_carry_no_audit(world):
     answer = json.dumps({"interface": "criteria", "diagnosis": "d", "confidence": 0.5, "evidence_ids": []})
     llm = Recording(messages=iter([_calls(("task_history", {"task_id": "med-1"}), ("similar_cases", {"query": "audit"}),
                                           ("current_harness", {"task_id": "med-1"})), AIMessage(answer)]))
-    box = ToolBox.for_role("attributor", make_tools(svc, 10), use_memory=True, max_rounds=2)
+    box = ToolBox.for_role("attributor", make_tools(svc), use_memory=True, max_rounds=2)
     att = attributor.llm_attribution(llm, event, evidence, list(INTERFACES), toolbox=box)
     assert att.source == "llm"
     _assert_hidden(_seen(llm), world, "attributor prompt")
