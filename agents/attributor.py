@@ -2,7 +2,7 @@
 
 Rule brain (the paper's routing prior, docs/DESIGN.md §6): collapse_low -> guidance,
 collapse_high -> sampling, flat / spurious_* / stuffing / blind_criterion -> criteria,
-guidance_leak -> guidance. Two things move it off the prior, always with a note saying why:
+guidance_leak -> guidance. Three things move it off the prior, always with a note saying why:
 - a disabled interface (ablation) is skipped for the next one in the failure type's preference order;
 - memory (anti-oscillation): when this task already has `REJECTED_LIMIT` rejected proposals on the
   preferred interface, the next interface is tried instead.

@@ -87,7 +87,6 @@ class EvolverContext:
 
     # -- acceptance thresholds (agents/critic.py documents each rule) ----------------------------
     min_std_gain: float = _f(0.05, "collapse/flat: candidate reward std must exceed control std by this")
-    dead_eps: float = _f(0.05, "a group whose reward std is at most this is dead (no advantage)")
     max_mean_drop: float = _f(0.15, "guard: honest (audit-passing) rollouts may lose at most this much reward")
     max_audit_drop: float = _f(0.05, "guard: audit score of the candidate may drop at most this much")
     min_audit_delta: float = _f(0.05, "spurious: corr(reward, audit) or the gamed-rollout reward gap must move by this")

@@ -155,9 +155,3 @@ def probe_reproduction(fb: Fallback, event: FailureEvent, state: HarnessState, e
     reason = (f"{fb.reason} (reproduced on the frozen policy: {why})" if ok
               else f"not reproduced on the frozen policy ({why}): sampling stays as is")
     return Probe(ok, reason, m.compact())
-
-
-def fallback_update(event: FailureEvent, state: HarnessState, attempts: Sequence[dict[str, Any]] | None = None, *,
-                    step: int | None = None, quarantine_steps: int = QUARANTINE_STEPS) -> HarnessUpdate | None:
-    """`fallback_decision`'s update (its reason is the update's rationale); None when sampling stays as is."""
-    return fallback_decision(event, state, attempts, step=step, quarantine_steps=quarantine_steps).update

@@ -199,9 +199,6 @@ class Judge:
     def audit_sync(self, task: Task, responses: Sequence[str]) -> list[float | None]:
         return run_sync(self.audit(task, responses))
 
-    def clear_cache(self) -> None:
-        self._cache.clear()
-
     # -- internals -----------------------------------------------------------------------------
     async def _score(
         self, criteria: list[Criterion], prompt_text: str, responses: list[str], allow_unscoreable: bool = False
@@ -345,9 +342,11 @@ class Judge:
 
 
 def run_sync(coro):
+    """Run `coro` to completion from synchronous code; inside a running event loop it must be awaited instead."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
+    name = coro.__qualname__  # the async function the sync wrapper runs: Judge.score, ameasure_candidate, ...
     coro.close()
-    raise RuntimeError("Judge.*_sync called inside a running event loop; await the async method instead")
+    raise RuntimeError(f"the sync wrapper of {name} was called inside a running event loop; await {name} instead")

@@ -103,10 +103,6 @@ def load_minilm(backend: str | None = None) -> Any:
     return _models[backend]
 
 
-def minilm_loaded(backend: str | None = None) -> bool:
-    return (backend or default_backend()) in _models
-
-
 @register_embedding_function
 class MiniLMEmbedding(EmbeddingFunction[Documents]):
     """all-MiniLM-L6-v2 sentence embeddings (384-d, L2-normalised), fully offline."""

@@ -8,7 +8,6 @@ One record type per collection:
 | `EventRecord` (a detector `FailureEvent`) | events | the event id |
 | `AttributionRecord` (which interface an event is blamed on, and why) | attributions | `attr:<event id>` |
 | `ProposalRecord` (a candidate update, the critic's numbers and the outcome) | proposals | the proposal id |
-| `TaskProfile` (running summary of one task) | profiles | `profile:<task>` |
 
 `document()` is a compact natural-language summary: it is what the embedder sees, so cross-task search
 matches on failure type, domain, interface, the ops' text and the outcome. It is also what the evolver's
@@ -29,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.types import FailureEvent, HarnessUpdate, Interface
 from harness.visibility import redact, redact_reasons
 
-Kind = Literal["groups", "events", "attributions", "proposals", "profiles"]
-KINDS: tuple[Kind, ...] = ("groups", "events", "attributions", "proposals", "profiles")
+Kind = Literal["groups", "events", "attributions", "proposals"]
+KINDS: tuple[Kind, ...] = ("groups", "events", "attributions", "proposals")
 # "confirmed" / "reverted": the training groups after an accepted (provisional) update held it or undid it;
 # "superseded": another update changed the task before they could tell (agents/decisions.py). The record of that
 # verdict sits next to the proposal's own "accepted" one.
@@ -308,47 +307,9 @@ class ProposalRecord(_Record):
         }
 
 
-class TaskProfile(_Record):
-    kind: ClassVar[Kind] = "profiles"
-    task_id: str
-    domain: str = ""
-    visits: int = 0
-    mean_history: list[float] = Field(default_factory=list)  # group mean per visit, oldest first (recent tail)
-    status: str = "active"
-    weight: float = 1.0
-    hints: int = 0
-    failure_counts: dict[str, int] = Field(default_factory=dict)
-    harness_version: int = 0
-
-    @property
-    def record_id(self) -> str:
-        return f"profile:{self.task_id}"
-
-    @property
-    def recent_mean(self) -> float | None:
-        tail = self.mean_history[-3:]
-        return sum(tail) / len(tail) if tail else None
-
-    def document(self) -> str:
-        text = f"task {self.task_id}" + (f" ({self.domain})" if self.domain else "")
-        text += f": {self.visits} visits, {self.status}, weight {self.weight:g}, {self.hints} hints"
-        if (m := self.recent_mean) is not None:
-            text += f", recent mean {m:.2f}"
-        if self.failure_counts:
-            text += "; failures " + ", ".join(f"{k} x{v}" for k, v in sorted(self.failure_counts.items()))
-        return text
-
-    def _extra_metadata(self) -> dict[str, Any]:
-        return {
-            "domain": self.domain, "visits": self.visits, "status": self.status, "weight": self.weight,
-            "recent_mean": self.recent_mean, "harness_version": self.harness_version,
-        }
-
-
-Record = GroupSummary | EventRecord | AttributionRecord | ProposalRecord | TaskProfile
+Record = GroupSummary | EventRecord | AttributionRecord | ProposalRecord
 RECORD_TYPES: dict[str, type[_Record]] = {
     "groups": GroupSummary, "events": EventRecord, "attributions": AttributionRecord, "proposals": ProposalRecord,
-    "profiles": TaskProfile,
 }
 
 

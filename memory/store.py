@@ -1,5 +1,5 @@
-"""`TrainingMemory`: the evolver's Chroma-backed memory of groups, failure events, attributions, proposals
-and task profiles (docs/DESIGN.md §9).
+"""`TrainingMemory`: the evolver's Chroma-backed memory of groups, failure events, attributions and
+proposals (docs/DESIGN.md §9).
 
 Two ways to reach Chroma, same API:
 
@@ -51,7 +51,6 @@ from memory.records import (
     Kind,
     ProposalRecord,
     Record,
-    TaskProfile,
     record_from_metadata,
 )
 
@@ -93,7 +92,7 @@ def _where(**eq: Any) -> dict[str, Any] | None:
 
 
 class TrainingMemory:
-    """Training-time memory over five Chroma collections. Build it with `persistent`, `http` or `ephemeral`."""
+    """Training-time memory over four Chroma collections (one per record kind, `KINDS`). Build it with `persistent`, `http` or `ephemeral`."""
 
     def __init__(
         self, client: ClientAPI, *, embedding: Any = "minilm", run_id: str | None = None, location: str = "",
@@ -282,9 +281,6 @@ class TrainingMemory:
             summary = GroupSummary.from_stats(summary, best, worst, harness_version, **kw)
         return self._put([summary])[0]
 
-    def add_groups(self, summaries: Sequence[GroupSummary]) -> list[str]:
-        return self._put(list(summaries))
-
     def add_event(self, event: EventRecord | Any, *, domain: str = "", harness_version: int = 0) -> str:
         """Record a failure event: an `EventRecord` or a bare `harness.types.FailureEvent`."""
         if not isinstance(event, EventRecord):
@@ -303,11 +299,6 @@ class TrainingMemory:
     def add_proposals(self, records: Sequence[ProposalRecord]) -> list[str]:
         return self._put(list(records))
 
-    def upsert_profile(self, profile: TaskProfile) -> str:
-        return self._put([profile])[0]
-
-    upsert_task_profile = upsert_profile  # the name docs/ARCHITECTURE.md uses
-
     # -- reads ----------------------------------------------------------------------------------------------
     def _get(self, kind: str, where: dict[str, Any] | None, ids: list[str] | None = None) -> list[tuple[dict, Record]]:
         try:
@@ -320,10 +311,6 @@ class TrainingMemory:
     def get(self, kind: Kind, record_id: str) -> Record | None:
         rows = self._get(kind, None, ids=[record_id])
         return rows[0][1] if rows else None
-
-    def profile(self, task_id: str) -> TaskProfile | None:
-        rec = self.get("profiles", f"profile:{task_id}")
-        return rec if isinstance(rec, TaskProfile) else None
 
     def task_history(
         self, task_id: str, last_n: int = 10, kinds: Iterable[Kind] = ("groups", "events", "proposals")
@@ -433,8 +420,7 @@ class TrainingMemory:
 
     def restore_exactly(self, src: str | os.PathLike[str]) -> dict[str, int]:
         """Make this store hold exactly the records of a `snapshot` file: delete every record the snapshot lacks,
-        then `restore` (which also puts back the snapshot's version of a record changed since, e.g. a task
-        profile). For a store that cannot be swapped for a fresh one, as a run folder can: a Chroma server that
+        then `restore` (which also puts back the snapshot's version of a record re-recorded since). For a store that cannot be swapped for a fresh one, as a run folder can: a Chroma server that
         other processes use. Returns how many records were deleted per kind."""
         by_kind = _read_snapshot(Path(src))
         deleted: dict[str, int] = {}

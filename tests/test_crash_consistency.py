@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from harness.store import HarnessStore, StoreCorrupt
-from harness.types import AddHint, HarnessUpdate, Hint, Schedule, SetSchedule
-from memory.records import TaskProfile
+from harness.types import AddHint, FailureEvent, HarnessUpdate, Hint, Schedule, SetSchedule
+from memory.records import EventRecord
 from test_trainer_support import REPO, tiny_config
 from trainer.checkpoint import ResumeError, prepare_resume, read_state, restore, write_checkpoint_state
 from trainer.cli import main
@@ -46,8 +46,12 @@ def _metric(step: int) -> dict:
             "pause_s": 0.0, "judge_warnings": 0, "harness_version": 0}
 
 
+def _memory_event(task_id: str, step: int) -> EventRecord:
+    return EventRecord(event=FailureEvent(id=f"m-{task_id}", type="flat", task_id=task_id, step=step), step=step)
+
+
 def _built_run(tmp_path: Path, *overrides: str):
-    """A run folder: v1 and steps 1-2 before checkpoint-2 (with a memory profile), v2 and step 3 after it."""
+    """A run folder: v1 and steps 1-2 before checkpoint-2 (with a memory record), v2 and step 3 after it."""
     cfg = tiny_config(tmp_path, *overrides)
     r = HarnessRun(cfg)
     HarnessSampler(r, seed=0)
@@ -56,13 +60,13 @@ def _built_run(tmp_path: Path, *overrides: str):
     for s in (1, 2):
         append_jsonl(r.paths.metrics, _metric(s))
         append_jsonl(r.paths.events, {"id": f"e{s}", "type": "flat", "task_id": "t-any", "step": s})
-    r.memory.upsert_profile(TaskProfile(task_id="t-paris", visits=2, step=2))
+    r.memory.add_event(_memory_event("t-paris", 2))
     ckpt = cfg.run_path / "checkpoints" / "checkpoint-2"
     ckpt.mkdir(parents=True)
     write_checkpoint_state(ckpt, r, step=2)
     r.store.commit(_update("t-photo", "Plants use light."), step=3)
     append_jsonl(r.paths.metrics, _metric(3))
-    r.memory.upsert_profile(TaskProfile(task_id="t-photo", visits=1, step=3))
+    r.memory.add_event(_memory_event("t-photo", 3))
     r.close()
     return cfg, ckpt
 
@@ -151,7 +155,7 @@ def test_a_resume_killed_while_rolling_back_is_finished_by_the_next_resume(tmp_p
         assert summary["abandoned_versions"] == [] and run.store.versions() == [0, 1]  # done the first time
         assert [r["step"] for r in read_jsonl(cfg.run_path / "metrics.jsonl", strict=True)] == [1, 2]
         assert [r["id"] for r in read_jsonl(cfg.run_path / "events.jsonl", strict=True)] == ["e1", "e2"]
-        assert run.memory.profile("t-paris") is not None and run.memory.profile("t-photo") is None
+        assert run.memory.get("events", "m-t-paris") is not None and run.memory.get("events", "m-t-photo") is None
         assert not list(cfg.run_path.glob(".memory.resume-*"))
     finally:
         run.close()
@@ -377,8 +381,8 @@ def test_resume_restores_the_memory_of_the_checkpoint(tmp_path):
     cfg, ckpt = _built_run(tmp_path)
     run, summary = _resume(cfg, ckpt)
     try:
-        assert run.memory.profile("t-paris") is not None and run.memory.profile("t-photo") is None
-        assert summary["memory_restored"]["profiles"] == 1 and summary["abandoned_versions"] == [2]
+        assert run.memory.get("events", "m-t-paris") is not None and run.memory.get("events", "m-t-photo") is None
+        assert summary["memory_restored"]["events"] == 1 and summary["abandoned_versions"] == [2]
         assert not list(cfg.run_path.glob(".memory.resume-*"))
     finally:
         run.close()

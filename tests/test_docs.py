@@ -200,6 +200,18 @@ def test_architecture_names_only_defined_functions_and_classes():
     assert not bad, f"docs/ARCHITECTURE.md lists names their module does not define: {bad}"
 
 
+def duplicated_rows(doc: str) -> list[str]:
+    """Module paths that head more than one table row (two rows for one module drift apart)."""
+    heads = [m.group(1) for m in re.finditer(r"^\| `([^`]+\.py)` \|", doc, re.M)]
+    return sorted({h for h in heads if heads.count(h) > 1})
+
+
+def test_architecture_lists_each_module_once():
+    assert duplicated_rows("| `a/x.py` | one |\n| `a/y.py` | two |\n| `a/x.py` | again |\n") == ["a/x.py"]
+    dup = duplicated_rows(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert not dup, f"docs/ARCHITECTURE.md has more than one row for: {dup}"
+
+
 def test_no_file_cites_material_outside_the_repo():
     hits = citations(_read_texts(REPO, repo_files(REPO)))
     assert not hits, "cite the fact itself or docs/DESIGN.md instead:\n" + "\n".join(hits)

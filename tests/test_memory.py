@@ -22,7 +22,6 @@ from memory import (
     HashEmbedding,
     MemoryStoreError,
     ProposalRecord,
-    TaskProfile,
     TrainingMemory,
     make_embedding,
     record_from_metadata,
@@ -134,7 +133,6 @@ RECORDS = [
     AttributionRecord(event_id="e1", task_id="med-1", interface="guidance", diagnosis="never names the interaction",
                       confidence=0.8, evidence_ids=["grp:med-1:4:0"], failure_type="collapse_low", step=4),
     _proposal("p1", "med-1", 4, "rejected", std=0.05, dead_share=-0.5),
-    TaskProfile(task_id="med-1", domain="medical", visits=3, mean_history=[0.0, 0.0, 0.1], failure_counts={"flat": 1}),
 ]
 
 
@@ -149,13 +147,12 @@ def test_record_metadata_is_flat_and_round_trips(rec):
 
 
 def test_record_documents_carry_what_search_needs():
-    group, event, attribution, proposal, profile = (r.document() for r in RECORDS)
+    group, event, attribution, proposal = (r.document() for r in RECORDS)
     assert "mean 0.00" in group and "What?" in group and "unmet c1" in group
     assert event.startswith("collapse_low on med-1 (medical) at step 4")
     assert "attributed to guidance" in attribution
     assert "add_hint Name the drug interaction" in proposal and "outcome rejected" in proposal
     assert "dead_share -0.50" in proposal
-    assert "recent mean 0.03" in profile and "flat x1" in profile
     meta = RECORDS[3].metadata()
     assert meta["delta_dead_share"] == -0.5 and meta["outcome"] == "rejected" and meta["interface"] == "guidance"
 
@@ -205,11 +202,9 @@ def test_rerecording_is_idempotent(mem):
     for _ in range(3):
         mem.add_event(_event("e1", "t1", 1))
         mem.add_proposal(_proposal("p1", "t1", 1))
-        mem.upsert_profile(TaskProfile(task_id="t1", visits=1))
-    mem.upsert_profile(TaskProfile(task_id="t1", visits=5))
-    assert mem.count() == {"groups": 0, "events": 1, "attributions": 0, "proposals": 1, "profiles": 1}
-    assert mem.profile("t1").visits == 5
-    assert mem.profile("unknown") is None
+    mem.add_proposal(_proposal("p1", "t1", 1, "rejected"))  # the last recording of an id is the one kept
+    assert mem.count() == {"groups": 0, "events": 1, "attributions": 0, "proposals": 1}
+    assert mem.get("proposals", "p1").outcome == "rejected"
 
 
 def test_similar_cases_filters_and_returns_outcomes_and_deltas(mem):
@@ -396,7 +391,7 @@ def test_store_reopened_in_new_process_finds_everything(tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["count"] == before == {k: (2 if k == "proposals" else 1) for k in KINDS}
-    assert out["hist"] == ["profile:med-1", "grp:med-1:4:0", "e1", "attr:e1", "p1"]  # profile: step 0
+    assert out["hist"] == ["grp:med-1:4:0", "e1", "attr:e1", "p1"]
     assert out["sim"] == ["p2"]
     with TrainingMemory.persistent(path, embedding="hash", run_id="r1") as m:  # and the child's write is back here
         assert m.task_history("med-1", last_n=1)[0].record_id == "e-child"

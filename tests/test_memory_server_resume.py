@@ -15,16 +15,20 @@ from pathlib import Path
 import pytest
 
 from harness.types import FailureEvent
-from memory import EventRecord, TaskProfile, TrainingMemory
+from memory import AttributionRecord, EventRecord, TrainingMemory
 from test_trainer_support import tiny_config
 from tests.server_process import free_port, running_server
 
 CHROMA = Path(sys.executable).parent / "chroma"  # the Rust CLI shipped with the chromadb wheel
 
 
-def _event(i: str, task: str, step: int) -> EventRecord:
-    return EventRecord(event=FailureEvent(id=i, type="collapse_high", task_id=task, step=step), domain="writing",
+def _event(i: str, task: str, step: int, domain: str = "writing") -> EventRecord:
+    return EventRecord(event=FailureEvent(id=i, type="collapse_high", task_id=task, step=step), domain=domain,
                        step=step)
+
+
+def _attribution(event_id: str, task: str, interface: str) -> AttributionRecord:
+    return AttributionRecord(event_id=event_id, task_id=task, interface=interface, diagnosis="d", confidence=0.5, step=2)
 
 
 def _records(mem: TrainingMemory, tmp: Path) -> list[str]:
@@ -40,14 +44,14 @@ def _snapshot_rows(path: Path) -> list[str]:
 def test_restore_exactly_leaves_only_the_snapshot(tmp_path):
     mem = TrainingMemory.ephemeral()
     mem.add_event(_event("e1", "t-a", 1))
-    mem.upsert_profile(TaskProfile(task_id="t-a", visits=1, step=1))
+    mem.add_event(_event("e0", "t-a", 1))
     snap = mem.snapshot(tmp_path / "snap.jsonl")
     mem.add_event(_event("e2", "t-a", 3))
-    mem.upsert_profile(TaskProfile(task_id="t-a", visits=5, step=3))
+    mem.add_event(_event("e0", "t-a", 1, domain="medical"))
 
-    assert mem.restore_exactly(snap) == {"groups": 0, "events": 1, "attributions": 0, "proposals": 0, "profiles": 0}
+    assert mem.restore_exactly(snap) == {"groups": 0, "events": 1, "attributions": 0, "proposals": 0}
     assert _records(mem, tmp_path / "now.jsonl") == _snapshot_rows(snap)
-    assert mem.profile("t-a").visits == 1  # changed after the snapshot: its snapshot value is back
+    assert mem.get("events", "e0").domain == "writing"  # changed after the snapshot: its snapshot value is back
     mem.close()
 
 
@@ -71,7 +75,7 @@ def test_resume_rolls_the_memory_server_back_to_the_checkpoint(chroma_url, tmp_p
     cfg = tiny_config(tmp_path, f"harness.memory_url={chroma_url}")
     run = HarnessRun(cfg)
     run.memory.add_events([_event("e1", "t-paris", 1), _event("e2", "t-photo", 2)])
-    run.memory.upsert_profile(TaskProfile(task_id="t-paris", visits=2, step=2))
+    run.memory.add_attribution(_attribution("e1", "t-paris", "guidance"))
     ckpt = cfg.run_path / "checkpoints" / "checkpoint-2"
     ckpt.mkdir(parents=True)
     write_checkpoint_state(ckpt, run, step=2)
@@ -79,9 +83,9 @@ def test_resume_rolls_the_memory_server_back_to_the_checkpoint(chroma_url, tmp_p
     assert len(_snapshot_rows(snapshot)) == 3
 
     # After the checkpoint: the trainer and another process (as a LangGraph server would) write to the server,
-    # a profile changes, and a record of the checkpoint is lost.
+    # a record changes, and a record of the checkpoint is lost.
     run.memory.add_event(_event("e3", "t-paris", 3))
-    run.memory.upsert_profile(TaskProfile(task_id="t-paris", visits=7, step=4))
+    run.memory.add_attribution(_attribution("e1", "t-paris", "criteria"))
     host, port = chroma_url.removeprefix("http://").split(":")
     with TrainingMemory.http(host, int(port), embedding="hash") as other:
         other.add_event(_event("e4", "t-any", 4))
@@ -90,9 +94,9 @@ def test_resume_rolls_the_memory_server_back_to_the_checkpoint(chroma_url, tmp_p
 
     resumed = HarnessRun(cfg, open_memory=False)  # as `train --resume` opens it
     summary = restore(resumed, ckpt)
-    assert summary["memory_dropped"] == {"groups": 0, "events": 2, "attributions": 0, "proposals": 0, "profiles": 0}
+    assert summary["memory_dropped"] == {"groups": 0, "events": 2, "attributions": 0, "proposals": 0}
     assert _records(resumed.memory, tmp_path / "after.jsonl") == _snapshot_rows(snapshot)
-    assert resumed.memory.profile("t-paris").visits == 2
+    assert resumed.memory.get("attributions", "attr:e1").interface == "guidance"
     resumed.close()
 
     # What the server held before the resume is kept aside, as a memory folder would be.

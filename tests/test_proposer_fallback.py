@@ -54,7 +54,6 @@ def test_an_unconfirmed_event_changes_no_sampling():
     for etype in FAILURE_TYPES:
         fb = fallback.fallback_decision(_ev(etype, hits=1), STATE, [_rejected()])
         assert fb.update is None and "not confirmed" in fb.reason and "1 group" in fb.reason
-        assert fallback.fallback_update(_ev(etype, hits=1), STATE) is None
 
 
 @pytest.mark.parametrize("etype", sorted(set(FAILURE_TYPES) - fallback.TEACHING_FAILURES))

@@ -66,15 +66,9 @@ class RunPaths:
     @property
     def memory(self) -> Path: return self.root / "memory"
     @property
-    def evolver_db(self) -> Path: return self.root / "evolver.sqlite"
-    @property
     def checkpoints(self) -> Path: return self.root / "checkpoints"
     @property
     def abandoned(self) -> Path: return self.root / "abandoned"
-    @property
-    def eval(self) -> Path: return self.root / "eval.json"
-    @property
-    def report(self) -> Path: return self.root / "report.html"
 
 
 def suite_tasks(cfg: RunConfig) -> list:
