@@ -38,7 +38,7 @@ from agents.critic import judge_measurement, stop_rule  # noqa: E402
 from harness.detector import DetectorConfig  # noqa: E402
 from harness.types import Criterion, FailureEvent, HarnessState, HarnessUpdate, Message, Task  # noqa: E402
 from measure.judge import Judge  # noqa: E402
-from measure.candidate import measure_candidate  # noqa: E402
+from measure.candidate import MeasureSettings, measure_candidate  # noqa: E402
 
 TASK = "t"
 EFFECTS = ((0.06, 0.06), (0.06, 0.2), (0.06, 0.33), (0.06, 0.5))  # (p0, p1): the first is a null repair
@@ -83,9 +83,10 @@ def one_decision(state: HarnessState, p0: float, p1: float, cap: int, history: i
                                            "ops": [{"op": "add_hint", "task_id": TASK,
                                                     "hint": {"id": "h1", "text": "mention the key term"}}]})
     cached = {TASK: [HIT if h else MISS for h in rng.random(history) < p0]} if history else None
-    m = measure_candidate(state, update, SimPolicy(p0, p1, rng), Judge(None), rule=stop_rule(event, update, ctx),
-                          sample_k=sample_k, sample_k_max=cap, alpha=ctx.critic_alpha, control_history=cached,
-                          step=1, seed=int(rng.integers(1 << 30)), detector_config=cfg)
+    settings = MeasureSettings(sample_k=sample_k, sample_k_max=cap, alpha=ctx.critic_alpha, step=1,
+                               seed=int(rng.integers(1 << 30)), detector_config=cfg)
+    m = measure_candidate(state, update, SimPolicy(p0, p1, rng), Judge(None), settings,
+                          rule=stop_rule(event, update, ctx), control_history=cached)
     crit = judge_measurement(event, update, m, ctx)
     assert m.sequential is not None and m.sequential.test == "exact"
     fresh = m.sequential.control_n - history if m.sequential.control_n is not None else 0

@@ -1,6 +1,6 @@
 """Just-in-time measurement of a candidate harness update on the frozen policy (the critic's numbers).
 
-`measure_candidate(state, update, endpoint, judge)` applies the update to a copy of the harness
+`measure_candidate(state, update, endpoint, judge, settings)` applies the update to a copy of the harness
 (`harness.ops.apply`; an invalid update raises `UpdateRejected`), builds a control group (current
 harness) and a candidate group per affected task, scores both with the `Judge` (training criteria)
 and the hidden audit criteria, and returns per-group metrics, weighted summaries, deltas, what the
@@ -56,7 +56,7 @@ import json
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -177,57 +177,65 @@ def _weight(state: HarnessState, task_id: str) -> float:
 
 
 # -- the measurement ---------------------------------------------------------------------------------------
-async def ameasure_candidate(
-    state: HarnessState,
-    update: HarnessUpdate,
-    endpoint: PolicyEndpoint,
-    judge: Judge,
-    *,
-    k: int | None = None,
-    sample_k: int = 4,
-    sample_k_max: int = 16,
-    alpha: float = ALPHA,
-    rule: StopRule | None = None,
-    prior_rollouts: Mapping[str, Sequence[str]] | None = None,
-    control_history: Mapping[str, Sequence[str]] | None = None,
-    probe_cache: ProbeCache | None = None,
-    resamples: int = BOOTSTRAP,
-    max_tokens: int = 48,
-    temperature: float = 1.0,
-    seed: int = 0,
-    step: int = 0,
-    detector_config: DetectorConfig | None = None,
-) -> Measurement:
-    """Async `measure_candidate` (the endpoint's blocking `sample` runs in a worker thread)."""
-    t0 = time.monotonic()
-    if k is not None:
-        sample_k = sample_k_max = k
-    if sample_k < 2:
-        raise ValueError(f"k must be >= 2 to measure a group's spread, got sample_k={sample_k}")
-    if sample_k_max < sample_k:
-        raise ValueError(f"sample_k_max ({sample_k_max}) must be >= sample_k ({sample_k})")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    cfg = detector_config or DetectorConfig()
-    cache = probe_cache if probe_cache is not None else ProbeCache()
-    prior = prior_rollouts or {}
-    history = control_history or {}
-    candidate_state = apply(state, update, step=step)  # UpdateRejected propagates to the caller
-    task_ids = update.task_ids
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How one measurement samples and when it stops, fixed for a round: the budget, the frozen policy's sampling,
+    the round's step and the detector's thresholds. The graph builds it from its context (`graphs/nodes.py`)."""
+
+    sample_k: int = 4  # rollouts per visit prompt and side at the first look
+    sample_k_max: int = 16  # the cap the groups double up to while the sequential test is undecided
+    k: int | None = None  # a fixed budget: sample_k = sample_k_max = k
+    alpha: float = ALPHA  # overall error rate of the sequential test
+    resamples: int = BOOTSTRAP  # bootstrap resamples per look (the exact hit test needs none)
+    max_tokens: int = 48
+    temperature: float = 1.0
+    seed: int = 0  # both sides sample with it (common random numbers)
+    step: int = 0  # the step training paused at: prompts are rendered as visits at step + 1 see them
+    detector_config: DetectorConfig = field(default_factory=DetectorConfig)
+
+    def __post_init__(self) -> None:
+        if self.k is not None:  # frozen: the fixed budget is resolved once, here
+            object.__setattr__(self, "sample_k", self.k)
+            object.__setattr__(self, "sample_k_max", self.k)
+        if self.sample_k < 2:
+            raise ValueError(f"k must be >= 2 to measure a group's spread, got sample_k={self.sample_k}")
+        if self.sample_k_max < self.sample_k:
+            raise ValueError(f"sample_k_max ({self.sample_k_max}) must be >= sample_k ({self.sample_k})")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+
+
+Sides = dict[str, dict[str, list[_Stratum]]]  # side ("control"/"candidate") -> task id -> its strata
+
+
+@dataclass
+class _Plan:
+    """What each side samples, before any rollout: strata, sampling weights, the pools fixed up front."""
+
+    sides: Sides
+    weights: dict[str, dict[str, float]]  # task id -> side -> sampling weight
+    pools_prior: dict[str, list[str]]  # prompt key -> training rollouts re-scored with it (criteria, exact control)
+    floor: dict[str, int]  # prompt key -> rollouts its pool holds from the first look (the exact test's control)
+    paired: dict[str, bool]  # task id -> both sides score the same rollouts
+
+
+def _check_rule(rule: StopRule | None, task_ids: list[str]) -> None:
     if rule is not None and rule.task_id not in task_ids:
         raise ValueError(f"rule.task_id {rule.task_id!r} is not among the update's tasks {task_ids}")
     if rule is not None and any(t not in task_ids for t in rule.pooled):
         raise ValueError(f"rule.pooled {list(rule.pooled)} are not all among the update's tasks {task_ids}")
+
+
+def _plan(state: HarnessState, candidate_state: HarnessState, update: HarnessUpdate, rule: StopRule | None,
+          prior: Mapping[str, Sequence[str]], history: Mapping[str, Sequence[str]], settings: MeasureSettings,
+          exact: bool) -> _Plan:
+    """Both sides' strata per affected task (module docstring: how the sides are built, per interface)."""
     criteria = update.interface == "criteria"
     sampling = update.interface == "sampling"
-    exact = rule is not None and rule.hits is not None and not criteria
-    visit = step + 1  # training resumes at the next step
-
-    sides: dict[str, dict[str, list[_Stratum]]] = {"control": {}, "candidate": {}}
-    weights: dict[str, dict[str, float]] = {}
-    pools_prior: dict[str, list[str]] = {}  # prompt key -> training rollouts re-scored with it (criteria, exact control)
-    floor: dict[str, int] = {}  # prompt key -> rollouts its pool holds from the first look (the exact test's control)
-    for tid in task_ids:
+    visit = settings.step + 1  # training resumes at the next step
+    plan = _Plan(sides={"control": {}, "candidate": {}}, weights={}, pools_prior={}, floor={}, paired={})
+    sides = plan.sides
+    for tid in update.task_ids:
         new_variant = not state.has_task(tid)
         # A new variant has no control group of its own: its parent's group is the baseline.
         base_id = candidate_state.task(tid).parent_id if new_variant else tid
@@ -238,7 +246,7 @@ async def ameasure_candidate(
             sides["control"][tid] = [_Stratum(1.0, top.spec)]
             sides["candidate"][tid] = [_Stratum(1.0, _spec(candidate_state.task(tid), list(top.spec.hints),
                                                            state.guidance_for(tid).schedule.placement))]
-            pools_prior.setdefault(top.spec.prompt_key, []).extend(prior.get(tid, []))
+            plan.pools_prior.setdefault(top.spec.prompt_key, []).extend(prior.get(tid, []))
         else:
             sides["control"][tid] = control
             sides["candidate"][tid] = _strata(candidate_state, tid, visit)
@@ -246,134 +254,202 @@ async def ameasure_candidate(
                 # The exact test's control pool is fixed before the first look: the cached training rollouts of an
                 # unhinted control prompt, topped up with fresh probes to CONTROL_FACTOR x the cap (measure.sequential).
                 if len(control) == 1 and not control[0].spec.hints:
-                    pools_prior.setdefault(control[0].spec.prompt_key, []).extend(history.get(base_id, []))
+                    plan.pools_prior.setdefault(control[0].spec.prompt_key, []).extend(history.get(base_id, []))
                 for s in control:
-                    floor[s.spec.prompt_key] = CONTROL_FACTOR * sample_k_max
+                    plan.floor[s.spec.prompt_key] = CONTROL_FACTOR * settings.sample_k_max
         if sampling:
-            weights[tid] = {"control": 0.0 if new_variant else _weight(state, tid), "candidate": _weight(candidate_state, tid)}
+            plan.weights[tid] = {"control": 0.0 if new_variant else _weight(state, tid),
+                                 "candidate": _weight(candidate_state, tid)}
         else:
-            weights[tid] = {"control": 1.0, "candidate": 1.0}
-    paired = {t: [(s.weight, s.spec.prompt_key) for s in sides["control"][t]]
-              == [(s.weight, s.spec.prompt_key) for s in sides["candidate"][t]] for t in task_ids}
+            plan.weights[tid] = {"control": 1.0, "candidate": 1.0}
+    plan.paired = {t: [(s.weight, s.spec.prompt_key) for s in sides["control"][t]]
+                   == [(s.weight, s.spec.prompt_key) for s in sides["candidate"][t]] for t in update.task_ids}
+    return plan
 
-    cost = Cost()
-    drawn: dict[str, int] = {}  # prompt key -> probes this call generated
-    judge_calls_before = judge.stats.llm_calls
-    failures_before = judge.stats.llm_failures + judge.stats.check_failures
 
-    def cache_key(prompt_key: str) -> str:
-        return json.dumps([prompt_key, max_tokens, float(temperature), seed])
+class _Rollouts:
+    """Each visit prompt's rollouts and their scores as the looks grow them: sampled into the round's probe
+    cache (a pool only ever grows at its end), scored once each, and what that cost."""
 
-    def target(prompt_key: str, n: int) -> int:
-        return max(n, floor.get(prompt_key, 0), len(pools_prior.get(prompt_key, [])))
+    def __init__(self, plan: _Plan, task_ids: list[str], endpoint: PolicyEndpoint, judge: Judge,
+                 settings: MeasureSettings, cache: ProbeCache) -> None:
+        self.plan, self.task_ids, self.endpoint, self.judge, self.settings, self.cache = (
+            plan, task_ids, endpoint, judge, settings, cache)
+        self.cost = Cost()
+        self.drawn: dict[str, int] = {}  # prompt key -> probes this measurement generated
+        self.scored: dict[tuple[str, str, int], list[Row]] = {}  # (side, task id, stratum index) -> scored rows
+        self.judge_calls_before = judge.stats.llm_calls
+        self.failures_before = judge.stats.llm_failures + judge.stats.check_failures
 
-    def pool(prompt_key: str, n: int) -> list[str]:
-        pri = pools_prior.get(prompt_key, [])
-        return pri + cache.get(step, cache_key(prompt_key))[: target(prompt_key, n) - len(pri)]
+    def cache_key(self, prompt_key: str) -> str:
+        s = self.settings
+        return json.dumps([prompt_key, s.max_tokens, float(s.temperature), s.seed])
 
-    async def fill(n: int) -> None:
+    def target(self, prompt_key: str, n: int) -> int:
+        return max(n, self.plan.floor.get(prompt_key, 0), len(self.plan.pools_prior.get(prompt_key, [])))
+
+    def pool(self, prompt_key: str, n: int) -> list[str]:
+        pri = self.plan.pools_prior.get(prompt_key, [])
+        return pri + self.cache.get(self.settings.step, self.cache_key(prompt_key))[: self.target(prompt_key, n) - len(pri)]
+
+    async def fill(self, n: int) -> None:
         """Make every prompt's pool hold at least n rollouts: one sample call per side and (need, have)."""
+        s, step = self.settings, self.settings.step
         done: set[str] = set()
         for side in ("control", "candidate"):
             todo: dict[tuple[int, int], dict[str, _Spec]] = {}
-            for tid in task_ids:
-                for s in sides[side][tid]:
-                    key = s.spec.prompt_key
+            for tid in self.task_ids:
+                for st in self.plan.sides[side][tid]:
+                    key = st.spec.prompt_key
                     if key in done:
                         continue
                     done.add(key)
-                    want = target(key, n) - len(pools_prior.get(key, []))
-                    have = len(cache.get(step, cache_key(key)))
+                    want = self.target(key, n) - len(self.plan.pools_prior.get(key, []))
+                    have = len(self.cache.get(step, self.cache_key(key)))
                     if have < want:
-                        todo.setdefault((want - have, have), {})[key] = s.spec
+                        todo.setdefault((want - have, have), {})[key] = st.spec
             for (need, have), specs in todo.items():
                 batch = [[{"role": r, "content": c} for r, c in spec.messages] for spec in specs.values()]
                 # The seed moves with the texts already held: an extension draws new samples, and both sides
                 # extend with the same seed (common random numbers).
-                out = await asyncio.to_thread(endpoint.sample, batch, n=need, max_tokens=max_tokens,
-                                              temperature=temperature, seed=seed + have)
+                out = await asyncio.to_thread(self.endpoint.sample, batch, n=need, max_tokens=s.max_tokens,
+                                              temperature=s.temperature, seed=s.seed + have)
                 if len(out) != len(batch) or any(len(o) != need for o in out):
                     raise RuntimeError(f"endpoint returned {[len(o) for o in out]} completions for {len(batch)} prompts x n={need}")
-                cost.sample_calls += 1
+                self.cost.sample_calls += 1
                 for key, texts in zip(specs, out):
-                    cache.extend(step, cache_key(key), have, texts)
-                    drawn[key] = drawn.get(key, 0) + len(texts)
-                    tokens, cost.tokens_by = count_tokens(endpoint, list(texts))
-                    cost.probe_tokens += tokens
-                    cost.probe_rollouts += len(texts)
+                    self.cache.extend(step, self.cache_key(key), have, texts)
+                    self.drawn[key] = self.drawn.get(key, 0) + len(texts)
+                    tokens, self.cost.tokens_by = count_tokens(self.endpoint, list(texts))
+                    self.cost.probe_tokens += tokens
+                    self.cost.probe_rollouts += len(texts)
 
-    scored: dict[tuple[str, str, int], list[Row]] = {}
-
-    async def score_all(n: int) -> None:
+    async def score_all(self, n: int) -> None:
         """Score the rollouts each stratum gained since the last look (a pool only ever grows at its end)."""
         jobs = []
         for side in ("control", "candidate"):
-            for tid in task_ids:
-                for i, s in enumerate(sides[side][tid]):
-                    texts = pool(s.spec.prompt_key, n)
-                    rows = scored.setdefault((side, tid, i), [])
+            for tid in self.task_ids:
+                for i, s in enumerate(self.plan.sides[side][tid]):
+                    texts = self.pool(s.spec.prompt_key, n)
+                    rows = self.scored.setdefault((side, tid, i), [])
                     if len(texts) > len(rows):
-                        jobs.append((rows, score_rows(s.spec.task, s.spec.hints, texts[len(rows):], judge, cfg)))
+                        jobs.append((rows, score_rows(s.spec.task, s.spec.hints, texts[len(rows):], self.judge,
+                                                      self.settings.detector_config)))
         for (rows, _), new in zip(jobs, await asyncio.gather(*(j for _, j in jobs))):
             rows.extend(new)
-            cost.scored_rollouts += len(new)
+            self.cost.scored_rollouts += len(new)
 
-    def side_rows(side: str, tid: str) -> Strata:
-        return [(s.weight, bool(s.spec.hints), scored[(side, tid, i)]) for i, s in enumerate(sides[side][tid])]
+    def side_rows(self, side: str, tid: str) -> Strata:
+        return [(s.weight, bool(s.spec.hints), self.scored[(side, tid, i)]) for i, s in enumerate(self.plan.sides[side][tid])]
 
-    sizes = looks(sample_k, sample_k_max)
-    per_look = alpha / len(sizes)
-    rng = np.random.default_rng(seed)
-    ks: list[int] = []
-    ps: list[float] = []
+    def close(self, k: int, t0: float) -> Cost:
+        """The measurement's cost once its last look (group size k) is taken."""
+        used = {s.spec.prompt_key: len(self.pool(s.spec.prompt_key, k))
+                for side in self.plan.sides.values() for ss in side.values() for s in ss}
+        self.cost.reused_rollouts = sum(max(0, n - self.drawn.get(key, 0)) for key, n in used.items())
+        self.cost.judge_calls = self.judge.stats.llm_calls - self.judge_calls_before
+        self.cost.seconds = round(time.monotonic() - t0, 3)
+        return self.cost
+
+    def judge_failures(self) -> int:
+        return self.judge.stats.llm_failures + self.judge.stats.check_failures - self.failures_before
+
+
+@dataclass
+class _Looks:
+    """The sequential test's record: group sizes looked at, p_pass (or the exact test's tail) per look, outcome."""
+
+    sizes: list[int]
+    per_look: float
+    ks: list[int] = field(default_factory=list)
+    ps: list[float] = field(default_factory=list)
     decision: Decision = "undecided"
-    hit_record: dict = {}
-    for j, n in enumerate(sizes):
-        await fill(n)
-        await score_all(n)
-        ks.append(n)
+    hit_record: dict = field(default_factory=dict)
+
+
+async def _take_looks(ro: _Rollouts, rule: StopRule | None, versions: tuple[int, int], exact: bool) -> _Looks:
+    """Grow the groups look by look until the rule's test decides or the cap is reached (one look without a rule)."""
+    s = ro.settings
+    lk = _Looks(sizes=looks(s.sample_k, s.sample_k_max), per_look=0.0)
+    lk.per_look = s.alpha / len(lk.sizes)
+    rng = np.random.default_rng(s.seed)
+    for j, n in enumerate(lk.sizes):
+        await ro.fill(n)
+        await ro.score_all(n)
+        lk.ks.append(n)
         if rule is None:
             break
-        versions = (state.version, candidate_state.version)
-        c_rows, d_rows = side_rows("control", rule.task_id), side_rows("candidate", rule.task_id)
+        paired = ro.plan.paired[rule.task_id]
         if exact:
             focus = [rule.task_id, *rule.pooled]
-            decision = _exact_look(rule, sides, {t: (side_rows("control", t), side_rows("candidate", t)) for t in focus},
-                                   sizes, j, alpha, hit_record, versions, cfg, paired[rule.task_id])
-            ps.append(hit_record["tails"][-1])
-            per_look = hit_record["plan"].spent[0]
+            lk.decision = _exact_look(rule, ro.plan.sides, {t: (ro.side_rows("control", t), ro.side_rows("candidate", t))
+                                                            for t in focus},
+                                      lk.sizes, j, s.alpha, lk.hit_record, versions, s.detector_config, paired)
+            lk.ps.append(lk.hit_record["tails"][-1])
+            lk.per_look = lk.hit_record["plan"].spent[0]
         else:
-            p = p_pass(rule, c_rows, d_rows, paired[rule.task_id], versions, cfg, rng, resamples)
-            ps.append(p)
-            decision = decide(p, per_look)
-        if decision != "undecided":
+            p = p_pass(rule, ro.side_rows("control", rule.task_id), ro.side_rows("candidate", rule.task_id), paired,
+                       versions, s.detector_config, rng, s.resamples)
+            lk.ps.append(p)
+            lk.decision = decide(p, lk.per_look)
+        if lk.decision != "undecided":
             break
+    return lk
 
+
+async def ameasure_candidate(
+    state: HarnessState,
+    update: HarnessUpdate,
+    endpoint: PolicyEndpoint,
+    judge: Judge,
+    settings: MeasureSettings | None = None,
+    *,
+    rule: StopRule | None = None,
+    prior_rollouts: Mapping[str, Sequence[str]] | None = None,
+    control_history: Mapping[str, Sequence[str]] | None = None,
+    probe_cache: ProbeCache | None = None,
+) -> Measurement:
+    """Async `measure_candidate` (the endpoint's blocking `sample` runs in a worker thread)."""
+    t0 = time.monotonic()
+    s = settings if settings is not None else MeasureSettings()
+    candidate_state = apply(state, update, step=s.step)  # UpdateRejected propagates to the caller
+    task_ids = update.task_ids
+    _check_rule(rule, task_ids)
+    exact = rule is not None and rule.hits is not None and update.interface != "criteria"
+    plan = _plan(state, candidate_state, update, rule, prior_rollouts or {}, control_history or {}, s, exact)
+    ro = _Rollouts(plan, task_ids, endpoint, judge, s, probe_cache if probe_cache is not None else ProbeCache())
+    lk = await _take_looks(ro, rule, (state.version, candidate_state.version), exact)
+    return _measurement(update, state, candidate_state, ro, lk, rule, exact, t0)
+
+
+def _measurement(update: HarnessUpdate, state: HarnessState, candidate_state: HarnessState, ro: _Rollouts,
+                 lk: _Looks, rule: StopRule | None, exact: bool, t0: float) -> Measurement:
+    """Per-task group metrics, the sides' weighted summaries, their deltas, cost and the sequential record."""
+    s, task_ids = ro.settings, update.task_ids
     per_task: dict[str, dict[str, GroupMetrics]] = {tid: {} for tid in task_ids}
     for tid in task_ids:
         for side, st in (("control", state), ("candidate", candidate_state)):
             # The control of a new variant is its parent's group: it carries the parent's id.
-            per_task[tid][side] = group_metrics(sides[side][tid][0].spec.task.id, st.version, side_rows(side, tid), cfg)
+            per_task[tid][side] = group_metrics(ro.plan.sides[side][tid][0].spec.task.id, st.version,
+                                                ro.side_rows(side, tid), s.detector_config)
     summaries = {
-        name: summarise([(per_task[t][name], weights[t][name]) for t in task_ids]) for name in ("control", "candidate")
+        name: summarise([(per_task[t][name], ro.plan.weights[t][name]) for t in task_ids])
+        for name in ("control", "candidate")
     }
     c, d = summaries["control"], summaries["candidate"]
     deltas: dict[str, float | None] = {}
-    for field in ("mean", "mean_std", "dead_share", "band_share", "length_corr", "audit_mean", "leak_hits",
-                  "dead_weight", "band_weight"):
-        a, b = getattr(c, field), getattr(d, field)
-        deltas[field] = None if a is None or b is None else float(b - a)
-    used = {s.spec.prompt_key: len(pool(s.spec.prompt_key, ks[-1])) for side in sides.values() for ss in side.values() for s in ss}
-    cost.reused_rollouts = sum(max(0, n - drawn.get(key, 0)) for key, n in used.items())
-    cost.judge_calls = judge.stats.llm_calls - judge_calls_before
-    cost.seconds = round(time.monotonic() - t0, 3)
+    for name in ("mean", "mean_std", "dead_share", "band_share", "length_corr", "audit_mean", "leak_hits",
+                 "dead_weight", "band_weight"):
+        a, b = getattr(c, name), getattr(d, name)
+        deltas[name] = None if a is None or b is None else float(b - a)
+    cost = ro.close(lk.ks[-1], t0)
     return Measurement(
-        interface=update.interface, task_ids=task_ids, candidate_version=candidate_state.version, k=ks[-1], seed=seed,
-        step=step, per_task=per_task, weights=weights, paired=paired, control=c, candidate=d, deltas=deltas,
-        judge_failures=judge.stats.llm_failures + judge.stats.check_failures - failures_before, cost=cost,
+        interface=update.interface, task_ids=task_ids, candidate_version=candidate_state.version, k=lk.ks[-1],
+        seed=s.seed, step=s.step, per_task=per_task, weights=ro.plan.weights, paired=ro.plan.paired, control=c,
+        candidate=d, deltas=deltas, judge_failures=ro.judge_failures(), cost=cost,
         sequential=None if rule is None else Sequential(
-            alpha=alpha, alpha_per_look=per_look, max_looks=len(sizes), ks=ks, p_pass=ps,
-            resamples=0 if exact else resamples, decision=decision, **_exact_record(hit_record)),
+            alpha=s.alpha, alpha_per_look=lk.per_look, max_looks=len(lk.sizes), ks=lk.ks, p_pass=lk.ps,
+            resamples=0 if exact else s.resamples, decision=lk.decision, **_exact_record(lk.hit_record)),
     )
 
 
@@ -433,33 +509,21 @@ def measure_candidate(
     update: HarnessUpdate,
     endpoint: PolicyEndpoint,
     judge: Judge,
+    settings: MeasureSettings | None = None,
     *,
-    k: int | None = None,
-    sample_k: int = 4,
-    sample_k_max: int = 16,
-    alpha: float = ALPHA,
     rule: StopRule | None = None,
     prior_rollouts: Mapping[str, Sequence[str]] | None = None,
     control_history: Mapping[str, Sequence[str]] | None = None,
     probe_cache: ProbeCache | None = None,
-    resamples: int = BOOTSTRAP,
-    max_tokens: int = 48,
-    temperature: float = 1.0,
-    seed: int = 0,
-    step: int = 0,
-    detector_config: DetectorConfig | None = None,
 ) -> Measurement:
     """Measure `update` on the frozen policy: control vs candidate (see the module docstring).
 
-    Budget: groups of `sample_k` rollouts, doubled up to `sample_k_max` while the sequential test of
-    `rule` is undecided at overall error rate `alpha` (`k` fixes both sizes). `prior_rollouts` (task id
-    -> completions, see `task_rollouts`) are re-scored for criteria updates; `control_history` (task id ->
+    Budget (`settings`, `MeasureSettings`): groups of `sample_k` rollouts, doubled up to `sample_k_max` while the
+    sequential test of `rule` is undecided at overall error rate `alpha` (`k` fixes both sizes). `prior_rollouts`
+    (task id -> completions, see `task_rollouts`) are re-scored for criteria updates; `control_history` (task id ->
     unhinted training completions) is the exact hit test's control pool (module docstring); `probe_cache` shares
     probe rollouts across the round's measurements. Raises `harness.ops.UpdateRejected` for an invalid
     update and `RuntimeError` inside a running event loop (await `ameasure_candidate` there).
     """
-    return run_sync(ameasure_candidate(
-        state, update, endpoint, judge, k=k, sample_k=sample_k, sample_k_max=sample_k_max, alpha=alpha, rule=rule,
-        prior_rollouts=prior_rollouts, control_history=control_history, probe_cache=probe_cache, resamples=resamples, max_tokens=max_tokens,
-        temperature=temperature, seed=seed, step=step, detector_config=detector_config,
-    ))
+    return run_sync(ameasure_candidate(state, update, endpoint, judge, settings, rule=rule, prior_rollouts=prior_rollouts,
+                                       control_history=control_history, probe_cache=probe_cache))

@@ -34,7 +34,7 @@ from memory.store import TrainingMemory
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedChatModel
 from measure.agent_tools import make_tools
 from measure.judge import Judge
-from measure.candidate import measure_candidate
+from measure.candidate import MeasureSettings, measure_candidate
 
 MARKER = "zqx-hidden-7731"
 DOCTOR = "Drink water and rest in a dark room; see a doctor if it lasts."
@@ -128,14 +128,14 @@ def world(tmp_path_factory):
         rollouts = [RolloutRecord(text=t, reward=r.score, verdicts={c: v.met for c, v in r.verdicts.items()}, audit=a)
                     for t, r, a in zip(texts, scored, audits)]
         stats = GroupStats.from_rollouts("med-1", step, rollouts, criteria=task.criteria)
-        svc.memory.add_groups([GroupSummary.from_stats(stats, rollouts[0], rollouts[1], domain="medical")])
+        svc.memory.add_group(GroupSummary.from_stats(stats, rollouts[0], rollouts[1], domain="medical"))
         events += detector.observe(stats)
     event = next(e for e in events if e.type == "spurious_audit")
     svc.memory.add_event(EventRecord(event=event, domain="medical"))
 
     # A measured candidate, judged by the critic on audit numbers, recorded like the graph records it.
     update = HarnessUpdate.model_validate(TIGHTEN)
-    m = measure_candidate(state, update, svc.endpoint, judge, seed=3)
+    m = measure_candidate(state, update, svc.endpoint, judge, MeasureSettings(seed=3))
     crit = critic.judge_measurement(event, update, m, EvolverContext())
     measurement = m.compact()
     deltas = {k: float(v) for k, v in m.deltas.items() if v is not None}

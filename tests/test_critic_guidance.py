@@ -18,7 +18,7 @@ from harness.types import FailureEvent, Guidance, HarnessState, Hint
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy
 from measure.judge import Judge
-from measure.candidate import measure_candidate
+from measure.candidate import MeasureSettings, measure_candidate
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 UNSURE = "I am not sure."
@@ -32,8 +32,9 @@ def _decide(state: HarnessState, ev: dict, template: str, tried: list[str], poli
                                   [{"template": t} for t in tried], STEP)
     assert prop.template == template and prop.update is not None, prop.error
     ctx = EvolverContext()
-    m = measure_candidate(state, prop.update, policy, Judge(None), rule=critic.stop_rule(event_, prop.update, ctx),
-                          sample_k=4, sample_k_max=16, step=STEP)
+    m = measure_candidate(state, prop.update, policy, Judge(None),
+                          MeasureSettings(sample_k=4, sample_k_max=16, step=STEP),
+                          rule=critic.stop_rule(event_, prop.update, ctx))
     return prop, m, critic.judge_measurement(event_, prop.update, m, ctx)
 
 

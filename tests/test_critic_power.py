@@ -17,7 +17,7 @@ from memory.store import TrainingMemory
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy
 from measure.judge import Judge
-from measure.candidate import measure_candidate
+from measure.candidate import MeasureSettings, measure_candidate
 from measure.probes import task_rollouts
 from measure.sequential import exact_plan
 
@@ -44,8 +44,8 @@ def _judge(policy, update=HINT, ev=LOW, **kw):
     state = HarnessState.from_tasks(suite())
     upd = HarnessUpdate.model_validate(update)
     ctx = EvolverContext()
-    m = measure_candidate(state, upd, policy, Judge(None), rule=critic.stop_rule(ev, upd, ctx), step=10,
-                          sample_k=4, sample_k_max=16, **kw)
+    m = measure_candidate(state, upd, policy, Judge(None), MeasureSettings(step=10, sample_k=4, sample_k_max=16),
+                          rule=critic.stop_rule(ev, upd, ctx), **kw)
     return m, critic.judge_measurement(ev, upd, m, ctx)
 
 
@@ -71,8 +71,8 @@ def test_the_bootstrap_rule_failed_the_same_repair_at_the_first_look():
     upd = HarnessUpdate.model_validate(HINT)
     rule = critic.stop_rule(LOW, upd, EvolverContext())
     bootstrap_only = type(rule)(task_id=rule.task_id, holds=rule.holds)
-    m = measure_candidate(state, upd, SeededPolicy(_late_repair), Judge(None), rule=bootstrap_only, step=10,
-                          sample_k=4, sample_k_max=16)
+    m = measure_candidate(state, upd, SeededPolicy(_late_repair), Judge(None),
+                          MeasureSettings(step=10, sample_k=4, sample_k_max=16), rule=bootstrap_only)
     assert m.sequential.test == "bootstrap" and m.sequential.decision == "fail" and m.sequential.ks == [4]
 
 
@@ -175,8 +175,9 @@ def test_guards_veto_on_a_bound_not_on_noise():
     prior = {"med-1": ["water water water water rest dark"] * 8 + [HONEST] * 15 + [HONEST + " water water"]}
     state = HarnessState.from_tasks(suite())
     upd = HarnessUpdate.model_validate(pitfall)
-    m = measure_candidate(state, upd, ScriptedPolicy(lambda p, i: HONEST), Judge(None), prior_rollouts=prior,
-                          rule=critic.stop_rule(stuff, upd, ctx), step=10, sample_k=4, sample_k_max=16)
+    m = measure_candidate(state, upd, ScriptedPolicy(lambda p, i: HONEST), Judge(None),
+                          MeasureSettings(step=10, sample_k=4, sample_k_max=16),
+                          prior_rollouts=prior, rule=critic.stop_rule(stuff, upd, ctx))
     crit = critic.judge_measurement(stuff, upd, m, ctx)
     assert crit.numbers["honest_drop"] > 0 and crit.numbers["honest_drop_bound"] <= ctx.max_mean_drop
     assert not any(r.startswith("guard failed: honest") for r in crit.reasons), crit.reasons
@@ -218,7 +219,8 @@ def test_a_batched_update_pools_its_targets_hits_in_one_exact_test():
     assert rule.pooled == ("med-2",)
     alone = type(rule)(task_id=rule.task_id, holds=rule.holds, hits=rule.hits)
     for r, decision in ((alone, "undecided"), (rule, "pass")):
-        m = measure_candidate(state, upd, ScriptedPolicy(_one_in_four_each), Judge(None), rule=r, step=10, k=4)
+        m = measure_candidate(state, upd, ScriptedPolicy(_one_in_four_each), Judge(None),
+                              MeasureSettings(step=10, k=4), rule=r)
         assert m.sequential.decision == decision, m.sequential
     assert m.sequential.pooled == ["med-2"] and m.sequential.hits == [2] and m.sequential.control_n == 16
     assert critic.judge_batch(events, upd, m, ctx).measured_ok

@@ -9,7 +9,7 @@ from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy
 from measure.judge import Judge
-from measure.candidate import measure_candidate
+from measure.candidate import MeasureSettings, measure_candidate
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 HINT = {"interface": "guidance", "ops": [
@@ -26,7 +26,8 @@ def _judge(policy, **budget):
     state = HarnessState.from_tasks(suite())
     update = HarnessUpdate.model_validate(HINT)
     ctx = EvolverContext()
-    m = measure_candidate(state, update, policy, Judge(None), rule=critic.stop_rule(LOW, update, ctx), step=10, **budget)
+    m = measure_candidate(state, update, policy, Judge(None), MeasureSettings(step=10, **budget),
+                          rule=critic.stop_rule(LOW, update, ctx))
     return m, critic.judge_measurement(LOW, update, m, ctx)
 
 

@@ -13,7 +13,7 @@ from harness.ops import UpdateRejected, apply
 from harness.types import Criterion, Guidance, HarnessState, HarnessUpdate, Hint, Message, Schedule, Task
 from tests.fakes.fake_chat import ScriptedPolicy
 from measure.judge import Judge
-from measure.candidate import measure_candidate
+from measure.candidate import MeasureSettings, measure_candidate
 from measure.probes import ProbeCache, latest_rollouts
 from measure.sequential import StopRule
 
@@ -46,8 +46,9 @@ def state():
     return HarnessState.from_tasks([_task("a"), _task("b", prompt="My head hurts after work, what helps?"), _task("c")])
 
 
-def _measure(state, update, policy, **kw):
-    return measure_candidate(state, HarnessUpdate.model_validate(update), policy, Judge(None), k=4, seed=7, **kw)
+def _measure(state, update, policy, probe_cache=None, **settings):
+    return measure_candidate(state, HarnessUpdate.model_validate(update), policy, Judge(None),
+                             MeasureSettings(k=4, seed=7, **settings), probe_cache=probe_cache)
 
 
 def test_criteria_update_rescores_the_same_rollouts(state):
@@ -215,7 +216,8 @@ def test_deterministic_and_bad_k(state):
     b = _measure(state, update, ScriptedPolicy(_mixed))
     assert a.model_dump(exclude={"cost": {"seconds"}}) == b.model_dump(exclude={"cost": {"seconds"}})  # wall time varies
     with pytest.raises(ValueError, match="k must be"):
-        measure_candidate(state, HarnessUpdate.model_validate(update), ScriptedPolicy(_mixed), Judge(None), k=1)
+        measure_candidate(state, HarnessUpdate.model_validate(update), ScriptedPolicy(_mixed), Judge(None),
+                          MeasureSettings(k=1))
 
 
 def test_endpoint_returning_the_wrong_shape_is_an_error(state):
@@ -278,7 +280,7 @@ def test_real_tiny_model_criteria_and_guidance(tiny_model_dir, state):
     spy = Spy()
     m = measure_candidate(base, HarnessUpdate.model_validate(
         {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "a", "criterion": always}]}),
-        spy, Judge(None), k=4, max_tokens=16, seed=3)
+        spy, Judge(None), MeasureSettings(k=4, max_tokens=16, seed=3))
     assert len(spy.batches) == 1
     assert m.per_task["a"]["control"].rewards == [1.0] * 4
     assert m.per_task["a"]["candidate"].rewards == [pytest.approx(0.4)] * 4  # same rollouts, new rubric
@@ -287,7 +289,7 @@ def test_real_tiny_model_criteria_and_guidance(tiny_model_dir, state):
     spy = Spy()
     g = measure_candidate(base, HarnessUpdate.model_validate(
         {"interface": "guidance", "ops": [{"op": "add_hint", "task_id": "a", "hint": {"id": "h", "text": HINT}}]}),
-        spy, Judge(None), k=4, max_tokens=16, seed=3)
+        spy, Judge(None), MeasureSettings(k=4, max_tokens=16, seed=3))
     assert len(spy.batches) == 2 and g.paired == {"a": False}
     assert HINT in spy.batches[1][0][-1]["content"]
     assert all(n <= 16 for n in g.per_task["a"]["candidate"].lengths)  # words <= tokens for this tokenizer
@@ -296,7 +298,7 @@ def test_real_tiny_model_criteria_and_guidance(tiny_model_dir, state):
     # text: the random tiny model's byte soup re-encodes to somewhat more tokens than it generated).
     t = measure_candidate(base, HarnessUpdate.model_validate(
         {"interface": "guidance", "ops": [{"op": "add_hint", "task_id": "a", "hint": {"id": "h", "text": HINT}}]}),
-        real, Judge(None), k=4, max_tokens=16, seed=3)
+        real, Judge(None), MeasureSettings(k=4, max_tokens=16, seed=3))
     assert t.cost.tokens_by == "tokenizer" and 0 < t.cost.probe_tokens <= 2 * 8 * 16 and t.cost.probe_rollouts == 8
 
 
@@ -311,7 +313,7 @@ def _higher_mean(c, d, paired):
 def test_sequential_test_stops_at_the_first_look_when_the_decision_is_clear(state):
     policy = ScriptedPolicy(lambda p, i: "water" if "Hint:" in p else "rest")
     m = measure_candidate(state, HarnessUpdate.model_validate(HINTED_UPDATE), policy, Judge(None),
-                          rule=StopRule("a", _higher_mean), sample_k=4, sample_k_max=16, alpha=0.1)
+                          MeasureSettings(sample_k=4, sample_k_max=16, alpha=0.1), rule=StopRule("a", _higher_mean))
     s = m.sequential
     assert (s.decision, s.ks, s.p_pass, s.max_looks) == ("pass", [4], [1.0], 3)
     assert s.alpha_per_look == pytest.approx(0.1 / 3)
@@ -322,7 +324,7 @@ def test_undecided_rule_grows_the_groups_up_to_the_cap(state):
     """Same reward distribution on both sides: never decided, so the budget doubles to the cap and stops."""
     policy = ScriptedPolicy(lambda p, i: ["water", "rest"][(i + ("Hint:" in p)) % 2])
     m = measure_candidate(state, HarnessUpdate.model_validate(HINTED_UPDATE), policy, Judge(None),
-                          rule=StopRule("a", _higher_mean), sample_k=4, sample_k_max=16)
+                          MeasureSettings(sample_k=4, sample_k_max=16), rule=StopRule("a", _higher_mean))
     s = m.sequential
     assert s.decision == "undecided" and s.ks == [4, 8, 16] and all(0.05 < p < 0.95 for p in s.p_pass)
     # each side's prompt is extended, never resampled: 16 rollouts each, drawn 4 + 4 + 8
@@ -336,9 +338,9 @@ def test_rule_must_name_an_affected_task_and_budgets_are_checked(state):
     with pytest.raises(ValueError, match="rule.task_id 'b'"):
         measure_candidate(state, upd, ScriptedPolicy(_mixed), Judge(None), rule=StopRule("b", _higher_mean))
     with pytest.raises(ValueError, match="sample_k_max"):
-        measure_candidate(state, upd, ScriptedPolicy(_mixed), Judge(None), sample_k=8, sample_k_max=4)
+        measure_candidate(state, upd, ScriptedPolicy(_mixed), Judge(None), MeasureSettings(sample_k=8, sample_k_max=4))
     with pytest.raises(ValueError, match="alpha"):
-        measure_candidate(state, upd, ScriptedPolicy(_mixed), Judge(None), alpha=1.0)
+        measure_candidate(state, upd, ScriptedPolicy(_mixed), Judge(None), MeasureSettings(alpha=1.0))
 
 
 PITFALL = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "a", "criterion": {
@@ -349,8 +351,9 @@ PITFALL = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "a"
 def test_criteria_candidates_rescore_training_rollouts_without_generating(state):
     policy = ScriptedPolicy(_mixed)
     prior = {"a": ["drink water, guaranteed", "water", "rest", "water, guaranteed"] * 2}  # the latest training group
-    m = measure_candidate(state, HarnessUpdate.model_validate(PITFALL), policy, Judge(None), prior_rollouts=prior,
-                          rule=StopRule("a", lambda c, d, paired: d.mean < c.mean), sample_k=4, sample_k_max=16)
+    m = measure_candidate(state, HarnessUpdate.model_validate(PITFALL), policy, Judge(None),
+                          MeasureSettings(sample_k=4, sample_k_max=16),
+                          prior_rollouts=prior, rule=StopRule("a", lambda c, d, paired: d.mean < c.mean))
     assert policy.calls == [] and m.cost.probe_rollouts == 0 and m.cost.reused_rollouts == 8
     assert m.paired == {"a": True} and m.sequential.decision == "pass" and m.sequential.ks == [4]
     assert m.per_task["a"]["candidate"].rewards == [pytest.approx(0.4), 1.0, 0.0, pytest.approx(0.4)] * 2
@@ -359,8 +362,9 @@ def test_criteria_candidates_rescore_training_rollouts_without_generating(state)
 def test_criteria_candidates_add_control_probes_only_while_undecided(state):
     policy = ScriptedPolicy(_mixed)
     prior = {"a": ["water", "rest"]}  # too few to judge: two probes more at the first look, then doubling
-    m = measure_candidate(state, HarnessUpdate.model_validate(PITFALL), policy, Judge(None), prior_rollouts=prior,
-                          rule=StopRule("a", lambda c, d, paired: d.mean < c.mean), sample_k=4, sample_k_max=8)
+    m = measure_candidate(state, HarnessUpdate.model_validate(PITFALL), policy, Judge(None),
+                          MeasureSettings(sample_k=4, sample_k_max=8),
+                          prior_rollouts=prior, rule=StopRule("a", lambda c, d, paired: d.mean < c.mean))
     assert [c["n"] for c in policy.calls][0] == 2 and m.per_task["a"]["control"].n in (4, 8)
     assert m.cost.reused_rollouts == 2 and m.cost.probe_rollouts == m.per_task["a"]["control"].n - 2
 
