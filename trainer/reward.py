@@ -136,7 +136,31 @@ class RubricReward:
         texts = [completion_text(c) for c in completions]
         hinted = hinted or [False] * n
         hint_text = hint_text or [""] * n
+        groups = self._groups(task_id, harness_version, n)
 
+        t_score = time.perf_counter()
+        scored = await asyncio.gather(*(self._score_group(run, texts, idx, tid, v) for idx, tid, v in groups))
+        t_scored = time.perf_counter()
+        rewards, verdict_col, mine = self._rollout_records(run, step, groups, scored, texts, hinted, hint_text)
+        parts = self._gather(run, step, mine, rewards, hinted, [res for results, _ in scored for res in results])
+        stats_list: list[GroupStats] = []
+        for part in parts:
+            for stats, records in part.groups:
+                stats_list.append(stats)
+                self._observe(run, stats, records, int(stats.harness_version))
+
+        record = self._step_record(step, parts, stats_list, run.detector.batch(stats_list))
+        # Overhead timer: everything but the criteria scoring a plain reward also does (the hidden audit is the
+        # harness's, so it counts); the sampler adds its own `sampler_s`.
+        record["reward_overhead_s"] = (t_score - t_call) + (time.perf_counter() - t_scored) + self._audit_s
+        self._audit_s = 0.0
+        run.record_step(step, record)
+        _log_step(record, stats_list, task_id, harness_version, verdict_col, log_extra, log_metric)
+        return rewards
+
+    def _groups(self, task_id: list[str], harness_version: list[int], n: int) -> list[tuple[list[int], str, int]]:
+        """The batch's groups as (row indices, task id, harness version): `num_generations` consecutive rows each."""
+        g = self.num_generations
         groups = []
         for start in range(0, n, g):
             idx = list(range(start, start + g))
@@ -146,10 +170,14 @@ class RubricReward:
                 raise ValueError(f"rows {start}..{start + g - 1} are not one group (tasks {tids}, versions {versions}); "
                                  "is shuffle_dataset off and the sampler yielding one row per group?")
             groups.append((idx, tids.pop(), versions.pop()))
+        return groups
 
-        t_score = time.perf_counter()
-        scored = await asyncio.gather(*(self._score_group(run, texts, idx, tid, v) for idx, tid, v in groups))
-        t_scored = time.perf_counter()
+    @staticmethod
+    def _rollout_records(run: Any, step: int, groups: list[tuple[list[int], str, int]], scored: list, texts: list[str],
+                         hinted: list[bool], hint_text: list[str],
+                         ) -> tuple[list[float], list[str], list[tuple[GroupStats, list[RolloutRecord]]]]:
+        """Per row its reward and decided verdicts (JSON, for TRL's completion log); per group its statistics."""
+        n = len(texts)
         rewards = [0.0] * n
         verdict_col: list[str] = [""] * n
         mine: list[tuple[GroupStats, list[RolloutRecord]]] = []
@@ -166,11 +194,15 @@ class RubricReward:
                                              hinted=bool(hinted[i]), hint_texts=[h for h in hint_text[i].split("\n") if h]))
             mine.append((GroupStats.from_rollouts(tid, step, records, criteria=criteria, harness_version=version),
                          records))
+        return rewards, verdict_col, mine
 
+    def _gather(self, run: Any, step: int, mine: list[tuple[GroupStats, list[RolloutRecord]]], rewards: list[float],
+                hinted: list[bool], all_results: list) -> list[StepPart]:
+        """This process's part of the step (with the judge counts accrued since the last step), then every
+        process's part in rank order; processes that drew from different sampler states are an error."""
         judge_metrics = run.judge.stats.as_metrics()
         new_warnings = {k: v - self._judge_seen.get(k, 0) for k, v in judge_metrics.items()}
         self._judge_seen = dict(judge_metrics)
-        all_results = [res for results, _ in scored for res in results]
         # Every rank's part of the step, in rank order (the global batch's order, trainer.sampler.fill).
         parts = all_ranks(StepPart(
             groups=mine, rewards=rewards, hinted=[bool(h) for h in hinted], judge_counts=new_warnings,
@@ -181,13 +213,10 @@ class RubricReward:
             # Every rank raises (all hold the same parts): a silent mismatch would train on overlapping slices.
             raise RuntimeError(f"step {step}: the processes drew from different sampler states "
                                f"({[p.sampler for p in parts]}); their batches are not slices of one draw")
-        stats_list: list[GroupStats] = []
-        for part in parts:
-            for stats, records in part.groups:
-                stats_list.append(stats)
-                self._observe(run, stats, records, int(stats.harness_version))
+        return parts
 
-        batch = run.detector.batch(stats_list)
+    def _step_record(self, step: int, parts: list[StepPart], stats_list: list[GroupStats], batch: Any) -> dict[str, Any]:
+        """The step's line of `metrics.jsonl`: rewards, dead share, versions, tasks, the judge's counts and flags."""
         warnings: dict[str, int] = {}
         for part in parts:
             for k, v in part.judge_counts.items():
@@ -214,23 +243,7 @@ class RubricReward:
             record["ranks"] = [{"tasks": [s.task_id for s, _ in p.groups],
                                 "harness_versions": sorted({int(s.harness_version) for s, _ in p.groups})}
                                for p in parts]
-        # Overhead timer: everything but the criteria scoring a plain reward also does (the hidden audit is the
-        # harness's, so it counts); the sampler adds its own `sampler_s`.
-        record["reward_overhead_s"] = (t_score - t_call) + (time.perf_counter() - t_scored) + self._audit_s
-        self._audit_s = 0.0
-        run.record_step(step, record)
-        if log_extra is not None:
-            log_extra("task_id", list(task_id))
-            log_extra("harness_version", [int(v) for v in harness_version])
-            log_extra("verdicts", verdict_col)
-        if log_metric is not None:
-            log_metric("harness/version", float(versions[-1]))
-            log_metric("harness/dead_share", batch.dead_share)
-            log_metric("judge/warnings", float(warn_count))
-            for s in stats_list:
-                for cid, rate in s.pass_rates.items():
-                    log_metric(f"pass_rate/{s.task_id}/{cid}", rate)
-        return rewards
+        return record
 
     def _judge_failure_share(self, left_out: int, total: int) -> tuple[int, float, bool]:
         """(verdicts left out because the judge failed, their share of all `total` verdicts, over the limit?)."""
@@ -283,3 +296,19 @@ class RubricReward:
         with run.lock:
             run.group_counts[key] = run.group_counts.get(key, -1) + 1
             return run.group_counts[key]
+
+
+def _log_step(record: dict[str, Any], stats_list: list[GroupStats], task_id: list[str], harness_version: list[int],
+              verdict_col: list[str], log_extra: Any, log_metric: Any) -> None:
+    """TRL's per-row completion columns and the step's logged metrics (both callbacks are TRL's, optional)."""
+    if log_extra is not None:
+        log_extra("task_id", list(task_id))
+        log_extra("harness_version", [int(v) for v in harness_version])
+        log_extra("verdicts", verdict_col)
+    if log_metric is not None:
+        log_metric("harness/version", float(record["harness_version"]))
+        log_metric("harness/dead_share", record["dead_share"])
+        log_metric("judge/warnings", float(record["judge_warnings"]))
+        for s in stats_list:
+            for cid, rate in s.pass_rates.items():
+                log_metric(f"pass_rate/{s.task_id}/{cid}", rate)
