@@ -44,10 +44,11 @@ from agents import prompts
 from agents.context import EvolverContext
 from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Critique, Review
+from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessUpdate
 from harness.visibility import public_event, redact, redact_reasons
 from measure.group_metrics import GroupMetrics
-from measure.candidate import Measurement
+from measure.candidate import MeasureSettings, Measurement
 from measure.sequential import Direction, HitTest, Sequential, StopRule
 
 log = logging.getLogger(__name__)
@@ -266,6 +267,17 @@ def hit_test(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) ->
     if direction is None or not makes_groups:
         return None
     return HitTest(direction=direction, min_rate_gain=ctx.min_rate_gain)
+
+
+def measure_settings(ctx: EvolverContext, step: int, detector_config: DetectorConfig,
+                     k: int | None = None) -> MeasureSettings:
+    """The critic's measurement settings at `step`: the context's budget and sampling, the run's detector thresholds.
+
+    `k` fixes the budget (the fallback's reproduction probe).
+    """
+    return MeasureSettings(sample_k=ctx.sample_k, sample_k_max=ctx.sample_k_max, k=k, alpha=ctx.critic_alpha,
+                           max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed, step=step,
+                           detector_config=detector_config)
 
 
 def stop_rule(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -> StopRule:

@@ -20,7 +20,7 @@ from agents import critic
 from agents.context import EvolverContext
 from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessState, HarnessUpdate, Quarantine, Retire, Reweight
-from measure.candidate import MeasureSettings, measure_candidate
+from measure.candidate import measure_candidate
 from measure.endpoint import PolicyEndpoint
 from measure.judge import Judge
 from measure.probes import ProbeCache
@@ -148,8 +148,7 @@ def probe_reproduction(fb: Fallback, event: FailureEvent, state: HarnessState, e
     The fallback's own sampling update changes no group, so both sides are the current harness; the fallback acts
     only if the frozen policy shows the failure now (`critic.reproduces`)."""
     assert fb.update is not None  # only a fallback with an update needs a probe
-    settings = MeasureSettings(k=ctx.sample_k, max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed,
-                               step=step, detector_config=detector_config or DetectorConfig())
+    settings = critic.measure_settings(ctx, step, detector_config or DetectorConfig(), k=ctx.sample_k)
     m = measure_candidate(state, fb.update, endpoint, judge, settings, probe_cache=probe_cache)
     ok, why = critic.reproduces(event, m.per_task[event.task_id]["control"])
     reason = (f"{fb.reason} (reproduced on the frozen policy: {why})" if ok

@@ -102,7 +102,6 @@ from measure.judge import Judge  # noqa: E402
 # == API adapter: the evolver names this benchmark depends on (edit here and in evq_grade.py when they move) ==
 from agents import critic as critic_rules  # noqa: E402
 from agents.context import EvolverContext  # noqa: E402
-from graphs.nodes import measure_settings  # noqa: E402
 from graphs.runner import run_in_process  # noqa: E402
 from graphs.services import RunServices, register_services, unregister_services  # noqa: E402
 from measure.candidate import measure_candidate  # noqa: E402
@@ -152,7 +151,8 @@ def critic_verdict(state: HarnessState, event: FailureEvent, update: HarnessUpda
                 prior = task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts)
             else:
                 history = task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts, hinted=False)
-        m = measure_candidate(state, update, svc.endpoint, svc.judge, measure_settings(ctx, svc, step),
+        m = measure_candidate(state, update, svc.endpoint, svc.judge,
+                              critic_rules.measure_settings(ctx, step, svc.detector_config),
                               rule=critic_rules.stop_rule(event, update, ctx), prior_rollouts=prior,
                               control_history=history, probe_cache=svc.probe_cache)
         crit = critic_rules.judge_measurement(event, update, m, ctx)

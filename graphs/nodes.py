@@ -29,7 +29,7 @@ from harness.ops import UpdateRejected, validate as validate_update
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 from measure.agent_tools import make_tools
-from measure.candidate import MeasureSettings, Measurement, measure_candidate
+from measure.candidate import Measurement, measure_candidate
 from measure.probes import task_rollouts
 from measure.sequential import StopRule
 
@@ -242,10 +242,8 @@ def _measure(svc: RunServices, ctx: EvolverContext, harness: HarnessState, updat
              step: int) -> Measurement:
     """`measure_candidate` of a candidate (the lane's or a batch) with the run's settings and memory's rollouts."""
     prior, history = _cached_rollouts(svc, update, ctx)
-    settings = MeasureSettings(sample_k=ctx.sample_k, sample_k_max=ctx.sample_k_max, alpha=ctx.critic_alpha,
-                               max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed, step=step,
-                               detector_config=svc.detector_config)
-    return measure_candidate(harness, update, svc.endpoint, svc.judge, settings, rule=rule, prior_rollouts=prior,
+    return measure_candidate(harness, update, svc.endpoint, svc.judge,
+                             critic.measure_settings(ctx, step, svc.detector_config), rule=rule, prior_rollouts=prior,
                              control_history=history, probe_cache=svc.probe_cache)
 
 

@@ -156,7 +156,8 @@ def _measurement_prompt(st: HarnessState, task_id: str) -> list[dict]:
 def _score_view(responses: list[str], results: list) -> str:
     return _dump([
         {"response": r[:120], "score": round(res.score, 4),
-         "verdicts": {cid: {"met": v.met, "source": v.source, "reason": v.reason[:160]} for cid, v in res.verdicts.items()}}
+         "verdicts": {cid: {"met": v.met, "source": v.source, "reason": v.reason[:160]}
+                      for cid, v in res.verdicts.items()}}
         for r, res in zip(responses, results)
     ])
 

@@ -179,8 +179,10 @@ def _weight(state: HarnessState, task_id: str) -> float:
 # -- the measurement ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MeasureSettings:
-    """How one measurement samples and when it stops, fixed for a round: the budget, the frozen policy's sampling,
-    the round's step and the detector's thresholds. The graph builds it from its context (`graphs/nodes.py`)."""
+    """How one measurement samples and when it stops: budget, frozen-policy sampling, step, detector thresholds.
+
+    Fixed for a round; `agents.critic.measure_settings` builds it from the graph's context.
+    """
 
     sample_k: int = 4  # rollouts per visit prompt and side at the first look
     sample_k_max: int = 16  # the cap the groups double up to while the sequential test is undecided
@@ -268,8 +270,10 @@ def _plan(state: HarnessState, candidate_state: HarnessState, update: HarnessUpd
 
 
 class _Rollouts:
-    """Each visit prompt's rollouts and their scores as the looks grow them: sampled into the round's probe
-    cache (a pool only ever grows at its end), scored once each, and what that cost."""
+    """Each visit prompt's rollouts and their scores as the looks grow them, and what that cost.
+
+    Rollouts are sampled into the round's probe cache (a pool only ever grows at its end) and scored once each.
+    """
 
     def __init__(self, plan: _Plan, task_ids: list[str], endpoint: PolicyEndpoint, judge: Judge,
                  settings: MeasureSettings, cache: ProbeCache) -> None:
@@ -290,7 +294,8 @@ class _Rollouts:
 
     def pool(self, prompt_key: str, n: int) -> list[str]:
         pri = self.plan.pools_prior.get(prompt_key, [])
-        return pri + self.cache.get(self.settings.step, self.cache_key(prompt_key))[: self.target(prompt_key, n) - len(pri)]
+        held = self.cache.get(self.settings.step, self.cache_key(prompt_key))
+        return pri + held[: self.target(prompt_key, n) - len(pri)]
 
     async def fill(self, n: int) -> None:
         """Make every prompt's pool hold at least n rollouts: one sample call per side and (need, have)."""
@@ -340,7 +345,8 @@ class _Rollouts:
             self.cost.scored_rollouts += len(new)
 
     def side_rows(self, side: str, tid: str) -> Strata:
-        return [(s.weight, bool(s.spec.hints), self.scored[(side, tid, i)]) for i, s in enumerate(self.plan.sides[side][tid])]
+        return [(s.weight, bool(s.spec.hints), self.scored[(side, tid, i)])
+                for i, s in enumerate(self.plan.sides[side][tid])]
 
     def close(self, k: int, t0: float) -> Cost:
         """The measurement's cost once its last look (group size k) is taken."""
@@ -382,9 +388,9 @@ async def _take_looks(ro: _Rollouts, rule: StopRule | None, versions: tuple[int,
         paired = ro.plan.paired[rule.task_id]
         if exact:
             focus = [rule.task_id, *rule.pooled]
-            lk.decision = _exact_look(rule, ro.plan.sides, {t: (ro.side_rows("control", t), ro.side_rows("candidate", t))
-                                                            for t in focus},
-                                      lk.sizes, j, s.alpha, lk.hit_record, versions, s.detector_config, paired)
+            rows = {t: (ro.side_rows("control", t), ro.side_rows("candidate", t)) for t in focus}
+            lk.decision = _exact_look(rule, ro.plan.sides, rows, lk.sizes, j, s.alpha, lk.hit_record, versions,
+                                      s.detector_config, paired)
             lk.ps.append(lk.hit_record["tails"][-1])
             lk.per_look = lk.hit_record["plan"].spent[0]
         else:
@@ -525,5 +531,6 @@ def measure_candidate(
     probe rollouts across the round's measurements. Raises `harness.ops.UpdateRejected` for an invalid
     update and `RuntimeError` inside a running event loop (await `ameasure_candidate` there).
     """
-    return run_sync(ameasure_candidate(state, update, endpoint, judge, settings, rule=rule, prior_rollouts=prior_rollouts,
-                                       control_history=control_history, probe_cache=probe_cache))
+    return run_sync(ameasure_candidate(state, update, endpoint, judge, settings, rule=rule,
+                                       prior_rollouts=prior_rollouts, control_history=control_history,
+                                       probe_cache=probe_cache))

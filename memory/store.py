@@ -1,5 +1,6 @@
-"""`TrainingMemory`: the evolver's Chroma-backed memory of groups, failure events, attributions and
-proposals (docs/DESIGN.md §9).
+"""`TrainingMemory`: the evolver's Chroma-backed memory of groups, failure events, attributions, proposals.
+
+See docs/DESIGN.md §9.
 
 Two ways to reach Chroma, same API:
 
@@ -92,7 +93,10 @@ def _where(**eq: Any) -> dict[str, Any] | None:
 
 
 class TrainingMemory:
-    """Training-time memory over four Chroma collections (one per record kind, `KINDS`). Build it with `persistent`, `http` or `ephemeral`."""
+    """Training-time memory over four Chroma collections, one per record kind (`KINDS`).
+
+    Build it with `persistent`, `http` or `ephemeral`.
+    """
 
     def __init__(
         self, client: ClientAPI, *, embedding: Any = "minilm", run_id: str | None = None, location: str = "",
@@ -420,8 +424,8 @@ class TrainingMemory:
 
     def restore_exactly(self, src: str | os.PathLike[str]) -> dict[str, int]:
         """Make this store hold exactly the records of a `snapshot` file: delete every record the snapshot lacks,
-        then `restore` (which also puts back the snapshot's version of a record re-recorded since). For a store that cannot be swapped for a fresh one, as a run folder can: a Chroma server that
-        other processes use. Returns how many records were deleted per kind."""
+        then `restore` (which also puts back the snapshot's version of a record re-recorded since). For a store
+        that cannot be swapped for a fresh one, as a run folder can: a Chroma server that other processes use. Returns how many records were deleted per kind."""
         by_kind = _read_snapshot(Path(src))
         deleted: dict[str, int] = {}
         for kind, recs in by_kind.items():

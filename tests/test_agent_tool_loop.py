@@ -194,7 +194,8 @@ def test_timeout_and_a_dead_policy_endpoint_fall_back_to_the_rule_brain(run):
     assert prop.update is None and "ConnectionError" in prop.error
     with pytest.raises(BrainError, match="ConnectionError"):
         ask_with_tools(ScriptedChatModel(messages=iter([tool_reply("sample_policy", {"task_id": "med-1"})])),
-                       Attribution, "s", "u", ToolBox.for_role("critic", make_tools(run), use_memory=True, max_rounds=2))
+                       Attribution, "s", "u",
+                       ToolBox.for_role("critic", make_tools(run), use_memory=True, max_rounds=2))
 
 
 # -- real HTTP: ChatOpenAI against the stub, inside the evolver graph --------------------------------------

@@ -28,7 +28,8 @@ def _event(i: str, task: str, step: int, domain: str = "writing") -> EventRecord
 
 
 def _attribution(event_id: str, task: str, interface: str) -> AttributionRecord:
-    return AttributionRecord(event_id=event_id, task_id=task, interface=interface, diagnosis="d", confidence=0.5, step=2)
+    return AttributionRecord(event_id=event_id, task_id=task, interface=interface, diagnosis="d", confidence=0.5,
+                             step=2)
 
 
 def _records(mem: TrainingMemory, tmp: Path) -> list[str]:

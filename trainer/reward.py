@@ -198,8 +198,10 @@ class RubricReward:
 
     def _gather(self, run: Any, step: int, mine: list[tuple[GroupStats, list[RolloutRecord]]], rewards: list[float],
                 hinted: list[bool], all_results: list) -> list[StepPart]:
-        """This process's part of the step (with the judge counts accrued since the last step), then every
-        process's part in rank order; processes that drew from different sampler states are an error."""
+        """Every process's part of the step in rank order; this one's carries the judge counts since the last step.
+
+        Processes that drew from different sampler states are an error.
+        """
         judge_metrics = run.judge.stats.as_metrics()
         new_warnings = {k: v - self._judge_seen.get(k, 0) for k, v in judge_metrics.items()}
         self._judge_seen = dict(judge_metrics)
@@ -215,7 +217,8 @@ class RubricReward:
                                f"({[p.sampler for p in parts]}); their batches are not slices of one draw")
         return parts
 
-    def _step_record(self, step: int, parts: list[StepPart], stats_list: list[GroupStats], batch: Any) -> dict[str, Any]:
+    def _step_record(self, step: int, parts: list[StepPart], stats_list: list[GroupStats],
+                     batch: Any) -> dict[str, Any]:
         """The step's line of `metrics.jsonl`: rewards, dead share, versions, tasks, the judge's counts and flags."""
         warnings: dict[str, int] = {}
         for part in parts:
