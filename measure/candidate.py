@@ -207,14 +207,14 @@ class MeasureSettings:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
 
 
-Sides = dict[str, dict[str, list[_Stratum]]]  # side ("control"/"candidate") -> task id -> its strata
+_Sides = dict[str, dict[str, list[_Stratum]]]  # side ("control"/"candidate") -> task id -> its strata
 
 
 @dataclass
 class _Plan:
     """What each side samples, before any rollout: strata, sampling weights, the pools fixed up front."""
 
-    sides: Sides
+    sides: _Sides
     weights: dict[str, dict[str, float]]  # task id -> side -> sampling weight
     pools_prior: dict[str, list[str]]  # prompt key -> training rollouts re-scored with it (criteria, exact control)
     floor: dict[str, int]  # prompt key -> rollouts its pool holds from the first look (the exact test's control)
