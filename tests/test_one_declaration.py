@@ -126,6 +126,11 @@ def test_fields_the_trainer_fills_are_refused_naming_their_source(key):
         load_config(REPO / "configs" / "tiny.yaml", [f"evolver.{key}=x"])
 
 
+def test_a_removed_context_field_is_refused_naming_what_to_set():
+    with pytest.raises(ConfigError, match=r"evolver.dead_eps was removed: .*harness.detector.eps"):
+        load_config(REPO / "configs" / "tiny.yaml", ["evolver.dead_eps=0.1"])
+
+
 def test_old_harness_keys_are_read_with_a_warning_naming_the_new_key(tmp_path):
     with pytest.warns(FutureWarning, match="harness.llm_base_url is deprecated: it is evolver.base_url now"):
         cfg = load_config(REPO / "configs" / "tiny.yaml", ["harness.llm_base_url=http://x/v1", "harness.sample_k=6"])

@@ -290,6 +290,8 @@ MOVED_TO_EVOLVER = {name: name for name in (
     "memory_embedding", "require_approval",
     *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")))}
 MOVED_TO_EVOLVER |= {"llm_base_url": "base_url", "llm_api_key_env": "api_key_env"}
+# Context fields deleted (issue 18): a key naming one is refused with why and what to set instead.
+REMOVED_FROM_EVOLVER = {"dead_eps": "it was never read; a group is dead when its reward std < harness.detector.eps"}
 
 
 # -- loading ----------------------------------------------------------------------------------------
@@ -350,6 +352,8 @@ def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
         if cls is EvolverContext and key in SET_BY_TRAINER:
             raise ConfigError(f"{where}{prefix}{key} is not a config setting: the trainer sets it for each round "
                               f"from {SET_BY_TRAINER[key]}")
+        if cls is EvolverContext and key in REMOVED_FROM_EVOLVER:
+            raise ConfigError(f"{where}{prefix}{key} was removed: {REMOVED_FROM_EVOLVER[key]}")
         if key not in names:
             raise ConfigError(f"{where}unknown key '{prefix}{key}'{_suggest(key, names)}")
         if dataclasses.is_dataclass(hints[key]):
