@@ -38,8 +38,9 @@ test: install vllm-env  ## install everything and run the whole test suite (what
 test-fast: install  ## offline unit tests only (no slow, vLLM, Studio or Chroma-server tests)
 	$(PY) -m pytest -q -m "not slow and not vllm and not studio and not chroma_server"
 
-lint: install  ## pyflakes + bugbear checks (ruff)
+lint: install  ## ruff: pyflakes, bugbear, sorted imports, line length, docstring summaries, and the layout of ruff format
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 demo: install  ## prepare SmolLM2, train configs/cpu-demo.yaml, evaluate, write the report and print its path
 	$(PY) -m trainer.cli policy prepare --which smollm2

@@ -68,7 +68,9 @@ def rejected_counts(evidence: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def rule_attribution(event: FailureEvent, evidence: dict[str, Any], enabled: list[str], *, use_memory: bool = True) -> Attribution:
+def rule_attribution(
+    event: FailureEvent, evidence: dict[str, Any], enabled: list[str], *, use_memory: bool = True
+) -> Attribution:
     order = PREFERENCE[event.type]
     notes = [f"prior for {event.type}: {order[0]}"]
     rejected = rejected_counts(evidence) if use_memory else {}
@@ -81,7 +83,9 @@ def rule_attribution(event: FailureEvent, evidence: dict[str, Any], enabled: lis
         if rejected.get(iface, 0) >= REJECTED_LIMIT and any(
             i in enabled and rejected.get(i, 0) < REJECTED_LIMIT for i in order
         ):
-            notes.append(f"memory: {rejected[iface]} rejected {iface} proposals on {event.task_id}: trying the next interface")
+            notes.append(
+                f"memory: {rejected[iface]} rejected {iface} proposals on {event.task_id}: trying the next interface"
+            )
             cited += [p["id"] for p in evidence.get("proposals", []) if p["interface"] == iface][-REJECTED_LIMIT:]
             continue
         chosen = iface
@@ -91,8 +95,9 @@ def rule_attribution(event: FailureEvent, evidence: dict[str, Any], enabled: lis
         notes.append(f"every enabled interface was rejected before; using {chosen}")
     used: list[str] = []
     if use_memory:
-        chosen, used = _cross_task(event, evidence, chosen, [i for i in order if i in enabled
-                                                             and rejected.get(i, 0) < REJECTED_LIMIT])
+        chosen, used = _cross_task(
+            event, evidence, chosen, [i for i in order if i in enabled and rejected.get(i, 0) < REJECTED_LIMIT]
+        )
         if used:
             notes.append(f"memory: similar cases of other tasks were repaired on {chosen}: using it")
             cited += [line.split()[1] for line in used]
@@ -100,11 +105,20 @@ def rule_attribution(event: FailureEvent, evidence: dict[str, Any], enabled: lis
     if event.criterion_id:
         diagnosis += f" (criterion {event.criterion_id})"
     confidence = 0.8 if chosen == order[0] else 0.5
-    return Attribution(interface=chosen, diagnosis=diagnosis, confidence=confidence, evidence_ids=cited, source="rules",  # type: ignore[arg-type]
-                       notes=notes, evidence_used=used)
+    return Attribution(
+        interface=chosen,
+        diagnosis=diagnosis,
+        confidence=confidence,
+        evidence_ids=cited,
+        source="rules",  # type: ignore[arg-type]
+        notes=notes,
+        evidence_used=used,
+    )
 
 
-def _cross_task(event: FailureEvent, evidence: dict[str, Any], chosen: str, allowed: list[str]) -> tuple[str, list[str]]:
+def _cross_task(
+    event: FailureEvent, evidence: dict[str, Any], chosen: str, allowed: list[str]
+) -> tuple[str, list[str]]:
     """(interface, evidence lines): `chosen` unless it has no accepted similar case and an `allowed` interface has."""
     domain = evidence.get("task", {}).get("domain", "")
     signature = evidence.get("signature", "")
@@ -112,9 +126,13 @@ def _cross_task(event: FailureEvent, evidence: dict[str, Any], chosen: str, allo
     for r in evidence.get("cross_task", []):
         if r.get("outcome") != "accepted" or r.get("task_id") == event.task_id:
             continue
-        if r.get("failure_type") != event.type or not (r.get("domain") == domain or (signature and r.get("signature") == signature)):
+        if r.get("failure_type") != event.type or not (
+            r.get("domain") == domain or (signature and r.get("signature") == signature)
+        ):
             continue
-        wins.setdefault(r["interface"], []).append(f"proposal {r['id']} accepted on {r['task_id']}: interface {r['interface']}")
+        wins.setdefault(r["interface"], []).append(
+            f"proposal {r['id']} accepted on {r['task_id']}: interface {r['interface']}"
+        )
     if wins.get(chosen) or not any(wins.get(i) for i in allowed):
         return chosen, []
     best = max(allowed, key=lambda i: (len(wins.get(i, [])), -allowed.index(i)))
@@ -122,14 +140,20 @@ def _cross_task(event: FailureEvent, evidence: dict[str, Any], chosen: str, allo
 
 
 def llm_attribution(
-    llm: BaseChatModel, event: FailureEvent, evidence: dict[str, Any], enabled: list[str], *, use_memory: bool = True,
+    llm: BaseChatModel,
+    event: FailureEvent,
+    evidence: dict[str, Any],
+    enabled: list[str],
+    *,
+    use_memory: bool = True,
     toolbox: ToolBox | None = None,
 ) -> Attribution:
     prior = rule_attribution(event, evidence, enabled, use_memory=use_memory)
     system = prompts.render(prompts.ATTRIBUTOR_SYSTEM, enabled=", ".join(enabled))
     user = prompts.render(
         prompts.ATTRIBUTOR_USER,
-        event=json.dumps(public_event(event)), task=json.dumps(redact(evidence.get("task", {})), indent=1),
+        event=json.dumps(public_event(event)),
+        task=json.dumps(redact(evidence.get("task", {})), indent=1),
         prior=prior.model_dump_json(include={"interface", "diagnosis", "notes"}),
         history=_lines(evidence.get("history", []) if use_memory else []),
         similar=_lines(evidence.get("similar", []) if use_memory else []),
@@ -141,9 +165,11 @@ def llm_attribution(
     except BrainError as err:
         log.warning("attributor LLM failed on %s: %s; using the rule prior", event.id, err)
         return prior.model_copy(update={"source": "llm_fallback", "notes": [*prior.notes, f"LLM failed: {err}"]})
-    known = {r["id"] for r in evidence.get("history", [])} | {r["id"] for r in evidence.get("similar", [])} | {
-        p["id"] for p in evidence.get("proposals", [])
-    }
+    known = (
+        {r["id"] for r in evidence.get("history", [])}
+        | {r["id"] for r in evidence.get("similar", [])}
+        | {p["id"] for p in evidence.get("proposals", [])}
+    )
     cited = [i for i in out.evidence_ids if i in known]
     notes = [f"rule prior was {prior.interface}"]
     if dropped := [i for i in out.evidence_ids if i not in known]:

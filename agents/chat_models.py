@@ -31,12 +31,18 @@ from langchain_core.language_models import BaseChatModel
 
 from agents.context import LLM_ROLES, RULES, EvolverContext
 
-
 # What a brain LLM call may raise that means "no usable answer" rather than a bug in our code:
 # timeouts, transport errors, provider API errors, an answer cut at its token limit (the openai client's
 # parse raises on it in JSON mode), and ValueError from parsing/validating its output.
-LLM_ERRORS: tuple[type[BaseException], ...] = (ValueError, TimeoutError, OSError, httpx.HTTPError, openai.APIError,
-                                               openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError)
+LLM_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,
+    TimeoutError,
+    OSError,
+    httpx.HTTPError,
+    openai.APIError,
+    openai.LengthFinishReasonError,
+    openai.ContentFilterFinishReasonError,
+)
 
 
 # How an OpenAI-compatible server says it serves no tool calling (vLLM started without
@@ -125,6 +131,10 @@ def brain_model(ctx: EvolverContext, role: str) -> BaseChatModel | None:
         return None
     base_url, api_key_env = role_endpoint(ctx, role)
     return load_chat_model(
-        model, base_url=base_url, api_key_env=api_key_env, timeout_s=ctx.llm_timeout_s,
-        max_tokens=ctx.llm_max_tokens, temperature=ctx.llm_temperature,
+        model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        timeout_s=ctx.llm_timeout_s,
+        max_tokens=ctx.llm_max_tokens,
+        temperature=ctx.llm_temperature,
     )

@@ -65,8 +65,9 @@ class EvolverContext:
     # -- infrastructure (resolved by graphs.services) -------------------------------------------
     run_dir: str = _f("runs/evolve", "run folder holding harness/ (the versioned store)")
     memory_location: str = _f("none", "training memory: a Chroma folder, a http://host:port Chroma server, or 'none'")
-    memory_embedding: Literal["minilm", "hash"] = _f("minilm", "embedding of the memory: 'minilm' (bundled, "
-                                                               "offline) or 'hash' (tests)")
+    memory_embedding: Literal["minilm", "hash"] = _f(
+        "minilm", "embedding of the memory: 'minilm' (bundled, offline) or 'hash' (tests)"
+    )
     policy: str = _f("", "frozen-policy endpoint spec understood by graphs.services (e.g. openai:<url>#<model>)")
     judge_model: str = _f(RULES, "'rules' (programmatic checks only) or provider:model for the LLM judge")
     services_key: str | None = _f(None, "key of live services registered in-process (the trainer sets it)")
@@ -78,8 +79,11 @@ class EvolverContext:
     # 0.25: a dead-group repair worth its slot turns about one rollout in four into a hit (a mixed group of 4 has
     # one); smaller gains make groups of 4 mixed too rarely to pay for a harness change, and the futility bound of
     # the exact test (measure/sequential.py) is sized for this gain.
-    min_rate_gain: float = _f(0.25, "dead-group repairs: the hit-rate gain over the control the exact test's futility "
-                                    "stop is powered for (a true repair of this size is failed early <= alpha)")
+    min_rate_gain: float = _f(
+        0.25,
+        "dead-group repairs: the hit-rate gain over the control the exact test's futility "
+        "stop is powered for (a true repair of this size is failed early <= alpha)",
+    )
     history_rollouts: int = _f(64, "cached training rollouts per task (newest first) a measurement pools from memory")
     max_tokens: int = _f(48, "max new tokens of each frozen-policy rollout")
     temperature: float = _f(1.0, "sampling temperature of the frozen policy in the critic")
@@ -102,8 +106,11 @@ class EvolverContext:
     interfaces: list[str] = _f(list(INTERFACES), "interfaces the evolver may update (ablation: leave some out)")
     history_last_n: int = _f(10, "within-task memory records shown to the attributor")
     similar_k: int = _f(5, "cross-task similar cases shown to the attributor")
-    generalise_max_tasks: int = _f(4, "an accepted repair is proposed, as one batched update, for at most this many "
-                                      "other tasks with the same failure signature (0: off, the ablation)")
+    generalise_max_tasks: int = _f(
+        4,
+        "an accepted repair is proposed, as one batched update, for at most this many "
+        "other tasks with the same failure signature (0: off, the ablation)",
+    )
 
     def __post_init__(self) -> None:
         for name in ("attributor_model", "proposer_model", "critic_model", "judge_model"):

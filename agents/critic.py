@@ -47,8 +47,8 @@ from agents.schemas import Critique, Review
 from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessUpdate
 from harness.visibility import public_event, redact, redact_reasons
+from measure.candidate import Measurement, MeasureSettings
 from measure.group_metrics import GroupMetrics
-from measure.candidate import MeasureSettings, Measurement
 from measure.sequential import Direction, HitTest, Sequential, StopRule
 
 log = logging.getLogger(__name__)
@@ -162,23 +162,35 @@ class _Verdict:
     guards: list[tuple[bool, str]]
 
 
-def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupMetrics, paired: bool,
-          ctx: EvolverContext) -> _Verdict:
+def _rule(
+    event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupMetrics, paired: bool, ctx: EvolverContext
+) -> _Verdict:
     """Primary rule and guards on the focus groups (everything except the measurement-level guards)."""
     std_gain = d.std - c.std
     n: dict[str, float | None] = {
-        "control_mean": c.mean, "candidate_mean": d.mean, "control_std": c.std, "candidate_std": d.std,
-        "std_gain": std_gain, "control_dead": float(c.dead), "candidate_dead": float(d.dead),
-        "control_leak_hits": float(c.leak_hits), "candidate_leak_hits": float(d.leak_hits),
-        "control_audit_mean": c.audit_mean, "candidate_audit_mean": d.audit_mean,
-        "control_length_corr": c.length_corr, "candidate_length_corr": d.length_corr,
-        "control_audit_corr": _audit_corr(c), "candidate_audit_corr": _audit_corr(d),
+        "control_mean": c.mean,
+        "candidate_mean": d.mean,
+        "control_std": c.std,
+        "candidate_std": d.std,
+        "std_gain": std_gain,
+        "control_dead": float(c.dead),
+        "candidate_dead": float(d.dead),
+        "control_leak_hits": float(c.leak_hits),
+        "candidate_leak_hits": float(d.leak_hits),
+        "control_audit_mean": c.audit_mean,
+        "candidate_audit_mean": d.audit_mean,
+        "control_length_corr": c.length_corr,
+        "candidate_length_corr": d.length_corr,
+        "control_audit_corr": _audit_corr(c),
+        "candidate_audit_corr": _audit_corr(d),
     }
     reasons: list[str] = []
     only_reweight = all(op.op in ("reweight", "retire", "revive") for op in update.ops)
     t = event.type
     std_ok = std_gain >= ctx.min_std_gain and not d.dead
-    std_why = f"std {c.std:.3f} -> {d.std:.3f} (gain {std_gain:+.3f}, need >= {ctx.min_std_gain}), candidate dead={d.dead}"
+    std_why = (
+        f"std {c.std:.3f} -> {d.std:.3f} (gain {std_gain:+.3f}, need >= {ctx.min_std_gain}), candidate dead={d.dead}"
+    )
 
     if only_reweight:
         primary, (ok, why) = "confirmed", _confirmed(event, c)
@@ -195,7 +207,9 @@ def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupM
         n["length_corr_drop"] = drop
         primary = "length_corr_drop"
         ok = drop is not None and drop >= ctx.min_corr_drop and (not d.dead or c.dead)
-        reasons.append(f"corr(reward, length) {cc} -> {dc} (drop {drop}, need >= {ctx.min_corr_drop}), candidate dead={d.dead}")
+        reasons.append(
+            f"corr(reward, length) {cc} -> {dc} (drop {drop}, need >= {ctx.min_corr_drop}), candidate dead={d.dead}"
+        )
     elif t in ("spurious_audit", "stuffing"):
         gamed, _ = _split_by_audit(c if paired else d)
         g_c = _mean([c.rewards[i] for i in _split_by_audit(c)[0]])
@@ -205,9 +219,13 @@ def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupM
         corr_gain = None if ca is None or da is None else da - ca
         n["gamed_drop"], n["audit_corr_gain"] = gamed_drop, corr_gain
         primary = "gamed_drop"
-        ok = (gamed_drop is not None and gamed_drop >= ctx.min_gamed_drop) or (corr_gain is not None and corr_gain >= ctx.min_audit_delta)
-        reasons.append(f"reward of gamed rollouts (audit < {AUDIT_PASS}) {g_c} -> {g_d} (drop {gamed_drop}, need >= {ctx.min_gamed_drop}); "
-                       f"corr(reward, audit) {ca} -> {da} (gain {corr_gain}, or need >= {ctx.min_audit_delta})")
+        ok = (gamed_drop is not None and gamed_drop >= ctx.min_gamed_drop) or (
+            corr_gain is not None and corr_gain >= ctx.min_audit_delta
+        )
+        reasons.append(
+            f"reward of gamed rollouts (audit < {AUDIT_PASS}) {g_c} -> {g_d} (drop {gamed_drop}, need >= {ctx.min_gamed_drop}); "
+            f"corr(reward, audit) {ca} -> {da} (gain {corr_gain}, or need >= {ctx.min_audit_delta})"
+        )
         if not gamed:
             reasons.append("no rollout fails the audit in this measurement: nothing gamed to penalise")
     elif t == "blind_criterion":
@@ -221,8 +239,10 @@ def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupM
         # inside (0, 1) repairs nothing, so only a std gain can accept (a false event must not pass on noise).
         blind_now = c.pass_rates.get(cid) in (0.0, 1.0, None)
         ok = (bool(discriminating) and blind_now) or std_ok
-        reasons.append(f"pass rates of {cid} and its parts under the candidate {rates} (control "
-                       f"{c.pass_rates.get(cid)}{'' if blind_now else ': already discriminating'}); {std_why}")
+        reasons.append(
+            f"pass rates of {cid} and its parts under the candidate {rates} (control "
+            f"{c.pass_rates.get(cid)}{'' if blind_now else ': already discriminating'}); {std_why}"
+        )
     else:  # guidance_leak
         primary, ok = "leak_hits", d.leak_hits < c.leak_hits
         reasons.append(f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} (must fall)")
@@ -230,7 +250,9 @@ def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupM
     # Guards veto on a bound, not a point estimate: only when the drop's lower one-sided (1 - critic_alpha) bound
     # exceeds its margin, i.e. the pooled rollouts show the harm beyond sampling noise.
     z = NormalDist().inv_cdf(1.0 - ctx.critic_alpha)
-    guards: list[tuple[bool, str]] = [(d.leak_hits <= c.leak_hits, f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} must not rise")]
+    guards: list[tuple[bool, str]] = [
+        (d.leak_hits <= c.leak_hits, f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} must not rise")
+    ]
     if update.interface == "guidance" and t != "guidance_leak":
         guards.append((d.leak_hits == 0, f"guidance candidate must not leak (hits {d.leak_hits:g})"))
     if update.interface in ("guidance", "criteria") and c.audit_mean is not None and d.audit_mean is not None:
@@ -240,9 +262,13 @@ def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupM
         margin_of_error = 0.0 if b is None else b[0] - b[1]  # z * standard error of the drop
         lo = c.audit_mean - d.audit_mean - margin_of_error  # the visit-weighted drop, less its noise
         n["audit_drop_bound"] = lo
-        guards.append((lo <= ctx.max_audit_drop,
-                       f"audit mean {c.audit_mean:.3f} -> {d.audit_mean:.3f}: the drop's lower bound {lo:+.3f} "
-                       f"({len(ca)} vs {len(da)} rollouts) may be at most {ctx.max_audit_drop}"))
+        guards.append(
+            (
+                lo <= ctx.max_audit_drop,
+                f"audit mean {c.audit_mean:.3f} -> {d.audit_mean:.3f}: the drop's lower bound {lo:+.3f} "
+                f"({len(ca)} vs {len(da)} rollouts) may be at most {ctx.max_audit_drop}",
+            )
+        )
     # The honest-reward guard protects audit-passing rollouts from a rubric that games them down. It does not apply to
     # a dead-group repair: in a dead group every rollout is "honest", and moving their reward is the repair itself.
     if update.interface == "criteria" and paired and t not in DEAD_DIRECTION:
@@ -251,9 +277,13 @@ def _rule(event: FailureEvent, update: HarnessUpdate, c: GroupMetrics, d: GroupM
         n["honest_drop"] = None if b is None else b[0]
         n["honest_drop_bound"] = None if b is None else b[1]
         if b is not None:
-            guards.append((b[1] <= ctx.max_mean_drop,
-                           f"honest rollouts' reward drop {b[0]:+.3f} over {len(honest)} rollouts (lower bound {b[1]:+.3f}, "
-                           f"at most {ctx.max_mean_drop})"))
+            guards.append(
+                (
+                    b[1] <= ctx.max_mean_drop,
+                    f"honest rollouts' reward drop {b[0]:+.3f} over {len(honest)} rollouts (lower bound {b[1]:+.3f}, "
+                    f"at most {ctx.max_mean_drop})",
+                )
+            )
     return _Verdict(primary=primary, ok=ok, numbers=n, reasons=reasons, guards=guards)
 
 
@@ -269,15 +299,24 @@ def hit_test(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) ->
     return HitTest(direction=direction, min_rate_gain=ctx.min_rate_gain)
 
 
-def measure_settings(ctx: EvolverContext, step: int, detector_config: DetectorConfig,
-                     k: int | None = None) -> MeasureSettings:
+def measure_settings(
+    ctx: EvolverContext, step: int, detector_config: DetectorConfig, k: int | None = None
+) -> MeasureSettings:
     """The critic's measurement settings at `step`: the context's budget and sampling, the run's detector thresholds.
 
     `k` fixes the budget (the fallback's reproduction probe).
     """
-    return MeasureSettings(sample_k=ctx.sample_k, sample_k_max=ctx.sample_k_max, k=k, alpha=ctx.critic_alpha,
-                           max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed, step=step,
-                           detector_config=detector_config)
+    return MeasureSettings(
+        sample_k=ctx.sample_k,
+        sample_k_max=ctx.sample_k_max,
+        k=k,
+        alpha=ctx.critic_alpha,
+        max_tokens=ctx.max_tokens,
+        temperature=ctx.temperature,
+        seed=ctx.seed,
+        step=step,
+        detector_config=detector_config,
+    )
 
 
 def stop_rule(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -> StopRule:
@@ -286,6 +325,7 @@ def stop_rule(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -
     The primary rule and the group guards on the focus task (the judge-failure guard is the measurement's, not a
     group's).
     """
+
     def holds(c: GroupMetrics, d: GroupMetrics, paired: bool) -> bool:
         v = _rule(event, update, c, d, paired, ctx)
         return v.ok and all(good for good, _ in v.guards)
@@ -297,19 +337,24 @@ def no_effect(m: Measurement) -> bool:
     """A criteria candidate that scores every rollout of every task exactly as the control rubric does."""
     if m.interface != "criteria" or not m.per_task:
         return False
-    return all(m.paired.get(t) and sides["control"].rewards == sides["candidate"].rewards
-               for t, sides in m.per_task.items())
+    return all(
+        m.paired.get(t) and sides["control"].rewards == sides["candidate"].rewards for t, sides in m.per_task.items()
+    )
 
 
 def _sequential_why(s: Sequential) -> str:
     if s.test == "exact":
-        return (f"exact hit test {s.decision} at k={s.ks[-1]} (looks {s.ks}): candidate hits {s.hits} of {s.trials} "
-                f"({s.direction} of the dead level {s.level}), pass bounds {s.pass_at}, futility bounds {s.fail_at}; "
-                f"control {s.control_hits} of {s.control_n} pooled rollouts; alpha {s.alpha} spent over the looks")
+        return (
+            f"exact hit test {s.decision} at k={s.ks[-1]} (looks {s.ks}): candidate hits {s.hits} of {s.trials} "
+            f"({s.direction} of the dead level {s.level}), pass bounds {s.pass_at}, futility bounds {s.fail_at}; "
+            f"control {s.control_hits} of {s.control_n} pooled rollouts; alpha {s.alpha} spent over the looks"
+        )
     p = s.p_pass[-1] if s.p_pass else None
-    return (f"sequential test {s.decision} at k={s.ks[-1]} (looks {s.ks}, cap {s.max_looks} looks): the rule held in "
-            f"{p} of {s.resamples} bootstrap resamples; accepting needs >= {1 - s.alpha_per_look:.3f} "
-            f"(alpha {s.alpha} over the looks)")
+    return (
+        f"sequential test {s.decision} at k={s.ks[-1]} (looks {s.ks}, cap {s.max_looks} looks): the rule held in "
+        f"{p} of {s.resamples} bootstrap resamples; accepting needs >= {1 - s.alpha_per_look:.3f} "
+        f"(alpha {s.alpha} over the looks)"
+    )
 
 
 def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
@@ -338,23 +383,38 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
         guards.append((s.decision == "pass", _sequential_why(s)))
     if no_effect(m):
         rows = sum(len(sides["control"].rewards) for sides in m.per_task.values())
-        return Critique(failure_type=event.type, measured_ok=False, primary=v.primary, numbers=_finite(n), no_effect=True,
-                        reasons=[*reasons, f"NO EFFECT: the candidate rubric scores all {rows} cached rollouts exactly as "
-                                 "the control does; refused without costing a revision"])
+        return Critique(
+            failure_type=event.type,
+            measured_ok=False,
+            primary=v.primary,
+            numbers=_finite(n),
+            no_effect=True,
+            reasons=[
+                *reasons,
+                f"NO EFFECT: the candidate rubric scores all {rows} cached rollouts exactly as "
+                "the control does; refused without costing a revision",
+            ],
+        )
     failed = [why for good, why in guards if not good]
     reasons.append(("PASS: " if v.ok else "FAIL: ") + v.primary)
     reasons += [f"guard failed: {why}" for why in failed]
-    return Critique(failure_type=event.type, measured_ok=v.ok and not failed, primary=v.primary, numbers=_finite(n),
-                    reasons=reasons)
+    return Critique(
+        failure_type=event.type, measured_ok=v.ok and not failed, primary=v.primary, numbers=_finite(n), reasons=reasons
+    )
 
 
 def cost_numbers(m: Measurement) -> dict[str, float | None]:
     """The measurement's cost as critique numbers (they flow into memory and rounds.jsonl with the rest)."""
     c = m.cost
-    return {"cost_probe_rollouts": float(c.probe_rollouts), "cost_probe_tokens": float(c.probe_tokens),
-            "cost_reused_rollouts": float(c.reused_rollouts), "cost_sample_calls": float(c.sample_calls),
-            "cost_scored_rollouts": float(c.scored_rollouts), "cost_judge_calls": float(c.judge_calls),
-            "cost_seconds": c.seconds}
+    return {
+        "cost_probe_rollouts": float(c.probe_rollouts),
+        "cost_probe_tokens": float(c.probe_tokens),
+        "cost_reused_rollouts": float(c.reused_rollouts),
+        "cost_sample_calls": float(c.sample_calls),
+        "cost_scored_rollouts": float(c.scored_rollouts),
+        "cost_judge_calls": float(c.judge_calls),
+        "cost_seconds": c.seconds,
+    }
 
 
 def _finite(n: dict[str, float | None]) -> dict[str, float | None]:
@@ -362,14 +422,25 @@ def _finite(n: dict[str, float | None]) -> dict[str, float | None]:
 
 
 def invalid_critique(event: FailureEvent, errors: list[str]) -> Critique:
-    return Critique(failure_type=event.type, measured_ok=False, primary="valid", measured=False, invalid=True,
-                    reasons=[f"invalid candidate: {e}" for e in errors])
+    return Critique(
+        failure_type=event.type,
+        measured_ok=False,
+        primary="valid",
+        measured=False,
+        invalid=True,
+        reasons=[f"invalid candidate: {e}" for e in errors],
+    )
 
 
 def unmeasured_critique(event: FailureEvent) -> Critique:
     """Critic ablation (`critic=False`): every valid proposal passes, with no numbers."""
-    return Critique(failure_type=event.type, measured_ok=True, primary="none", measured=False,
-                    reasons=["critic disabled (ablation): valid candidates are accepted unmeasured"])
+    return Critique(
+        failure_type=event.type,
+        measured_ok=True,
+        primary="none",
+        measured=False,
+        reasons=["critic disabled (ablation): valid candidates are accepted unmeasured"],
+    )
 
 
 REVIEW_FAILED = "LLM review failed"  # how a failed review starts: the rule critic's measured verdict stands alone
@@ -386,16 +457,22 @@ def review_brain(asked: bool, critique: Critique) -> str:
     return "llm_fallback" if critique.review.startswith(REVIEW_FAILED) else "llm"
 
 
-def llm_review(llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, critique: Critique,
-               toolbox: ToolBox | None = None) -> Critique:
+def llm_review(
+    llm: BaseChatModel, event: FailureEvent, update: HarnessUpdate, critique: Critique, toolbox: ToolBox | None = None
+) -> Critique:
     """Ask the LLM critic to review a candidate that passed; it can only add a veto and a review.
 
     Its tools (sample_policy, score_responses) read the frozen policy and the current rubric; it has no
     measurement tool, and nothing it answers can turn a failed measurement into an acceptance."""
     system = prompts.render(prompts.CRITIC_SYSTEM)
     # The review LLM sees the measurement without the hidden audit (harness.visibility).
-    user = prompts.render(prompts.CRITIC_USER, event=json.dumps(public_event(event)), update=update.model_dump_json(),
-                          numbers=json.dumps(redact(critique.numbers)), reasons="\n".join(redact_reasons(critique.reasons)))
+    user = prompts.render(
+        prompts.CRITIC_USER,
+        event=json.dumps(public_event(event)),
+        update=update.model_dump_json(),
+        numbers=json.dumps(redact(critique.numbers)),
+        reasons="\n".join(redact_reasons(critique.reasons)),
+    )
     try:
         review = ask_with_tools(llm, Review, system, user, toolbox)
     except BrainError as err:
@@ -429,11 +506,15 @@ def batch_stop_rule(events: dict[str, FailureEvent], update: HarnessUpdate, ctx:
         return v.ok and all(good for good, _ in v.guards)
 
     hits = hit_test(ev, update, ctx)
-    pooled = tuple(f for f, e in list(focus.items())[1:] if hits is not None and DEAD_DIRECTION.get(e.type) == hits.direction)
+    pooled = tuple(
+        f for f, e in list(focus.items())[1:] if hits is not None and DEAD_DIRECTION.get(e.type) == hits.direction
+    )
     return StopRule(task_id=lead, holds=holds, hits=hits, pooled=pooled)
 
 
-def judge_batch(events: dict[str, FailureEvent], update: HarnessUpdate, m: Measurement, ctx: EvolverContext) -> Critique:
+def judge_batch(
+    events: dict[str, FailureEvent], update: HarnessUpdate, m: Measurement, ctx: EvolverContext
+) -> Critique:
     """The batched rule (module docstring).
 
     Every guard on every target, the primary rule on a strict majority of targets, the lead's sequential test.
@@ -443,18 +524,32 @@ def judge_batch(events: dict[str, FailureEvent], update: HarnessUpdate, m: Measu
     missing = [f for f in focus if f not in m.per_task]
     if missing:
         raise ValueError(f"judge_batch: focus groups {missing} are not in the measurement's tasks {m.task_ids}")
-    verdicts = {f: _rule(ev, update, m.per_task[f]["control"], m.per_task[f]["candidate"], bool(m.paired.get(f)), ctx)
-                for f, ev in focus.items()}
+    verdicts = {
+        f: _rule(ev, update, m.per_task[f]["control"], m.per_task[f]["candidate"], bool(m.paired.get(f)), ctx)
+        for f, ev in focus.items()
+    }
     lead = next(iter(verdicts))
     held = [f for f, v in verdicts.items() if v.ok]
-    n = {**verdicts[lead].numbers, "batch_targets": float(len(verdicts)), "batch_rule_held": float(len(held)),
-         "judge_failures": float(m.judge_failures), "k": float(m.k), **cost_numbers(m)}
+    n = {
+        **verdicts[lead].numbers,
+        "batch_targets": float(len(verdicts)),
+        "batch_rule_held": float(len(held)),
+        "judge_failures": float(m.judge_failures),
+        "k": float(m.k),
+        **cost_numbers(m),
+    }
     reasons = [f"batched update on {len(verdicts)} similar tasks (lead {lead})"]
     for f, v in verdicts.items():
-        reasons.append(f"{f} ({focus[f].type}, paired={m.paired.get(f)}): " + ("held: " if v.ok else "did not hold: ")
-                       + f"{v.primary}; " + "; ".join(v.reasons))
-    guards = [(m.judge_failures == 0, f"judge failures during the measurement: {m.judge_failures}"),
-              *((good, f"{f}: {why}") for f, v in verdicts.items() for good, why in v.guards)]
+        reasons.append(
+            f"{f} ({focus[f].type}, paired={m.paired.get(f)}): "
+            + ("held: " if v.ok else "did not hold: ")
+            + f"{v.primary}; "
+            + "; ".join(v.reasons)
+        )
+    guards = [
+        (m.judge_failures == 0, f"judge failures during the measurement: {m.judge_failures}"),
+        *((good, f"{f}: {why}") for f, v in verdicts.items() for good, why in v.guards),
+    ]
     if m.sequential is not None:
         s = m.sequential
         p = s.p_pass[-1] if s.p_pass else None
@@ -462,8 +557,15 @@ def judge_batch(events: dict[str, FailureEvent], update: HarnessUpdate, m: Measu
         guards.append((s.decision == "pass", f"on the lead {lead}: {_sequential_why(s)}"))
     majority = 2 * len(held) > len(verdicts)
     failed = [why for good, why in guards if not good]
-    reasons.append(("PASS: " if majority else "FAIL: ") + f"rule held on {len(held)} of {len(verdicts)} targets "
-                   "(needs a strict majority)")
+    reasons.append(
+        ("PASS: " if majority else "FAIL: ") + f"rule held on {len(held)} of {len(verdicts)} targets "
+        "(needs a strict majority)"
+    )
     reasons += [f"guard failed: {why}" for why in failed]
-    return Critique(failure_type=focus[lead].type, measured_ok=majority and not failed, primary=verdicts[lead].primary,
-                    numbers=_finite(n), reasons=reasons)
+    return Critique(
+        failure_type=focus[lead].type,
+        measured_ok=majority and not failed,
+        primary=verdicts[lead].primary,
+        numbers=_finite(n),
+        reasons=reasons,
+    )

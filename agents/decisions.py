@@ -117,13 +117,17 @@ def _free(attempt: dict[str, Any]) -> bool:
     return (attempt.get("critique") or {}).get("no_effect") is True
 
 
-def after_critique(critique: Critique, proposal: Proposal, attempts: Sequence[dict[str, Any]],
-                   ctx: EvolverContext) -> Decision:
+def after_critique(
+    critique: Critique, proposal: Proposal, attempts: Sequence[dict[str, Any]], ctx: EvolverContext
+) -> Decision:
     """The lane's decision after a critique (`attempts` includes the one just critiqued)."""
     charged = sum(not _free(a) for a in attempts)
     free = len(attempts) - charged
-    nums: dict[str, float | None] = {"attempts": float(len(attempts)), "charged": float(charged),
-                                     "max_revisions": float(ctx.max_revisions)}
+    nums: dict[str, float | None] = {
+        "attempts": float(len(attempts)),
+        "charged": float(charged),
+        "max_revisions": float(ctx.max_revisions),
+    }
     if critique.primary:
         nums[critique.primary] = critique.numbers.get(critique.primary)
     if critique.measured_ok and not critique.veto and not critique.invalid:
@@ -132,7 +136,11 @@ def after_critique(critique: Critique, proposal: Proposal, attempts: Sequence[di
     if proposal.update is None and proposal.source in ("rules", "llm_fallback"):  # the rule brain has no template left
         return Decision("fallback", (*why, "no rule template left"), nums)
     if charged <= ctx.max_revisions and free <= FREE_RETRIES:
-        note = "no score changed: not charged" if attempts and _free(attempts[-1]) else f"revision {charged} of {ctx.max_revisions}"
+        note = (
+            "no score changed: not charged"
+            if attempts and _free(attempts[-1])
+            else f"revision {charged} of {ctx.max_revisions}"
+        )
         return Decision("revise", (*why, note), nums)
     return Decision("fallback", (*why, f"{charged} charged attempt(s), R = {ctx.max_revisions}"), nums)
 
@@ -186,8 +194,15 @@ def target_for(event: FailureEvent, update: HarnessUpdate) -> Target | None:
     variant = next((op.variant_id for op in ops if isinstance(op, AddVariant)), None)
     restore = [event.task_id, *([variant] if variant else [])]
     watch = [c for c in [event.criterion_id, *_added_criteria(update, event.task_id)] if c]
-    return Target(task_id=event.task_id, graded_on=variant or event.task_id, failure_type=event.type, event_id=event.id,
-                  criterion_id=event.criterion_id, watch=watch, restore=restore)
+    return Target(
+        task_id=event.task_id,
+        graded_on=variant or event.task_id,
+        failure_type=event.type,
+        event_id=event.id,
+        criterion_id=event.criterion_id,
+        watch=watch,
+        restore=restore,
+    )
 
 
 def provisional_meta(events: Sequence[FailureEvent], update: HarnessUpdate, proposal_id: str) -> dict[str, Any]:
@@ -205,7 +220,7 @@ def _rank(xs: Sequence[float]) -> np.ndarray:
         j = i
         while j + 1 < len(arr) and arr[order[j + 1]] == arr[order[i]]:
             j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0
+        ranks[order[i : j + 1]] = (i + j) / 2.0
         i = j + 1
     return ranks
 
@@ -237,39 +252,72 @@ def _persists(t: Target, post: Sequence[GroupStats], cfg: DetectorConfig) -> tup
         rewards = [x for g in post for x in g.rewards]
         rho = _spearman(lengths, rewards) if len(lengths) == len(rewards) else None
         held = rho is not None and rho >= cfg.length_corr
-        return held, f"pooled corr(length, reward) {'-' if rho is None else f'{rho:.2f}'} (fires at {cfg.length_corr})", {"length_corr": rho}
+        return (
+            held,
+            f"pooled corr(length, reward) {'-' if rho is None else f'{rho:.2f}'} (fires at {cfg.length_corr})",
+            {"length_corr": rho},
+        )
     if kind == "spurious_audit":
         pairs = _pairs(post)
         gamed = [r for r, a in pairs if a < cfg.audit_pass]
         honest = [r for r, a in pairs if a >= cfg.audit_pass]
         g, h = _mean(gamed), _mean(honest)
         still = g is not None and (g >= h if h is not None else g > cfg.tau_lo)
-        return still, (f"{len(gamed)} audit-failing rollouts, reward {'-' if g is None else f'{g:.2f}'} vs audit-passing "
-                       f"{'-' if h is None else f'{h:.2f}'}"), {"gamed_reward": g, "honest_reward": h}
+        return (
+            still,
+            (
+                f"{len(gamed)} audit-failing rollouts, reward {'-' if g is None else f'{g:.2f}'} vs audit-passing "
+                f"{'-' if h is None else f'{h:.2f}'}"
+            ),
+            {"gamed_reward": g, "honest_reward": h},
+        )
     if kind == "stuffing":
         # Judged like spurious_audit, by whether stuffing still pays: W groups after the commit the policy still
         # stuffs as often (it unlearns over many steps), but a repair that works gives stuffing rollouts less
         # reward than the others, which is what turns GRPO's advantage against it.
-        rows = [(g.rewards[i], g.phrase_repeats[i] >= cfg.stuffing_repeat or g.repeats[i] >= cfg.stuffing_repeat)
-                for g in post if len(g.repeats) == g.n == len(g.phrase_repeats) for i in range(g.n)]
+        rows = [
+            (g.rewards[i], g.phrase_repeats[i] >= cfg.stuffing_repeat or g.repeats[i] >= cfg.stuffing_repeat)
+            for g in post
+            if len(g.repeats) == g.n == len(g.phrase_repeats)
+            for i in range(g.n)
+        ]
         s, o = _mean([r for r, stuffs in rows if stuffs]), _mean([r for r, stuffs in rows if not stuffs])
         still = s is not None and (s >= o if o is not None else s > cfg.tau_lo)
         n_stuff = sum(stuffs for _, stuffs in rows)
-        return still, (f"{n_stuff} of {len(rows)} rollouts stuff, reward {'-' if s is None else f'{s:.2f}'} vs the others "
-                       f"{'-' if o is None else f'{o:.2f}'}"), {"stuffing_reward": s, "other_reward": o}
+        return (
+            still,
+            (
+                f"{n_stuff} of {len(rows)} rollouts stuff, reward {'-' if s is None else f'{s:.2f}'} vs the others "
+                f"{'-' if o is None else f'{o:.2f}'}"
+            ),
+            {"stuffing_reward": s, "other_reward": o},
+        )
     if kind == "blind_criterion":
         watch = [c for c in t.watch if all(c in g.pass_rates for g in post)]
         if not watch:  # the criterion is gone (removed): the group must at least vary
             dead = [g.std < cfg.eps for g in post]
-            return all(dead), f"criterion gone; {sum(dead)} of {len(post)} groups dead", {"dead_groups": float(sum(dead))}
-        blind = [c for c in watch if all(g.pass_rates[c] == 0.0 for g in post) or all(g.pass_rates[c] == 1.0 for g in post)]
-        return len(blind) == len(watch), f"{len(blind)} of {len(watch)} watched criteria still blind ({', '.join(watch)})", {
-            "blind_criteria": float(len(blind))}
+            return (
+                all(dead),
+                f"criterion gone; {sum(dead)} of {len(post)} groups dead",
+                {"dead_groups": float(sum(dead))},
+            )
+        blind = [
+            c for c in watch if all(g.pass_rates[c] == 0.0 for g in post) or all(g.pass_rates[c] == 1.0 for g in post)
+        ]
+        return (
+            len(blind) == len(watch),
+            f"{len(blind)} of {len(watch)} watched criteria still blind ({', '.join(watch)})",
+            {"blind_criteria": float(len(blind))},
+        )
     if kind == "guidance_leak":
         hinted = [o for g in post for o in g.leak_overlaps if o is not None]
         share = sum(o >= cfg.leak_overlap for o in hinted) / len(hinted) if hinted else None
         still = share is not None and share >= cfg.leak_share
-        return still, f"leak share {'-' if share is None else f'{share:.2f}'} of {len(hinted)} hinted rollouts", {"leak_share": share}
+        return (
+            still,
+            f"leak share {'-' if share is None else f'{share:.2f}'} of {len(hinted)} hinted rollouts",
+            {"leak_share": share},
+        )
     raise ValueError(f"no confirm rule for failure type {kind!r}")
 
 
@@ -281,14 +329,21 @@ def _drop(before: Sequence[float], after: Sequence[float]) -> tuple[float, float
     return float(np.mean(before) - np.mean(after)), se
 
 
-def _harms(t: Target, pre: Sequence[GroupStats], post: Sequence[GroupStats], ctx: EvolverContext,
-           cfg: DetectorConfig) -> tuple[list[str], dict[str, float | None]]:
+def _harms(
+    t: Target, pre: Sequence[GroupStats], post: Sequence[GroupStats], ctx: EvolverContext, cfg: DetectorConfig
+) -> tuple[list[str], dict[str, float | None]]:
     reasons, nums = [], {}
     b, a = _pairs(pre), _pairs(post)
     checks = [("audit", [x for _, x in b], [x for _, x in a], ctx.max_audit_drop)]
     if t.failure_type != "collapse_high":
-        checks.append(("honest reward", [r for r, x in b if x >= cfg.audit_pass], [r for r, x in a if x >= cfg.audit_pass],
-                       ctx.max_mean_drop))
+        checks.append(
+            (
+                "honest reward",
+                [r for r, x in b if x >= cfg.audit_pass],
+                [r for r, x in a if x >= cfg.audit_pass],
+                ctx.max_mean_drop,
+            )
+        )
     for name, before, after, margin in checks:
         d = _drop(before, after)
         if d is None:
@@ -300,8 +355,17 @@ def _harms(t: Target, pre: Sequence[GroupStats], post: Sequence[GroupStats], ctx
     return reasons, nums
 
 
-def grade(t: Target, interface: str, pre: Sequence[GroupStats], post: Sequence[GroupStats], *, window: int,
-          ctx: EvolverContext, detector: DetectorConfig, superseded_by: int | None = None) -> Decision:
+def grade(
+    t: Target,
+    interface: str,
+    pre: Sequence[GroupStats],
+    post: Sequence[GroupStats],
+    *,
+    window: int,
+    ctx: EvolverContext,
+    detector: DetectorConfig,
+    superseded_by: int | None = None,
+) -> Decision:
     """Confirm, revert, wait or superseded for one target of a provisional update.
 
     `post`: the graded task's training groups scored under the update's version (or a later one that left the
@@ -311,7 +375,9 @@ def grade(t: Target, interface: str, pre: Sequence[GroupStats], post: Sequence[G
     nums: dict[str, float | None] = {"groups": float(len(post)), "window": float(window)}
     if len(post) < window:
         if superseded_by is not None:
-            return Decision("superseded", (f"v{superseded_by} changed {t.graded_on} after {len(post)} of {window} groups",), nums)
+            return Decision(
+                "superseded", (f"v{superseded_by} changed {t.graded_on} after {len(post)} of {window} groups",), nums
+            )
         return Decision("wait", (f"{len(post)} of {window} groups since the commit",), nums)
     post = list(post)[:window]
     still, why, extra = _persists(t, post, detector)
@@ -324,8 +390,15 @@ def grade(t: Target, interface: str, pre: Sequence[GroupStats], post: Sequence[G
     return Decision("confirm", (f"{t.failure_type} held off: {why}",), nums)
 
 
-def revert_update(interface: str, tasks: Sequence[str], parent: HarnessState, now: HarnessState, *,
-                  rationale: str, event_id: str | None) -> HarnessUpdate | None:
+def revert_update(
+    interface: str,
+    tasks: Sequence[str],
+    parent: HarnessState,
+    now: HarnessState,
+    *,
+    rationale: str,
+    event_id: str | None,
+) -> HarnessUpdate | None:
     """Restore `tasks`' part of `interface` from `parent` (the reverted update's parent version) on top of `now`;
     None when every part is already as the parent had it."""
     ops: list[Any] = []
@@ -341,5 +414,7 @@ def revert_update(interface: str, tasks: Sequence[str], parent: HarnessState, no
             if parent.guidance_for(tid) != now.guidance_for(tid):
                 ops.append(RestoreGuidance(task_id=tid, from_version=parent.version, guidance=parent.guidance.get(tid)))
         elif parent.has_task(tid) and parent.criteria(tid) != now.criteria(tid):
-            ops.append(RestoreCriteria(task_id=tid, from_version=parent.version, criteria=parent.criteria_overrides.get(tid)))
+            ops.append(
+                RestoreCriteria(task_id=tid, from_version=parent.version, criteria=parent.criteria_overrides.get(tid))
+            )
     return HarnessUpdate(interface=interface, ops=ops, rationale=rationale, event_id=event_id) if ops else None  # type: ignore[arg-type]

@@ -60,8 +60,14 @@ def _measured(attempt: dict[str, Any]) -> bool:
     return bool((attempt.get("critique") or {}).get("measured"))
 
 
-def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequence[dict[str, Any]] | None = None, *,
-                      step: int | None = None, quarantine_steps: int = QUARANTINE_STEPS) -> Fallback:
+def fallback_decision(
+    event: FailureEvent,
+    state: HarnessState,
+    attempts: Sequence[dict[str, Any]] | None = None,
+    *,
+    step: int | None = None,
+    quarantine_steps: int = QUARANTINE_STEPS,
+) -> Fallback:
     """The safe sampling change once every candidate for `event` was rejected (docs/DESIGN.md §6).
 
     No task leaves training through it:
@@ -88,26 +94,44 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
     tid = event.task_id
     entry = state.sampling.get(tid)
     if entry is None:
-        return Fallback(update=None, reason=f"task {tid!r} has no sampling entry (held-out or unknown): nothing to change")
+        return Fallback(
+            update=None, reason=f"task {tid!r} has no sampling entry (held-out or unknown): nothing to change"
+        )
     if entry.status != "active":
         return Fallback(update=None, reason=f"task {tid!r} is {entry.status}: nothing to change")
     if not event.confirmed:
-        return Fallback(update=None, reason=(
-            f"{event.type} seen in {event.window_hits} group(s) of the detector window, not confirmed: "
-            "one noisy group never changes a task's sampling"))
+        return Fallback(
+            update=None,
+            reason=(
+                f"{event.type} seen in {event.window_hits} group(s) of the detector window, not confirmed: "
+                "one noisy group never changes a task's sampling"
+            ),
+        )
     if event.type in TEACHING_FAILURES:
-        return Fallback(update=None, reason=(
-            f"{event.type}: the group is not dead, its other criteria still teach; taking the task out of training "
-            "would cost that signal, so sampling stays as is"))
+        return Fallback(
+            update=None,
+            reason=(
+                f"{event.type}: the group is not dead, its other criteria still teach; taking the task out of training "
+                "would cost that signal, so sampling stays as is"
+            ),
+        )
     if attempts and all(a.get("source") == "llm" and not _measured(a) for a in attempts):
-        return Fallback(update=None, reason=(
-            f"no candidate was measured: all {len(attempts)} LLM answer(s) were unusable; a garbage answer is "
-            "never a sampling change"))
+        return Fallback(
+            update=None,
+            reason=(
+                f"no candidate was measured: all {len(attempts)} LLM answer(s) were unusable; a garbage answer is "
+                "never a sampling change"
+            ),
+        )
     reproduced = reproduction(attempts)
     if reproduced is False:
-        return Fallback(update=None, reason=(
-            f"{event.type} confirmed in {event.window_hits} training groups but not reproduced on the frozen policy: "
-            "no measured candidate's control group shows it, so sampling stays as is"))
+        return Fallback(
+            update=None,
+            reason=(
+                f"{event.type} confirmed in {event.window_hits} training groups but not reproduced on the frozen policy: "
+                "no measured candidate's control group shows it, so sampling stays as is"
+            ),
+        )
     now = step if step is not None else max(event.step, state.step)
     confirmed = f"{event.type} confirmed in {event.window_hits} groups and not repaired"
     variants = state.harder_variants(tid) if event.type == "collapse_high" else []
@@ -123,8 +147,13 @@ def fallback_decision(event: FailureEvent, state: HarnessState, attempts: Sequen
         until = now + quarantine_steps
         op = Quarantine(task_id=tid, until_step=until)
         why = f"fallback: {confirmed}; quarantine the task until step {until}, then it is drawn again"
-    update = HarnessUpdate(interface="sampling", ops=[op], rationale=why, event_id=event.id,
-                           predicted_effect="fewer rollouts spent on the broken task; no task leaves training")
+    update = HarnessUpdate(
+        interface="sampling",
+        ops=[op],
+        rationale=why,
+        event_id=event.id,
+        predicted_effect="fewer rollouts spent on the broken task; no task leaves training",
+    )
     return Fallback(update=update, reason=why, needs_probe=reproduced is None)
 
 
@@ -140,9 +169,18 @@ class Probe:
     measurement: dict[str, Any]
 
 
-def probe_reproduction(fb: Fallback, event: FailureEvent, state: HarnessState, endpoint: PolicyEndpoint, judge: Judge,
-                       ctx: EvolverContext, *, probe_cache: ProbeCache | None, step: int,
-                       detector_config: DetectorConfig | None) -> Probe:
+def probe_reproduction(
+    fb: Fallback,
+    event: FailureEvent,
+    state: HarnessState,
+    endpoint: PolicyEndpoint,
+    judge: Judge,
+    ctx: EvolverContext,
+    *,
+    probe_cache: ProbeCache | None,
+    step: int,
+    detector_config: DetectorConfig | None,
+) -> Probe:
     """Probe the control group for a fallback that `needs_probe` (no candidate was measured).
 
     The fallback's own sampling update changes no group, so both sides are the current harness; the fallback acts
@@ -151,6 +189,9 @@ def probe_reproduction(fb: Fallback, event: FailureEvent, state: HarnessState, e
     settings = critic.measure_settings(ctx, step, detector_config or DetectorConfig(), k=ctx.sample_k)
     m = measure_candidate(state, fb.update, endpoint, judge, settings, probe_cache=probe_cache)
     ok, why = critic.reproduces(event, m.per_task[event.task_id]["control"])
-    reason = (f"{fb.reason} (reproduced on the frozen policy: {why})" if ok
-              else f"not reproduced on the frozen policy ({why}): sampling stays as is")
+    reason = (
+        f"{fb.reason} (reproduced on the frozen policy: {why})"
+        if ok
+        else f"not reproduced on the frozen policy ({why}): sampling stays as is"
+    )
     return Probe(ok, reason, m.compact())

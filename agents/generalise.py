@@ -36,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agents import proposer, rules_bank as bank
+from agents import proposer
+from agents import rules_bank as bank
 from harness.checks import AllOf, Check
 from harness.detector import Detector, DetectorConfig, GroupStats
 from harness.ops import validate as validate_update
@@ -95,14 +96,23 @@ class Batch:
     signature: str = ""
 
     def report(self) -> dict[str, Any]:
-        return {"targets": list(self.events), "seen_in": self.seen_in, "skipped": self.skipped,
-                "signature": self.signature, "signatures": self.signatures}
+        return {
+            "targets": list(self.events),
+            "seen_in": self.seen_in,
+            "skipped": self.skipped,
+            "signature": self.signature,
+            "signatures": self.signatures,
+        }
 
 
 def touched_criteria(update: HarnessUpdate, task_id: str) -> list[str | None]:
     """Ids of the existing criteria of `task_id` that `update` edits, splits, reweights or removes."""
-    return [op.criterion_id for op in update.ops
-            if op.task_id == task_id and isinstance(op, EditCriterion | SplitCriterion | RemoveCriterion | ReweightCriterion)]
+    return [
+        op.criterion_id
+        for op in update.ops
+        if op.task_id == task_id
+        and isinstance(op, EditCriterion | SplitCriterion | RemoveCriterion | ReweightCriterion)
+    ]
 
 
 def _parts(check: Check | None) -> list[Check]:
@@ -122,7 +132,9 @@ def _matching(target: Task, source: Criterion, event: FailureEvent) -> Criterion
     return first or (same[0] if len(same) == 1 else None)
 
 
-def _map_llm_ops(update: HarnessUpdate, source: Task, target: Task, event: FailureEvent) -> tuple[list[Any] | None, str]:
+def _map_llm_ops(
+    update: HarnessUpdate, source: Task, target: Task, event: FailureEvent
+) -> tuple[list[Any] | None, str]:
     """An LLM update's ops re-targeted at `target` (module docstring), or (None, why) when one does not map."""
     out: list[Any] = []
     taken = {c.id for c in target.criteria}
@@ -135,7 +147,9 @@ def _map_llm_ops(update: HarnessUpdate, source: Task, target: Task, event: Failu
         elif isinstance(op, AddCriterion | AddPitfall):
             cid = bank.fresh_id(op.criterion.id, taken)
             taken.add(cid)
-            out.append(op.model_copy(update={"task_id": target.id, "criterion": op.criterion.model_copy(update={"id": cid})}))
+            out.append(
+                op.model_copy(update={"task_id": target.id, "criterion": op.criterion.model_copy(update={"id": cid})})
+            )
         elif isinstance(op, EditCriterion | ReweightCriterion) and op.criterion_id in by_id:
             src = by_id[op.criterion_id]
             dst = _matching(target, src, event)
@@ -150,15 +164,21 @@ def _map_llm_ops(update: HarnessUpdate, source: Task, target: Task, event: Failu
             old, new = _parts(src.check), _parts(op.check)
             if op.text is not None or op.clear_check or not old or new[: len(old)] != old or len(new) == len(old):
                 return None, f"the edit of {src.id} is specific to its check (only wrapping it in more parts maps)"
-            out.append(EditCriterion(task_id=target.id, criterion_id=dst.id,
-                                     check=AllOf(checks=[*_parts(dst.check), *new[len(old):]][:8])))
+            out.append(
+                EditCriterion(
+                    task_id=target.id,
+                    criterion_id=dst.id,
+                    check=AllOf(checks=[*_parts(dst.check), *new[len(old) :]][:8]),
+                )
+            )
         else:
             return None, f"op {op.op} is specific to {source.id}"
     return out, ""
 
 
-def retarget(template: str, update: HarnessUpdate, source: Task, state: HarnessState, sighting: Sighting,
-             step: int) -> tuple[HarnessUpdate | None, str]:
+def retarget(
+    template: str, update: HarnessUpdate, source: Task, state: HarnessState, sighting: Sighting, step: int
+) -> tuple[HarnessUpdate | None, str]:
     """The accepted `update` (made by `template`) re-targeted at the sighted task, or (None, why)."""
     ev, tid = sighting.event, sighting.task_id
     if template and template != "llm":
@@ -169,13 +189,28 @@ def retarget(template: str, update: HarnessUpdate, source: Task, state: HarnessS
     ops, why = _map_llm_ops(update, source, state.task(tid), ev)
     if ops is None:
         return None, why
-    return HarnessUpdate(interface=update.interface, ops=ops, event_id=ev.id, rationale=update.rationale,
-                         predicted_effect=update.predicted_effect), ""
+    return HarnessUpdate(
+        interface=update.interface,
+        ops=ops,
+        event_id=ev.id,
+        rationale=update.rationale,
+        predicted_effect=update.predicted_effect,
+    ), ""
 
 
-def build_batch(event: FailureEvent, update: HarnessUpdate, template: str, source_state: HarnessState,
-                state: HarnessState, sightings: list[Sighting], *, max_tasks: int, busy: set[str], step: int,
-                proposal_id: str) -> Batch:
+def build_batch(
+    event: FailureEvent,
+    update: HarnessUpdate,
+    template: str,
+    source_state: HarnessState,
+    state: HarnessState,
+    sightings: list[Sighting],
+    *,
+    max_tasks: int,
+    busy: set[str],
+    step: int,
+    proposal_id: str,
+) -> Batch:
     """The batched candidate for an accepted repair (the rule in the module docstring).
 
     `source_state`: the harness the repair was proposed on (before its commit); `state`: the harness now (after
@@ -212,11 +247,14 @@ def build_batch(event: FailureEvent, update: HarnessUpdate, template: str, sourc
         ops.extend(mapped.ops)
     if ops:
         batch.update = HarnessUpdate(
-            interface=update.interface, ops=ops, event_id=event.id,
+            interface=update.interface,
+            ops=ops,
+            event_id=event.id,
             rationale=f"generalised from {proposal_id} ({template or 'update'} on {event.task_id}, accepted) to "
-                      f"{', '.join(batch.events)}: same {event.type} in {source.domain}"
-                      + (f", criterion {signature}" if signature else ""),
-            predicted_effect=update.predicted_effect)
+            f"{', '.join(batch.events)}: same {event.type} in {source.domain}"
+            + (f", criterion {signature}" if signature else ""),
+            predicted_effect=update.predicted_effect,
+        )
     return batch
 
 
@@ -240,8 +278,9 @@ def _ineligible(s: Sighting, event: FailureEvent, source: Task, state: HarnessSt
     return None
 
 
-def sightings(mem: TrainingMemory, detector_config: DetectorConfig, event: FailureEvent, domain: str,
-              now: HarnessState) -> list[Sighting]:
+def sightings(
+    mem: TrainingMemory, detector_config: DetectorConfig, event: FailureEvent, domain: str, now: HarnessState
+) -> list[Sighting]:
     """Other tasks of `domain` seen with `event`'s failure type, newest first (module docstring).
 
     Memory's events of that type first, then active tasks whose latest training groups make a fresh detector

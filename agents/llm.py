@@ -122,7 +122,9 @@ class ToolBox:
         try:
             out = tool.invoke(args)
         except ValidationError as err:  # the tool's own argument schema said no
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(args)'}: {e['msg']}" for e in err.errors()[:5])
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(args)'}: {e['msg']}" for e in err.errors()[:5]
+            )
             return f"error: bad arguments for {name}: {problems}", True
         except ToolException as err:
             return f"error: {name} failed: {err}", True
@@ -138,7 +140,9 @@ class ToolBox:
                 text, error = f"error: not run: at most {MAX_CALLS_PER_ROUND} tool calls per turn", True
             else:
                 text, error = self._execute(name, args)
-            answers.append(ToolMessage(_clip(text, MAX_TOOL_RESULT_CHARS), tool_call_id=call.get("id") or "", name=name))
+            answers.append(
+                ToolMessage(_clip(text, MAX_TOOL_RESULT_CHARS), tool_call_id=call.get("id") or "", name=name)
+            )
             self._record(round_no, name, args, text, error)
         for call in reply.invalid_tool_calls:  # arguments that were not even JSON
             name = call.get("name") or "?"
@@ -158,13 +162,20 @@ class ToolBox:
 
     def _record(self, round_no: int, name: str, args: Any, result: str, error: bool) -> None:
         dumped = json.dumps(args, default=str, ensure_ascii=False)
-        self.calls.append({"round": round_no, "name": name,
-                           "args": json.loads(dumped) if len(dumped) <= MAX_RECORD_CHARS else _clip(dumped, MAX_RECORD_CHARS),
-                           "result": _clip(result, MAX_RECORD_CHARS), "error": error})
+        self.calls.append(
+            {
+                "round": round_no,
+                "name": name,
+                "args": json.loads(dumped) if len(dumped) <= MAX_RECORD_CHARS else _clip(dumped, MAX_RECORD_CHARS),
+                "result": _clip(result, MAX_RECORD_CHARS),
+                "error": error,
+            }
+        )
 
 
-def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: list[BaseMessage],
-                      guided: dict[str, Any] | None = None) -> tuple[str, dict | None]:
+def _structured_reply(
+    llm: BaseChatModel, schema: type[BaseModel], messages: list[BaseMessage], guided: dict[str, Any] | None = None
+) -> tuple[str, dict | None]:
     """(the raw answer as text, the decoded object or None when it did not decode).
 
     `guided`: the JSON schema the server decodes with (default `guided_schema(schema)`; a caller may narrow it,
@@ -182,7 +193,9 @@ def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: lis
         if why is None:
             raise
         # Still guided (any valid JSON object); pydantic then checks the shape the grammar could not.
-        log.warning("the server cannot decode with the %s schema (%s); asking for any JSON object", schema.__name__, why)
+        log.warning(
+            "the server cannot decode with the %s schema (%s); asking for any JSON object", schema.__name__, why
+        )
         out = llm.with_structured_output(None, method="json_mode", include_raw=True).invoke(messages)
     parsed = out.get("parsed")
     text = _text(out.get("raw"))
@@ -193,8 +206,14 @@ def _structured_reply(llm: BaseChatModel, schema: type[BaseModel], messages: lis
     return text, None
 
 
-def _ask_structured_messages(llm: BaseChatModel, schema: type[T], messages: list[BaseMessage],
-                             box: ToolBox | None = None, round_no: int = 1, guided: dict[str, Any] | None = None) -> T:
+def _ask_structured_messages(
+    llm: BaseChatModel,
+    schema: type[T],
+    messages: list[BaseMessage],
+    box: ToolBox | None = None,
+    round_no: int = 1,
+    guided: dict[str, Any] | None = None,
+) -> T:
     said = ""
     try:
         said, parsed = _structured_reply(llm, schema, messages, guided)
@@ -210,14 +229,26 @@ def _ask_structured_messages(llm: BaseChatModel, schema: type[T], messages: list
     return answer
 
 
-def ask_structured(llm: BaseChatModel, schema: type[T], system: str, user: str, box: ToolBox | None = None,
-                   guided: dict[str, Any] | None = None) -> T:
+def ask_structured(
+    llm: BaseChatModel,
+    schema: type[T],
+    system: str,
+    user: str,
+    box: ToolBox | None = None,
+    guided: dict[str, Any] | None = None,
+) -> T:
     """One structured answer (no tools); recorded in `box.replies` when a box is given."""
     return _ask_structured_messages(llm, schema, [SystemMessage(system), HumanMessage(user)], box, guided=guided)
 
 
-def ask_with_tools(llm: BaseChatModel, schema: type[T], system: str, user: str, toolbox: ToolBox | None,
-                   guided: dict[str, Any] | None = None) -> T:
+def ask_with_tools(
+    llm: BaseChatModel,
+    schema: type[T],
+    system: str,
+    user: str,
+    toolbox: ToolBox | None,
+    guided: dict[str, Any] | None = None,
+) -> T:
     """`ask_structured` after at most `toolbox.max_rounds` turns of tool calls (see the module docstring).
 
     `guided` narrows the schema the final structured answer is decoded with (`_structured_reply`).
@@ -248,7 +279,9 @@ def ask_with_tools(llm: BaseChatModel, schema: type[T], system: str, user: str, 
                     answer = parse_json_output(_text(reply), schema)
                 except ValueError as err:
                     toolbox.record_reply(round_no, _text(reply), used=False)
-                    log.info("free answer did not parse (%s); asking for the %s with structured output", err, schema.__name__)
+                    log.info(
+                        "free answer did not parse (%s); asking for the %s with structured output", err, schema.__name__
+                    )
                     break
                 toolbox.record_reply(round_no, _text(reply), used=True)
                 return answer

@@ -68,12 +68,16 @@ def similar_case(record: dict[str, Any], failure_type: str, interface: str, doma
     Same failure type and interface, and the same domain or the same criterion signature (kind/check type of the
     event's criterion).
     """
-    return (record.get("failure_type") == failure_type and record.get("interface") == interface
-            and (record.get("domain") == domain or (bool(signature) and record.get("signature") == signature)))
+    return (
+        record.get("failure_type") == failure_type
+        and record.get("interface") == interface
+        and (record.get("domain") == domain or (bool(signature) and record.get("signature") == signature))
+    )
 
 
-def template_evidence(similar: Sequence[dict[str, Any]], event: FailureEvent, interface: str, domain: str,
-                      signature: str) -> _Evidence:
+def template_evidence(
+    similar: Sequence[dict[str, Any]], event: FailureEvent, interface: str, domain: str, signature: str
+) -> _Evidence:
     """Outcomes of the rule templates on similar cases of other tasks.
 
     `similar`: memory proposal records as `graphs.nodes.gather_evidence` lists them under "cross_task".
@@ -114,7 +118,9 @@ def _ordered(templates: list[tuple[str, Template]], ev: _Evidence) -> list[tuple
     return promoted + rest
 
 
-def _first(order: list[tuple[str, Template]], p: TemplateInput, used: list[str]) -> tuple[str, HarnessUpdate | None, list[str]]:
+def _first(
+    order: list[tuple[str, Template]], p: TemplateInput, used: list[str]
+) -> tuple[str, HarnessUpdate | None, list[str]]:
     """The first applicable, untried template of `order`: (label, update, names that gave nothing)."""
     n_variant = sum(t.startswith("variant:") for t in used)
     skipped: list[str] = []
@@ -134,9 +140,18 @@ def _first(order: list[tuple[str, Template]], p: TemplateInput, used: list[str])
     return "", None, skipped
 
 
-def rule_proposal(event: FailureEvent, attribution: Attribution, state: HarnessState, attempts: list[dict[str, Any]],
-                  step: int, unmet: list[str] | None = None, *, similar: Sequence[dict[str, Any]] = (),
-                  signature: str = "", signals: RolloutSignals | None = None) -> Proposal:
+def rule_proposal(
+    event: FailureEvent,
+    attribution: Attribution,
+    state: HarnessState,
+    attempts: list[dict[str, Any]],
+    step: int,
+    unmet: list[str] | None = None,
+    *,
+    similar: Sequence[dict[str, Any]] = (),
+    signature: str = "",
+    signals: RolloutSignals | None = None,
+) -> Proposal:
     """The next template's update for this event; `Proposal(update=None)` when none is left.
 
     `similar`: cross-task proposal records (memory, `gather_evidence`'s "cross_task"; empty with the memory
@@ -153,23 +168,32 @@ def rule_proposal(event: FailureEvent, attribution: Attribution, state: HarnessS
     label, update, skipped = _first(_ordered(default, ev), p, used)
     if update is None:
         left_out = [n for n, _ in default if ev.skipped(n)]
-        return Proposal(update=None, template="", source="rules",
-                        error=f"no {attribution.interface} template left for {event.type} (tried {used}, not applicable "
-                              f"{skipped}, skipped after failures on similar cases {left_out})")
+        return Proposal(
+            update=None,
+            template="",
+            source="rules",
+            error=f"no {attribution.interface} template left for {event.type} (tried {used}, not applicable "
+            f"{skipped}, skipped after failures on similar cases {left_out})",
+        )
     evidence: list[str] = []
     if similar:  # what the default order would have chosen: evidence is recorded only when it changed the choice
-        d = TemplateInput(event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [], signals=sig)
+        d = TemplateInput(
+            event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [], signals=sig
+        )
         default_label, _, _ = _first(default, d, used)
         if _family(default_label) != _family(label):
             if ev.promoted(_family(label)):
                 evidence += ev.accepted[_family(label)][-3:]
             if default_label and ev.skipped(_family(default_label)):
-                evidence += [f"skipped {_family(default_label)}: {line}" for line in ev.rejected[_family(default_label)][-3:]]
+                evidence += [
+                    f"skipped {_family(default_label)}: {line}" for line in ev.rejected[_family(default_label)][-3:]
+                ]
     return Proposal(update=update, template=label, rationale=update.rationale, source="rules", evidence_used=evidence)
 
 
-def render_template(label: str, event: FailureEvent, interface: str, state: HarnessState, step: int,
-                    unmet: list[str] | None = None) -> HarnessUpdate | None:
+def render_template(
+    label: str, event: FailureEvent, interface: str, state: HarnessState, step: int, unmet: list[str] | None = None
+) -> HarnessUpdate | None:
     """Template `label` (as a proposal records it) rendered for `event`'s task, or None when it does not apply.
 
     This is how an accepted rule repair is re-targeted at a similar task (`agents/generalise.py`). A variant
@@ -179,15 +203,24 @@ def render_template(label: str, event: FailureEvent, interface: str, state: Harn
     template = next((t for name, t in templates_for(interface, event.type) if name == family), None)
     if template is None:
         return None
-    p = TemplateInput(event=event, state=state, task=state.task(event.task_id), step=step, attempts=[], unmet=unmet or [],
-               constraint=(option or None) if family == "variant" else None)
+    p = TemplateInput(
+        event=event,
+        state=state,
+        task=state.task(event.task_id),
+        step=step,
+        attempts=[],
+        unmet=unmet or [],
+        constraint=(option or None) if family == "variant" else None,
+    )
     return template(p)
 
 
 # -- LLM brain -------------------------------------------------------------------------------------
 def _task_view(task: Task, state: HarnessState) -> dict[str, Any]:
     return {
-        "id": task.id, "domain": task.domain, "prompt": task.user_prompt,
+        "id": task.id,
+        "domain": task.domain,
+        "prompt": task.user_prompt,
         "criteria": [c.model_dump(mode="json", exclude={"origin"}) for c in task.criteria],
         "guidance": state.guidance_for(task.id).model_dump(mode="json"),
         "sampling": state.sampling[task.id].model_dump(mode="json") if task.id in state.sampling else None,
@@ -201,9 +234,16 @@ def _public_critique(critique: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**redact(critique), "reasons": redact_reasons(critique.get("reasons", []))}
 
 
-def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attribution, state: HarnessState,
-                 attempts: list[dict[str, Any]], toolbox: ToolBox | None = None,
-                 signals: RolloutSignals | None = None, fallback: Callable[[], Proposal] | None = None) -> Proposal:
+def llm_proposal(
+    llm: BaseChatModel,
+    event: FailureEvent,
+    attribution: Attribution,
+    state: HarnessState,
+    attempts: list[dict[str, Any]],
+    toolbox: ToolBox | None = None,
+    signals: RolloutSignals | None = None,
+    fallback: Callable[[], Proposal] | None = None,
+) -> Proposal:
     """The LLM's update for this event.
 
     It reads the task (with what its cached rollouts show: `signals.public()`, criterion ids and snippets, no
@@ -213,20 +253,29 @@ def llm_proposal(llm: BaseChatModel, event: FailureEvent, attribution: Attributi
     answers on another interface than the attribution's, hands the decision to `fallback` (the rule brain: its
     proposal, marked `source="llm_fallback"` with the LLM's `llm_error`); without one, the attempt is invalid."""
     task = state.task(event.task_id)
-    feedback = [{"template": a["template"], "update": a.get("update"), "critique": _public_critique(a.get("critique"))}
-                for a in attempts]
+    feedback = [
+        {"template": a["template"], "update": a.get("update"), "critique": _public_critique(a.get("critique"))}
+        for a in attempts
+    ]
     system = prompts.render(prompts.PROPOSER_SYSTEM, interface=attribution.interface, task_id=task.id)
-    user = prompts.render(prompts.PROPOSER_USER, event=json.dumps(public_event(event)), attribution=attribution.model_dump_json(),
-                          task=json.dumps({**_task_view(task, state), "rollouts": redact((signals or RolloutSignals()).public())},
-                                          indent=1), feedback=json.dumps(feedback, indent=1) if feedback else "(first attempt)")
+    user = prompts.render(
+        prompts.PROPOSER_USER,
+        event=json.dumps(public_event(event)),
+        attribution=attribution.model_dump_json(),
+        task=json.dumps(
+            {**_task_view(task, state), "rollouts": redact((signals or RolloutSignals()).public())}, indent=1
+        ),
+        feedback=json.dumps(feedback, indent=1) if feedback else "(first attempt)",
+    )
     try:
         out = ask_with_tools(llm, ProposalOut, system, user, toolbox, guided=proposal_schema(attribution.interface))
     except BrainError as err:
         return _failed(event, f"LLM proposer failed: {err}", fallback)
     update = out.update.model_copy(update={"event_id": event.id})
     if update.interface != attribution.interface:
-        return _failed(event, f"LLM proposed on interface {update.interface!r}, attribution is "
-                              f"{attribution.interface!r}", fallback)
+        return _failed(
+            event, f"LLM proposed on interface {update.interface!r}, attribution is {attribution.interface!r}", fallback
+        )
     return Proposal(update=update, template="llm", rationale=out.rationale or update.rationale, source="llm")
 
 

@@ -60,7 +60,7 @@ class RolloutSignals(BaseModel):
 
 def _trigram_repeats(text: str) -> tuple[str | None, int]:
     toks = [w.casefold() for w in words(text)]
-    grams = Counter(" ".join(toks[i:i + 3]) for i in range(len(toks) - 2))
+    grams = Counter(" ".join(toks[i : i + 3]) for i in range(len(toks) - 2))
     if not grams:
         return None, 0
     gram, count = grams.most_common(1)[0]
@@ -98,11 +98,19 @@ def rollout_signals(groups: Sequence[Any]) -> RolloutSignals:
     reps = [_trigram_repeats(t) for t in texts]
     gram, count = max(reps, key=lambda r: r[1]) if reps else (None, 0)
     return RolloutSignals(
-        n=len(rewards), lengths=lengths, rewards=rewards,
-        length_q25=float(np.quantile(arr, 0.25)), length_median=float(np.median(arr)), length_q75=float(np.quantile(arr, 0.75)),
-        high_reward_length=float(np.median(arr[high])), low_reward_length=float(np.median(arr[low])),
-        top_repeat=gram, top_repeat_count=count, contrast_criteria=_contrast(audited),
-        best=texts[int(order[-1])][:SNIPPET] or None, worst=texts[int(order[0])][:SNIPPET] or None,
+        n=len(rewards),
+        lengths=lengths,
+        rewards=rewards,
+        length_q25=float(np.quantile(arr, 0.25)),
+        length_median=float(np.median(arr)),
+        length_q75=float(np.quantile(arr, 0.75)),
+        high_reward_length=float(np.median(arr[high])),
+        low_reward_length=float(np.median(arr[low])),
+        top_repeat=gram,
+        top_repeat_count=count,
+        contrast_criteria=_contrast(audited),
+        best=texts[int(order[-1])][:SNIPPET] or None,
+        worst=texts[int(order[0])][:SNIPPET] or None,
     )
 
 

@@ -90,8 +90,13 @@ class TemplateInput:
         return {c.id for c in self.task.criteria}
 
     def update(self, interface: str, ops: list[Any], rationale: str, effect: str) -> HarnessUpdate:
-        return HarnessUpdate(interface=interface, ops=ops, rationale=rationale, event_id=self.event.id,  # type: ignore[arg-type]
-                             predicted_effect=effect)
+        return HarnessUpdate(
+            interface=interface,
+            ops=ops,
+            rationale=rationale,
+            event_id=self.event.id,  # type: ignore[arg-type]
+            predicted_effect=effect,
+        )
 
 
 Template = Callable[[TemplateInput], HarnessUpdate | None]
@@ -100,13 +105,20 @@ Template = Callable[[TemplateInput], HarnessUpdate | None]
 # -- sampling --------------------------------------------------------------------------------------
 def _pick_constraint(p: TemplateInput) -> bank.Constraint | None:
     if p.constraint is not None:
-        return next((c for c in bank.CONSTRAINTS if c.name == p.constraint and not bank.constraint_used(p.task, c)), None)
+        return next(
+            (c for c in bank.CONSTRAINTS if c.name == p.constraint and not bank.constraint_used(p.task, c)), None
+        )
     tried = {a["template"].split(":", 1)[1] for a in p.attempts if a["template"].startswith("variant:")}
     # A harder variant already in training that asks for a constraint makes that constraint taken: a saturated
     # parent drawn again gets a *different* variant (or, none left, the template list's down-weighting).
     siblings = [p.state.task(v) for v in p.state.harder_variants(p.task.id)]
-    options = [c for c in bank.CONSTRAINTS if c.name not in tried and not bank.constraint_used(p.task, c)
-               and not any(bank.constraint_used(v, c) for v in siblings)]
+    options = [
+        c
+        for c in bank.CONSTRAINTS
+        if c.name not in tried
+        and not bank.constraint_used(p.task, c)
+        and not any(bank.constraint_used(v, c) for v in siblings)
+    ]
     if not options:
         return None
     last = next((c for c in bank.CONSTRAINTS if p.attempts and p.attempts[-1]["template"] == f"variant:{c.name}"), None)
@@ -130,14 +142,30 @@ def t_variant(p: TemplateInput) -> HarnessUpdate | None:
     vid = bank.fresh_id(f"{p.task.id}.v{p.state.version + 1}-{c.name}"[:120], taken)
     prompt = [m.model_copy() for m in p.task.prompt]
     prompt[-1] = Message(role="user", content=f"{prompt[-1].content.rstrip()} {c.instruction}")
-    crit = Criterion(id=bank.fresh_id(f"evo-{c.name}", p.taken_ids), text=c.criterion_text, weight=5.0,
-                     kind="essential", check=c.check, origin="evolver:variant")
+    crit = Criterion(
+        id=bank.fresh_id(f"evo-{c.name}", p.taken_ids),
+        text=c.criterion_text,
+        weight=5.0,
+        kind="essential",
+        check=c.check,
+        origin="evolver:variant",
+    )
     weight = p.state.sampling[p.task.id].weight
-    op = AddVariant(task_id=p.task.id, variant_id=vid, prompt=prompt, extra_criteria=[crit], weight=weight,
-                    parent_weight=round(weight * 0.5, 3))
+    op = AddVariant(
+        task_id=p.task.id,
+        variant_id=vid,
+        prompt=prompt,
+        extra_criteria=[crit],
+        weight=weight,
+        parent_weight=round(weight * 0.5, 3),
+    )
     p.label = f"variant:{c.name}"
-    return p.update("sampling", [op], f"saturated task: derive a harder variant ({c.instruction!r})",
-                    "the variant's group is neither all-0 nor all-1 (std up), the parent is sampled half as often")
+    return p.update(
+        "sampling",
+        [op],
+        f"saturated task: derive a harder variant ({c.instruction!r})",
+        "the variant's group is neither all-0 nor all-1 (std up), the parent is sampled half as often",
+    )
 
 
 MIN_SIGNAL_ROLLOUTS = 4  # fewer cached rollouts than one group: the sized templates do not apply
@@ -165,13 +193,30 @@ def t_variant_sized(p: TemplateInput) -> HarnessUpdate | None:
     instruction = f"Answer in at most {budget} words."
     prompt = [m.model_copy() for m in p.task.prompt]
     prompt[-1] = Message(role="user", content=f"{prompt[-1].content.rstrip()} {instruction}")
-    crit = Criterion(id=bank.fresh_id(f"evo-words{budget}", p.taken_ids), text=f"Answers within {budget} words",
-                     weight=5.0, kind="essential", check=WordCount(min=floor, max=budget), origin="evolver:variant")
+    crit = Criterion(
+        id=bank.fresh_id(f"evo-words{budget}", p.taken_ids),
+        text=f"Answers within {budget} words",
+        weight=5.0,
+        kind="essential",
+        check=WordCount(min=floor, max=budget),
+        origin="evolver:variant",
+    )
     weight = p.state.sampling[p.task.id].weight
-    op = AddVariant(task_id=p.task.id, variant_id=vid, prompt=prompt, extra_criteria=[crit], weight=weight,
-                    parent_weight=round(weight * 0.5, 3))
-    return p.update("sampling", [op], f"saturated task: a harder variant with a word budget of {budget} (the median "
-                    f"length of its {p.signals.n} cached rollouts)", "about half the rollouts meet the budget: std up")
+    op = AddVariant(
+        task_id=p.task.id,
+        variant_id=vid,
+        prompt=prompt,
+        extra_criteria=[crit],
+        weight=weight,
+        parent_weight=round(weight * 0.5, 3),
+    )
+    return p.update(
+        "sampling",
+        [op],
+        f"saturated task: a harder variant with a word budget of {budget} (the median "
+        f"length of its {p.signals.n} cached rollouts)",
+        "about half the rollouts meet the budget: std up",
+    )
 
 
 def _downweight(factor: float) -> Template:
@@ -180,9 +225,13 @@ def _downweight(factor: float) -> Template:
         new = round(w * factor, 3)
         if new == w:
             return None
-        return p.update("sampling", [Reweight(task_id=p.task.id, weight=new)],
-                        f"{p.event.type}: spend fewer rollouts on this task until its reward is repaired",
-                        f"sampling weight {w} -> {new}")
+        return p.update(
+            "sampling",
+            [Reweight(task_id=p.task.id, weight=new)],
+            f"{p.event.type}: spend fewer rollouts on this task until its reward is repaired",
+            f"sampling weight {w} -> {new}",
+        )
+
     return t
 
 
@@ -212,10 +261,25 @@ def _hints(p: TemplateInput, strong: bool, kinds: tuple[str, ...], share: float,
     if not ops:
         return None
     # Fade-out plan (SmolLM2 spike): hints in the user turn, mixed hinted/unhinted visits, decaying.
-    ops.append(SetSchedule(task_id=p.task.id, schedule=Schedule(
-        mode=mode, start_step=p.step, end_step=p.step + FADE_STEPS, floor=0.0, hinted_share=share, placement="user")))  # type: ignore[arg-type]
-    return p.update("guidance", ops, f"{p.event.type}: show hints for the unmet criteria, fading out",
-                    "some hinted rollouts meet the criteria: group std up, no leak of the reference")
+    ops.append(
+        SetSchedule(
+            task_id=p.task.id,
+            schedule=Schedule(
+                mode=mode,
+                start_step=p.step,
+                end_step=p.step + FADE_STEPS,
+                floor=0.0,
+                hinted_share=share,
+                placement="user",
+            ),
+        )
+    )  # type: ignore[arg-type]
+    return p.update(
+        "guidance",
+        ops,
+        f"{p.event.type}: show hints for the unmet criteria, fading out",
+        "some hinted rollouts meet the criteria: group std up, no leak of the reference",
+    )
 
 
 def t_hint(p: TemplateInput) -> HarnessUpdate | None:
@@ -233,11 +297,20 @@ def t_hint_all(p: TemplateInput) -> HarnessUpdate | None:
 def t_leak_fade(p: TemplateInput) -> HarnessUpdate | None:
     g = p.state.guidance_for(p.task.id)
     s = g.schedule
-    new = Schedule(mode="linear", start_step=p.step, end_step=p.step + 20, floor=0.0,
-                   hinted_share=round(min(s.hinted_share, 1.0) * 0.5, 3), placement=s.placement)
-    return p.update("guidance", [SetSchedule(task_id=p.task.id, schedule=new)],
-                    "rollouts copy the hint: show it to fewer visits and fade it out fast",
-                    "fewer leak hits; the task keeps some signal")
+    new = Schedule(
+        mode="linear",
+        start_step=p.step,
+        end_step=p.step + 20,
+        floor=0.0,
+        hinted_share=round(min(s.hinted_share, 1.0) * 0.5, 3),
+        placement=s.placement,
+    )
+    return p.update(
+        "guidance",
+        [SetSchedule(task_id=p.task.id, schedule=new)],
+        "rollouts copy the hint: show it to fewer visits and fade it out fast",
+        "fewer leak hits; the task keeps some signal",
+    )
 
 
 def t_leak_remove(p: TemplateInput) -> HarnessUpdate | None:
@@ -245,8 +318,12 @@ def t_leak_remove(p: TemplateInput) -> HarnessUpdate | None:
     if not hints:
         return None
     longest = max(hints, key=lambda h: len(h.text))
-    return p.update("guidance", [RemoveHint(task_id=p.task.id, hint_id=longest.id)],
-                    f"rollouts copy hint {longest.id!r}: remove it", "no leak hits")
+    return p.update(
+        "guidance",
+        [RemoveHint(task_id=p.task.id, hint_id=longest.id)],
+        f"rollouts copy hint {longest.id!r}: remove it",
+        "no leak hits",
+    )
 
 
 def t_leak_abstract(p: TemplateInput) -> HarnessUpdate | None:
@@ -259,12 +336,15 @@ def t_leak_abstract(p: TemplateInput) -> HarnessUpdate | None:
             ops.append(EditHint(task_id=p.task.id, hint_id=h.id, text=text[:400]))
     if not ops:
         return None
-    return p.update("guidance", ops[:8], "rollouts copy the hint: reword hints to the abstract requirement",
-                    "no leak hits")
+    return p.update(
+        "guidance", ops[:8], "rollouts copy the hint: reword hints to the abstract requirement", "no leak hits"
+    )
 
 
 # -- criteria --------------------------------------------------------------------------------------
-def _edit_checks(p: TemplateInput, targets: list[Criterion], floor: int, repeat: int | None, why: str) -> HarnessUpdate | None:
+def _edit_checks(
+    p: TemplateInput, targets: list[Criterion], floor: int, repeat: int | None, why: str
+) -> HarnessUpdate | None:
     ops: list[Any] = []
     for c in targets:
         new = bank.tightened(c.check, floor, repeat)
@@ -290,12 +370,21 @@ def _floor(p: TemplateInput, base: int) -> int:
 def _stuffed(p: TemplateInput) -> list[Criterion]:
     if p.event.criterion_id and any(c.id == p.event.criterion_id for c in p.task.criteria):
         return [c for c in p.task.criteria if c.id == p.event.criterion_id]
-    return [c for c in p.task.criteria if c.weight > 0 and c.check is not None and c.check.type in ("contains_any", "contains_all")]
+    return [
+        c
+        for c in p.task.criteria
+        if c.weight > 0 and c.check is not None and c.check.type in ("contains_any", "contains_all")
+    ]
 
 
 def t_tighten_repeat(p: TemplateInput) -> HarnessUpdate | None:
-    return _edit_checks(p, _stuffed(p), _floor(p, bank.WORD_FLOOR), bank.REPEAT_LIMIT,
-                        "keyword stuffing: the stuffed criterion now also needs real content and no repetition")
+    return _edit_checks(
+        p,
+        _stuffed(p),
+        _floor(p, bank.WORD_FLOOR),
+        bank.REPEAT_LIMIT,
+        "keyword stuffing: the stuffed criterion now also needs real content and no repetition",
+    )
 
 
 def t_tighten_repeat_strict(p: TemplateInput) -> HarnessUpdate | None:
@@ -304,8 +393,13 @@ def t_tighten_repeat_strict(p: TemplateInput) -> HarnessUpdate | None:
 
 def t_tighten_format(p: TemplateInput) -> HarnessUpdate | None:
     targets = [c for c in p.task.criteria if c.weight > 0 and bank.is_format_only(c)] or _stuffed(p)
-    return _edit_checks(p, targets, _floor(p, bank.WORD_FLOOR), None,
-                        "credit without content: format-only criteria now need a word floor")
+    return _edit_checks(
+        p,
+        targets,
+        _floor(p, bank.WORD_FLOOR),
+        None,
+        "credit without content: format-only criteria now need a word floor",
+    )
 
 
 def _pitfall(make: Callable[[set[str]], Criterion], why: str) -> Template:
@@ -313,8 +407,13 @@ def _pitfall(make: Callable[[set[str]], Criterion], why: str) -> Template:
         crit = make(p.taken_ids)
         if any(c.kind == "pitfall" and c.check == crit.check for c in p.task.criteria):
             return None
-        return p.update("criteria", [AddPitfall(task_id=p.task.id, criterion=crit)], why,
-                        "gamed rollouts are penalised; honest ones are untouched")
+        return p.update(
+            "criteria",
+            [AddPitfall(task_id=p.task.id, criterion=crit)],
+            why,
+            "gamed rollouts are penalised; honest ones are untouched",
+        )
+
     return t
 
 
@@ -336,8 +435,9 @@ def t_pitfall_padding(p: TemplateInput) -> HarnessUpdate | None:
         limit = max(bank.WORD_FLOOR, int(sig.length_q75 or PADDING_WORDS))
     else:
         limit = PADDING_WORDS
-    return _pitfall(lambda taken: bank.pitfall_padding(taken, limit),
-                    f"length gaming: penalise answers over {limit} words")(p)
+    return _pitfall(
+        lambda taken: bank.pitfall_padding(taken, limit), f"length gaming: penalise answers over {limit} words"
+    )(p)
 
 
 def t_tighten_contrast(p: TemplateInput) -> HarnessUpdate | None:
@@ -348,30 +448,49 @@ def t_tighten_contrast(p: TemplateInput) -> HarnessUpdate | None:
     """
     ids = set(p.signals.contrast_criteria)
     targets = [c for c in p.task.criteria if c.id in ids and c.weight > 0]
-    return _edit_checks(p, targets, _floor(p, bank.WORD_FLOOR), bank.REPEAT_LIMIT,
-                        f"the criteria {sorted(c.id for c in targets)} credit the rollouts that game the task: they now "
-                        "also need real content and no repetition")
+    return _edit_checks(
+        p,
+        targets,
+        _floor(p, bank.WORD_FLOOR),
+        bank.REPEAT_LIMIT,
+        f"the criteria {sorted(c.id for c in targets)} credit the rollouts that game the task: they now "
+        "also need real content and no repetition",
+    )
 
 
 def t_reweight_contrast(p: TemplateInput) -> HarnessUpdate | None:
     """Halve the weight of the contrast criteria (as `t_tighten_contrast` finds them), keeping one content criterion."""
     ids = set(p.signals.contrast_criteria)
-    ops = [ReweightCriterion(task_id=p.task.id, criterion_id=c.id, weight=bank._split_weight(c.weight, 2))
-           for c in p.task.criteria if c.id in ids and c.weight > 0 and abs(c.weight) > 0.1]
+    ops = [
+        ReweightCriterion(task_id=p.task.id, criterion_id=c.id, weight=bank._split_weight(c.weight, 2))
+        for c in p.task.criteria
+        if c.id in ids and c.weight > 0 and abs(c.weight) > 0.1
+    ]
     if not ops or len(ops) == sum(c.weight > 0 for c in p.task.criteria):
         return None
-    return p.update("criteria", ops[:8], "the criteria that credit gamed rollouts carry less of the reward",
-                    "gamed rollouts lose reward; the other criteria decide more of the score")
+    return p.update(
+        "criteria",
+        ops[:8],
+        "the criteria that credit gamed rollouts carry less of the reward",
+        "gamed rollouts lose reward; the other criteria decide more of the score",
+    )
 
 
 def t_reweight_format(p: TemplateInput) -> HarnessUpdate | None:
-    ops = [ReweightCriterion(task_id=p.task.id, criterion_id=c.id, weight=bank._split_weight(c.weight, 2))
-           for c in p.task.criteria if c.weight > 0 and bank.is_format_only(c) and abs(c.weight) > 0.1]
+    ops = [
+        ReweightCriterion(task_id=p.task.id, criterion_id=c.id, weight=bank._split_weight(c.weight, 2))
+        for c in p.task.criteria
+        if c.weight > 0 and bank.is_format_only(c) and abs(c.weight) > 0.1
+    ]
     # Halving every positive criterion would change nothing: keep at least one content criterion.
     if not ops or len(ops) == sum(c.weight > 0 for c in p.task.criteria):
         return None
-    return p.update("criteria", ops[:8], "format-only criteria carry too much of the reward: halve their weight",
-                    "content criteria decide more of the score")
+    return p.update(
+        "criteria",
+        ops[:8],
+        "format-only criteria carry too much of the reward: halve their weight",
+        "content criteria decide more of the score",
+    )
 
 
 def _blind(p: TemplateInput) -> Criterion | None:
@@ -387,27 +506,43 @@ def t_blind_edit(p: TemplateInput) -> HarnessUpdate | None:
     if c is None:
         return None
     if _always_met(p):
-        return _edit_checks(p, [c], _floor(p, bank.WORD_FLOOR), bank.REPEAT_LIMIT,
-                            f"criterion {c.id} is always met: tighten it with a word floor and a repetition limit")
+        return _edit_checks(
+            p,
+            [c],
+            _floor(p, bank.WORD_FLOOR),
+            bank.REPEAT_LIMIT,
+            f"criterion {c.id} is always met: tighten it with a word floor and a repetition limit",
+        )
     if c.check is None:
         return None
     new = bank.loosened(c.check)
     if new is None:
         return None
-    return p.update("criteria", [EditCriterion(task_id=p.task.id, criterion_id=c.id, check=new)],
-                    f"criterion {c.id} is never met: loosen its check", "the criterion's pass rate moves into (0, 1)")
+    return p.update(
+        "criteria",
+        [EditCriterion(task_id=p.task.id, criterion_id=c.id, check=new)],
+        f"criterion {c.id} is never met: loosen its check",
+        "the criterion's pass rate moves into (0, 1)",
+    )
 
 
 def t_blind_split(p: TemplateInput) -> HarnessUpdate | None:
     c = _blind(p)
     if c is None:
         return None
-    parts = bank.strict_split(c, p.taken_ids - {c.id}, bank.WORD_FLOOR) if _always_met(p) else bank.graded_parts(c, p.taken_ids - {c.id})
+    parts = (
+        bank.strict_split(c, p.taken_ids - {c.id}, bank.WORD_FLOOR)
+        if _always_met(p)
+        else bank.graded_parts(c, p.taken_ids - {c.id})
+    )
     if not parts:
         return None
-    return p.update("criteria", [SplitCriterion(task_id=p.task.id, criterion_id=c.id, into=parts)],
-                    f"criterion {c.id} is blind: split it so part of it discriminates",
-                    "pass rates of the parts differ; group std up")
+    return p.update(
+        "criteria",
+        [SplitCriterion(task_id=p.task.id, criterion_id=c.id, into=parts)],
+        f"criterion {c.id} is blind: split it so part of it discriminates",
+        "pass rates of the parts differ; group std up",
+    )
 
 
 def t_blind_reweight(p: TemplateInput) -> HarnessUpdate | None:
@@ -417,8 +552,12 @@ def t_blind_reweight(p: TemplateInput) -> HarnessUpdate | None:
     new = bank._split_weight(c.weight, 2)
     if new == c.weight:
         return None
-    return p.update("criteria", [ReweightCriterion(task_id=p.task.id, criterion_id=c.id, weight=new)],
-                    f"criterion {c.id} carries no signal: halve its weight", "other criteria decide more of the score")
+    return p.update(
+        "criteria",
+        [ReweightCriterion(task_id=p.task.id, criterion_id=c.id, weight=new)],
+        f"criterion {c.id} carries no signal: halve its weight",
+        "other criteria decide more of the score",
+    )
 
 
 def _coarse(p: TemplateInput) -> Criterion | None:
@@ -433,47 +572,89 @@ def t_split_graded(p: TemplateInput) -> HarnessUpdate | None:
     if c is None:
         return None
     parts = bank.graded_parts(c, p.taken_ids - {c.id})
-    return p.update("criteria", [SplitCriterion(task_id=p.task.id, criterion_id=c.id, into=parts)],  # type: ignore[arg-type]
-                    f"{p.event.type}: split the coarse criterion {c.id} into graded parts",
-                    "partial credit per part spreads the scores: group std up")
+    return p.update(
+        "criteria",
+        [SplitCriterion(task_id=p.task.id, criterion_id=c.id, into=parts)],  # type: ignore[arg-type]
+        f"{p.event.type}: split the coarse criterion {c.id} into graded parts",
+        "partial credit per part spreads the scores: group std up",
+    )
 
 
 def t_add_graded(p: TemplateInput) -> HarnessUpdate | None:
-    crit = Criterion(id=bank.fresh_id("evo-developed", p.taken_ids), text="Develops the answer with real content (at least 20 words, no repetition)",
-                     weight=2.0, kind="important", check=bank.tightened(None, 20, bank.REPEAT_LIMIT), origin="evolver:graded")
+    crit = Criterion(
+        id=bank.fresh_id("evo-developed", p.taken_ids),
+        text="Develops the answer with real content (at least 20 words, no repetition)",
+        weight=2.0,
+        kind="important",
+        check=bank.tightened(None, 20, bank.REPEAT_LIMIT),
+        origin="evolver:graded",
+    )
     if any(c.check == crit.check for c in p.task.criteria):
         return None
-    return p.update("criteria", [AddCriterion(task_id=p.task.id, criterion=crit)],
-                    f"{p.event.type}: add a graded content criterion that some rollouts meet and others miss",
-                    "group std up")
+    return p.update(
+        "criteria",
+        [AddCriterion(task_id=p.task.id, criterion=crit)],
+        f"{p.event.type}: add a graded content criterion that some rollouts meet and others miss",
+        "group std up",
+    )
 
 
 def t_loosen_hardest(p: TemplateInput) -> HarnessUpdate | None:
     for c in _targets(p, ("essential", "important")):
         new = bank.loosened(c.check) if c.check is not None else None
         if new is not None:
-            return p.update("criteria", [EditCriterion(task_id=p.task.id, criterion_id=c.id, check=new)],
-                            f"collapse_low: loosen the unmet criterion {c.id}", "some rollouts meet it: std up")
+            return p.update(
+                "criteria",
+                [EditCriterion(task_id=p.task.id, criterion_id=c.id, check=new)],
+                f"collapse_low: loosen the unmet criterion {c.id}",
+                "some rollouts meet it: std up",
+            )
     return None
 
 
 TEMPLATES: dict[str, dict[str, list[tuple[str, Template]]]] = {
     "sampling": {
-        "collapse_high": [("variant_sized", t_variant_sized), ("variant", t_variant), ("variant", t_variant), ("variant", t_variant),
-                          ("downweight", _downweight(0.5))],
+        "collapse_high": [
+            ("variant_sized", t_variant_sized),
+            ("variant", t_variant),
+            ("variant", t_variant),
+            ("variant", t_variant),
+            ("downweight", _downweight(0.5)),
+        ],
         "*": [("downweight", _downweight(0.5)), ("downweight_more", _downweight(0.25))],
     },
     "guidance": {
-        "guidance_leak": [("leak_fade", t_leak_fade), ("leak_abstract", t_leak_abstract), ("leak_remove", t_leak_remove)],
+        "guidance_leak": [
+            ("leak_fade", t_leak_fade),
+            ("leak_abstract", t_leak_abstract),
+            ("leak_remove", t_leak_remove),
+        ],
         "*": [("hint", t_hint), ("hint_strong", t_hint_strong), ("hint_all", t_hint_all)],
     },
     "criteria": {
-        "stuffing": [("tighten_contrast", t_tighten_contrast), ("tighten_repeat", t_tighten_repeat), ("pitfall_repeat", t_pitfall_repeat),
-                     ("tighten_repeat_strict", t_tighten_repeat_strict)],
-        "spurious_length": [("pitfall_padding", t_pitfall_padding), ("tighten_format", t_tighten_format), ("pitfall_short", t_pitfall_short)],
-        "spurious_audit": [("tighten_contrast", t_tighten_contrast), ("reweight_contrast", t_reweight_contrast),
-                           ("tighten_format", t_tighten_format), ("pitfall_short", t_pitfall_short), ("reweight_format", t_reweight_format)],
-        "blind_criterion": [("blind_edit", t_blind_edit), ("blind_split", t_blind_split), ("blind_reweight", t_blind_reweight)],
+        "stuffing": [
+            ("tighten_contrast", t_tighten_contrast),
+            ("tighten_repeat", t_tighten_repeat),
+            ("pitfall_repeat", t_pitfall_repeat),
+            ("tighten_repeat_strict", t_tighten_repeat_strict),
+        ],
+        "spurious_length": [
+            ("pitfall_padding", t_pitfall_padding),
+            ("tighten_format", t_tighten_format),
+            ("pitfall_short", t_pitfall_short),
+        ],
+        "spurious_audit": [
+            ("tighten_contrast", t_tighten_contrast),
+            ("reweight_contrast", t_reweight_contrast),
+            ("tighten_format", t_tighten_format),
+            ("pitfall_short", t_pitfall_short),
+            ("reweight_format", t_reweight_format),
+        ],
+        "blind_criterion": [
+            ("blind_edit", t_blind_edit),
+            ("blind_split", t_blind_split),
+            ("blind_reweight", t_blind_reweight),
+        ],
         "flat": [("split_graded", t_split_graded), ("add_graded", t_add_graded), ("tighten_format", t_tighten_format)],
         "collapse_low": [("split_graded", t_split_graded), ("loosen_hardest", t_loosen_hardest)],
         "*": [("add_graded", t_add_graded), ("tighten_format", t_tighten_format), ("pitfall_short", t_pitfall_short)],

@@ -47,18 +47,44 @@ class Constraint:
 
 
 CONSTRAINTS: tuple[Constraint, ...] = (
-    Constraint("question", "End your answer with a follow-up question to the reader.",
-               "Ends with a follow-up question after a real answer", EndsWith(text="?", min_words=WORD_FLOOR), 1),
-    Constraint("opener", "Begin your answer with the words 'In short,'.",
-               "Begins with 'In short,'", StartsWith(text="In short,"), 1),
-    Constraint("bullets3", "Answer in exactly 3 bullet points.",
-               "Uses exactly 3 bullet points", BulletCount(min=3, max=3), 2),
-    Constraint("words25", "Answer in under 25 words.",
-               "Stays under 25 words while still answering", WordCount(min=WORD_FLOOR, max=25), 2),
-    Constraint("numbered2", "Give your answer as a numbered list of 2 steps.",
-               "Is a numbered list of exactly 2 items", NumberedCount(min=2, max=2), 3),
-    Constraint("lowercase", "Write your whole answer in lowercase letters only.",
-               "Uses lowercase letters only", AllOf(checks=[CharClass(mode="all_lowercase"), WordCount(min=WORD_FLOOR)]), 3),
+    Constraint(
+        "question",
+        "End your answer with a follow-up question to the reader.",
+        "Ends with a follow-up question after a real answer",
+        EndsWith(text="?", min_words=WORD_FLOOR),
+        1,
+    ),
+    Constraint(
+        "opener",
+        "Begin your answer with the words 'In short,'.",
+        "Begins with 'In short,'",
+        StartsWith(text="In short,"),
+        1,
+    ),
+    Constraint(
+        "bullets3", "Answer in exactly 3 bullet points.", "Uses exactly 3 bullet points", BulletCount(min=3, max=3), 2
+    ),
+    Constraint(
+        "words25",
+        "Answer in under 25 words.",
+        "Stays under 25 words while still answering",
+        WordCount(min=WORD_FLOOR, max=25),
+        2,
+    ),
+    Constraint(
+        "numbered2",
+        "Give your answer as a numbered list of 2 steps.",
+        "Is a numbered list of exactly 2 items",
+        NumberedCount(min=2, max=2),
+        3,
+    ),
+    Constraint(
+        "lowercase",
+        "Write your whole answer in lowercase letters only.",
+        "Uses lowercase letters only",
+        AllOf(checks=[CharClass(mode="all_lowercase"), WordCount(min=WORD_FLOOR)]),
+        3,
+    ),
 )
 
 
@@ -138,8 +164,18 @@ def safe_hint(c: Criterion, task: Task, strong: bool) -> str | None:
 
 
 # -- criteria edits --------------------------------------------------------------------------------
-FORMAT_ONLY = ("ends_with", "starts_with", "word_count", "sentence_count", "bullets", "numbered", "char_class",
-               "forbid_chars", "forbids", "max_repeated_ngram")
+FORMAT_ONLY = (
+    "ends_with",
+    "starts_with",
+    "word_count",
+    "sentence_count",
+    "bullets",
+    "numbered",
+    "char_class",
+    "forbid_chars",
+    "forbids",
+    "max_repeated_ngram",
+)
 
 
 def is_format_only(c: Criterion) -> bool:
@@ -190,9 +226,16 @@ def graded_parts(c: Criterion, taken: set[str]) -> list[Criterion] | None:
     for i, p in enumerate(phrases):
         cid = fresh_id(f"{c.id}.{i + 1}", taken)
         taken.add(cid)
-        out.append(Criterion(id=cid, text=f"{c.text} (part {i + 1}: mentions {p!r})"[:500], weight=w, kind=c.kind,
-                             check=ContainsAny(phrases=[p], case_sensitive=chk.case_sensitive, whole_word=chk.whole_word),
-                             origin="evolver:split"))
+        out.append(
+            Criterion(
+                id=cid,
+                text=f"{c.text} (part {i + 1}: mentions {p!r})"[:500],
+                weight=w,
+                kind=c.kind,
+                check=ContainsAny(phrases=[p], case_sensitive=chk.case_sensitive, whole_word=chk.whole_word),
+                origin="evolver:split",
+            )
+        )
     return out
 
 
@@ -202,8 +245,14 @@ def strict_split(c: Criterion, taken: set[str], word_floor: int) -> list[Criteri
     base_id, strict_id = fresh_id(f"{c.id}.base", taken), fresh_id(f"{c.id}.strict", taken)
     return [
         c.model_copy(update={"id": base_id, "weight": w, "origin": "evolver:split"}),
-        Criterion(id=strict_id, text=f"{c.text}, developed in at least {word_floor} words without repetition"[:500],
-                  weight=w, kind=c.kind, check=tightened(c.check, word_floor, REPEAT_LIMIT), origin="evolver:split"),
+        Criterion(
+            id=strict_id,
+            text=f"{c.text}, developed in at least {word_floor} words without repetition"[:500],
+            weight=w,
+            kind=c.kind,
+            check=tightened(c.check, word_floor, REPEAT_LIMIT),
+            origin="evolver:split",
+        ),
     ]
 
 
@@ -214,16 +263,33 @@ def _split_weight(weight: float, n: int) -> float:
 
 
 def pitfall_repetition(taken: set[str]) -> Criterion:
-    return Criterion(id=fresh_id("evo-pitfall-repeat", taken), text="Repeats the same word many times to collect credit",
-                     weight=-3.0, kind="pitfall", check=Not(check=MaxRepeatedNgram(n=1, max_count=REPEAT_LIMIT)),
-                     origin="evolver:pitfall")
+    return Criterion(
+        id=fresh_id("evo-pitfall-repeat", taken),
+        text="Repeats the same word many times to collect credit",
+        weight=-3.0,
+        kind="pitfall",
+        check=Not(check=MaxRepeatedNgram(n=1, max_count=REPEAT_LIMIT)),
+        origin="evolver:pitfall",
+    )
 
 
 def pitfall_too_short(taken: set[str], floor: int = WORD_FLOOR) -> Criterion:
-    return Criterion(id=fresh_id("evo-pitfall-empty", taken), text=f"Gives almost no content (fewer than {floor} words)",
-                     weight=-3.0, kind="pitfall", check=WordCount(max=floor - 1), origin="evolver:pitfall")
+    return Criterion(
+        id=fresh_id("evo-pitfall-empty", taken),
+        text=f"Gives almost no content (fewer than {floor} words)",
+        weight=-3.0,
+        kind="pitfall",
+        check=WordCount(max=floor - 1),
+        origin="evolver:pitfall",
+    )
 
 
 def pitfall_padding(taken: set[str], limit: int) -> Criterion:
-    return Criterion(id=fresh_id("evo-pitfall-padding", taken), text=f"Pads the answer beyond {limit} words",
-                     weight=-2.0, kind="pitfall", check=WordCount(min=limit + 1), origin="evolver:pitfall")
+    return Criterion(
+        id=fresh_id("evo-pitfall-padding", taken),
+        text=f"Pads the answer beyond {limit} words",
+        weight=-2.0,
+        kind="pitfall",
+        check=WordCount(min=limit + 1),
+        origin="evolver:pitfall",
+    )

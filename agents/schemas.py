@@ -30,8 +30,12 @@ class Attribution(BaseModel):
     evidence_ids: list[str] = Field(default_factory=list, description="ids of the memory records relied on")
     source: Literal["rules", "llm", "llm_fallback"] = "rules"
     notes: list[str] = Field(default_factory=list, description="how the routing was decided (prior, overrides)")
-    evidence_used: list[str] = Field(default_factory=list, description=(
-        "filled by the rule brain, not the model: cross-task records that moved the routing off its prior"))
+    evidence_used: list[str] = Field(
+        default_factory=list,
+        description=(
+            "filled by the rule brain, not the model: cross-task records that moved the routing off its prior"
+        ),
+    )
 
 
 class ProposalOut(BaseModel):
@@ -52,11 +56,19 @@ class Proposal(BaseModel):
     template: str = Field(default="", description="rule template (or 'llm') that produced it")
     rationale: str = ""
     source: Literal["rules", "llm", "llm_fallback"] = "rules"  # llm_fallback: the LLM failed, the rule brain answered
-    error: str | None = Field(default=None, description="why no usable candidate came out (LLM failure, no template left)")
-    llm_error: str | None = Field(default=None, description="with source llm_fallback: why the LLM's answer was unusable")
-    evidence_used: list[str] = Field(default_factory=list, description=(
-        "cross-task memory records that changed the rule brain's template choice, e.g. "
-        "'proposal e1:r0 accepted on med-3: template hint_strong' (empty: the default order chose)"))
+    error: str | None = Field(
+        default=None, description="why no usable candidate came out (LLM failure, no template left)"
+    )
+    llm_error: str | None = Field(
+        default=None, description="with source llm_fallback: why the LLM's answer was unusable"
+    )
+    evidence_used: list[str] = Field(
+        default_factory=list,
+        description=(
+            "cross-task memory records that changed the rule brain's template choice, e.g. "
+            "'proposal e1:r0 accepted on med-3: template hint_strong' (empty: the default order chose)"
+        ),
+    )
 
 
 class Review(BaseModel):
@@ -80,14 +92,19 @@ class Critique(BaseModel):
     reasons: list[str] = Field(default_factory=list, description="why it passed or failed, with the numbers")
     measured: bool = Field(default=True, description="False when no measurement ran (invalid candidate, critic off)")
     invalid: bool = Field(default=False, description="the candidate did not validate against the harness")
-    no_effect: bool = Field(default=False, description=(
-        "a criteria candidate that changes no cached rollout's score: refused without costing a revision and not "
-        "recorded as a failure of its template"))
+    no_effect: bool = Field(
+        default=False,
+        description=(
+            "a criteria candidate that changes no cached rollout's score: refused without costing a revision and not "
+            "recorded as a failure of its template"
+        ),
+    )
     veto: bool = False
     review: str = ""
 
 
 T = TypeVar("T", bound=BaseModel)
+
 
 def guided_schema(model: type[BaseModel], depth: int = MAX_NESTING) -> dict[str, Any]:
     """`model`'s JSON schema with no recursive definition, for a server's guided decoding.
@@ -133,8 +150,9 @@ def guided_schema(model: type[BaseModel], depth: int = MAX_NESTING) -> dict[str,
             out = {}
             for k, v in node.items():
                 if k == "discriminator" and isinstance(v, dict):
-                    mapping = {tag: r for tag, r in v.get("mapping", {}).items()
-                               if rewrite({"$ref": r}, level) is not gone}
+                    mapping = {
+                        tag: r for tag, r in v.get("mapping", {}).items() if rewrite({"$ref": r}, level) is not gone
+                    }
                     v = {**v, "mapping": {tag: rewrite({"$ref": r}, level)["$ref"] for tag, r in mapping.items()}}
                 else:
                     v = rewrite(v, level)

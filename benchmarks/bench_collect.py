@@ -7,8 +7,8 @@ issue's targets; `build_results` assembles `results.json`.
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -88,20 +88,35 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
     trained = sum(m.get("ds_groups_kept", m.get("n_groups", 0)) for m in metrics)
     # A DAPO step trains on its kept groups: those the detector still calls dead (std < eps, wider than DAPO's
     # exact zero) are `ds_kept_dead` (0 in runs from before it was counted).
-    dead_trained = sum(m.get("ds_kept_dead", 0) if "ds_groups_kept" in m else m.get("dead_share", 0.0) * m.get("n_groups", 0)
-                       for m in metrics)
+    dead_trained = sum(
+        m.get("ds_kept_dead", 0) if "ds_groups_kept" in m else m.get("dead_share", 0.0) * m.get("n_groups", 0)
+        for m in metrics
+    )
     return {
-        "steps": [{"step": m["step"], "reward": m.get("reward"), "reward_std": m.get("reward_std"),
-                   "dead_share": m.get("dead_share"), "n_groups": m.get("n_groups"), "pause_s": m.get("pause_s", 0.0),
-                   "harness_version": m.get("harness_version_after", m.get("harness_version")),
-                   "hinted_share": m.get("hinted_share"), "wall_s": w, "train_step_s": m.get("train_step_s"),
-                   "overhead_s": m.get("harness_overhead_s")} for m, w in zip(metrics, walls)],
+        "steps": [
+            {
+                "step": m["step"],
+                "reward": m.get("reward"),
+                "reward_std": m.get("reward_std"),
+                "dead_share": m.get("dead_share"),
+                "n_groups": m.get("n_groups"),
+                "pause_s": m.get("pause_s", 0.0),
+                "harness_version": m.get("harness_version_after", m.get("harness_version")),
+                "hinted_share": m.get("hinted_share"),
+                "wall_s": w,
+                "train_step_s": m.get("train_step_s"),
+                "overhead_s": m.get("harness_overhead_s"),
+            }
+            for m, w in zip(metrics, walls)
+        ],
         "zero_var_share": dead / groups if groups else None,
         # DAPO trains only on groups with variance: the share among the groups the step trained on.
         "zero_var_trained": dead_trained / trained if trained else None,
-        "groups_generated": gen, "groups_trained": trained,
+        "groups_generated": gen,
+        "groups_trained": trained,
         "ds_short": sum(m.get("ds_short", 0) for m in metrics),
-        "wall_s": sum(walls), "ckpt_wall": ckpt_wall,
+        "wall_s": sum(walls),
+        "ckpt_wall": ckpt_wall,
         "train_step_s": sum(m.get("train_step_s", 0.0) for m in metrics),
         "overhead_s": sum(m.get("harness_overhead_s", 0.0) for m in metrics),
         "sampler_s": sum(m.get("sampler_s", 0.0) for m in metrics),
@@ -109,11 +124,19 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "pause_s": sum(m.get("pause_s", 0.0) for m in metrics),
         "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,
         "judge_warnings": int(sum(m.get("judge_warnings", 0) for m in metrics)),
-        "rounds": len(rounds), "round_errors": errors, "decisions": decisions, "fallbacks": fallbacks,
-        "per_interface": per_iface, "event_types": event_types, "critic_fails": fails, "graded": graded,
-        "confirmed": sum(g["confirm"] for g in graded.values()), "reverted": sum(g["revert"] for g in graded.values()),
+        "rounds": len(rounds),
+        "round_errors": errors,
+        "decisions": decisions,
+        "fallbacks": fallbacks,
+        "per_interface": per_iface,
+        "event_types": event_types,
+        "critic_fails": fails,
+        "graded": graded,
+        "confirmed": sum(g["confirm"] for g in graded.values()),
+        "reverted": sum(g["revert"] for g in graded.values()),
         "spurious_events": sum(event_types.get(t, 0) for t in SPURIOUS_EVENTS),
-        "updates": len(updates), "updated_task_revisits": revisits,
+        "updates": len(updates),
+        "updated_task_revisits": revisits,
         "hinted_share": mean_of([m.get("hinted_share") for m in metrics]),
         "train_reward_late": mean_of([m.get("reward") for m in late]),
     }
@@ -137,43 +160,68 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
     walls = {int(k): v for k, v in run.get("ckpt_wall", {}).items()}
     walls[0] = 0.0
     return {
-        "greedy_curve": [(s, pct(greedy[s]["avg_at_k"]) if greedy[s] else None,
-                          pct(greedy[s]["audit"]) if greedy[s] else None) for s in steps],
+        "greedy_curve": [
+            (s, pct(greedy[s]["avg_at_k"]) if greedy[s] else None, pct(greedy[s]["audit"]) if greedy[s] else None)
+            for s in steps
+        ],
         "wall_curve": [(s, walls.get(s)) for s in steps],
         "final_greedy_score": pct(greedy[steps[-1]]["avg_at_k"]) if greedy[steps[-1]] else None,
         "final_greedy_audit": pct(greedy[steps[-1]]["audit"]) if greedy[steps[-1]] else None,
-        "zero_var_trained": run.get("zero_var_trained"), "overhead_s": run.get("overhead_s"),
+        "zero_var_trained": run.get("zero_var_trained"),
+        "overhead_s": run.get("overhead_s"),
         "train_step_s": run.get("train_step_s"),
         "overhead_share": (run["overhead_s"] / run["train_step_s"]) if run.get("train_step_s") else None,
-        "groups_generated": run.get("groups_generated"), "groups_trained": run.get("groups_trained"),
+        "groups_generated": run.get("groups_generated"),
+        "groups_trained": run.get("groups_trained"),
         "extra_generation": ((run["groups_generated"] / run["groups_trained"]) - 1.0)
-        if run.get("groups_trained") else None,
+        if run.get("groups_trained")
+        else None,
         "step_wall_s": (wall - run["pause_s"]) / len(run["steps"]) if run.get("steps") else None,
         "ds_short": run.get("ds_short", 0),
         "curve": [(s, pct(evals[s]["avg_at_k"]), pct(evals[s]["audit"])) for s in steps],
-        "best_step": best_step, "best_score": pct(evals[best_step]["avg_at_k"]),
-        "best_audit": pct(evals[best_step]["audit"]), "max_audit": max(pct(evals[s]["audit"]) or 0 for s in steps),
-        "final_step": steps[-1], "final_score": pct(final["avg_at_k"]), "final_audit": pct(final["audit"]),
-        "final_ifeval": ife(final, "prompt_strict"), "final_ifeval_inst": ife(final, "instruction_strict"),
-        "base_ifeval": ife(b, "prompt_strict"), "base_ifeval_inst": ife(b, "instruction_strict"),
-        "final_domains": {d: {"score": pct(v["avg_at_k"]), "audit": pct(v["audit"])} for d, v in final["domains"].items()},
-        "best_domains": {d: {"score": pct(v["avg_at_k"]), "audit": pct(v["audit"])}
-                         for d, v in evals[best_step]["domains"].items()},
-        "length_corr_final": final["length_corr"], "length_corr_base": b["length_corr"] if b else None,
-        "words_final": final["mean_words"], "words_base": b["mean_words"] if b else None,
-        "gap_final": gap(final), "gap_base": gap(b) if b else None,
+        "best_step": best_step,
+        "best_score": pct(evals[best_step]["avg_at_k"]),
+        "best_audit": pct(evals[best_step]["audit"]),
+        "max_audit": max(pct(evals[s]["audit"]) or 0 for s in steps),
+        "final_step": steps[-1],
+        "final_score": pct(final["avg_at_k"]),
+        "final_audit": pct(final["audit"]),
+        "final_ifeval": ife(final, "prompt_strict"),
+        "final_ifeval_inst": ife(final, "instruction_strict"),
+        "base_ifeval": ife(b, "prompt_strict"),
+        "base_ifeval_inst": ife(b, "instruction_strict"),
+        "final_domains": {
+            d: {"score": pct(v["avg_at_k"]), "audit": pct(v["audit"])} for d, v in final["domains"].items()
+        },
+        "best_domains": {
+            d: {"score": pct(v["avg_at_k"]), "audit": pct(v["audit"])} for d, v in evals[best_step]["domains"].items()
+        },
+        "length_corr_final": final["length_corr"],
+        "length_corr_base": b["length_corr"] if b else None,
+        "words_final": final["mean_words"],
+        "words_base": b["mean_words"] if b else None,
+        "gap_final": gap(final),
+        "gap_base": gap(b) if b else None,
         "gap_growth": (gap(final) - gap(b)) if b and gap(final) is not None and gap(b) is not None else None,
-        "zero_var_share": run["zero_var_share"], "wall_s": wall, "pause_s": run["pause_s"],
+        "zero_var_share": run["zero_var_share"],
+        "wall_s": wall,
+        "pause_s": run["pause_s"],
         "pause_share": run["pause_s"] / wall if wall else None,
         "eval_s": sum(v["seconds"] for v in run["evals"].values()),
         "judge_warnings": run["judge_warnings"] + run.get("eval_judge_warnings", 0),
-        "per_interface": run["per_interface"], "fallbacks": run["fallbacks"], "rounds": run["rounds"],
+        "per_interface": run["per_interface"],
+        "fallbacks": run["fallbacks"],
+        "rounds": run["rounds"],
         "accepted": sum(v["accepted"] for v in run["per_interface"].values()),
         "proposals": sum(v["proposals"] for v in run["per_interface"].values()),
         # Training's verdicts (None in summaries from before they were collected: rendered as "–").
-        "confirmed": run.get("confirmed"), "reverted": run.get("reverted"), "graded": run.get("graded"),
-        "round_errors": run["round_errors"], "event_types": run["event_types"],
-        "spurious_events": run["spurious_events"], "harness_version": run["summary"]["harness_version"],
+        "confirmed": run.get("confirmed"),
+        "reverted": run.get("reverted"),
+        "graded": run.get("graded"),
+        "round_errors": run["round_errors"],
+        "event_types": run["event_types"],
+        "spurious_events": run["spurious_events"],
+        "harness_version": run["summary"]["harness_version"],
         "dead_curve": [(s["step"], s["dead_share"]) for s in run["steps"]],
     }
 
@@ -181,27 +229,65 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
 def arm_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean (and sd over seeds) of every scalar in the per-run summaries."""
     out: dict[str, Any] = {"n": len(runs), "seeds": [r["seed"] for r in runs]}
-    for key in ("best_score", "best_audit", "max_audit", "best_step", "final_score", "final_audit", "zero_var_share",
-                "length_corr_final", "length_corr_base", "gap_growth", "wall_s", "pause_s", "pause_share", "eval_s",
-                "judge_warnings", "fallbacks", "rounds", "round_errors", "spurious_events", "words_final",
-                "final_greedy_score", "final_greedy_audit", "zero_var_trained", "overhead_share", "extra_generation",
-                "step_wall_s", "overhead_s", "final_ifeval", "final_ifeval_inst", "accepted", "proposals", "confirmed",
-                "reverted"):
+    for key in (
+        "best_score",
+        "best_audit",
+        "max_audit",
+        "best_step",
+        "final_score",
+        "final_audit",
+        "zero_var_share",
+        "length_corr_final",
+        "length_corr_base",
+        "gap_growth",
+        "wall_s",
+        "pause_s",
+        "pause_share",
+        "eval_s",
+        "judge_warnings",
+        "fallbacks",
+        "rounds",
+        "round_errors",
+        "spurious_events",
+        "words_final",
+        "final_greedy_score",
+        "final_greedy_audit",
+        "zero_var_trained",
+        "overhead_share",
+        "extra_generation",
+        "step_wall_s",
+        "overhead_s",
+        "final_ifeval",
+        "final_ifeval_inst",
+        "accepted",
+        "proposals",
+        "confirmed",
+        "reverted",
+    ):
         vals = [r["summary"].get(key) for r in runs]
         out[key] = mean_of(vals)
         out[key + "_sd"] = sd_of(vals)
-    out["per_interface"] = {i: {k: sum(r["summary"]["per_interface"][i][k] for r in runs)
-                                for k in ("proposals", "accepted", "rejected")} for i in INTERFACES}
+    out["per_interface"] = {
+        i: {k: sum(r["summary"]["per_interface"][i][k] for r in runs) for k in ("proposals", "accepted", "rejected")}
+        for i in INTERFACES
+    }
     graded = [r["summary"].get("graded") for r in runs]
-    out["graded"] = None if any(g is None for g in graded) else {
-        i: {k: sum(g.get(i, {}).get(k, 0) for g in graded) for k in ("confirm", "revert", "superseded")}
-        for i in INTERFACES}
+    out["graded"] = (
+        None
+        if any(g is None for g in graded)
+        else {
+            i: {k: sum(g.get(i, {}).get(k, 0) for g in graded) for k in ("confirm", "revert", "superseded")}
+            for i in INTERFACES
+        }
+    )
     for key in ("proposals", "accepted", "confirmed", "reverted"):  # summed over seeds (None: a summary lacks it)
         vals = [r["summary"].get(key) for r in runs]
         out[key + "_total"] = None if any(v is None for v in vals) else sum(vals)
     domains = sorted({d for r in runs for d in r["summary"]["final_domains"]})
-    out["final_domains"] = {d: {m: mean_of([r["summary"]["final_domains"].get(d, {}).get(m) for r in runs])
-                                for m in ("score", "audit")} for d in domains}
+    out["final_domains"] = {
+        d: {m: mean_of([r["summary"]["final_domains"].get(d, {}).get(m) for r in runs]) for m in ("score", "audit")}
+        for d in domains
+    }
     return out
 
 
@@ -215,10 +301,16 @@ def paired_vs_fixed(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         mine = sorted((r["seed"], r["summary"]) for r in runs if r["arm"] == arm and r["seed"] in fixed)
         if not mine:
             continue
-        out[arm] = {"seeds": [sd for sd, _ in mine],
-                    "score": [s["final_score"] - fixed[sd]["final_score"] for sd, s in mine],
-                    "audit": [None if s["final_audit"] is None or fixed[sd]["final_audit"] is None
-                              else s["final_audit"] - fixed[sd]["final_audit"] for sd, s in mine]}
+        out[arm] = {
+            "seeds": [sd for sd, _ in mine],
+            "score": [s["final_score"] - fixed[sd]["final_score"] for sd, s in mine],
+            "audit": [
+                None
+                if s["final_audit"] is None or fixed[sd]["final_audit"] is None
+                else s["final_audit"] - fixed[sd]["final_audit"]
+                for sd, s in mine
+            ],
+        }
     return out
 
 
@@ -233,11 +325,22 @@ def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str
     for other, name in ((f, "fixed"), (d, "dapo")):
         for key, what in (("final_audit", "final checkpoint"), ("best_audit", "best checkpoint")):
             v = diff(h, other, key)
-            rows.append({"target": f"audit(harnessrl) - audit({name}) >= 3 points ({what})", "value": v,
-                         "met": None if v is None else v >= 3.0})
+            rows.append(
+                {
+                    "target": f"audit(harnessrl) - audit({name}) >= 3 points ({what})",
+                    "value": v,
+                    "met": None if v is None else v >= 3.0,
+                }
+            )
     v = diff(hd, d, "final_audit")
-    rows.append({"target": "audit(harnessrl-dapo) - audit(dapo) > 0 (final checkpoint)", "value": v,
-                 "met": None if v is None else v > 0.0, "note": "its paired interval: the paired-differences table"})
+    rows.append(
+        {
+            "target": "audit(harnessrl-dapo) - audit(dapo) > 0 (final checkpoint)",
+            "value": v,
+            "met": None if v is None else v > 0.0,
+            "note": "its paired interval: the paired-differences table",
+        }
+    )
     # Steps to reach fixed's best held-out score, per seed (paired).
     ratios = []
     for fr in by_arm.get("fixed", []):
@@ -248,24 +351,40 @@ def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str
         if fs["best_step"] == 0:
             ratios.append(None)  # base model is fixed's best: "reaching it" is free
             continue
-        reach = next((s for s, score, _ in hr["summary"]["curve"] if score is not None and score >= fs["best_score"]),
-                     None)
+        reach = next(
+            (s for s, score, _ in hr["summary"]["curve"] if score is not None and score >= fs["best_score"]), None
+        )
         ratios.append(None if reach is None else reach / fs["best_step"])
     known = [r for r in ratios if r is not None]
     v = mean_of(known) if known and len(known) == len(ratios) else None
-    rows.append({"target": "harnessrl reaches fixed's best held-out score in <= 60% of fixed's steps",
-                 "value": v, "met": None if v is None else v <= 0.6,
-                 "note": f"per seed: {['never/undefined' if r is None else round(r, 2) for r in ratios]}"})
-    v = None if not h or not f or f["zero_var_share"] in (None, 0) or h["zero_var_share"] is None \
+    rows.append(
+        {
+            "target": "harnessrl reaches fixed's best held-out score in <= 60% of fixed's steps",
+            "value": v,
+            "met": None if v is None else v <= 0.6,
+            "note": f"per seed: {['never/undefined' if r is None else round(r, 2) for r in ratios]}",
+        }
+    )
+    v = (
+        None
+        if not h or not f or f["zero_var_share"] in (None, 0) or h["zero_var_share"] is None
         else h["zero_var_share"] / f["zero_var_share"]
-    rows.append({"target": "zero-variance share(harnessrl) <= 0.5 x share(fixed)", "value": v,
-                 "met": None if v is None else v <= 0.5})
+    )
+    rows.append(
+        {
+            "target": "zero-variance share(harnessrl) <= 0.5 x share(fixed)",
+            "value": v,
+            "met": None if v is None else v <= 0.5,
+        }
+    )
     v = None if not h else h["pause_share"]
-    rows.append({"target": "evolver pause <= 10% of harnessrl wall time", "value": v,
-                 "met": None if v is None else v <= 0.10})
+    rows.append(
+        {"target": "evolver pause <= 10% of harnessrl wall time", "value": v, "met": None if v is None else v <= 0.10}
+    )
     v = None if not h else h.get("overhead_share")
-    rows.append({"target": "harness overhead <= 2% of harnessrl step time", "value": v,
-                 "met": None if v is None else v <= 0.02})
+    rows.append(
+        {"target": "harness overhead <= 2% of harnessrl step time", "value": v, "met": None if v is None else v <= 0.02}
+    )
     return rows
 
 
@@ -291,13 +410,18 @@ def gain_targets(arm_sum: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict
             continue
         prop, acc, conf = s.get("proposals_total"), s.get("accepted_total"), s.get("confirmed_total")
         fz, z = (f or {}).get("zero_var_trained"), s.get("zero_var_trained")
-        vals = {"accept_share": acc / prop if prop else None,
-                "confirm_share": conf / acc if conf is not None and acc else None,
-                "zero_var_ratio": z / fz if z is not None and fz else None,
-                "extra_generation": s.get("extra_generation"), "pause_share": s.get("pause_share"),
-                "overhead_share": s.get("overhead_share")}
-        out[arm] = {k: {"value": vals[k], "met": None if vals[k] is None else bool(test(vals[k]))}
-                    for k, _, test in GAIN_TARGETS}
+        vals = {
+            "accept_share": acc / prop if prop else None,
+            "confirm_share": conf / acc if conf is not None and acc else None,
+            "zero_var_ratio": z / fz if z is not None and fz else None,
+            "extra_generation": s.get("extra_generation"),
+            "pause_share": s.get("pause_share"),
+            "overhead_share": s.get("overhead_share"),
+        }
+        out[arm] = {
+            k: {"value": vals[k], "met": None if vals[k] is None else bool(test(vals[k]))}
+            for k, _, test in GAIN_TARGETS
+        }
     return out
 
 
@@ -347,17 +471,23 @@ def select_code(summaries: list[dict[str, Any]], choose: str | None = None) -> t
     if not groups:
         return None, []
     if choose:
-        hits = [g for g in groups if g["code_hash"].startswith(choose) or any(c.startswith(choose) for c in g["commits"])]
+        hits = [
+            g for g in groups if g["code_hash"].startswith(choose) or any(c.startswith(choose) for c in g["commits"])
+        ]
         if len(hits) != 1:
-            raise SystemExit(f"compare.py: --commit {choose!r} matches {len(hits)} code versions of the summaries; "
-                             f"choose one of {[(g['commits'], g['code_hash'][:12]) for g in groups]}")
+            raise SystemExit(
+                f"compare.py: --commit {choose!r} matches {len(hits)} code versions of the summaries; "
+                f"choose one of {[(g['commits'], g['code_hash'][:12]) for g in groups]}"
+            )
         chosen = hits[0]
     else:
         chosen = groups[0]
     return chosen, [g for g in groups if g is not chosen]
 
 
-def collect(summaries: list[dict[str, Any]], status: dict[str, str]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def collect(
+    summaries: list[dict[str, Any]], status: dict[str, str]
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The base eval and the arm runs among `summaries` (one code version); marks every job in `status`."""
     base = None
     runs = []
@@ -372,8 +502,9 @@ def collect(summaries: list[dict[str, Any]], status: dict[str, str]) -> tuple[di
     return base, runs
 
 
-def build_results(args: argparse.Namespace, jobs: list[Job], status: dict[str, str], started: str,
-                  runtime_s: float, report: Path) -> dict[str, Any]:
+def build_results(
+    args: argparse.Namespace, jobs: list[Job], status: dict[str, str], started: str, runtime_s: float, report: Path
+) -> dict[str, Any]:
     """Everything `results.json` holds except the plot file names (`bench_render.plots` adds them)."""
     chosen, left_out = select_code(load_summaries(Path(args.results)), getattr(args, "commit", None))
     base, runs = collect(chosen["jobs"] if chosen else [], status)
@@ -386,22 +517,51 @@ def build_results(args: argparse.Namespace, jobs: list[Job], status: dict[str, s
         by_arm.setdefault(r["arm"], []).append(r)
     arm_sum = {a: arm_summary(by_arm[a]) for a in ARMS if a in by_arm}
     results = {
-        "preset": args.preset, "command": args.command, "started": started,
+        "preset": args.preset,
+        "command": args.command,
+        "started": started,
         "finished": getattr(args, "finished", None) or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "runtime_s": runtime_s,
-        "jobs": args.jobs, "git": args.git, "status": status, "base": base, "runs": runs, "arms": arm_sum,
-        "targets": targets(by_arm, arm_sum), "plot_dir": str(report.parent / "plots"),
-        "pilot_dir": str(pilot_dir), "results_dir": os.path.relpath(args.results, report.parent), "gpu_summaries": len(load_summaries(Path(args.results).parent / "gpu")),
-        "code": None if chosen is None else {k: chosen[k] for k in ("code_hash", "commits", "dirty", "taken")}
-        | {"n_jobs": len(chosen["jobs"])},
-        "left_out": [{"code_hash": g["code_hash"], "commits": g["commits"], "dirty": g["dirty"],
-                      "jobs": sorted(j["name"] for j in g["jobs"])} for g in left_out],
-        "budget": {"config": PRESETS[args.preset].config, "steps": args.steps, "batch": args.batch, "group": args.group,
-                   "evolve_every": args.evolve_every, "eval_every": args.eval_every, "eval_tasks": jobs[0].eval_tasks,
-                   "eval_per_domain": args.eval_per_domain, "eval_k": args.eval_k, "max_tokens": args.max_tokens,
-                   "eval_seed": args.eval_seed, "seeds": args.seeds, "train_per_domain": args.train_per_domain,
-                   "train_pool": next((o for o in jobs[-1].overrides if o.startswith("data.tasks=")), "all"),
-                   "ablation_seeds": args.ablation_seeds if args.ablation_seeds is not None else args.seeds[:1]},
+        "jobs": args.jobs,
+        "git": args.git,
+        "status": status,
+        "base": base,
+        "runs": runs,
+        "arms": arm_sum,
+        "targets": targets(by_arm, arm_sum),
+        "plot_dir": str(report.parent / "plots"),
+        "pilot_dir": str(pilot_dir),
+        "results_dir": os.path.relpath(args.results, report.parent),
+        "gpu_summaries": len(load_summaries(Path(args.results).parent / "gpu")),
+        "code": None
+        if chosen is None
+        else {k: chosen[k] for k in ("code_hash", "commits", "dirty", "taken")} | {"n_jobs": len(chosen["jobs"])},
+        "left_out": [
+            {
+                "code_hash": g["code_hash"],
+                "commits": g["commits"],
+                "dirty": g["dirty"],
+                "jobs": sorted(j["name"] for j in g["jobs"]),
+            }
+            for g in left_out
+        ],
+        "budget": {
+            "config": PRESETS[args.preset].config,
+            "steps": args.steps,
+            "batch": args.batch,
+            "group": args.group,
+            "evolve_every": args.evolve_every,
+            "eval_every": args.eval_every,
+            "eval_tasks": jobs[0].eval_tasks,
+            "eval_per_domain": args.eval_per_domain,
+            "eval_k": args.eval_k,
+            "max_tokens": args.max_tokens,
+            "eval_seed": args.eval_seed,
+            "seeds": args.seeds,
+            "train_per_domain": args.train_per_domain,
+            "train_pool": next((o for o in jobs[-1].overrides if o.startswith("data.tasks=")), "all"),
+            "ablation_seeds": args.ablation_seeds if args.ablation_seeds is not None else args.seeds[:1],
+        },
     }
     results["power"] = power_report(runs, pilot, results["budget"])
     return results

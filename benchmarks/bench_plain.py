@@ -37,7 +37,7 @@ class PlainReward:
         dead = 0
         for s in range(0, len(texts), self.g):
             task = self.tasks[task_id[s]]
-            scores = [r.score for r in await self.judge.score(task.criteria, task.user_prompt, texts[s:s + self.g])]
+            scores = [r.score for r in await self.judge.score(task.criteria, task.user_prompt, texts[s : s + self.g])]
             dead += max(scores) - min(scores) <= 1e-9
             rewards += [float(x) for x in scores]
         n_groups = len(texts) // self.g
@@ -57,14 +57,23 @@ class PlainMetrics(TrainerCallback):
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
-        append_jsonl(self.path, {"step": state.global_step, "train_step_s": time.perf_counter() - self._t0,
-                                 "step_started": self._wall0, "time": time.time(), "pause_s": 0.0,
-                                 **self.reward.last})
+        append_jsonl(
+            self.path,
+            {
+                "step": state.global_step,
+                "train_step_s": time.perf_counter() - self._t0,
+                "step_started": self._wall0,
+                "time": time.time(),
+                "pause_s": 0.0,
+                **self.reward.last,
+            },
+        )
         return control
 
 
 def train_plain(cfg: Any) -> dict[str, Any]:
     """Train the plain arm of `cfg` (its run_dir, seed, pool and budget); resumes from the last checkpoint."""
+    import torch
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import PrinterCallback
@@ -73,8 +82,6 @@ def train_plain(cfg: Any) -> dict[str, Any]:
     from harness.guidance import render_prompt
     from trainer.grpo import grpo_args, load_policy
     from trainer.harness_run import load_train_tasks, make_judge
-
-    import torch
 
     torch.set_num_threads(cfg.train.torch_threads)
     run_dir = Path(cfg.run_dir)
@@ -90,8 +97,13 @@ def train_plain(cfg: Any) -> dict[str, Any]:
     reward = PlainReward(tasks, make_judge(cfg.evolver.judge_model, cfg.evolver.base_url), cfg.train.num_generations)
     peft_config = None
     if cfg.model.lora:
-        peft_config = LoraConfig(r=cfg.model.lora_r, lora_alpha=cfg.model.lora_alpha, lora_dropout=cfg.model.lora_dropout,
-                                 target_modules=list(cfg.model.lora_targets), task_type="CAUSAL_LM")
+        peft_config = LoraConfig(
+            r=cfg.model.lora_r,
+            lora_alpha=cfg.model.lora_alpha,
+            lora_dropout=cfg.model.lora_dropout,
+            target_modules=list(cfg.model.lora_targets),
+            task_type="CAUSAL_LM",
+        )
     metrics = run_dir / "metrics.jsonl"
     ckpts = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     resume = ckpts[-1] if ckpts else None
@@ -100,8 +112,15 @@ def train_plain(cfg: Any) -> dict[str, Any]:
         metrics.unlink()
         for m in keep:
             append_jsonl(metrics, m)
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[reward], args=args,
-                          train_dataset=data, peft_config=peft_config, callbacks=[PlainMetrics(metrics, reward)])
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=data,
+        peft_config=peft_config,
+        callbacks=[PlainMetrics(metrics, reward)],
+    )
     trainer.remove_callback(PrinterCallback)
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
     return {"run_dir": str(run_dir), "steps": trainer.state.global_step, "harness_version": 0, "pause_s": 0.0}

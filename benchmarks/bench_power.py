@@ -55,12 +55,13 @@ def seeds_needed(delta: float, sd: float, target: float = 0.8, alpha: float = 0.
 def sd_d_for_eval(sd_d: float, eval_sd_from: float, eval_sd_to: float) -> float:
     """sd of paired differences at another eval size: sd_train^2 = sd_d^2 - 2 eval_sd_from^2 (floored at 0),
     then + 2 eval_sd_to^2 (each arm's score carries its own eval noise; conservative under common random numbers)."""
-    train_var = max(0.0, sd_d ** 2 - 2 * eval_sd_from ** 2)
-    return math.sqrt(train_var + 2 * eval_sd_to ** 2)
+    train_var = max(0.0, sd_d**2 - 2 * eval_sd_from**2)
+    return math.sqrt(train_var + 2 * eval_sd_to**2)
 
 
-def bootstrap_ci(diffs_by_seed: list[list[float]], reps: int = 2000, seed: int = 0,
-                 level: float = 0.95) -> tuple[float, float, float] | None:
+def bootstrap_ci(
+    diffs_by_seed: list[list[float]], reps: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float] | None:
     """(mean, lo, hi) of the mean paired difference: seeds resampled, then tasks within each seed (the per-task
     differences of one seed, paired by task). One seed: the interval is over tasks only (eval noise)."""
     seeds = [d for d in diffs_by_seed if d]
@@ -92,5 +93,10 @@ def eval_noise(a: dict[str, Any], b: dict[str, Any], key: str = "avg") -> dict[s
     m = sum(d) / len(d)
     sd_task = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1))
     sd_mean_diff = sd_task / math.sqrt(len(d))
-    return {"n_tasks": len(d), "mean_diff": m, "sd_task_diff": sd_task, "sd_mean_diff": sd_mean_diff,
-            "sd_one_eval": sd_mean_diff / math.sqrt(2)}
+    return {
+        "n_tasks": len(d),
+        "mean_diff": m,
+        "sd_task_diff": sd_task,
+        "sd_mean_diff": sd_mean_diff,
+        "sd_one_eval": sd_mean_diff / math.sqrt(2),
+    }

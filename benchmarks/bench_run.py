@@ -26,7 +26,9 @@ from typing import Any
 
 from bench_collect import collect_run, compact_summary
 from bench_spec import ARMS, PRESETS, ROOT, Job, Preset
+
 from trainer.io import atomic_write_json
+
 
 # -- planning ----------------------------------------------------------------------------------------------
 def pick_eval_tasks(suite: str, per_domain: int, seed: int = 0, split: str = "test") -> list[str]:
@@ -45,10 +47,17 @@ def pick_eval_tasks(suite: str, per_domain: int, seed: int = 0, split: str = "te
 
 
 def common_overrides(args: argparse.Namespace, preset: Preset) -> list[str]:
-    return [*preset.extra, f"train.max_steps={args.steps}", f"train.batch_size={args.batch}",
-            f"train.num_generations={args.group}", f"train.save_steps={save_steps(args)}",
-            f"harness.evolve_every={args.evolve_every}", f"train.max_completion_length={args.max_tokens}",
-            "train.save_total_limit=null", *args.sets]
+    return [
+        *preset.extra,
+        f"train.max_steps={args.steps}",
+        f"train.batch_size={args.batch}",
+        f"train.num_generations={args.group}",
+        f"train.save_steps={save_steps(args)}",
+        f"harness.evolve_every={args.evolve_every}",
+        f"train.max_completion_length={args.max_tokens}",
+        "train.save_total_limit=null",
+        *args.sets,
+    ]
 
 
 def save_steps(args: argparse.Namespace) -> int:
@@ -66,16 +75,37 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT, code: dict[str, Any] 
     base_cfg = yaml.safe_load((code_root / preset.config).read_text())
     suite = str(code_root / base_cfg["data"]["suite"])
     eval_tasks = pick_eval_tasks(suite, args.eval_per_domain)
-    pool = [f"data.tasks=[{','.join(pick_eval_tasks(suite, args.train_per_domain, split='train'))}]"] \
-        if args.train_per_domain else []
+    pool = (
+        [f"data.tasks=[{','.join(pick_eval_tasks(suite, args.train_per_domain, split='train'))}]"]
+        if args.train_per_domain
+        else []
+    )
     out = Path(args.out) / "runs" / str(code.get("code_hash", "local"))[:12]
     results = Path(args.results)
-    shared = dict(config=str(code_root / preset.config), eval_tasks=eval_tasks, eval_k=args.eval_k,
-                  eval_every=args.eval_every, max_tokens=args.max_tokens, eval_seed=args.eval_seed,
-                  preset=args.preset, greedy=args.greedy, noise_seed=args.noise_seed, code=code,
-                  ifeval_max_tokens=args.ifeval_max_tokens)
-    jobs = [Job(kind="base", name="base", overrides=[f"data.suite={suite}"], run_dir=str(out / "base"),
-                model=base_cfg["model"]["name"], summary_path=str(results / "base.json"), **shared)]
+    shared = dict(
+        config=str(code_root / preset.config),
+        eval_tasks=eval_tasks,
+        eval_k=args.eval_k,
+        eval_every=args.eval_every,
+        max_tokens=args.max_tokens,
+        eval_seed=args.eval_seed,
+        preset=args.preset,
+        greedy=args.greedy,
+        noise_seed=args.noise_seed,
+        code=code,
+        ifeval_max_tokens=args.ifeval_max_tokens,
+    )
+    jobs = [
+        Job(
+            kind="base",
+            name="base",
+            overrides=[f"data.suite={suite}"],
+            run_dir=str(out / "base"),
+            model=base_cfg["model"]["name"],
+            summary_path=str(results / "base.json"),
+            **shared,
+        )
+    ]
     ablation_seeds = args.ablation_seeds if args.ablation_seeds is not None else args.seeds[:1]
     # Order: every key arm at the first seed, then the other seeds, then ablations, so a time budget that
     # runs out cuts ablations and extra seeds first, never the headline comparison.
@@ -86,11 +116,28 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT, code: dict[str, Any] 
     for arm, seed in order:
         name = f"{arm}-s{seed}"
         run_dir = out / name
-        overrides = [*common_overrides(args, preset), *pool, *ARMS[arm].overrides, f"train.seed={seed}",
-                     f"data.suite={suite}", f"run_dir={run_dir}"]
-        jobs.append(Job(kind="arm", name=name, overrides=overrides, run_dir=str(run_dir), arm=arm, seed=seed,
-                        runner=ARMS[arm].runner, summary_path=str(results / f"{name}.json"),
-                        overrides_arm=list(ARMS[arm].overrides), **shared))
+        overrides = [
+            *common_overrides(args, preset),
+            *pool,
+            *ARMS[arm].overrides,
+            f"train.seed={seed}",
+            f"data.suite={suite}",
+            f"run_dir={run_dir}",
+        ]
+        jobs.append(
+            Job(
+                kind="arm",
+                name=name,
+                overrides=overrides,
+                run_dir=str(run_dir),
+                arm=arm,
+                seed=seed,
+                runner=ARMS[arm].runner,
+                summary_path=str(results / f"{name}.json"),
+                overrides_arm=list(ARMS[arm].overrides),
+                **shared,
+            )
+        )
     return jobs
 
 
@@ -105,8 +152,9 @@ class BatchedEvalEndpoint:
     instead of evaluate's per-task `seed + i`; every model still sees the same random numbers.
     """
 
-    def __init__(self, inner: Any, prompts: list[list[dict]], n: int, max_tokens: int, temperature: float,
-                 seed: int) -> None:
+    def __init__(
+        self, inner: Any, prompts: list[list[dict]], n: int, max_tokens: int, temperature: float, seed: int
+    ) -> None:
         self.inner, self.prompts = inner, prompts
         self.n, self.max_tokens, self.temperature, self.seed = n, max_tokens, temperature, seed
         self._batch: list[list[str]] | None = None
@@ -114,13 +162,21 @@ class BatchedEvalEndpoint:
 
     def sample(self, messages_batch, n=1, max_tokens=64, temperature=1.0, seed=None):
         i = len(self.responses)
-        if (i >= len(self.prompts) or messages_batch != [self.prompts[i]] or n != self.n
-                or max_tokens != self.max_tokens or temperature != self.temperature):
-            raise RuntimeError(f"BatchedEvalEndpoint: call {i} does not match the prepared batch "
-                               f"(n={n}, max_tokens={max_tokens}, temperature={temperature}); evaluate() changed?")
+        if (
+            i >= len(self.prompts)
+            or messages_batch != [self.prompts[i]]
+            or n != self.n
+            or max_tokens != self.max_tokens
+            or temperature != self.temperature
+        ):
+            raise RuntimeError(
+                f"BatchedEvalEndpoint: call {i} does not match the prepared batch "
+                f"(n={n}, max_tokens={max_tokens}, temperature={temperature}); evaluate() changed?"
+            )
         if self._batch is None:
-            self._batch = self.inner.sample(self.prompts, n=self.n, max_tokens=self.max_tokens,
-                                            temperature=self.temperature, seed=self.seed)
+            self._batch = self.inner.sample(
+                self.prompts, n=self.n, max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed
+            )
         self.responses.append(self._batch[i])
         return [self._batch[i]]
 
@@ -145,28 +201,51 @@ def length_stats(result: dict[str, Any], responses: list[list[str]]) -> dict[str
     return {"mean_words": sum(all_words) / max(1, len(all_words)), "length_corr": corr}
 
 
-def eval_model(model_dir: Path, base: str | None, job: Job, tasks: list, judge: Any, dtype: str,
-               temperature: float, *, k: int | None = None, seed: int | None = None) -> dict[str, Any]:
+def eval_model(
+    model_dir: Path,
+    base: str | None,
+    job: Job,
+    tasks: list,
+    judge: Any,
+    dtype: str,
+    temperature: float,
+    *,
+    k: int | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
     """Avg@k at `temperature` with one batched call (same seed for every model: common random numbers);
     `temperature=0` is greedy decoding (k=1)."""
     # `load_model` is the trainer's own loader (detects a LoRA adapter folder and merges it into the base).
+    from harness.guidance import render_prompt
     from measure.local_endpoint import LocalEndpoint
     from trainer.evaluate import evaluate, load_model
-
-    from harness.guidance import render_prompt
 
     k = job.eval_k if k is None else k
     seed = job.eval_seed if seed is None else seed
     t0 = time.monotonic()
     model, tok = load_model(model_dir, base, dtype)
-    endpoint = BatchedEvalEndpoint(LocalEndpoint(model, tok, name=f"local:{model_dir.name}"),
-                                   [render_prompt(t, []) for t in tasks], k, job.max_tokens, temperature, seed)
-    res = evaluate(tasks, endpoint, judge, k=k, max_tokens=job.max_tokens, temperature=temperature,
-                   seed=seed, progress=False)
-    return {"avg_at_k": res["avg_at_k"], "audit": res["audit"], "domains": res["domains"], "k": k, "seed": seed,
-            "temperature": temperature,
-            "tasks": {tid: {"avg": r["avg"], "audit": r["audit"]} for tid, r in res["tasks"].items()},
-            **length_stats(res, endpoint.responses), "seconds": time.monotonic() - t0}
+    endpoint = BatchedEvalEndpoint(
+        LocalEndpoint(model, tok, name=f"local:{model_dir.name}"),
+        [render_prompt(t, []) for t in tasks],
+        k,
+        job.max_tokens,
+        temperature,
+        seed,
+    )
+    res = evaluate(
+        tasks, endpoint, judge, k=k, max_tokens=job.max_tokens, temperature=temperature, seed=seed, progress=False
+    )
+    return {
+        "avg_at_k": res["avg_at_k"],
+        "audit": res["audit"],
+        "domains": res["domains"],
+        "k": k,
+        "seed": seed,
+        "temperature": temperature,
+        "tasks": {tid: {"avg": r["avg"], "audit": r["audit"]} for tid, r in res["tasks"].items()},
+        **length_stats(res, endpoint.responses),
+        "seconds": time.monotonic() - t0,
+    }
 
 
 def eval_ifeval(model_dir: Path, base: str | None, job: Job, dtype: str) -> dict[str, Any]:
@@ -178,20 +257,50 @@ def eval_ifeval(model_dir: Path, base: str | None, job: Job, dtype: str) -> dict
 
     prompts = load_prompts()
     model, tok = load_model(model_dir, base, dtype)
-    res = evaluate_ifeval(prompts, LocalEndpoint(model, tok, name=f"local:{model_dir.name}"),
-                          max_tokens=job.ifeval_max_tokens, seed=job.eval_seed)
-    keep = ("n_prompts", "n_instructions", "prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose",
-            "max_tokens", "seconds")
-    return {**{k: res[k] for k in keep},
-            "prompts": {key: [p["prompt_strict"], p["prompt_loose"]] for key, p in res["prompts"].items()}}
+    res = evaluate_ifeval(
+        prompts,
+        LocalEndpoint(model, tok, name=f"local:{model_dir.name}"),
+        max_tokens=job.ifeval_max_tokens,
+        seed=job.eval_seed,
+    )
+    keep = (
+        "n_prompts",
+        "n_instructions",
+        "prompt_strict",
+        "prompt_loose",
+        "instruction_strict",
+        "instruction_loose",
+        "max_tokens",
+        "seconds",
+    )
+    return {
+        **{k: res[k] for k in keep},
+        "prompts": {key: [p["prompt_strict"], p["prompt_loose"]] for key, p in res["prompts"].items()},
+    }
 
 
-def eval_checkpoint(model_dir: Path, base: str | None, job: Job, tasks: list, judge: Any, dtype: str,
-                    temperature: float, cache: Path, *, noise: bool = False) -> dict[str, Any]:
+def eval_checkpoint(
+    model_dir: Path,
+    base: str | None,
+    job: Job,
+    tasks: list,
+    judge: Any,
+    dtype: str,
+    temperature: float,
+    cache: Path,
+    *,
+    noise: bool = False,
+) -> dict[str, Any]:
     """Sampled Avg@k (+ greedy, + a second eval seed and the IFEval yardstick when `noise`) of one model, cached
     in `cache`: a job resumed after an interruption skips the evals it finished."""
-    key = {"tasks": job.eval_tasks, "k": job.eval_k, "seed": job.eval_seed, "max_tokens": job.max_tokens,
-           "greedy": job.greedy, "noise_seed": job.noise_seed if noise else None}
+    key = {
+        "tasks": job.eval_tasks,
+        "k": job.eval_k,
+        "seed": job.eval_seed,
+        "max_tokens": job.max_tokens,
+        "greedy": job.greedy,
+        "noise_seed": job.noise_seed if noise else None,
+    }
     if noise and job.ifeval_max_tokens:
         key["ifeval_max_tokens"] = job.ifeval_max_tokens
     if cache.is_file():
@@ -234,8 +343,17 @@ def run_base(job: Job) -> dict[str, Any]:
 
     cfg, tasks, judge = _eval_setup(job)
     torch.set_num_threads(cfg.train.torch_threads)
-    ev = eval_checkpoint(resolve_model(job.model), None, job, tasks, judge, cfg.model.dtype, cfg.train.temperature,
-                         bench_dir(job) / "eval-base.json", noise=True)
+    ev = eval_checkpoint(
+        resolve_model(job.model),
+        None,
+        job,
+        tasks,
+        judge,
+        cfg.model.dtype,
+        cfg.train.temperature,
+        bench_dir(job) / "eval-base.json",
+        noise=True,
+    )
     return {"kind": "base", "name": job.name, "eval": ev, "judge_warnings": _judge_warnings(judge)}
 
 
@@ -247,8 +365,7 @@ def _judge_warnings(judge: Any) -> int:
 def train_resumable(job: Job, cfg: Any) -> dict[str, Any]:
     """Train the job's run to the end: resume from the last complete checkpoint when an earlier attempt was
     interrupted (`harnessrl train --resume`), start afresh otherwise; a finished run is not trained again."""
-    from trainer.checkpoint import checkpoints
-    from trainer.checkpoint import STATE_FILE
+    from trainer.checkpoint import STATE_FILE, checkpoints
 
     done = bench_dir(job) / "train.json"
     if done.is_file():
@@ -282,10 +399,26 @@ def run_arm(job: Job) -> dict[str, Any]:
         step = int(ckpt.name.split("-")[1])
         if step % every and step != summary["steps"]:
             continue  # saved for an evolver round only
-        evals[step] = eval_checkpoint(ckpt, cfg.model.name, job, tasks, judge, cfg.model.dtype, cfg.train.temperature,
-                                      bench_dir(job) / f"eval-step-{step}.json", noise=step == summary["steps"])
-    out = {"kind": "arm", "name": job.name, "arm": job.arm, "seed": job.seed, "summary": summary,
-           "evals": {str(k): v for k, v in evals.items()}, "eval_judge_warnings": _judge_warnings(judge)}
+        evals[step] = eval_checkpoint(
+            ckpt,
+            cfg.model.name,
+            job,
+            tasks,
+            judge,
+            cfg.model.dtype,
+            cfg.train.temperature,
+            bench_dir(job) / f"eval-step-{step}.json",
+            noise=step == summary["steps"],
+        )
+    out = {
+        "kind": "arm",
+        "name": job.name,
+        "arm": job.arm,
+        "seed": job.seed,
+        "summary": summary,
+        "evals": {str(k): v for k, v in evals.items()},
+        "eval_judge_warnings": _judge_warnings(judge),
+    }
     out.update(collect_run(run_dir))
     out["train_s"] = out["wall_s"]  # training wall time: steps + pauses, summed over sittings
     return out
@@ -308,12 +441,32 @@ def run_job(job: Job) -> dict[str, Any]:
 # The code a job runs: copied into the snapshot and hashed into the job's code identity. Report-only modules
 # (compare.py's CLI, bench_render.py, bench_stats.py, bench_power.py) are copied but not hashed: rendering does not
 # change results.
-SNAPSHOT_PATHS = ("agents", "graphs", "harness", "memory", "measure", "trainer", "suitegen", "configs",
-                  "data/rubric-mix-lite", "data/ifeval-heldout", "benchmarks/compare.py", "benchmarks/bench_spec.py",
-                  "benchmarks/bench_run.py", "benchmarks/bench_collect.py", "benchmarks/bench_render.py",
-                  "benchmarks/bench_plain.py", "benchmarks/bench_power.py", "benchmarks/bench_stats.py")
-NOT_HASHED = ("benchmarks/compare.py", "benchmarks/bench_render.py", "benchmarks/bench_power.py",
-              "benchmarks/bench_stats.py")
+SNAPSHOT_PATHS = (
+    "agents",
+    "graphs",
+    "harness",
+    "memory",
+    "measure",
+    "trainer",
+    "suitegen",
+    "configs",
+    "data/rubric-mix-lite",
+    "data/ifeval-heldout",
+    "benchmarks/compare.py",
+    "benchmarks/bench_spec.py",
+    "benchmarks/bench_run.py",
+    "benchmarks/bench_collect.py",
+    "benchmarks/bench_render.py",
+    "benchmarks/bench_plain.py",
+    "benchmarks/bench_power.py",
+    "benchmarks/bench_stats.py",
+)
+NOT_HASHED = (
+    "benchmarks/compare.py",
+    "benchmarks/bench_render.py",
+    "benchmarks/bench_power.py",
+    "benchmarks/bench_stats.py",
+)
 
 
 def code_hash(root: Path) -> str:
@@ -323,8 +476,13 @@ def code_hash(root: Path) -> str:
         if rel in NOT_HASHED:
             continue
         src = root / rel
-        files = [src] if src.is_file() else sorted(f for f in src.rglob("*") if f.is_file()
-                                                   and "__pycache__" not in f.parts and f.suffix != ".pyc")
+        files = (
+            [src]
+            if src.is_file()
+            else sorted(
+                f for f in src.rglob("*") if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"
+            )
+        )
         for f in files:
             h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
@@ -333,12 +491,18 @@ def code_hash(root: Path) -> str:
 def code_state(root: Path = ROOT) -> dict[str, Any]:
     """The code a job runs: `git rev-parse HEAD`, whether the snapshot paths had uncommitted changes (a job run
     on a dirty tree says so), and the hash of the code itself (what decides whether summaries may share a table)."""
+
     def git(*a: str) -> str:
         return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
     changed = git("status", "--porcelain", "--", *SNAPSHOT_PATHS).splitlines()
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(changed), "changed_files": len(changed),
-            "code_hash": code_hash(root), "taken": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    return {
+        "commit": git("rev-parse", "HEAD"),
+        "dirty": bool(changed),
+        "changed_files": len(changed),
+        "code_hash": code_hash(root),
+        "taken": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
 
 
 def git_state() -> dict[str, Any]:
@@ -385,8 +549,9 @@ def summary_done(job: Job) -> bool:
     return json.loads(f.read_text()).get("code", {}).get("code_hash") == job.code.get("code_hash")
 
 
-def execute(jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None,
-            code_root: Path = ROOT) -> dict[str, str]:
+def execute(
+    jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None, code_root: Path = ROOT
+) -> dict[str, str]:
     """Run the jobs that have no summary from this code (an interrupted one resumes where it stopped); returns
     {name: status} (done, reused, failed: ..., not run: time budget)."""
     status: dict[str, str] = {}
@@ -409,8 +574,15 @@ def execute(jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None,
         return status
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LANGSMITH_TRACING": "false"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "LANGSMITH_TRACING": "false",
+    }
     running: dict[str, tuple[subprocess.Popen, Job, float, Any]] = {}
     queue = list(todo)
     while queue or running:
@@ -422,8 +594,13 @@ def execute(jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None,
             spec = logs / f"{job.name}.job.json"
             atomic_write_json(spec, asdict(job))
             log = open(logs / f"{job.name}.log", "w")  # noqa: SIM115 - closed when the process ends
-            proc = subprocess.Popen([sys.executable, str(code_root / "benchmarks" / "compare.py"), "--worker", str(spec)],
-                                    stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
+            proc = subprocess.Popen(
+                [sys.executable, str(code_root / "benchmarks" / "compare.py"), "--worker", str(spec)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(ROOT),
+            )
             running[job.name] = (proc, job, time.monotonic(), log)
             print(f"[bench] started {job.name} (pid {proc.pid}, log {logs / (job.name + '.log')})", flush=True)
         time.sleep(1.0)

@@ -12,8 +12,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]  # the repository (or, in a worker, the frozen code snapshot)
 
 # -- arms --------------------------------------------------------------------------------------------------
-_FULL = ["harness.evolver=true", "evolver.interfaces=[sampling,guidance,criteria]", "evolver.memory=true",
-         "evolver.critic=true"]
+_FULL = [
+    "harness.evolver=true",
+    "evolver.interfaces=[sampling,guidance,criteria]",
+    "evolver.memory=true",
+    "evolver.critic=true",
+]
 DAPO_OVERSAMPLE = 2  # DAPO arm: generate 2 x batch rollouts a step, train on batch of them (verl's gen_batch_size)
 
 
@@ -26,25 +30,40 @@ class Arm:
     runner: str = "harness"  # "harness": trainer.grpo.train; "plain": plain TRL GRPO, no harness code (bench_plain)
 
 
-ARMS: dict[str, Arm] = {a.name: a for a in [
-    Arm("fixed", "1 fixed harness", ("harness.evolver=false",), True),
-    Arm("dapo", "2 DAPO dynamic sampling (over-sample x2, drop, refill)",
-        ("harness.evolver=false", f"harness.dynamic_sampling={DAPO_OVERSAMPLE}"), True),
-    Arm("harnessrl", "3 HarnessRL (rules, all)", tuple(_FULL), True),
-    # HarnessRL on top of DAPO: the evolver with dynamic sampling on. The detector, memory and provisional grading
-    # see every generated group (the dropped dead groups are the evidence of dead groups); only the loss sees the
-    # kept ones (trainer/dynamic_sampling.py).
-    Arm("harnessrl-dapo", "3+2 HarnessRL + DAPO dynamic sampling (evolver, over-sample x2)",
-        (*_FULL, f"harness.dynamic_sampling={DAPO_OVERSAMPLE}"), True),
-    Arm("dynfilter", "4 fixed + down-weighting filter", ("harness.evolver=false", "harness.dynamic_filtering=true"),
-        False),
-    Arm("no-sampling", "5a HarnessRL - sampling", (*_FULL, "evolver.interfaces=[guidance,criteria]"), False),
-    Arm("no-guidance", "5b HarnessRL - guidance", (*_FULL, "evolver.interfaces=[sampling,criteria]"), False),
-    Arm("no-criteria", "5c HarnessRL - criteria", (*_FULL, "evolver.interfaces=[sampling,guidance]"), False),
-    Arm("no-memory", "5d HarnessRL - memory", (*_FULL, "evolver.memory=false"), False),
-    Arm("no-critic", "5e HarnessRL - critic", (*_FULL, "evolver.critic=false"), False),
-    Arm("plain", "6 plain TRL GRPO (same reward, no harness code)", ("harness.evolver=false",), False, "plain"),
-]}
+ARMS: dict[str, Arm] = {
+    a.name: a
+    for a in [
+        Arm("fixed", "1 fixed harness", ("harness.evolver=false",), True),
+        Arm(
+            "dapo",
+            "2 DAPO dynamic sampling (over-sample x2, drop, refill)",
+            ("harness.evolver=false", f"harness.dynamic_sampling={DAPO_OVERSAMPLE}"),
+            True,
+        ),
+        Arm("harnessrl", "3 HarnessRL (rules, all)", tuple(_FULL), True),
+        # HarnessRL on top of DAPO: the evolver with dynamic sampling on. The detector, memory and provisional grading
+        # see every generated group (the dropped dead groups are the evidence of dead groups); only the loss sees the
+        # kept ones (trainer/dynamic_sampling.py).
+        Arm(
+            "harnessrl-dapo",
+            "3+2 HarnessRL + DAPO dynamic sampling (evolver, over-sample x2)",
+            (*_FULL, f"harness.dynamic_sampling={DAPO_OVERSAMPLE}"),
+            True,
+        ),
+        Arm(
+            "dynfilter",
+            "4 fixed + down-weighting filter",
+            ("harness.evolver=false", "harness.dynamic_filtering=true"),
+            False,
+        ),
+        Arm("no-sampling", "5a HarnessRL - sampling", (*_FULL, "evolver.interfaces=[guidance,criteria]"), False),
+        Arm("no-guidance", "5b HarnessRL - guidance", (*_FULL, "evolver.interfaces=[sampling,criteria]"), False),
+        Arm("no-criteria", "5c HarnessRL - criteria", (*_FULL, "evolver.interfaces=[sampling,guidance]"), False),
+        Arm("no-memory", "5d HarnessRL - memory", (*_FULL, "evolver.memory=false"), False),
+        Arm("no-critic", "5e HarnessRL - critic", (*_FULL, "evolver.critic=false"), False),
+        Arm("plain", "6 plain TRL GRPO (same reward, no harness code)", ("harness.evolver=false",), False, "plain"),
+    ]
+}
 KEY_ARMS = [a for a in ARMS if ARMS[a].key]
 SPURIOUS_EVENTS = ("spurious_length", "spurious_audit", "stuffing", "guidance_leak")
 
@@ -76,30 +95,88 @@ PRESETS: dict[str, Preset] = {
     # SmolLM2-135M-Instruct + LoRA (configs/cpu-demo.yaml), the first, underpowered sitting (8 steps).
     # The training pool is small (2 tasks per domain) so that tasks are *revisited* within the budget: with all
     # 255 train tasks, 16 groups per run almost never revisit a task, so no per-task repair can act (measured).
-    "smollm2": Preset("configs/cpu-demo.yaml", steps=8, batch=8, group=4, evolve_every=2, eval_every=4,
-                      eval_per_domain=2, eval_k=4, max_tokens=48, train_per_domain=2,
-                      extra=("harness.max_events=3",), greedy=False, jobs=2),
+    "smollm2": Preset(
+        "configs/cpu-demo.yaml",
+        steps=8,
+        batch=8,
+        group=4,
+        evolve_every=2,
+        eval_every=4,
+        eval_per_domain=2,
+        eval_k=4,
+        max_tokens=48,
+        train_per_domain=2,
+        extra=("harness.max_events=3",),
+        greedy=False,
+        jobs=2,
+    ),
     # The protocol (issue 13): >= 40 steps of 16 rollouts (4 prompts x G=4), a 10-task pool (each task ~16
     # visits), evolver rounds every 8 steps, checkpoints evaluated every 8 steps on ALL 65 held-out tasks
     # (greedy + Avg@4, the same eval seed for every model). Resumable: run it in several sittings.
-    "smollm2-40": Preset("configs/cpu-demo.yaml", steps=40, batch=16, group=4, evolve_every=8, eval_every=8,
-                         eval_per_domain=0, eval_k=4, max_tokens=48, train_per_domain=2,
-                         extra=("harness.max_events=3",), jobs=2),
+    "smollm2-40": Preset(
+        "configs/cpu-demo.yaml",
+        steps=40,
+        batch=16,
+        group=4,
+        evolve_every=8,
+        eval_every=8,
+        eval_per_domain=0,
+        eval_k=4,
+        max_tokens=48,
+        train_per_domain=2,
+        extra=("harness.max_events=3",),
+        jobs=2,
+    ),
     # The pilot behind the power calculation: short runs, same eval (k=2), a second eval seed for eval noise.
-    "pilot": Preset("configs/cpu-demo.yaml", steps=6, batch=16, group=4, evolve_every=3, eval_every=6,
-                    eval_per_domain=0, eval_k=2, max_tokens=48, train_per_domain=2,
-                    extra=("harness.max_events=2",), noise_seed=4321, jobs=2),
+    "pilot": Preset(
+        "configs/cpu-demo.yaml",
+        steps=6,
+        batch=16,
+        group=4,
+        evolve_every=3,
+        eval_every=6,
+        eval_per_domain=0,
+        eval_k=2,
+        max_tokens=48,
+        train_per_domain=2,
+        extra=("harness.max_events=2",),
+        noise_seed=4321,
+        jobs=2,
+    ),
     # The same protocol on one GPU (never run in CI): every job a concurrent process on the one device, bf16,
     # >= 100 steps per arm. Sized for < 8 min on one H200 (estimated, not measured: see RESULTS.md).
-    "gpu": Preset("configs/cpu-demo.yaml", steps=100, batch=16, group=4, evolve_every=10, eval_every=20,
-                  eval_per_domain=0, eval_k=8, max_tokens=48, train_per_domain=2,
-                  extra=("harness.max_events=3", "train.use_cpu=false", "train.bf16=true", "train.torch_threads=1"),
-                  jobs=16, note="GPU only; not run in CI"),
+    "gpu": Preset(
+        "configs/cpu-demo.yaml",
+        steps=100,
+        batch=16,
+        group=4,
+        evolve_every=10,
+        eval_every=20,
+        eval_per_domain=0,
+        eval_k=8,
+        max_tokens=48,
+        train_per_domain=2,
+        extra=("harness.max_events=3", "train.use_cpu=false", "train.bf16=true", "train.torch_threads=1"),
+        jobs=16,
+        note="GPU only; not run in CI",
+    ),
     # Random tiny model (configs/tiny.yaml): exercises every code path in seconds; numbers are meaningless.
-    "tiny": Preset("configs/tiny.yaml", steps=2, batch=8, group=4, evolve_every=1, eval_every=1,
-                   eval_per_domain=1, eval_k=2, max_tokens=16, train_per_domain=2,
-                   extra=("harness.max_events=2", "evolver.sample_k=2", "evolver.max_revisions=0"), noise_seed=99,
-                   jobs=0, ifeval_max_tokens=8),
+    "tiny": Preset(
+        "configs/tiny.yaml",
+        steps=2,
+        batch=8,
+        group=4,
+        evolve_every=1,
+        eval_every=1,
+        eval_per_domain=1,
+        eval_k=2,
+        max_tokens=16,
+        train_per_domain=2,
+        extra=("harness.max_events=2", "evolver.sample_k=2", "evolver.max_revisions=0"),
+        noise_seed=99,
+        jobs=0,
+        ifeval_max_tokens=8,
+    ),
 }
 
 

@@ -38,8 +38,11 @@ def task_diffs(ev_a: dict[str, Any] | None, ev_b: dict[str, Any] | None, metric:
         if ev_a is None or ev_b is None:
             return []
     ta, tb = ev_a["tasks"], ev_b["tasks"]
-    return [100.0 * (ta[t][metric] - tb[t][metric]) for t in ta
-            if t in tb and ta[t].get(metric) is not None and tb[t].get(metric) is not None]
+    return [
+        100.0 * (ta[t][metric] - tb[t][metric])
+        for t in ta
+        if t in tb and ta[t].get(metric) is not None and tb[t].get(metric) is not None
+    ]
 
 
 def step_at_wall(run: dict[str, Any], wall: float) -> int:
@@ -51,8 +54,16 @@ def step_at_wall(run: dict[str, Any], wall: float) -> int:
     return best
 
 
-def paired(runs: list[dict[str, Any]], base: dict[str, Any] | None, arm: str, ref: str, *, metric: str,
-           greedy: bool = False, equal_time: bool = False) -> dict[str, Any] | None:
+def paired(
+    runs: list[dict[str, Any]],
+    base: dict[str, Any] | None,
+    arm: str,
+    ref: str,
+    *,
+    metric: str,
+    greedy: bool = False,
+    equal_time: bool = False,
+) -> dict[str, Any] | None:
     """arm - ref per seed (final checkpoints, or the checkpoints each reached within the shorter of the two
     training wall times) with a bootstrap 95% interval over seeds and tasks."""
     from bench_power import bootstrap_ci
@@ -75,8 +86,15 @@ def paired(runs: list[dict[str, Any]], base: dict[str, Any] | None, arm: str, re
         per_seed.append(sum(d) / len(d) if d else None)
         steps.append((sa, sb))
     ci = bootstrap_ci(diffs)
-    return {"seeds": seeds, "per_seed": per_seed, "steps": steps, "mean": None if ci is None else ci[0],
-            "lo": None if ci is None else ci[1], "hi": None if ci is None else ci[2], "sd": sd_of(per_seed)}
+    return {
+        "seeds": seeds,
+        "per_seed": per_seed,
+        "steps": steps,
+        "mean": None if ci is None else ci[0],
+        "lo": None if ci is None else ci[1],
+        "hi": None if ci is None else ci[2],
+        "sd": sd_of(per_seed),
+    }
 
 
 def steps_to_best(runs: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
@@ -87,19 +105,31 @@ def steps_to_best(runs: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
         if hr is None:
             continue
         fs = fr["summary"]
-        reach = next((s for s, score, _ in hr["summary"]["curve"] if score is not None and score >= fs["best_score"]),
-                     None)
-        out.append({"seed": fr["seed"], "fixed_best_step": fs["best_step"], "fixed_best": fs["best_score"],
-                    "reached_at": reach,
-                    "ratio": None if reach is None or fs["best_step"] == 0 else reach / fs["best_step"]})
+        reach = next(
+            (s for s, score, _ in hr["summary"]["curve"] if score is not None and score >= fs["best_score"]), None
+        )
+        out.append(
+            {
+                "seed": fr["seed"],
+                "fixed_best_step": fs["best_step"],
+                "fixed_best": fs["best_score"],
+                "reached_at": reach,
+                "ratio": None if reach is None or fs["best_step"] == 0 else reach / fs["best_step"],
+            }
+        )
     return out
 
 
 # -- power ----------------------------------------------------------------------------------------------------
 # The first sitting (8 steps, 10 eval tasks x k=4; RESULTS.md before issue 13): HarnessRL - fixed, final audit,
 # per seed 0-3. Its sd is the only measured seed-to-seed sd of a paired difference so far.
-PREVIOUS_SITTING = {"audit_diffs": [2.0, 2.2, -1.3, -1.1], "score_diffs": [1.1, 2.1, -1.5, -1.2], "eval_tasks": 10,
-                    "eval_k": 4, "steps": 8}
+PREVIOUS_SITTING = {
+    "audit_diffs": [2.0, 2.2, -1.3, -1.1],
+    "score_diffs": [1.1, 2.1, -1.5, -1.2],
+    "eval_tasks": 10,
+    "eval_k": 4,
+    "steps": 8,
+}
 DETECT_POINTS = 2.0  # the difference the benchmark must detect (audit points)
 
 
@@ -130,8 +160,11 @@ def pilot_numbers(pilot: list[dict[str, Any]]) -> dict[str, Any]:
         if b is None or ev is None or not ev.get("noise"):
             continue
         ta, tb, na, nb = ev["tasks"], b["tasks"], ev["noise"]["tasks"], b["noise"]["tasks"]
-        dd = [100.0 * ((ta[t]["audit"] - tb[t]["audit"]) - (na[t]["audit"] - nb[t]["audit"])) for t in ta
-              if all(x.get(t, {}).get("audit") is not None for x in (ta, tb, na, nb))]
+        dd = [
+            100.0 * ((ta[t]["audit"] - tb[t]["audit"]) - (na[t]["audit"] - nb[t]["audit"]))
+            for t in ta
+            if all(x.get(t, {}).get("audit") is not None for x in (ta, tb, na, nb))
+        ]
         sd_dd = sd_of(dd)
         if sd_dd is not None:
             pair_sd.append(sd_dd / math.sqrt(len(dd)) / math.sqrt(2))
@@ -139,17 +172,26 @@ def pilot_numbers(pilot: list[dict[str, Any]]) -> dict[str, Any]:
     step_s = mean_of([st.get("train_step_s") for st in steps])
     step_wall = mean_of([st.get("wall_s", 0.0) - st.get("pause_s", 0.0) for st in steps])
     evals = [ev for s in arms for ev in s.get("evals", {}).values()] + [s["eval"] for s in pilot if s["kind"] == "base"]
-    return {"models": models, "n_tasks": n_tasks, "k": k,
-            "eval_sd_avg": mean_of(noise["avg"]), "eval_sd_audit": mean_of(noise["audit"]),
-            "eval_sd_paired_audit": mean_of(pair_sd),
-            "step_s": step_s, "step_wall_s": step_wall,
-            "batch": mean_of([st.get("n_groups") for st in steps]),
-            "pause_share": mean_of([s["pause_s"] / s["wall_s"] for s in arms if s.get("wall_s")]),
-            "overhead_share": mean_of([s["overhead_s"] / s["train_step_s"] for s in arms if s.get("train_step_s")]),
-            "eval_sampled_s": mean_of([ev["seconds"] for ev in evals]),
-            "eval_greedy_s": mean_of([ev["greedy"]["seconds"] for ev in evals if ev.get("greedy")]),
-            "arms": {s["name"]: {"final_audit": 100 * s["evals"][max(s["evals"], key=int)]["audit"]} for s in arms
-                     if s.get("evals")}}
+    return {
+        "models": models,
+        "n_tasks": n_tasks,
+        "k": k,
+        "eval_sd_avg": mean_of(noise["avg"]),
+        "eval_sd_audit": mean_of(noise["audit"]),
+        "eval_sd_paired_audit": mean_of(pair_sd),
+        "step_s": step_s,
+        "step_wall_s": step_wall,
+        "batch": mean_of([st.get("n_groups") for st in steps]),
+        "pause_share": mean_of([s["pause_s"] / s["wall_s"] for s in arms if s.get("wall_s")]),
+        "overhead_share": mean_of([s["overhead_s"] / s["train_step_s"] for s in arms if s.get("train_step_s")]),
+        "eval_sampled_s": mean_of([ev["seconds"] for ev in evals]),
+        "eval_greedy_s": mean_of([ev["greedy"]["seconds"] for ev in evals if ev.get("greedy")]),
+        "arms": {
+            s["name"]: {"final_audit": 100 * s["evals"][max(s["evals"], key=int)]["audit"]}
+            for s in arms
+            if s.get("evals")
+        },
+    }
 
 
 def power_report(runs: list[dict[str, Any]], pilot: list[dict[str, Any]], budget: dict[str, Any]) -> dict[str, Any]:
@@ -167,8 +209,12 @@ def power_report(runs: list[dict[str, Any]], pilot: list[dict[str, Any]], budget
         per_sample = e * math.sqrt(p["n_tasks"] * p["k"])  # eval sd ~ 1/sqrt(tasks x samples)
         e_prev = per_sample / math.sqrt(prev["eval_tasks"] * prev["eval_k"])
         e_new = per_sample / math.sqrt(len(budget["eval_tasks"]) * budget["eval_k"])
-        out.update(eval_sd_prev=e_prev, eval_sd_new=e_new, sd_train=math.sqrt(max(0.0, sd_prev ** 2 - 2 * e_prev ** 2)),
-                   sd_projected=sd_d_for_eval(sd_prev, e_prev, e_new))
+        out.update(
+            eval_sd_prev=e_prev,
+            eval_sd_new=e_new,
+            sd_train=math.sqrt(max(0.0, sd_prev**2 - 2 * e_prev**2)),
+            sd_projected=sd_d_for_eval(sd_prev, e_prev, e_new),
+        )
         ep = p.get("eval_sd_paired_audit")
         if ep is not None:
             # Under common random numbers the paired difference carries less eval noise than two independent
@@ -176,9 +222,13 @@ def power_report(runs: list[dict[str, Any]], pilot: list[dict[str, Any]], budget
             scale = math.sqrt(p["n_tasks"] * p["k"])
             ep_prev = ep * scale / math.sqrt(prev["eval_tasks"] * prev["eval_k"])
             ep_new = ep * scale / math.sqrt(len(budget["eval_tasks"]) * budget["eval_k"])
-            train = math.sqrt(max(0.0, sd_prev ** 2 - ep_prev ** 2))
-            out.update(eval_sd_paired_prev=ep_prev, eval_sd_paired_new=ep_new, sd_train=train,
-                       sd_projected=math.sqrt(train ** 2 + ep_new ** 2))
+            train = math.sqrt(max(0.0, sd_prev**2 - ep_prev**2))
+            out.update(
+                eval_sd_paired_prev=ep_prev,
+                eval_sd_paired_new=ep_new,
+                sd_train=train,
+                sd_projected=math.sqrt(train**2 + ep_new**2),
+            )
     sd_use = out.get("sd_projected", sd_prev)
     out["needed_prev_sd"] = seeds_needed(DETECT_POINTS, sd_prev)
     out["needed"] = seeds_needed(DETECT_POINTS, sd_use)

@@ -57,6 +57,7 @@ from bench_collect import build_results  # noqa: E402
 from bench_render import plots, render  # noqa: E402
 from bench_run import code_state, execute, plan, run_job, snapshot_code  # noqa: E402
 from bench_spec import ARMS, KEY_ARMS, PRESETS, Job  # noqa: E402
+
 from harness.atomic import atomic_write_text  # noqa: E402
 from trainer.io import atomic_write_json  # noqa: E402  (light: no torch)
 
@@ -85,71 +86,137 @@ def parse_arms(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="benchmarks/compare.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="benchmarks/compare.py",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Train every arm (same seeds, data and step budget) through the HarnessRL trainer, evaluate "
-                    "checkpoints on a fixed held-out subset, and write a Markdown report with plots.",
+        "checkpoints on a fixed held-out subset, and write a Markdown report with plots.",
         epilog="Arms: " + ", ".join(f"{a} ({ARMS[a].label})" for a in ARMS) + ".\n"
-               "Presets (defaults of the budget options):\n" + "".join(
-                   f"  {n}: {p.config}, {p.steps} steps, batch {p.batch}, G={p.group}, evolver every {p.evolve_every}, "
-                   f"eval every {p.eval_every} ({p.eval_per_domain}/domain, k={p.eval_k}, {p.max_tokens} tokens), "
-                   f"train pool {p.train_per_domain or 'all'}/domain"
-                   f"{', ' + ' '.join(p.extra) if p.extra else ''}\n" for n, p in PRESETS.items()) +
-               "Example (the real benchmark):\n  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py --preset smollm2 "
-               "--steps 8 --seeds 0,1 --arms all --jobs 2 --out runs/bench --report benchmarks/RESULTS.md\n"
-               "Example (smoke, seconds):\n  .venv/bin/python benchmarks/compare.py --preset tiny --steps 2 --arms all "
-               "--jobs 0 --out /tmp/bench-tiny")
-    p.add_argument("--preset", choices=list(PRESETS), default="smollm2",
-                   help="smollm2: SmolLM2-135M-Instruct + LoRA (configs/cpu-demo.yaml), the real benchmark; "
-                        "tiny: random tiny model (configs/tiny.yaml), seconds per arm, for smoke tests")
+        "Presets (defaults of the budget options):\n"
+        + "".join(
+            f"  {n}: {p.config}, {p.steps} steps, batch {p.batch}, G={p.group}, evolver every {p.evolve_every}, "
+            f"eval every {p.eval_every} ({p.eval_per_domain}/domain, k={p.eval_k}, {p.max_tokens} tokens), "
+            f"train pool {p.train_per_domain or 'all'}/domain"
+            f"{', ' + ' '.join(p.extra) if p.extra else ''}\n"
+            for n, p in PRESETS.items()
+        )
+        + "Example (the real benchmark):\n  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py --preset smollm2 "
+        "--steps 8 --seeds 0,1 --arms all --jobs 2 --out runs/bench --report benchmarks/RESULTS.md\n"
+        "Example (smoke, seconds):\n  .venv/bin/python benchmarks/compare.py --preset tiny --steps 2 --arms all "
+        "--jobs 0 --out /tmp/bench-tiny",
+    )
+    p.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        default="smollm2",
+        help="smollm2: SmolLM2-135M-Instruct + LoRA (configs/cpu-demo.yaml), the real benchmark; "
+        "tiny: random tiny model (configs/tiny.yaml), seconds per arm, for smoke tests",
+    )
     p.add_argument("--steps", type=int, help="GRPO steps per arm (the shared step budget; default from the preset)")
-    p.add_argument("--seeds", type=_csv_ints, default=[0, 1],
-                   help="training seeds for the key arms (fixed, dapo, harnessrl, harnessrl-dapo), e.g. 0,1 (default 0,1)")
-    p.add_argument("--ablation-seeds", type=_csv_ints, default=None,
-                   help="seeds for the ablation arms (default: the first of --seeds)")
-    p.add_argument("--arms", type=parse_arms, default=list(ARMS),
-                   help=f"comma-separated arms, or 'key' / 'all' (default all): {', '.join(ARMS)}")
+    p.add_argument(
+        "--seeds",
+        type=_csv_ints,
+        default=[0, 1],
+        help="training seeds for the key arms (fixed, dapo, harnessrl, harnessrl-dapo), e.g. 0,1 (default 0,1)",
+    )
+    p.add_argument(
+        "--ablation-seeds",
+        type=_csv_ints,
+        default=None,
+        help="seeds for the ablation arms (default: the first of --seeds)",
+    )
+    p.add_argument(
+        "--arms",
+        type=parse_arms,
+        default=list(ARMS),
+        help=f"comma-separated arms, or 'key' / 'all' (default all): {', '.join(ARMS)}",
+    )
     p.add_argument("--out", default=None, help="benchmark folder: runs, logs, results.json (default runs/bench-PRESET)")
-    p.add_argument("--report", default=None, help="Markdown report path (default OUT/RESULTS.md); plots go next to it "
-                                                  "in plots/")
-    p.add_argument("--jobs", type=int, default=None,
-                   help="jobs run at the same time, each its own process with one torch thread (default from the "
-                        "preset; 0 = sequentially inside this process, used by the smoke test)")
+    p.add_argument(
+        "--report", default=None, help="Markdown report path (default OUT/RESULTS.md); plots go next to it in plots/"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="jobs run at the same time, each its own process with one torch thread (default from the "
+        "preset; 0 = sequentially inside this process, used by the smoke test)",
+    )
     p.add_argument("--batch", type=int, help="completions per step (default from the preset)")
     p.add_argument("--group", type=int, help="GRPO group size G (default from the preset)")
     p.add_argument("--evolve-every", type=int, help="steps between evolver rounds (default from the preset)")
-    p.add_argument("--eval-every", type=int, help="held-out eval of the checkpoints at multiples of this step "
-                                                  "interval (and the last step)")
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        help="held-out eval of the checkpoints at multiples of this step interval (and the last step)",
+    )
     p.add_argument("--eval-per-domain", type=int, help="held-out tasks per domain in the fixed eval subset")
     p.add_argument("--eval-k", type=int, help="samples per eval task (Avg@k)")
-    p.add_argument("--train-per-domain", type=int,
-                   help="training pool: train tasks per domain, a fixed seeded pick (0 = all train tasks)")
+    p.add_argument(
+        "--train-per-domain",
+        type=int,
+        help="training pool: train tasks per domain, a fixed seeded pick (0 = all train tasks)",
+    )
     p.add_argument("--eval-seed", type=int, default=1234, help="sampling seed of every eval (default 1234)")
     p.add_argument("--max-tokens", type=int, help="completion tokens in training and eval (default from the preset)")
-    p.add_argument("--ifeval-max-tokens", type=int, default=None,
-                   help="the external yardstick: greedy answers of N tokens to data/ifeval-heldout (52 prompts), "
-                        "scored by IFEval's own checkers, for the base model and each run's last checkpoint "
-                        "(default from the preset: 128; 0 = off)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra trainer override for every arm, e.g. --set evolver.sample_k=4 (repeatable)")
-    p.add_argument("--stop-after", type=float, default=None, metavar="MIN",
-                   help="start no new job after MIN minutes; the report lists what was not run")
-    p.add_argument("--render-only", action="store_true", help="rebuild the report from the job summaries; train nothing")
-    p.add_argument("--results", default=None,
-                   help="folder of the job summaries (default benchmarks/results/PRESET); commit it")
-    p.add_argument("--pilot-results", default=str(HERE / "results" / "pilot"),
-                   help="job summaries of the pilot (eval noise, step time) for the power section "
-                        "(default benchmarks/results/pilot)")
-    p.add_argument("--commit", default=None,
-                   help="render the summaries of this code (a commit or code-hash prefix); default: the code "
-                        "version with most jobs (ties: the newest). Summaries of other code are never mixed in")
+    p.add_argument(
+        "--ifeval-max-tokens",
+        type=int,
+        default=None,
+        help="the external yardstick: greedy answers of N tokens to data/ifeval-heldout (52 prompts), "
+        "scored by IFEval's own checkers, for the base model and each run's last checkpoint "
+        "(default from the preset: 128; 0 = off)",
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra trainer override for every arm, e.g. --set evolver.sample_k=4 (repeatable)",
+    )
+    p.add_argument(
+        "--stop-after",
+        type=float,
+        default=None,
+        metavar="MIN",
+        help="start no new job after MIN minutes; the report lists what was not run",
+    )
+    p.add_argument(
+        "--render-only", action="store_true", help="rebuild the report from the job summaries; train nothing"
+    )
+    p.add_argument(
+        "--results", default=None, help="folder of the job summaries (default benchmarks/results/PRESET); commit it"
+    )
+    p.add_argument(
+        "--pilot-results",
+        default=str(HERE / "results" / "pilot"),
+        help="job summaries of the pilot (eval noise, step time) for the power section "
+        "(default benchmarks/results/pilot)",
+    )
+    p.add_argument(
+        "--commit",
+        default=None,
+        help="render the summaries of this code (a commit or code-hash prefix); default: the code "
+        "version with most jobs (ties: the newest). Summaries of other code are never mixed in",
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one job spec (JSON file)
     return p
 
 
 def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     preset = PRESETS[args.preset]
-    for name in ("steps", "batch", "group", "evolve_every", "eval_every", "eval_per_domain", "eval_k", "max_tokens",
-                 "train_per_domain", "jobs"):
+    for name in (
+        "steps",
+        "batch",
+        "group",
+        "evolve_every",
+        "eval_every",
+        "eval_per_domain",
+        "eval_k",
+        "max_tokens",
+        "train_per_domain",
+        "jobs",
+    ):
         if getattr(args, name) is None:
             setattr(args, name, getattr(preset, name))
     args.greedy, args.noise_seed = preset.greedy, preset.noise_seed
@@ -195,8 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     args.git = {"head": code["commit"][:7], "changed_files": code["changed_files"], "taken": code["taken"]}
     t0 = time.monotonic()
-    status = {} if args.render_only else execute(jobs, args.jobs, out,
-                                                  None if args.stop_after is None else args.stop_after * 60, code_root)
+    status = (
+        {}
+        if args.render_only
+        else execute(jobs, args.jobs, out, None if args.stop_after is None else args.stop_after * 60, code_root)
+    )
     runtime = time.monotonic() - t0
     if args.render_only:
         prev = out / "results.json"

@@ -37,8 +37,8 @@ from agents.context import EvolverContext  # noqa: E402
 from agents.critic import judge_measurement, stop_rule  # noqa: E402
 from harness.detector import DetectorConfig  # noqa: E402
 from harness.types import Criterion, FailureEvent, HarnessState, HarnessUpdate, Message, Task  # noqa: E402
-from measure.judge import Judge  # noqa: E402
 from measure.candidate import MeasureSettings, measure_candidate  # noqa: E402
+from measure.judge import Judge  # noqa: E402
 
 TASK = "t"
 EFFECTS = ((0.06, 0.06), (0.06, 0.2), (0.06, 0.33), (0.06, 0.5))  # (p0, p1): the first is a null repair
@@ -50,12 +50,28 @@ HIT, MISS = "ok KEY answer", "ok answer"
 
 def _task(hit_reward: float) -> Task:
     w = 5.0
-    return Task(id=TASK, domain="sim", prompt=[Message(role="user", content="Question?")], criteria=[
-        Criterion(id="c1", text="says KEY", weight=w, kind="essential", check={"type": "contains_any", "phrases": ["KEY"]}),
-        Criterion(id="c2", text="never met", weight=w * (1 - hit_reward) / hit_reward, kind="important",
-                  check={"type": "contains_any", "phrases": ["NEVER-MET"]})],
-        audit_criteria=[Criterion(id="a1", text="ok", weight=1.0, kind="essential",
-                                  check={"type": "contains_any", "phrases": ["ok"]})])
+    return Task(
+        id=TASK,
+        domain="sim",
+        prompt=[Message(role="user", content="Question?")],
+        criteria=[
+            Criterion(
+                id="c1", text="says KEY", weight=w, kind="essential", check={"type": "contains_any", "phrases": ["KEY"]}
+            ),
+            Criterion(
+                id="c2",
+                text="never met",
+                weight=w * (1 - hit_reward) / hit_reward,
+                kind="important",
+                check={"type": "contains_any", "phrases": ["NEVER-MET"]},
+            ),
+        ],
+        audit_criteria=[
+            Criterion(
+                id="a1", text="ok", weight=1.0, kind="essential", check={"type": "contains_any", "phrases": ["ok"]}
+            )
+        ],
+    )
 
 
 class SimPolicy:
@@ -74,19 +90,54 @@ class SimPolicy:
         return out
 
 
-def one_decision(state: HarnessState, p0: float, p1: float, cap: int, history: int, ctx: EvolverContext,
-                 cfg: DetectorConfig, rng: np.random.Generator, sample_k: int) -> tuple[bool, int, int]:
+def one_decision(
+    state: HarnessState,
+    p0: float,
+    p1: float,
+    cap: int,
+    history: int,
+    ctx: EvolverContext,
+    cfg: DetectorConfig,
+    rng: np.random.Generator,
+    sample_k: int,
+) -> tuple[bool, int, int]:
     """(accepted, candidate rollouts spent, fresh control rollouts drawn) of one simulated measurement."""
-    event = FailureEvent(id=f"collapse_low:{TASK}:1", type="collapse_low", task_id=TASK, step=1, window=[0, 1],
-                         window_hits=2, confirmed=True, stats={"harness_version": 0})
-    update = HarnessUpdate.model_validate({"interface": "guidance", "event_id": event.id, "rationale": "power",
-                                           "ops": [{"op": "add_hint", "task_id": TASK,
-                                                    "hint": {"id": "h1", "text": "mention the key term"}}]})
+    event = FailureEvent(
+        id=f"collapse_low:{TASK}:1",
+        type="collapse_low",
+        task_id=TASK,
+        step=1,
+        window=[0, 1],
+        window_hits=2,
+        confirmed=True,
+        stats={"harness_version": 0},
+    )
+    update = HarnessUpdate.model_validate(
+        {
+            "interface": "guidance",
+            "event_id": event.id,
+            "rationale": "power",
+            "ops": [{"op": "add_hint", "task_id": TASK, "hint": {"id": "h1", "text": "mention the key term"}}],
+        }
+    )
     cached = {TASK: [HIT if h else MISS for h in rng.random(history) < p0]} if history else None
-    settings = MeasureSettings(sample_k=sample_k, sample_k_max=cap, alpha=ctx.critic_alpha, step=1,
-                               seed=int(rng.integers(1 << 30)), detector_config=cfg)
-    m = measure_candidate(state, update, SimPolicy(p0, p1, rng), Judge(None), settings,
-                          rule=stop_rule(event, update, ctx), control_history=cached)
+    settings = MeasureSettings(
+        sample_k=sample_k,
+        sample_k_max=cap,
+        alpha=ctx.critic_alpha,
+        step=1,
+        seed=int(rng.integers(1 << 30)),
+        detector_config=cfg,
+    )
+    m = measure_candidate(
+        state,
+        update,
+        SimPolicy(p0, p1, rng),
+        Judge(None),
+        settings,
+        rule=stop_rule(event, update, ctx),
+        control_history=cached,
+    )
     crit = judge_measurement(event, update, m, ctx)
     assert m.sequential is not None and m.sequential.test == "exact"
     fresh = m.sequential.control_n - history if m.sequential.control_n is not None else 0
@@ -96,12 +147,20 @@ def one_decision(state: HarnessState, p0: float, p1: float, cap: int, history: i
 def _cell(state, p0, p1, cap, history, reps, ctx, cfg, rng, sample_k) -> dict:
     runs = [one_decision(state, p0, p1, cap, history, ctx, cfg, rng, sample_k) for _ in range(reps)]
     acc = sum(a for a, _, _ in runs) / reps
-    cell = {"p0": p0, "p1": p1, "sample_k_max": cap, "history": history, "accept_rate": round(acc, 3),
-            "mean_rollouts_per_side": round(sum(k for _, k, _ in runs) / reps, 1),
-            "fresh_control_rollouts": round(sum(f for _, _, f in runs) / reps, 1)}
-    print(f"[critic-power] hit rate {p0} -> {p1}, cap {cap}, history {history}: accepted {acc:.3f} "
-          f"(candidate {cell['mean_rollouts_per_side']} rollouts, fresh control {cell['fresh_control_rollouts']})",
-          flush=True)
+    cell = {
+        "p0": p0,
+        "p1": p1,
+        "sample_k_max": cap,
+        "history": history,
+        "accept_rate": round(acc, 3),
+        "mean_rollouts_per_side": round(sum(k for _, k, _ in runs) / reps, 1),
+        "fresh_control_rollouts": round(sum(f for _, _, f in runs) / reps, 1),
+    }
+    print(
+        f"[critic-power] hit rate {p0} -> {p1}, cap {cap}, history {history}: accepted {acc:.3f} "
+        f"(candidate {cell['mean_rollouts_per_side']} rollouts, fresh control {cell['fresh_control_rollouts']})",
+        flush=True,
+    )
     return cell
 
 
@@ -109,8 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=400, help="simulated measurements per cell")
     ap.add_argument("--caps", default=",".join(map(str, CAPS)), help="sample_k_max values, comma-separated")
-    ap.add_argument("--histories", default=",".join(map(str, HISTORIES)),
-                    help="cached training rollouts of the task, comma-separated (swept at cap 16)")
+    ap.add_argument(
+        "--histories",
+        default=",".join(map(str, HISTORIES)),
+        help="cached training rollouts of the task, comma-separated (swept at cap 16)",
+    )
     ap.add_argument("--history", type=int, default=MAIN_HISTORY, help="cached rollouts in the main table")
     ap.add_argument("--sample-k", type=int, default=4, help="rollouts per side at the first look")
     ap.add_argument("--hit-reward", type=float, default=0.625, help="reward of a rollout that meets the criterion")
@@ -124,23 +186,44 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     uptime0 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     t0, load0 = time.time(), os.getloadavg()[0]
-    cells = [_cell(state, p0, p1, cap, args.history, args.reps, ctx, cfg, rng, args.sample_k)
-             for p0, p1 in EFFECTS for cap in caps]
-    sweep = [_cell(state, p0, p1, 16, h, args.reps, ctx, cfg, rng, args.sample_k)
-             for p0, p1 in (EFFECTS[0], EFFECTS[2]) for h in histories]
+    cells = [
+        _cell(state, p0, p1, cap, args.history, args.reps, ctx, cfg, rng, args.sample_k)
+        for p0, p1 in EFFECTS
+        for cap in caps
+    ]
+    sweep = [
+        _cell(state, p0, p1, 16, h, args.reps, ctx, cfg, rng, args.sample_k)
+        for p0, p1 in (EFFECTS[0], EFFECTS[2])
+        for h in histories
+    ]
     before = None
     if args.out and Path(args.out).exists():
         old = json.loads(Path(args.out).read_text())
-        before = old.get("before") or {k: old[k] for k in ("command", "rule", "reps", "resamples", "seconds",
-                                                          "load_start", "load_end", "machine", "cells") if k in old}
-    out = {"command": "benchmarks/critic_power.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "rule": (f"collapse_low: exact group-sequential hit test (alpha {ctx.critic_alpha} spent linearly over the "
-                    f"looks, futility for a rate gain of {ctx.min_rate_gain}) + point rule std gain >= {ctx.min_std_gain}"),
-           "reps": args.reps, "sample_k": args.sample_k, "hit_reward": args.hit_reward, "history": args.history,
-           "seconds": round(time.time() - t0, 1), "load_start": round(load0, 2), "load_end": round(os.getloadavg()[0], 2),
-           "uptime_start": uptime0, "uptime_end": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
-           "machine": f"{platform.machine()}, {os.cpu_count()} cpus", "cells": cells, "history_sweep_cap16": sweep,
-           "before": before}
+        before = old.get("before") or {
+            k: old[k]
+            for k in ("command", "rule", "reps", "resamples", "seconds", "load_start", "load_end", "machine", "cells")
+            if k in old
+        }
+    out = {
+        "command": "benchmarks/critic_power.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "rule": (
+            f"collapse_low: exact group-sequential hit test (alpha {ctx.critic_alpha} spent linearly over the "
+            f"looks, futility for a rate gain of {ctx.min_rate_gain}) + point rule std gain >= {ctx.min_std_gain}"
+        ),
+        "reps": args.reps,
+        "sample_k": args.sample_k,
+        "hit_reward": args.hit_reward,
+        "history": args.history,
+        "seconds": round(time.time() - t0, 1),
+        "load_start": round(load0, 2),
+        "load_end": round(os.getloadavg()[0], 2),
+        "uptime_start": uptime0,
+        "uptime_end": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+        "cells": cells,
+        "history_sweep_cap16": sweep,
+        "before": before,
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0

@@ -91,36 +91,62 @@ from evq_cases import DEFECTS, STEP, Case, GamingOverlay, build_cases, initial_s
 from evq_detect import Detection, detect, matching_event, planted_event  # noqa: E402
 from evq_grade import case_row, grade_round, in_training, no_second_round, record_visits, seen_again  # noqa: E402
 from evq_report import render_markdown, summarise, write_report  # noqa: E402
-from harness.data import load_suite  # noqa: E402
-from harness.detector import DetectorConfig  # noqa: E402
-from harness.ops import validate as validate_update  # noqa: E402
-from harness.atomic import atomic_write_text  # noqa: E402
-from harness.store import HarnessStore  # noqa: E402
-from harness.types import FailureEvent, HarnessState, HarnessUpdate  # noqa: E402
-from measure.judge import Judge  # noqa: E402
 
 # == API adapter: the evolver names this benchmark depends on (edit here and in evq_grade.py when they move) ==
 from agents import critic as critic_rules  # noqa: E402
 from agents.context import EvolverContext  # noqa: E402
 from graphs.runner import run_in_process  # noqa: E402
 from graphs.services import RunServices, register_services, unregister_services  # noqa: E402
+from harness.atomic import atomic_write_text  # noqa: E402
+from harness.data import load_suite  # noqa: E402
+from harness.detector import DetectorConfig  # noqa: E402
+from harness.ops import validate as validate_update  # noqa: E402
+from harness.store import HarnessStore  # noqa: E402
+from harness.types import FailureEvent, HarnessState, HarnessUpdate  # noqa: E402
 from measure.candidate import measure_candidate  # noqa: E402
+from measure.judge import Judge  # noqa: E402
 from measure.probes import ProbeCache, task_rollouts  # noqa: E402
 
 
-def make_context(arm: Arm, *, services_key: str, run_dir: Path, k: int, max_tokens: int, max_revisions: int,
-                 seed: int, demo: Any) -> EvolverContext:
+def make_context(
+    arm: Arm, *, services_key: str, run_dir: Path, k: int, max_tokens: int, max_revisions: int, seed: int, demo: Any
+) -> EvolverContext:
     """The evolver's run-time context for one arm (rule brains; the arm's ablation switches; the demo
     config's (`demo`, a `trainer.config.RunConfig`) other critic settings)."""
-    return EvolverContext(services_key=services_key, run_dir=str(run_dir), sample_k=k,
-                          sample_k_max=max(k, demo.evolver.sample_k_max), max_tokens=max_tokens,
-                          max_revisions=max_revisions, seed=seed, memory=arm.memory, critic=arm.critic)
+    return EvolverContext(
+        services_key=services_key,
+        run_dir=str(run_dir),
+        sample_k=k,
+        sample_k_max=max(k, demo.evolver.sample_k_max),
+        max_tokens=max_tokens,
+        max_revisions=max_revisions,
+        seed=seed,
+        memory=arm.memory,
+        critic=arm.critic,
+    )
 
 
-def make_services(store: HarnessStore, endpoint: Any, judge: Judge, memory: Any, detector_config: DetectorConfig,
-                  *, k: int, max_tokens: int, seed: int) -> RunServices:
-    return RunServices(store=store, endpoint=endpoint, judge=judge, memory=memory, detector_config=detector_config,
-                    sample_k=k, max_tokens=max_tokens, seed=seed)
+def make_services(
+    store: HarnessStore,
+    endpoint: Any,
+    judge: Judge,
+    memory: Any,
+    detector_config: DetectorConfig,
+    *,
+    k: int,
+    max_tokens: int,
+    seed: int,
+) -> RunServices:
+    return RunServices(
+        store=store,
+        endpoint=endpoint,
+        judge=judge,
+        memory=memory,
+        detector_config=detector_config,
+        sample_k=k,
+        max_tokens=max_tokens,
+        seed=seed,
+    )
 
 
 def start_round(svc: RunServices) -> None:
@@ -134,8 +160,9 @@ def run_round(inp: dict[str, Any], ctx: EvolverContext, db: Path, thread_id: str
     return run_in_process(inp, ctx, db, thread_id)
 
 
-def critic_verdict(state: HarnessState, event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext,
-                   svc: RunServices, step: int) -> dict[str, Any]:
+def critic_verdict(
+    state: HarnessState, event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext, svc: RunServices, step: int
+) -> dict[str, Any]:
     """The graph's validate + critique nodes for one candidate (mirror graphs/nodes.py `critique`, its `_measure`
     and `_cached_rollouts`), decided by `agents.decisions.after_critique` as the graph routes it: accepted (bool),
     invalid, reasons, numbers."""
@@ -151,10 +178,17 @@ def critic_verdict(state: HarnessState, event: FailureEvent, update: HarnessUpda
                 prior = task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts)
             else:
                 history = task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts, hinted=False)
-        m = measure_candidate(state, update, svc.endpoint, svc.judge,
-                              critic_rules.measure_settings(ctx, step, svc.detector_config),
-                              rule=critic_rules.stop_rule(event, update, ctx), prior_rollouts=prior,
-                              control_history=history, probe_cache=svc.probe_cache)
+        m = measure_candidate(
+            state,
+            update,
+            svc.endpoint,
+            svc.judge,
+            critic_rules.measure_settings(ctx, step, svc.detector_config),
+            rule=critic_rules.stop_rule(event, update, ctx),
+            prior_rollouts=prior,
+            control_history=history,
+            probe_cache=svc.probe_cache,
+        )
         crit = critic_rules.judge_measurement(event, update, m, ctx)
     accepted = bool(crit.measured_ok and not crit.veto and not crit.invalid)
     return {"accepted": accepted, "invalid": crit.invalid, "reasons": crit.reasons, "numbers": crit.numbers}
@@ -173,8 +207,9 @@ class Arm:
     critic: bool
 
 
-ARMS: dict[str, Arm] = {a.name: a for a in (Arm("rules", True, True), Arm("no-memory", False, True),
-                                            Arm("no-critic", True, False))}
+ARMS: dict[str, Arm] = {
+    a.name: a for a in (Arm("rules", True, True), Arm("no-memory", False, True), Arm("no-critic", True, False))
+}
 
 
 # -- the policy endpoint: counts every probe rollout, serves repeated requests from a cache --------------
@@ -187,8 +222,13 @@ class ProbeCounter:
     charged_seconds: float = 0.0  # generation seconds of cache hits, charged to whoever asked again
 
     def snapshot(self) -> dict[str, float]:
-        return {"requested": self.requested, "generated": self.generated, "calls": self.calls,
-                "gen_seconds": self.gen_seconds, "charged_seconds": self.charged_seconds}
+        return {
+            "requested": self.requested,
+            "generated": self.generated,
+            "calls": self.calls,
+            "gen_seconds": self.gen_seconds,
+            "charged_seconds": self.charged_seconds,
+        }
 
 
 class ProbeEndpoint:
@@ -202,8 +242,14 @@ class ProbeEndpoint:
         self._cache: dict[str, tuple[list[list[str]], float]] = {}
         self._lock = threading.Lock()
 
-    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
-               seed: int | None = None) -> list[list[str]]:
+    def sample(
+        self,
+        messages_batch: list[list[dict]],
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[str]]:
         key = json.dumps([messages_batch, n, max_tokens, temperature, seed], sort_keys=True)
         with self._lock:
             self.count.calls += 1
@@ -240,39 +286,75 @@ def _touched(before: HarnessState, after: HarnessState) -> list[str]:
     return sorted(out)
 
 
-def _round(arm: Arm, c: Case, ev: FailureEvent, step: int, rnd: int, store: HarnessStore, svc: RunServices,
-           ctx: EvolverContext, endpoint: ProbeEndpoint, run_dir: Path) -> dict[str, Any]:
+def _round(
+    arm: Arm,
+    c: Case,
+    ev: FailureEvent,
+    step: int,
+    rnd: int,
+    store: HarnessStore,
+    svc: RunServices,
+    ctx: EvolverContext,
+    endpoint: ProbeEndpoint,
+    run_dir: Path,
+) -> dict[str, Any]:
     """One evolver round on one event: the graph's decision, what it changed and what it cost."""
     before = store.latest()
     start_round(svc)
     probes0 = endpoint.count.snapshot()
     t0 = time.perf_counter()
-    out = run_round({"events": [ev.model_dump(mode="json")], "harness_version": before.version, "step": step},
-                    ctx, run_dir / "evolver.sqlite", f"{arm.name}-{c.case_id}-r{rnd}")
+    out = run_round(
+        {"events": [ev.model_dump(mode="json")], "harness_version": before.version, "step": step},
+        ctx,
+        run_dir / "evolver.sqlite",
+        f"{arm.name}-{c.case_id}-r{rnd}",
+    )
     wall = time.perf_counter() - t0
     probes1 = endpoint.count.snapshot()
     after = store.latest()
     (report,) = [r for r in out["reports"] if r["event_id"] == ev.id]
     touched = _touched(before, after)
     return {
-        "round": rnd, "step": step, "event_id": ev.id, "event_type": ev.type, "decision": report["decision"],
-        "interface": report["interface"], "templates": [a["template"] for a in report["attempts"]],
-        "attempts": len(report["attempts"]), "accepted": report["decision"] == "accepted",
-        "fallback": report["decision"] == "fallback", "harness_changed": after.version != before.version,
-        "version_before": before.version, "version_after": after.version, "touched_tasks": touched,
+        "round": rnd,
+        "step": step,
+        "event_id": ev.id,
+        "event_type": ev.type,
+        "decision": report["decision"],
+        "interface": report["interface"],
+        "templates": [a["template"] for a in report["attempts"]],
+        "attempts": len(report["attempts"]),
+        "accepted": report["decision"] == "accepted",
+        "fallback": report["decision"] == "fallback",
+        "harness_changed": after.version != before.version,
+        "version_before": before.version,
+        "version_after": after.version,
+        "touched_tasks": touched,
         "other_tasks_touched": [t for t in touched if t != c.task.id],
         "in_training_after": in_training(after, c.task.id),
         "probe_rollouts": probes1["requested"] - probes0["requested"],
         "generated_rollouts": probes1["generated"] - probes0["generated"],
-        "seconds": round(wall + probes1["charged_seconds"] - probes0["charged_seconds"], 3), "wall_seconds": round(wall, 3),
+        "seconds": round(wall + probes1["charged_seconds"] - probes0["charged_seconds"], 3),
+        "wall_seconds": round(wall, 3),
         "last_reasons": report["attempts"][-1]["critique"]["reasons"] if report["attempts"] else [report.get("note")],
         "numbers": [a["critique"]["numbers"] for a in report["attempts"]],
     }
 
 
-def run_case(arm: Arm, idx: int, c: Case, first_event: FailureEvent, store: HarnessStore, svc: RunServices,
-             grading_memory: Any, ctx: EvolverContext, endpoint: ProbeEndpoint, judge: Judge, cfg: DetectorConfig,
-             args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+def run_case(
+    arm: Arm,
+    idx: int,
+    c: Case,
+    first_event: FailureEvent,
+    store: HarnessStore,
+    svc: RunServices,
+    grading_memory: Any,
+    ctx: EvolverContext,
+    endpoint: ProbeEndpoint,
+    judge: Judge,
+    cfg: DetectorConfig,
+    args: argparse.Namespace,
+    run_dir: Path,
+) -> dict[str, Any]:
     """A case's rounds: the first on the detected (or planted) event at STEP, graded on follow-up groups; for a
     two-round case, unless the first left a confirmed repair or took the task out of training, W more groups of
     the task under the harness as it now is (after a revert, a fallback or nothing), a fresh detector window on
@@ -290,16 +372,30 @@ def run_case(arm: Arm, idx: int, c: Case, first_event: FailureEvent, store: Harn
         row["event_rollouts"] = 0 if rnd == 1 else seen_rollouts
         step = grade_round(c, idx, row, step, store, grading_memory, endpoint, judge, cfg, ctx, args)
         rounds.append(row)
-        print(f"  [{arm.name}] {c.case_id} r{rnd}: {ev.type} -> {row['interface']} {row['templates']} => {row['decision']}"
-              f" ({row['probe_rollouts']} rollouts, {row['seconds']:.1f}s)"
-              + (f"; graded on {row['followup_rollouts']} follow-up rollouts: {row['verdict']}" if row["verdict"] else ""),
-              flush=True)
+        print(
+            f"  [{arm.name}] {c.case_id} r{rnd}: {ev.type} -> {row['interface']} {row['templates']} => {row['decision']}"
+            f" ({row['probe_rollouts']} rollouts, {row['seconds']:.1f}s)"
+            + (
+                f"; graded on {row['followup_rollouts']} follow-up rollouts: {row['verdict']}" if row["verdict"] else ""
+            ),
+            flush=True,
+        )
     return case_row(arm.name, c, rounds, skipped, store.latest())
 
 
-def run_arm(arm: Arm, cases: Sequence[Case], events: dict[str, FailureEvent], detection: Detection, base: HarnessState,
-            bad: Sequence[tuple[str, Case, HarnessUpdate]], endpoint: ProbeEndpoint, judge: Judge, cfg: DetectorConfig,
-            args: argparse.Namespace, out_dir: Path) -> tuple[list[dict], list[dict]]:
+def run_arm(
+    arm: Arm,
+    cases: Sequence[Case],
+    events: dict[str, FailureEvent],
+    detection: Detection,
+    base: HarnessState,
+    bad: Sequence[tuple[str, Case, HarnessUpdate]],
+    endpoint: ProbeEndpoint,
+    judge: Judge,
+    cfg: DetectorConfig,
+    args: argparse.Namespace,
+    out_dir: Path,
+) -> tuple[list[dict], list[dict]]:
     """The cases in order, on this arm's own store and memory; then the known-bad candidates straight to the
     critic (on the initial harness, with the arm's services). An arm without memory still grades its updates on
     a memory of its own that the evolver never reads (the confirm/revert rule reads training groups from one)."""
@@ -317,13 +413,24 @@ def run_arm(arm: Arm, cases: Sequence[Case], events: dict[str, FailureEvent], de
     key = f"evolver-quality-{arm.name}-{os.getpid()}"
     svc = make_services(store, endpoint, judge, memory, cfg, k=args.k, max_tokens=args.max_tokens, seed=args.seed)
     register_services(key, svc)
-    ctx = make_context(arm, services_key=key, run_dir=run_dir, k=args.k, max_tokens=args.max_tokens,
-                       max_revisions=args.max_revisions, seed=args.seed, demo=args.demo)
+    ctx = make_context(
+        arm,
+        services_key=key,
+        run_dir=run_dir,
+        k=args.k,
+        max_tokens=args.max_tokens,
+        max_revisions=args.max_revisions,
+        seed=args.seed,
+        demo=args.demo,
+    )
     rows = []
     try:
         for i, c in enumerate(cases):
-            rows.append(run_case(arm, i, c, events[c.case_id], store, svc, grading_memory, ctx, endpoint, judge, cfg,
-                                 args, run_dir))
+            rows.append(
+                run_case(
+                    arm, i, c, events[c.case_id], store, svc, grading_memory, ctx, endpoint, judge, cfg, args, run_dir
+                )
+            )
         bad_rows = run_bad(arm, bad, events, base, svc, ctx)
     finally:
         unregister_services(key)
@@ -331,8 +438,14 @@ def run_arm(arm: Arm, cases: Sequence[Case], events: dict[str, FailureEvent], de
     return rows, bad_rows
 
 
-def run_bad(arm: Arm, bad: Sequence[tuple[str, Case, HarnessUpdate]], events: dict[str, FailureEvent], base: HarnessState,
-            svc: RunServices, ctx: EvolverContext) -> list[dict]:
+def run_bad(
+    arm: Arm,
+    bad: Sequence[tuple[str, Case, HarnessUpdate]],
+    events: dict[str, FailureEvent],
+    base: HarnessState,
+    svc: RunServices,
+    ctx: EvolverContext,
+) -> list[dict]:
     endpoint = svc.endpoint
     rows = []
     for kind, c, update in bad:
@@ -343,10 +456,20 @@ def run_bad(arm: Arm, bad: Sequence[tuple[str, Case, HarnessUpdate]], events: di
         v = critic_verdict(base, ev, update.model_copy(update={"event_id": ev.id}), ctx, svc, STEP)
         wall = time.perf_counter() - t0
         probes1 = endpoint.count.snapshot()
-        rows.append({"arm": arm.name, "kind": kind, "case": c.case_id, "event_type": ev.type, "accepted": v["accepted"],
-                     "invalid": v["invalid"], "reasons": v["reasons"], "numbers": v["numbers"],
-                     "probe_rollouts": probes1["requested"] - probes0["requested"],
-                     "seconds": round(wall + probes1["charged_seconds"] - probes0["charged_seconds"], 3)})
+        rows.append(
+            {
+                "arm": arm.name,
+                "kind": kind,
+                "case": c.case_id,
+                "event_type": ev.type,
+                "accepted": v["accepted"],
+                "invalid": v["invalid"],
+                "reasons": v["reasons"],
+                "numbers": v["numbers"],
+                "probe_rollouts": probes1["requested"] - probes0["requested"],
+                "seconds": round(wall + probes1["charged_seconds"] - probes0["charged_seconds"], 3),
+            }
+        )
         print(f"  [{arm.name}] bad {kind} on {c.case_id}: accepted={v['accepted']} invalid={v['invalid']}", flush=True)
     return rows
 
@@ -362,16 +485,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--model", default="smollm2", help="smollm2, tiny, or a model folder (the frozen policy)")
     p.add_argument("--suite", default=str(ROOT / "data" / "rubric-mix-lite"))
     p.add_argument("--cases-per-type", type=int, default=4)
-    p.add_argument("--two-round", type=int, default=1,
-                   help="the last N cases of each type get a second round when the first leaves the failure in place")
-    p.add_argument("--confirm-window", type=int, default=None,
-                   help="follow-up groups that grade an accepted update (default: the demo config's harness.confirm_window)")
-    p.add_argument("--max-followups", type=int, default=2,
-                   help="follow-up windows sampled at most while the grading waits (hinted groups only count for a hint)")
+    p.add_argument(
+        "--two-round",
+        type=int,
+        default=1,
+        help="the last N cases of each type get a second round when the first leaves the failure in place",
+    )
+    p.add_argument(
+        "--confirm-window",
+        type=int,
+        default=None,
+        help="follow-up groups that grade an accepted update (default: the demo config's harness.confirm_window)",
+    )
+    p.add_argument(
+        "--max-followups",
+        type=int,
+        default=2,
+        help="follow-up windows sampled at most while the grading waits (hinted groups only count for a hint)",
+    )
     p.add_argument("--defects", default=",".join(DEFECTS))
     p.add_argument("--arms", default=",".join(ARMS))
-    p.add_argument("--k", type=int, default=None,
-                   help="rollouts per group, detector visits and critic probes (default: the demo config's sample_k)")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="rollouts per group, detector visits and critic probes (default: the demo config's sample_k)",
+    )
     p.add_argument("--max-tokens", type=int, default=None, help="default: the demo config's max_completion_length")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--window", type=int, default=None, help="detector window W (default: the demo config's)")
@@ -379,17 +518,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--memory-embedding", default="minilm", choices=["minilm", "hash"])
     p.add_argument("--threads", type=int, default=1, help="torch threads")
-    p.add_argument("--quick", action="store_true",
-                   help="CI smoke: 1 case per type (two rounds each), k=2, 8 tokens, hash memory")
+    p.add_argument(
+        "--quick", action="store_true", help="CI smoke: 1 case per type (two rounds each), k=2, 8 tokens, hash memory"
+    )
     p.add_argument("--out", default=None, help="run folders (default runs/evolver_quality/<label>-<time>)")
     p.add_argument("--json", default=None, help="result file (default benchmarks/results/evolver_quality_<label>.json)")
     p.add_argument("--report", default=None, help="also write the Markdown report here (e.g. benchmarks/EVOLVER.md)")
-    p.add_argument("--render", nargs="+", default=None, metavar="JSON",
-                   help="only render --report from a before (and an after) result file")
+    p.add_argument(
+        "--render",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="only render --report from a before (and an after) result file",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.cases_per_type, args.two_round, args.k, args.max_tokens, args.memory_embedding = 1, 1, 2, 8, "hash"
-    unknown = [a for a in args.arms.split(",") if a not in ARMS] + [d for d in args.defects.split(",") if d not in DEFECTS]
+    unknown = [a for a in args.arms.split(",") if a not in ARMS] + [
+        d for d in args.defects.split(",") if d not in DEFECTS
+    ]
     if unknown:
         p.error(f"unknown arm/defect {unknown}; arms {list(ARMS)}, defects {list(DEFECTS)}")
     return args
@@ -431,25 +578,43 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     judge = Judge(None)
     out_dir = Path(args.out or ROOT / "runs" / "evolver_quality" / f"{args.label}-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    print(f"{len(cases)} cases ({sum(c.rounds > 1 for c in cases)} with two rounds), policy {model_dir.name}, k={args.k}, "
-          f"max_tokens={args.max_tokens}, W={args.window}, confirm window {args.confirm_window}, R={args.max_revisions}; "
-          f"runs in {out_dir}", flush=True)
+    print(
+        f"{len(cases)} cases ({sum(c.rounds > 1 for c in cases)} with two rounds), policy {model_dir.name}, k={args.k}, "
+        f"max_tokens={args.max_tokens}, W={args.window}, confirm window {args.confirm_window}, R={args.max_revisions}; "
+        f"runs in {out_dir}",
+        flush=True,
+    )
 
-    detection = detect(base, cases, endpoint, judge, cfg, k=args.k, max_tokens=args.max_tokens, temperature=args.temperature)
+    detection = detect(
+        base, cases, endpoint, judge, cfg, k=args.k, max_tokens=args.max_tokens, temperature=args.temperature
+    )
     events: dict[str, FailureEvent] = {}
     detection_rows = []
     for c in cases:
         found = detection.events.get(c.task.id, [])
         ev = matching_event(c, found)
         events[c.case_id] = ev or planted_event(c, detection.visits[c.task.id])
-        detection_rows.append({"case": c.case_id, "defect": c.defect, "task_id": c.task.id, "source": c.source_id,
-                               "detected": ev is not None, "event_source": "detector" if ev else "planted",
-                               "fed_event": events[c.case_id].type,
-                               "other_events": [f"{e.type}:{e.criterion_id}" if e.criterion_id else e.type for e in found if e is not ev],
-                               "group_means": [round(v.stats.mean, 3) for v in detection.visits[c.task.id]],
-                               "group_stds": [round(v.stats.std, 3) for v in detection.visits[c.task.id]]})
-        print(f"  detect {c.case_id}: detected={ev is not None} other={detection_rows[-1]['other_events']} "
-              f"means={detection_rows[-1]['group_means']}", flush=True)
+        detection_rows.append(
+            {
+                "case": c.case_id,
+                "defect": c.defect,
+                "task_id": c.task.id,
+                "source": c.source_id,
+                "detected": ev is not None,
+                "event_source": "detector" if ev else "planted",
+                "fed_event": events[c.case_id].type,
+                "other_events": [
+                    f"{e.type}:{e.criterion_id}" if e.criterion_id else e.type for e in found if e is not ev
+                ],
+                "group_means": [round(v.stats.mean, 3) for v in detection.visits[c.task.id]],
+                "group_stds": [round(v.stats.std, 3) for v in detection.visits[c.task.id]],
+            }
+        )
+        print(
+            f"  detect {c.case_id}: detected={ev is not None} other={detection_rows[-1]['other_events']} "
+            f"means={detection_rows[-1]['group_means']}",
+            flush=True,
+        )
 
     arms = args.arms.split(",")
     bad = known_bad(cases)
@@ -462,34 +627,57 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for name in arms:
         t_arm = time.perf_counter()
-        arm_rows, arm_bad = run_arm(ARMS[name], cases, events, detection, base, bad, endpoint, judge, cfg, args, out_dir)
+        arm_rows, arm_bad = run_arm(
+            ARMS[name], cases, events, detection, base, bad, endpoint, judge, cfg, args, out_dir
+        )
         rows += arm_rows
         bad_rows += arm_bad
         arm_seconds[name] = round(time.perf_counter() - t_arm, 1)
         done = list(arm_seconds)
         runtime = time.perf_counter() - t_start
         result = {
-            "label": args.label, "command": "benchmarks/evolver_quality.py " + shlex.join(argv_list),
-            "complete": done == arms, "arms_done": ",".join(done),
-            "runtime_s": round(runtime, 1), "arm_seconds": arm_seconds, "loadavg_before": load_before,
-            "loadavg_after": _loadavg(), "machine": f"{os.cpu_count()} CPUs, torch threads {args.threads}",
-            "settings": {"model": model_dir.name, "cases_per_type": args.cases_per_type, "two_round": args.two_round,
-                         "k": args.k, "max_tokens": args.max_tokens, "temperature": args.temperature,
-                         "window": args.window, "confirm_window": args.confirm_window,
-                         "max_revisions": args.max_revisions, "seed": args.seed,
-                         "memory_embedding": args.memory_embedding, "arms": ",".join(done)},
-            "detection": {"rows": detection_rows, "seconds": round(detection.seconds, 1), "rollouts": detection.rollouts},
+            "label": args.label,
+            "command": "benchmarks/evolver_quality.py " + shlex.join(argv_list),
+            "complete": done == arms,
+            "arms_done": ",".join(done),
+            "runtime_s": round(runtime, 1),
+            "arm_seconds": arm_seconds,
+            "loadavg_before": load_before,
+            "loadavg_after": _loadavg(),
+            "machine": f"{os.cpu_count()} CPUs, torch threads {args.threads}",
+            "settings": {
+                "model": model_dir.name,
+                "cases_per_type": args.cases_per_type,
+                "two_round": args.two_round,
+                "k": args.k,
+                "max_tokens": args.max_tokens,
+                "temperature": args.temperature,
+                "window": args.window,
+                "confirm_window": args.confirm_window,
+                "max_revisions": args.max_revisions,
+                "seed": args.seed,
+                "memory_embedding": args.memory_embedding,
+                "arms": ",".join(done),
+            },
+            "detection": {
+                "rows": detection_rows,
+                "seconds": round(detection.seconds, 1),
+                "rollouts": detection.rollouts,
+            },
             "probes": endpoint.count.snapshot(),
             "summary": summarise(cases, detection_rows, rows, bad_rows, done),
-            "cases": rows, "bad_candidates": bad_rows,
+            "cases": rows,
+            "bad_candidates": bad_rows,
         }
         # Written after every arm: a run cut short keeps the arms it finished (`complete` says whether all did).
         atomic_write_text(json_path, json.dumps(result, indent=1, default=str) + "\n")
         print(f"arm {name} done in {arm_seconds[name]:.0f}s; wrote {json_path}", flush=True)
     if args.report:
         write_report(Path(args.report), render_markdown(result, None))
-    print(f"done in {result['runtime_s']:.0f}s; wrote {json_path}" + (f" and {args.report}" if args.report else ""),
-          flush=True)
+    print(
+        f"done in {result['runtime_s']:.0f}s; wrote {json_path}" + (f" and {args.report}" if args.report else ""),
+        flush=True,
+    )
     return result
 
 

@@ -30,10 +30,14 @@ from harness.types import (
 STEP = 10  # training step the round pretends to run at; detection visits are the W steps up to it
 DEFECTS = ("blind", "stuffing", "impossible", "saturated", "leak", "flat", "spurious_length", "control")
 EXPECTED: dict[str, tuple[str | None, str | None]] = {  # defect -> (failure type, interface)
-    "blind": ("blind_criterion", "criteria"), "stuffing": ("stuffing", "criteria"),
-    "impossible": ("collapse_low", "guidance"), "saturated": ("collapse_high", "sampling"),
-    "leak": ("guidance_leak", "guidance"), "flat": ("flat", "criteria"),
-    "spurious_length": ("spurious_length", "criteria"), "control": (None, None),
+    "blind": ("blind_criterion", "criteria"),
+    "stuffing": ("stuffing", "criteria"),
+    "impossible": ("collapse_low", "guidance"),
+    "saturated": ("collapse_high", "sampling"),
+    "leak": ("guidance_leak", "guidance"),
+    "flat": ("flat", "criteria"),
+    "spurious_length": ("spurious_length", "criteria"),
+    "control": (None, None),
 }
 # Bundled train tasks each defect is planted into, in order (cases per type take the first n). Every task appears
 # once (the gaming overlay recognises a task by its prompt); the first three of the issue-10 defects are the tasks
@@ -55,10 +59,12 @@ FLAT_TERMS = ("plexorin", "draventium", "quillobate", "morvexal")  # the half of
 # max_tokens=48 (about 35-40 words) never reaches; the audit fails them. The overlay pads every second rollout
 # with PADDING (more than LONG_WORDS words of filler, no 3-word phrase repeated: length gaming, not stuffing).
 LONG_WORDS = 60
-PADDING = ("To add some more detail, this is a question that many people ask about, and it is worth taking a "
-           "moment to think it through carefully before deciding anything. There are several further points that "
-           "come up again and again in everyday conversations on the subject. Every situation is a little "
-           "different, so it also helps to keep the wider picture in mind and to stay patient.")
+PADDING = (
+    "To add some more detail, this is a question that many people ask about, and it is worth taking a "
+    "moment to think it through carefully before deciding anything. There are several further points that "
+    "come up again and again in everyday conversations on the subject. Every situation is a little "
+    "different, so it also helps to keep the wider picture in mind and to stay patient."
+)
 # What the detector might wrongly emit on a healthy task (from one noisy group); the right answer is no change.
 FALSE_EVENTS = ("stuffing", "blind_criterion", "collapse_low")
 STUFF_REPEAT = 5
@@ -94,14 +100,25 @@ def plant(defect: str, i: int, src: Task) -> Case:
     pitfalls = [c for c in src.criteria if c.weight < 0]
     if defect == "blind":
         blind = _crit("evq_blind", "Gives an answer", 3.0, "important", WordCount(min=1))
-        return Case(tid, defect, src.id, _copy(src, tid, criteria=[*src.criteria, blind]), "blind_criterion", "evq_blind")
+        return Case(
+            tid, defect, src.id, _copy(src, tid, criteria=[*src.criteria, blind]), "blind_criterion", "evq_blind"
+        )
     if defect == "stuffing":
         word = STUFF_WORDS[i % len(STUFF_WORDS)]
         kw = _crit("evq_kw", f"Mentions {word}", 5.0, "essential", ContainsAny(phrases=[word]))
-        audit = [_crit("evq_a_norepeat", "No word more than 3 times", 5.0, "essential", MaxRepeatedNgram(n=1, max_count=3)),
-                 *[a.model_copy(update={"weight": 3.0, "kind": "important"}) for a in src.audit_criteria[:1]]]
-        return Case(tid, defect, src.id, _copy(src, tid, criteria=[*src.criteria, kw], audit_criteria=audit), "stuffing",
-                    "evq_kw", stuff_word=word)
+        audit = [
+            _crit("evq_a_norepeat", "No word more than 3 times", 5.0, "essential", MaxRepeatedNgram(n=1, max_count=3)),
+            *[a.model_copy(update={"weight": 3.0, "kind": "important"}) for a in src.audit_criteria[:1]],
+        ]
+        return Case(
+            tid,
+            defect,
+            src.id,
+            _copy(src, tid, criteria=[*src.criteria, kw], audit_criteria=audit),
+            "stuffing",
+            "evq_kw",
+            stuff_word=word,
+        )
     if defect == "impossible":
         term = MADE_UP_TERMS[i % len(MADE_UP_TERMS)]
         need = _crit("evq_term", f"Uses the term '{term}'", 5.0, "essential", ContainsAny(phrases=[term]))
@@ -112,22 +129,44 @@ def plant(defect: str, i: int, src: Task) -> Case:
     if defect == "leak":
         if not src.reference_answer:
             raise ValueError(f"leak case needs a source task with a reference answer; {src.id} has none")
-        g = Guidance(hints=[Hint(id="evq_leaky", text=src.reference_answer, source="benchmark:planted")],
-                     schedule=Schedule(mode="constant", hinted_share=1.0))
+        g = Guidance(
+            hints=[Hint(id="evq_leaky", text=src.reference_answer, source="benchmark:planted")],
+            schedule=Schedule(mode="constant", hinted_share=1.0),
+        )
         return Case(tid, defect, src.id, _copy(src, tid), "guidance_leak", guidance=g, parrot=True)
     if defect == "flat":  # one criterion every answer meets, one none does: every rollout gets half the credit
         term = FLAT_TERMS[i % len(FLAT_TERMS)]
-        half = [_crit("evq_answers", "Answers the question", 3.0, "important", WordCount(min=1)),
-                _crit("evq_flat_term", f"Uses the term '{term}'", 3.0, "important", ContainsAny(phrases=[term]))]
+        half = [
+            _crit("evq_answers", "Answers the question", 3.0, "important", WordCount(min=1)),
+            _crit("evq_flat_term", f"Uses the term '{term}'", 3.0, "important", ContainsAny(phrases=[term])),
+        ]
         return Case(tid, defect, src.id, _copy(src, tid, criteria=[*half, *pitfalls]), "flat")
     if defect == "spurious_length":  # a criterion that credits length; the audit fails long padded answers
-        long = _crit("evq_long", f"Gives a detailed answer (at least {LONG_WORDS} words)", 5.0, "essential",
-                     WordCount(min=LONG_WORDS))
-        audit = [_crit("evq_a_concise", f"No padding: fewer than {LONG_WORDS} words", 5.0, "essential",
-                       WordCount(min=1, max=LONG_WORDS - 1)),
-                 *[a.model_copy(update={"weight": 3.0, "kind": "important"}) for a in src.audit_criteria[:1]]]
-        return Case(tid, defect, src.id, _copy(src, tid, criteria=[*src.criteria, long], audit_criteria=audit),
-                    "spurious_length", pad=True)
+        long = _crit(
+            "evq_long",
+            f"Gives a detailed answer (at least {LONG_WORDS} words)",
+            5.0,
+            "essential",
+            WordCount(min=LONG_WORDS),
+        )
+        audit = [
+            _crit(
+                "evq_a_concise",
+                f"No padding: fewer than {LONG_WORDS} words",
+                5.0,
+                "essential",
+                WordCount(min=1, max=LONG_WORDS - 1),
+            ),
+            *[a.model_copy(update={"weight": 3.0, "kind": "important"}) for a in src.audit_criteria[:1]],
+        ]
+        return Case(
+            tid,
+            defect,
+            src.id,
+            _copy(src, tid, criteria=[*src.criteria, long], audit_criteria=audit),
+            "spurious_length",
+            pad=True,
+        )
     if defect == "control":
         etype = FALSE_EVENTS[i % len(FALSE_EVENTS)]
         positive = [c.id for c in src.criteria if c.weight > 0 and c.check is not None]
@@ -164,34 +203,100 @@ def known_bad(cases: Sequence[Case]) -> list[tuple[str, Case, HarnessUpdate]]:
     by = {d: [c for c in cases if c.defect == d] for d in DEFECTS}
     if by["impossible"]:
         c = by["impossible"][0]  # "the" instead of the required term: variance without content
-        out.append(("loosened criterion", c, HarnessUpdate(interface="criteria", ops=[EditCriterion(
-            task_id=c.task.id, criterion_id="evq_term", check=ContainsAny(phrases=["the"]))], rationale="bad: loosened")))
+        out.append(
+            (
+                "loosened criterion",
+                c,
+                HarnessUpdate(
+                    interface="criteria",
+                    ops=[EditCriterion(task_id=c.task.id, criterion_id="evq_term", check=ContainsAny(phrases=["the"]))],
+                    rationale="bad: loosened",
+                ),
+            )
+        )
     if by["stuffing"]:
         c = by["stuffing"][0]  # the stuffed keyword or any "the": stuffers keep their credit
-        out.append(("loosened criterion", c, HarnessUpdate(interface="criteria", ops=[EditCriterion(
-            task_id=c.task.id, criterion_id="evq_kw", check=ContainsAny(phrases=[c.stuff_word or "", "the"]))],
-            rationale="bad: loosened")))
+        out.append(
+            (
+                "loosened criterion",
+                c,
+                HarnessUpdate(
+                    interface="criteria",
+                    ops=[
+                        EditCriterion(
+                            task_id=c.task.id,
+                            criterion_id="evq_kw",
+                            check=ContainsAny(phrases=[c.stuff_word or "", "the"]),
+                        )
+                    ],
+                    rationale="bad: loosened",
+                ),
+            )
+        )
     if by["impossible"] and by["impossible"][-1].task.reference_answer:
         c = by["impossible"][-1]  # the reference answer as a hint
-        out.append(("leaking hint", c, HarnessUpdate(interface="guidance", ops=[AddHint(
-            task_id=c.task.id, hint=Hint(id="evq_bad_hint", text=f"The answer is: {c.task.reference_answer}"))],
-            rationale="bad: leaks the reference")))
+        out.append(
+            (
+                "leaking hint",
+                c,
+                HarnessUpdate(
+                    interface="guidance",
+                    ops=[
+                        AddHint(
+                            task_id=c.task.id,
+                            hint=Hint(id="evq_bad_hint", text=f"The answer is: {c.task.reference_answer}"),
+                        )
+                    ],
+                    rationale="bad: leaks the reference",
+                ),
+            )
+        )
     if by["leak"]:
         c = by["leak"][-1]  # a reworded hint that still hands over the answer (too few words in a row for the guard)
         ref = (c.task.reference_answer or "").rstrip(".")
         words = ref.split()
         text = " ".join([*words[:2], "(really)", *words[2:]]) + "." if len(words) > 2 else f"Say: {ref}, exactly."
-        out.append(("leaking hint", c, HarnessUpdate(interface="guidance", ops=[EditHint(
-            task_id=c.task.id, hint_id="evq_leaky", text=text)], rationale="bad: still leaks")))
+        out.append(
+            (
+                "leaking hint",
+                c,
+                HarnessUpdate(
+                    interface="guidance",
+                    ops=[EditHint(task_id=c.task.id, hint_id="evq_leaky", text=text)],
+                    rationale="bad: still leaks",
+                ),
+            )
+        )
     if by["flat"]:
         c = by["flat"][0]  # "the" instead of the term nobody uses: variance without content
-        out.append(("loosened criterion", c, HarnessUpdate(interface="criteria", ops=[EditCriterion(
-            task_id=c.task.id, criterion_id="evq_flat_term", check=ContainsAny(phrases=["the"]))],
-            rationale="bad: loosened")))
+        out.append(
+            (
+                "loosened criterion",
+                c,
+                HarnessUpdate(
+                    interface="criteria",
+                    ops=[
+                        EditCriterion(
+                            task_id=c.task.id, criterion_id="evq_flat_term", check=ContainsAny(phrases=["the"])
+                        )
+                    ],
+                    rationale="bad: loosened",
+                ),
+            )
+        )
     if by["spurious_length"]:
         c = by["spurious_length"][0]  # twice the weight on the length criterion: the padders gain
-        out.append(("rewards padding", c, HarnessUpdate(interface="criteria", ops=[ReweightCriterion(
-            task_id=c.task.id, criterion_id="evq_long", weight=10.0)], rationale="bad: more credit for length")))
+        out.append(
+            (
+                "rewards padding",
+                c,
+                HarnessUpdate(
+                    interface="criteria",
+                    ops=[ReweightCriterion(task_id=c.task.id, criterion_id="evq_long", weight=10.0)],
+                    rationale="bad: more credit for length",
+                ),
+            )
+        )
     return out
 
 
@@ -216,14 +321,20 @@ class GamingOverlay:
         self._parrot = {c.task.user_prompt: c.task.reference_answer for c in cases if c.parrot}
         self._pad = tuple(c.task.user_prompt for c in cases if c.pad)
 
-    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
-               seed: int | None = None) -> list[list[str]]:
+    def sample(
+        self,
+        messages_batch: list[list[dict]],
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[str]]:
         out = self.inner.sample(messages_batch, n=n, max_tokens=max_tokens, temperature=temperature, seed=seed)
         return [self._game(conv[-1]["content"], texts) for conv, texts in zip(messages_batch, out)]
 
     def _game(self, user: str, texts: list[str]) -> list[str]:
         word = next((w for p, w in self._stuff.items() if user.startswith(p)), None)
-        hints = [line[len("Hint: "):] for line in user.split("\n") if line.startswith("Hint: ")]
+        hints = [line[len("Hint: ") :] for line in user.split("\n") if line.startswith("Hint: ")]
         parrot = any(user.startswith(p) and gives_answer(hints, ref) for p, ref in self._parrot.items())
         pad = any(user.startswith(p) for p in self._pad)
         out = []

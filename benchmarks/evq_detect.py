@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evq_cases import STEP, Case
+
 from harness.detector import Detector, DetectorConfig, GroupStats, RolloutRecord
 from harness.guidance import render_prompt, visible_hints
 from harness.types import FailureEvent, HarnessState
@@ -43,30 +44,60 @@ class Detection:
     rollouts: int = 0
 
 
-def sample_groups(state: HarnessState, task_ids: Sequence[str], endpoint: Any, judge: Judge, *, steps: Sequence[int],
-                  k: int, max_tokens: int, temperature: float, seed: int, rng: random.Random) -> dict[str, list[Visit]]:
+def sample_groups(
+    state: HarnessState,
+    task_ids: Sequence[str],
+    endpoint: Any,
+    judge: Judge,
+    *,
+    steps: Sequence[int],
+    k: int,
+    max_tokens: int,
+    temperature: float,
+    seed: int,
+    rng: random.Random,
+) -> dict[str, list[Visit]]:
     """One group of k rollouts per task and step under `state`: per step one batched sample call over the tasks
     (seed `seed + i` at the i-th step), each group scored by the judge and summarised as the trainer does it."""
     out: dict[str, list[Visit]] = {tid: [] for tid in task_ids}
     for i, step in enumerate(steps):
         hinted = {tid: visible_hints(state.guidance_for(tid), step, rng) for tid in task_ids}
-        batch = [render_prompt(state.task(tid), hinted[tid], state.guidance_for(tid).schedule.placement) for tid in task_ids]
+        batch = [
+            render_prompt(state.task(tid), hinted[tid], state.guidance_for(tid).schedule.placement) for tid in task_ids
+        ]
         texts = endpoint.sample(batch, n=k, max_tokens=max_tokens, temperature=temperature, seed=seed + i)
         for tid, group in zip(task_ids, texts):
             task = state.task(tid)
             scores = run_sync(judge.score(task.criteria, task.user_prompt, group))
             audits = run_sync(judge.audit(task, group))
             hint_texts = [h.text for h in hinted[tid]]
-            records = [RolloutRecord(text=t, reward=s.score, audit=a, hinted=bool(hint_texts), hint_texts=hint_texts,
-                                     verdicts={cid: vd.met for cid, vd in s.verdicts.items() if vd.source != "skipped"})
-                       for t, s, a in zip(group, scores, audits)]
+            records = [
+                RolloutRecord(
+                    text=t,
+                    reward=s.score,
+                    audit=a,
+                    hinted=bool(hint_texts),
+                    hint_texts=hint_texts,
+                    verdicts={cid: vd.met for cid, vd in s.verdicts.items() if vd.source != "skipped"},
+                )
+                for t, s, a in zip(group, scores, audits)
+            ]
             stats = GroupStats.from_rollouts(tid, step, records, criteria=task.criteria, harness_version=state.version)
             out[tid].append(Visit(stats, records))
     return out
 
 
-def detect(state: HarnessState, cases: Sequence[Case], endpoint: Any, judge: Judge, cfg: DetectorConfig, *, k: int,
-           max_tokens: int, temperature: float) -> Detection:
+def detect(
+    state: HarnessState,
+    cases: Sequence[Case],
+    endpoint: Any,
+    judge: Judge,
+    cfg: DetectorConfig,
+    *,
+    k: int,
+    max_tokens: int,
+    temperature: float,
+) -> Detection:
     """W visits per task at steps STEP-W+1..STEP, each one batched sample call over all tasks, observed by the
     real detector exactly as the trainer's reward function does it."""
     det, out = Detector(cfg), Detection()
@@ -75,8 +106,18 @@ def detect(state: HarnessState, cases: Sequence[Case], endpoint: Any, judge: Jud
     ids = [c.task.id for c in cases]
     for v in range(cfg.window):
         step = STEP - cfg.window + 1 + v
-        groups = sample_groups(state, ids, endpoint, judge, steps=[step], k=k, max_tokens=max_tokens,
-                               temperature=temperature, seed=DETECT_SEED + v, rng=rng)
+        groups = sample_groups(
+            state,
+            ids,
+            endpoint,
+            judge,
+            steps=[step],
+            k=k,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=DETECT_SEED + v,
+            rng=rng,
+        )
         out.rollouts += k * len(ids)
         for tid in ids:
             (visit,) = groups[tid]
@@ -86,14 +127,35 @@ def detect(state: HarnessState, cases: Sequence[Case], endpoint: Any, judge: Jud
     return out
 
 
-def follow_up(state: HarnessState, task_id: str, endpoint: Any, judge: Judge, *, after_step: int, window: int, k: int,
-              max_tokens: int, temperature: float, salt: int) -> list[Visit]:
+def follow_up(
+    state: HarnessState,
+    task_id: str,
+    endpoint: Any,
+    judge: Judge,
+    *,
+    after_step: int,
+    window: int,
+    k: int,
+    max_tokens: int,
+    temperature: float,
+    salt: int,
+) -> list[Visit]:
     """The W training-like groups of `task_id` at steps after_step+1..after_step+W under `state` (the harness the
     round left); `salt` (the case's index) keeps the seeds of different cases apart."""
     steps = [after_step + 1 + i for i in range(window)]
     seed = FOLLOW_SEED + 100 * salt + after_step
-    return sample_groups(state, [task_id], endpoint, judge, steps=steps, k=k, max_tokens=max_tokens,
-                         temperature=temperature, seed=seed, rng=random.Random(seed))[task_id]
+    return sample_groups(
+        state,
+        [task_id],
+        endpoint,
+        judge,
+        steps=steps,
+        k=k,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        seed=seed,
+        rng=random.Random(seed),
+    )[task_id]
 
 
 def detect_again(visits: Sequence[Visit], cfg: DetectorConfig) -> list[FailureEvent]:
@@ -120,5 +182,12 @@ def planted_event(case: Case, visits: Sequence[Visit], step: int = STEP) -> Fail
     if case.criterion_id is not None:
         stats["pass_rate"] = last.pass_rates.get(case.criterion_id, 1.0)
     suffix = f":{case.criterion_id}" if case.criterion_id else ""
-    return FailureEvent(id=f"{case.event_type}:{case.task.id}:{step}{suffix}", type=case.event_type, task_id=case.task.id,  # type: ignore[arg-type]
-                        step=step, stats=stats, window=[v.stats.step for v in visits], criterion_id=case.criterion_id)
+    return FailureEvent(
+        id=f"{case.event_type}:{case.task.id}:{step}{suffix}",
+        type=case.event_type,
+        task_id=case.task.id,  # type: ignore[arg-type]
+        step=step,
+        stats=stats,
+        window=[v.stats.step for v in visits],
+        criterion_id=case.criterion_id,
+    )

@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: repo root on the path
 
 from harness.types import Criterion  # noqa: E402
-from tests.fakes.fake_chat import FunctionChatModel  # noqa: E402
 from measure.judge import Judge  # noqa: E402
+from tests.fakes.fake_chat import FunctionChatModel  # noqa: E402
 
 
 def _respond(messages) -> str:
@@ -32,8 +32,15 @@ def _respond(messages) -> str:
 
 
 def run(n_responses: int, n_criteria: int, latency_s: float, concurrency: int) -> dict:
-    criteria = [Criterion(id=f"t{i}", text=f"The response addresses aspect number {i} of the question.",
-                          weight=float(1 + i % 3), kind="important") for i in range(n_criteria)]
+    criteria = [
+        Criterion(
+            id=f"t{i}",
+            text=f"The response addresses aspect number {i} of the question.",
+            weight=float(1 + i % 3),
+            kind="important",
+        )
+        for i in range(n_criteria)
+    ]
     responses = [f"Response {j}: " + "lorem ipsum " * (j % 7) for j in range(n_responses)]
     timings, scores = {}, {}
     for label, conc in (("serial", 1), ("concurrent", concurrency)):
@@ -47,11 +54,17 @@ def run(n_responses: int, n_criteria: int, latency_s: float, concurrency: int) -
     assert scores["serial"] == scores["concurrent"], "concurrency changed the verdicts"
     calls = n_responses * n_criteria
     return {
-        "responses": n_responses, "criteria": n_criteria, "calls": calls, "latency_ms": latency_s * 1000,
-        "concurrency": concurrency, "serial_s": timings["serial"], "concurrent_s": timings["concurrent"],
+        "responses": n_responses,
+        "criteria": n_criteria,
+        "calls": calls,
+        "latency_ms": latency_s * 1000,
+        "concurrency": concurrency,
+        "serial_s": timings["serial"],
+        "concurrent_s": timings["concurrent"],
         "ratio": timings["serial"] / timings["concurrent"],
         "ideal_concurrent_s": calls / concurrency * latency_s,
-        "python": platform.python_version(), "machine": platform.machine(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
     }
 
 
@@ -63,11 +76,15 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=32)
     a = p.parse_args()
     r = run(a.responses, a.criteria, a.latency_ms / 1000, a.concurrency)
-    print(f"{r['calls']} judge calls ({r['responses']} responses x {r['criteria']} criteria), "
-          f"{r['latency_ms']:.0f} ms latency each")
+    print(
+        f"{r['calls']} judge calls ({r['responses']} responses x {r['criteria']} criteria), "
+        f"{r['latency_ms']:.0f} ms latency each"
+    )
     print(f"serial (concurrency 1):       {r['serial_s']:.2f} s")
-    print(f"concurrent (concurrency {r['concurrency']}): {r['concurrent_s']:.2f} s "
-          f"(ideal {r['ideal_concurrent_s']:.2f} s)")
+    print(
+        f"concurrent (concurrency {r['concurrency']}): {r['concurrent_s']:.2f} s "
+        f"(ideal {r['ideal_concurrent_s']:.2f} s)"
+    )
     print(f"speed-up: {r['ratio']:.1f}x (target >= 20x)")
     print(json.dumps(r))
 

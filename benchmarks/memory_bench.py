@@ -70,22 +70,45 @@ def _make(i: int, rng: random.Random, tasks: list[tuple[str, str]]) -> tuple[Eve
     step = i // 20
     words = rng.sample(DOMAINS[domain], 3)
     ev = FailureEvent(
-        id=f"ev-{i}", type=ftype, task_id=task_id, step=step, window=[max(0, step - 2), step],
+        id=f"ev-{i}",
+        type=ftype,
+        task_id=task_id,
+        step=step,
+        window=[max(0, step - 2), step],
         stats={"mean": round(rng.random(), 3), "std": round(rng.random() / 4, 3)},
     )
     interface = INTERFACE_OF.get(ftype, "criteria")
     if interface == "guidance":
-        op = {"op": "add_hint", "task_id": task_id, "hint": {"id": f"h{i}", "text": f"Mention the {words[0]} and {words[1]}"}}
+        op = {
+            "op": "add_hint",
+            "task_id": task_id,
+            "hint": {"id": f"h{i}", "text": f"Mention the {words[0]} and {words[1]}"},
+        }
     elif interface == "sampling":
         op = {"op": "reweight", "task_id": task_id, "weight": round(rng.uniform(0.1, 0.5), 2)}
     else:
-        op = {"op": "add_pitfall", "task_id": task_id, "criterion": {
-            "id": f"p{i}", "text": f"Repeats {words[2]} without explaining it", "weight": -3.0, "kind": "pitfall"}}
+        op = {
+            "op": "add_pitfall",
+            "task_id": task_id,
+            "criterion": {
+                "id": f"p{i}",
+                "text": f"Repeats {words[2]} without explaining it",
+                "weight": -3.0,
+                "kind": "pitfall",
+            },
+        }
     prop = ProposalRecord(
-        proposal_id=f"prop-{i}", event_id=ev.id, task_id=task_id, failure_type=ftype, interface=interface,
-        update=HarnessUpdate.model_validate({"interface": interface, "ops": [op]}), outcome=rng.choice(OUTCOMES),
+        proposal_id=f"prop-{i}",
+        event_id=ev.id,
+        task_id=task_id,
+        failure_type=ftype,
+        interface=interface,
+        update=HarnessUpdate.model_validate({"interface": interface, "ops": [op]}),
+        outcome=rng.choice(OUTCOMES),
         deltas={"std": round(rng.uniform(-0.1, 0.2), 3), "dead_share": round(rng.uniform(-0.5, 0.1), 3)},
-        step=step, domain=domain, reasons=[f"{words[0]} {words[2]} measured on 8 rollouts"],
+        step=step,
+        domain=domain,
+        reasons=[f"{words[0]} {words[2]} measured on 8 rollouts"],
     )
     return EventRecord(event=ev, domain=domain), prop
 
@@ -107,8 +130,9 @@ def _timed(fn, reps: int) -> tuple[float, float, float]:
     return _pct(lat, 0.5), _pct(lat, 0.95), _pct(cpu, 0.5)
 
 
-def bench(embedding: str, sizes: list[int], reps: int, batch: int, workdir: Path, proposal_every: int,
-          compare: list[str] = ()) -> list[dict]:
+def bench(
+    embedding: str, sizes: list[int], reps: int, batch: int, workdir: Path, proposal_every: int, compare: list[str] = ()
+) -> list[dict]:
     rng = random.Random(0)
     tasks = _task_ids(max(sizes))
     rows = []
@@ -140,19 +164,25 @@ def bench(embedding: str, sizes: list[int], reps: int, batch: int, workdir: Path
 
                 def query_text() -> str:
                     dom = q_rng.choice(list(DOMAINS))
-                    return (f"{q_rng.choice(FAILURE_TYPES)} on a {dom} task about "
-                            f"{' and '.join(q_rng.sample(DOMAINS[dom], 2))}")
+                    return (
+                        f"{q_rng.choice(FAILURE_TYPES)} on a {dom} task about "
+                        f"{' and '.join(q_rng.sample(DOMAINS[dom], 2))}"
+                    )
 
                 def cross(filtered: bool = True) -> None:
-                    store.similar_cases(query_text(), k=5,
-                                        failure_type=q_rng.choice(FAILURE_TYPES) if filtered else None)
+                    store.similar_cases(
+                        query_text(), k=5, failure_type=q_rng.choice(FAILURE_TYPES) if filtered else None
+                    )
 
                 def cross_events() -> None:
                     store.similar_events(query_text(), k=5, failure_type=q_rng.choice(FAILURE_TYPES))
 
-                return {"within": _timed(within, reps), "cross": _timed(cross, reps),
-                        "cross_unfiltered": _timed(lambda: cross(False), reps),
-                        "cross_events": _timed(cross_events, reps)}
+                return {
+                    "within": _timed(within, reps),
+                    "cross": _timed(cross, reps),
+                    "cross_unfiltered": _timed(lambda: cross(False), reps),
+                    "cross_events": _timed(cross_events, reps),
+                }
 
             single = []
             # Single inserts use ids past `size`; the next size's batches overwrite them (upsert), so counts stay exact.
@@ -161,18 +191,25 @@ def bench(embedding: str, sizes: list[int], reps: int, batch: int, workdir: Path
                 t = time.perf_counter()
                 store.add_proposal(p)
                 single.append((time.perf_counter() - t) * 1000)
-            rows.append({
-                "embedding": embedding, "events": counts["events"], "proposals": counts["proposals"],
-                "insert_rps": n_new / insert_s, "insert_cpu_ms": insert_cpu * 1000 / n_new,
-                "single_p50": _pct(single, 0.5), **queries(store),
-            })
+            rows.append(
+                {
+                    "embedding": embedding,
+                    "events": counts["events"],
+                    "proposals": counts["proposals"],
+                    "insert_rps": n_new / insert_s,
+                    "insert_cpu_ms": insert_cpu * 1000 / n_new,
+                    "single_p50": _pct(single, 0.5),
+                    **queries(store),
+                }
+            )
             print(rows[-1], flush=True)
             for other in compare:
                 store.close()
                 store = TrainingMemory.persistent(folder, embedding=other)
                 store.similar_cases("warm up the embedder", k=1)
-                rows.append({"embedding": other, "events": counts["events"], "proposals": counts["proposals"],
-                             **queries(store)})
+                rows.append(
+                    {"embedding": other, "events": counts["events"], "proposals": counts["proposals"], **queries(store)}
+                )
                 print(rows[-1], flush=True)
                 store.close()
                 store = TrainingMemory.persistent(folder, embedding=embedding)
@@ -214,8 +251,9 @@ def table(rows: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        insert = (f"{r['insert_rps']:.0f}; {r['insert_cpu_ms']:.1f} | {r['single_p50']:.1f}" if "insert_rps" in r
-                  else "- | -")
+        insert = (
+            f"{r['insert_rps']:.0f}; {r['insert_cpu_ms']:.1f} | {r['single_p50']:.1f}" if "insert_rps" in r else "- | -"
+        )
         out.append(
             f"| {r['embedding']} | {r['events']:,} | {r['proposals']:,} | {insert} "
             f"| {r['within'][0]:.1f} / {r['within'][1]:.1f} "
@@ -238,14 +276,27 @@ def write_results(path: Path, section: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000], help="stored events at which to measure")
-    ap.add_argument("--embeddings", nargs="+", default=["minilm-onnx", "hash"],
-                    choices=["minilm", "minilm-onnx", "minilm-torch", "hash"])
-    ap.add_argument("--compare-backends", nargs="*", default=[], choices=["minilm-onnx", "minilm-torch"],
-                    help="also query the first MiniLM store with these backends (same vectors), side by side")
+    ap.add_argument(
+        "--embeddings",
+        nargs="+",
+        default=["minilm-onnx", "hash"],
+        choices=["minilm", "minilm-onnx", "minilm-torch", "hash"],
+    )
+    ap.add_argument(
+        "--compare-backends",
+        nargs="*",
+        default=[],
+        choices=["minilm-onnx", "minilm-torch"],
+        help="also query the first MiniLM store with these backends (same vectors), side by side",
+    )
     ap.add_argument("--reps", type=int, default=200, help="queries per measurement")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--proposal-every", type=int, default=4,
-                    help="record a proposal for every k-th event (the evolver handles a budgeted subset of events)")
+    ap.add_argument(
+        "--proposal-every",
+        type=int,
+        default=4,
+        help="record a proposal for every k-th event (the evolver handles a budgeted subset of events)",
+    )
     ap.add_argument("--write", type=Path, help="replace the results section of this markdown file")
     args = ap.parse_args(argv)
     started = machine()
@@ -268,19 +319,23 @@ def main(argv: list[str] | None = None) -> int:
                 f"Target (cross-task query p50 under {TARGET_MS:.0f} ms at {max(args.sizes):,} events), "
                 f"{r['embedding']}: wall p50 **{p50:.1f} ms, {'met' if p50 < TARGET_MS else 'NOT met'}**; CPU time "
                 f"p50 {cpu:.1f} ms ({'under' if cpu < TARGET_MS else 'over'} the target without the wait for a "
-                "shared core).")
+                "shared core)."
+            )
     verdict = "\n\n".join(verdicts)
     cmd = "OMP_NUM_THREADS={} .venv/bin/python benchmarks/memory_bench.py {}".format(
-        os.environ.get("OMP_NUM_THREADS", "unset"), shlex.join(sys.argv[1:]))
-    section = "\n\n".join([
-        "## Results",
-        f"Command: `{cmd}` (total {time.perf_counter() - t0:.0f} s).",
-        f"Machine: {started}. The 2 cores are shared with other engineers' jobs while this ran, so absolute "
-        "figures carry noise; compare rows within one run.",
-        f"`uptime` before: `{uptime_before}`; after: `{_uptime()}`.",
-        tbl,
-        verdict,
-    ])
+        os.environ.get("OMP_NUM_THREADS", "unset"), shlex.join(sys.argv[1:])
+    )
+    section = "\n\n".join(
+        [
+            "## Results",
+            f"Command: `{cmd}` (total {time.perf_counter() - t0:.0f} s).",
+            f"Machine: {started}. The 2 cores are shared with other engineers' jobs while this ran, so absolute "
+            "figures carry noise; compare rows within one run.",
+            f"`uptime` before: `{uptime_before}`; after: `{_uptime()}`.",
+            tbl,
+            verdict,
+        ]
+    )
     if args.write:
         write_results(args.write, section)
         print(f"wrote {args.write}")

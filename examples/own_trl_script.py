@@ -29,16 +29,27 @@ model_dir = resolve_model(args.model)
 tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
 model = AutoModelForCausalLM.from_pretrained(model_dir)
 
-parts = harness_parts(args.config, run_dir=args.run_dir, max_steps=args.max_steps,  # HarnessRL
-                      model__name=args.model)
-grpo = GRPOConfig(
-    output_dir=f"{args.run_dir}/checkpoints", max_steps=args.max_steps, learning_rate=1e-4,
-    per_device_train_batch_size=parts.cfg.train.batch_size, num_generations=parts.cfg.train.num_generations,
-    max_completion_length=parts.cfg.train.max_completion_length, save_steps=parts.cfg.train.save_steps,
-    shuffle_dataset=False, use_cpu=True, bf16=False, report_to="none", logging_steps=1,
+parts = harness_parts(
+    args.config,
+    run_dir=args.run_dir,
+    max_steps=args.max_steps,  # HarnessRL
+    model__name=args.model,
 )
-trainer = parts.trainer_class(model=model, processing_class=tokenizer, args=grpo,
-                              **parts.trainer_kwargs())  # HarnessRL
+grpo = GRPOConfig(
+    output_dir=f"{args.run_dir}/checkpoints",
+    max_steps=args.max_steps,
+    learning_rate=1e-4,
+    per_device_train_batch_size=parts.cfg.train.batch_size,
+    num_generations=parts.cfg.train.num_generations,
+    max_completion_length=parts.cfg.train.max_completion_length,
+    save_steps=parts.cfg.train.save_steps,
+    shuffle_dataset=False,
+    use_cpu=True,
+    bf16=False,
+    report_to="none",
+    logging_steps=1,
+)
+trainer = parts.trainer_class(model=model, processing_class=tokenizer, args=grpo, **parts.trainer_kwargs())  # HarnessRL
 parts.attach(trainer)  # HarnessRL
 trainer.train()
 parts.close()

@@ -50,20 +50,34 @@ def fan_out(state: EvolverState, runtime: Runtime[EvolverContext]) -> list[Send]
         by_task.setdefault(ev.task_id, []).append(ev.model_dump(mode="json"))
     if not by_task:
         return "finalize"
-    return [Send("task_lane", {"task_id": t, "events": evs, "harness_version": state["harness_version"], "step": state["step"],
-                               "round_tasks": sorted(by_task)}) for t, evs in by_task.items()]
+    return [
+        Send(
+            "task_lane",
+            {
+                "task_id": t,
+                "events": evs,
+                "harness_version": state["harness_version"],
+                "step": state["step"],
+                "round_tasks": sorted(by_task),
+            },
+        )
+        for t, evs in by_task.items()
+    ]
 
 
 def route_after_evidence(state: LaneState) -> Literal["attribute", "record"]:
     return "record" if "error" in state["evidence"] else "attribute"
 
 
-def route_after_critique(state: LaneState, runtime: Runtime[EvolverContext]) -> Literal["approve", "commit", "revise", "fallback"]:
+def route_after_critique(
+    state: LaneState, runtime: Runtime[EvolverContext]
+) -> Literal["approve", "commit", "revise", "fallback"]:
     """The lane's accept/revise/fallback, as `agents.decisions.after_critique` decides it (the critique node keeps
     the same decision, with its numbers, in the attempt)."""
     ctx = EvolverContext.from_any(runtime.context)
-    d = decisions.after_critique(Critique.model_validate(state["critique"]), Proposal.model_validate(state["proposal"]),
-                                 state["attempts"], ctx)
+    d = decisions.after_critique(
+        Critique.model_validate(state["critique"]), Proposal.model_validate(state["proposal"]), state["attempts"], ctx
+    )
     if d.verdict == "accept":
         return "approve" if ctx.require_approval else "commit"
     return "revise" if d.verdict == "revise" else "fallback"
@@ -123,7 +137,9 @@ lane.add_edge("fallback", "record")
 lane.add_conditional_edges("record", route_after_record)
 task_lane = lane.compile(name="task_lane")
 
-builder = StateGraph(EvolverState, context_schema=EvolverContext, input_schema=EvolverInput, output_schema=EvolverOutput)
+builder = StateGraph(
+    EvolverState, context_schema=EvolverContext, input_schema=EvolverInput, output_schema=EvolverOutput
+)
 builder.add_node("task_lane", task_lane)  # one per task (Send), events of a task serialised inside
 builder.add_node("finalize", nodes.finalize)  # harness version after the run
 builder.add_conditional_edges(START, fan_out, ["task_lane", "finalize"])

@@ -15,23 +15,25 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from agents import attributor, critic, decisions, generalise as gen, proposer, rules_bank
+from agents import attributor, critic, decisions, proposer, rules_bank
+from agents import generalise as gen
+from agents.chat_models import brain_model, judge_settings, load_chat_model
 from agents.context import EvolverContext
 from agents.fallback import fallback_decision, probe_reproduction
 from agents.llm import ToolBox
 from agents.rollout_signals import RolloutSignals, rollout_signals
-from agents.chat_models import brain_model, judge_settings, load_chat_model
 from agents.schemas import Attribution, Proposal
 from graphs.services import RunServices, get_services
 from graphs.state import EvolverState, LaneState
+from harness.ops import UpdateRejected
+from harness.ops import validate as validate_update
 from harness.store import HarnessStore
-from harness.ops import UpdateRejected, validate as validate_update
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
-from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 from measure.agent_tools import make_tools
 from measure.candidate import Measurement, measure_candidate
 from measure.probes import task_rollouts
 from measure.sequential import StopRule
+from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 
 MAX_OPS = 8
 
@@ -50,8 +52,9 @@ def _services(ctx: EvolverContext) -> RunServices:
 
 def _toolbox(ctx: EvolverContext, svc: RunServices, role: str) -> ToolBox:
     """The LLM brain's tools for `role`; memory tools only when memory is on and used (ablation)."""
-    return ToolBox.for_role(role, make_tools(svc), use_memory=ctx.memory and svc.memory is not None,
-                            max_rounds=ctx.max_tool_rounds)
+    return ToolBox.for_role(
+        role, make_tools(svc), use_memory=ctx.memory and svc.memory is not None, max_rounds=ctx.max_tool_rounds
+    )
 
 
 ANSWER = "(answer)"  # a tool-log entry holding the model's raw answer rather than a tool call
@@ -61,9 +64,22 @@ def _tool_log(state: LaneState, agent: str, box: ToolBox) -> list[dict[str, Any]
     """The event's tool calls so far plus `box`'s tool calls and the model's raw answers, tagged with agent and
     revision (trace and Studio): what an LLM role said is kept even when its answer was unusable."""
     rev = state.get("revision", 0)
-    return [*state.get("tool_calls", []), *({"agent": agent, "revision": rev, **c} for c in box.calls),
-            *({"agent": agent, "revision": rev, "round": r["round"], "name": ANSWER, "args": {}, "result": r["text"],
-               "error": not r["used"]} for r in box.replies)]
+    return [
+        *state.get("tool_calls", []),
+        *({"agent": agent, "revision": rev, **c} for c in box.calls),
+        *(
+            {
+                "agent": agent,
+                "revision": rev,
+                "round": r["round"],
+                "name": ANSWER,
+                "args": {},
+                "result": r["text"],
+                "error": not r["used"],
+            }
+            for r in box.replies
+        ),
+    ]
 
 
 def _event(state: LaneState) -> FailureEvent:
@@ -85,10 +101,12 @@ def check_given_version(ctx: EvolverContext, given: int) -> None:
     store = _services(ctx).store
     latest = store.latest().version
     if latest != given:
-        raise ValueError(f"evolver input harness_version={given}, but the harness store {store.root} is at v{latest}: "
-                         f"a round must start from the latest version (its commits go on top of it); give it v{latest}, "
-                         f"start from a fresh store (a new --run-dir for a snapshot), or replay an older round of a "
-                         f"training run with `harnessrl evolve RUN_DIR --step N` (a scratch copy cut at that round)")
+        raise ValueError(
+            f"evolver input harness_version={given}, but the harness store {store.root} is at v{latest}: "
+            f"a round must start from the latest version (its commits go on top of it); give it v{latest}, "
+            f"start from a fresh store (a new --run-dir for a snapshot), or replay an older round of a "
+            f"training run with `harnessrl evolve RUN_DIR --step N` (a scratch copy cut at that round)"
+        )
 
 
 # -- the run (fan_out, the router that starts the lanes, is in graphs/evolver.py) ---------------------
@@ -110,20 +128,45 @@ def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[
     ctx, event = _ctx(runtime), _event(state)
     svc = _services(ctx)
     harness = _harness(state, svc)
-    reset = {"attempts": [], "revision": 0, "proposal": None, "critique": None, "validation": [], "approved": None,
-             "decision": "", "committed_version": None, "fallback": None, "attribution": None, "tool_calls": [],
-             "generalised": None}
+    reset = {
+        "attempts": [],
+        "revision": 0,
+        "proposal": None,
+        "critique": None,
+        "validation": [],
+        "approved": None,
+        "decision": "",
+        "committed_version": None,
+        "fallback": None,
+        "attribution": None,
+        "tool_calls": [],
+        "generalised": None,
+    }
     if event.task_id == "*" or not harness.has_task(event.task_id):
-        why = "batch-level event: no per-task update" if event.task_id == "*" else f"unknown task {event.task_id!r} in harness v{harness.version}"
+        why = (
+            "batch-level event: no per-task update"
+            if event.task_id == "*"
+            else f"unknown task {event.task_id!r} in harness v{harness.version}"
+        )
         return {**reset, "evidence": {"error": why, "harness_version": harness.version}}
     task = harness.task(event.task_id)
-    evidence: dict[str, Any] = {"harness_version": harness.version, "task": {
-        "id": task.id, "domain": task.domain, "prompt": task.user_prompt,
-        "criteria": [c.model_dump(mode="json", exclude={"origin"}) for c in task.criteria],
-        "hints": [h.text for h in harness.guidance_for(task.id).hints],
-        "sampling": harness.sampling[task.id].model_dump(mode="json") if task.id in harness.sampling else None,
-    }, "history": [], "similar": [], "proposals": [], "unmet": [], "cross_task": [],
-        "signature": rules_bank.criterion_signature(task, [event.criterion_id])}
+    evidence: dict[str, Any] = {
+        "harness_version": harness.version,
+        "task": {
+            "id": task.id,
+            "domain": task.domain,
+            "prompt": task.user_prompt,
+            "criteria": [c.model_dump(mode="json", exclude={"origin"}) for c in task.criteria],
+            "hints": [h.text for h in harness.guidance_for(task.id).hints],
+            "sampling": harness.sampling[task.id].model_dump(mode="json") if task.id in harness.sampling else None,
+        },
+        "history": [],
+        "similar": [],
+        "proposals": [],
+        "unmet": [],
+        "cross_task": [],
+        "signature": rules_bank.criterion_signature(task, [event.criterion_id]),
+    }
     mem = svc.memory
     if mem is not None:
         record = EventRecord(event=event, domain=task.domain, harness_version=harness.version)
@@ -131,22 +174,46 @@ def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[
         if ctx.memory:
             history = mem.task_history(task.id, last_n=ctx.history_last_n)
             evidence["history"] = _records(history)
-            evidence["proposals"] = [{"id": p.record_id, "interface": p.interface, "outcome": p.outcome, "step": p.step,
-                                      "revision": p.revision} for p in mem.proposals_for(task.id)]
-            evidence["similar"] = [{"id": c.id, "task_id": c.task_id, "document": c.document, "outcome": c.outcome,
-                                    "deltas": c.deltas} for c in mem.similar_cases(record.document(), k=ctx.similar_k,
-                                                                                   failure_type=event.type, exclude_task=task.id)]
+            evidence["proposals"] = [
+                {
+                    "id": p.record_id,
+                    "interface": p.interface,
+                    "outcome": p.outcome,
+                    "step": p.step,
+                    "revision": p.revision,
+                }
+                for p in mem.proposals_for(task.id)
+            ]
+            evidence["similar"] = [
+                {"id": c.id, "task_id": c.task_id, "document": c.document, "outcome": c.outcome, "deltas": c.deltas}
+                for c in mem.similar_cases(
+                    record.document(), k=ctx.similar_k, failure_type=event.type, exclude_task=task.id
+                )
+            ]
             # Outcomes of every other task's proposals on this failure type: the rule brains' template evidence.
-            evidence["cross_task"] = [{"id": p.record_id, "event_id": p.event_id, "task_id": p.task_id, "failure_type": p.failure_type,
-                                       "interface": p.interface, "template": p.template, "outcome": p.outcome,
-                                       "domain": p.domain, "signature": p.signature}
-                                      for p in mem.proposals_like(event.type, exclude_task=task.id)]
+            evidence["cross_task"] = [
+                {
+                    "id": p.record_id,
+                    "event_id": p.event_id,
+                    "task_id": p.task_id,
+                    "failure_type": p.failure_type,
+                    "interface": p.interface,
+                    "template": p.template,
+                    "outcome": p.outcome,
+                    "domain": p.domain,
+                    "signature": p.signature,
+                }
+                for p in mem.proposals_like(event.type, exclude_task=task.id)
+            ]
             groups = [r for r in history if isinstance(r, GroupSummary) and r.best is not None]
             if groups:  # criteria even the best recent rollout missed: what hints should target
                 evidence["unmet"] = [c for c, ok in groups[-1].best.verdicts.items() if not ok]  # type: ignore[union-attr]
             # What the task's own rollouts do (lengths, repeats, contrasts): the templates size their updates from it.
-            cached = [g for g in mem.task_history(task.id, last_n=ctx.history_last_n, kinds=("groups",))
-                      if isinstance(g, GroupSummary)]
+            cached = [
+                g
+                for g in mem.task_history(task.id, last_n=ctx.history_last_n, kinds=("groups",))
+                if isinstance(g, GroupSummary)
+            ]
             evidence["signals"] = rollout_signals(cached).model_dump(mode="json")
     return {**reset, "evidence": evidence}
 
@@ -165,10 +232,20 @@ def attribute(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, A
         out["tool_calls"] = _tool_log(state, "attributor", box)
     mem = svc.memory
     if mem is not None:
-        mem.add_attribution(AttributionRecord(
-            event_id=event.id, task_id=event.task_id, step=event.step, interface=att.interface, diagnosis=att.diagnosis,
-            confidence=att.confidence, evidence_ids=att.evidence_ids, failure_type=event.type,
-            brain="rule" if att.source == "rules" else "llm", evidence_used=att.evidence_used))
+        mem.add_attribution(
+            AttributionRecord(
+                event_id=event.id,
+                task_id=event.task_id,
+                step=event.step,
+                interface=att.interface,
+                diagnosis=att.diagnosis,
+                confidence=att.confidence,
+                evidence_ids=att.evidence_ids,
+                failure_type=event.type,
+                brain="rule" if att.source == "rules" else "llm",
+                evidence_used=att.evidence_used,
+            )
+        )
     return {**out, "attribution": att.model_dump(mode="json")}
 
 
@@ -185,16 +262,25 @@ def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any
     out: dict[str, Any] = {}
 
     def rules() -> Proposal:  # the rule brain; an LLM proposer that cannot answer hands the decision to it
-        return proposer.rule_proposal(event, att, harness, state["attempts"], state["step"], state["evidence"].get("unmet"),
-                                      similar=state["evidence"].get("cross_task", []),
-                                      signature=state["evidence"].get("signature", ""), signals=_signals(state))
+        return proposer.rule_proposal(
+            event,
+            att,
+            harness,
+            state["attempts"],
+            state["step"],
+            state["evidence"].get("unmet"),
+            similar=state["evidence"].get("cross_task", []),
+            signature=state["evidence"].get("signature", ""),
+            signals=_signals(state),
+        )
 
     if llm is None:
         prop = rules()
     else:
         box = _toolbox(ctx, svc, "proposer")
-        prop = proposer.llm_proposal(llm, event, att, harness, state["attempts"], toolbox=box, signals=_signals(state),
-                                     fallback=rules)
+        prop = proposer.llm_proposal(
+            llm, event, att, harness, state["attempts"], toolbox=box, signals=_signals(state), fallback=rules
+        )
         out["tool_calls"] = _tool_log(state, "proposer", box)
     return {**out, "proposal": prop.model_dump(mode="json"), "critique": None}
 
@@ -226,8 +312,9 @@ def validate(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     return {"validation": errors}
 
 
-def _cached_rollouts(svc: RunServices, update: HarnessUpdate, ctx: EvolverContext
-                     ) -> tuple[dict[str, list[str]] | None, dict[str, list[str]] | None]:
+def _cached_rollouts(
+    svc: RunServices, update: HarnessUpdate, ctx: EvolverContext
+) -> tuple[dict[str, list[str]] | None, dict[str, list[str]] | None]:
     """The tasks' training rollouts in memory a measurement pools (no generation): every cached group for the paired
     re-scoring of a criteria candidate; the unhinted groups (of the parent, for a new variant) as the exact test's
     control pool otherwise."""
@@ -238,13 +325,22 @@ def _cached_rollouts(svc: RunServices, update: HarnessUpdate, ctx: EvolverContex
     return None, task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts, hinted=False)  # parents included
 
 
-def _measure(svc: RunServices, ctx: EvolverContext, harness: HarnessState, update: HarnessUpdate, rule: StopRule,
-             step: int) -> Measurement:
+def _measure(
+    svc: RunServices, ctx: EvolverContext, harness: HarnessState, update: HarnessUpdate, rule: StopRule, step: int
+) -> Measurement:
     """`measure_candidate` of a candidate (the lane's or a batch) with the run's settings and memory's rollouts."""
     prior, history = _cached_rollouts(svc, update, ctx)
-    return measure_candidate(harness, update, svc.endpoint, svc.judge,
-                             critic.measure_settings(ctx, step, svc.detector_config), rule=rule, prior_rollouts=prior,
-                             control_history=history, probe_cache=svc.probe_cache)
+    return measure_candidate(
+        harness,
+        update,
+        svc.endpoint,
+        svc.judge,
+        critic.measure_settings(ctx, step, svc.detector_config),
+        rule=rule,
+        prior_rollouts=prior,
+        control_history=history,
+        probe_cache=svc.probe_cache,
+    )
 
 
 def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
@@ -278,11 +374,18 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
                 crit = critic.llm_review(llm, event, prop.update, crit, toolbox=box)
                 out["tool_calls"] = _tool_log(state, "critic", box)
                 reviewed = True
-    attempt = {"revision": state["revision"], "template": prop.template, "source": prop.source,
-               "llm_error": prop.llm_error, "critic_source": critic.review_brain(reviewed, crit),
-               "evidence_used": prop.evidence_used,
-               "update": None if prop.update is None else prop.update.model_dump(mode="json"),
-               "error": prop.error, "critique": crit.model_dump(mode="json"), "measurement": measurement}
+    attempt = {
+        "revision": state["revision"],
+        "template": prop.template,
+        "source": prop.source,
+        "llm_error": prop.llm_error,
+        "critic_source": critic.review_brain(reviewed, crit),
+        "evidence_used": prop.evidence_used,
+        "update": None if prop.update is None else prop.update.model_dump(mode="json"),
+        "error": prop.error,
+        "critique": crit.model_dump(mode="json"),
+        "measurement": measurement,
+    }
     # The decision route_after_critique takes on this state, kept with its numbers for the trace and the report.
     attempt["decision"] = decisions.after_critique(crit, prop, [*state["attempts"], attempt], ctx).as_dict()
     return {**out, "critique": crit.model_dump(mode="json"), "attempts": [*state["attempts"], attempt]}
@@ -294,7 +397,9 @@ def revise(state: LaneState) -> dict[str, Any]:
 
 def approve(state: LaneState) -> dict[str, Any]:
     """Human approval (require_approval): resume with True/False or {"approve": bool, "note": str}."""
-    answer = interrupt({"event": state["events"][state["cursor"]], "proposal": state["proposal"], "critique": state["critique"]})
+    answer = interrupt(
+        {"event": state["events"][state["cursor"]], "proposal": state["proposal"], "critique": state["critique"]}
+    )
     approved = answer.get("approve") is True if isinstance(answer, dict) else answer is True
     return {"approved": approved}
 
@@ -317,10 +422,20 @@ def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
     assert prop.update is not None  # route_after_critique only accepts a measured update
     pid = f"{event.id}:r{state['revision']}"
     try:
-        new = store.commit(prop.update, step=state["step"], meta={
-            "event_id": event.id, "failure_type": event.type, "template": prop.template, "source": prop.source,
-            "revision": state["revision"], "numbers": state["critique"]["numbers"], "proposal_id": pid,
-            **decisions.provisional_meta([event], prop.update, pid)})
+        new = store.commit(
+            prop.update,
+            step=state["step"],
+            meta={
+                "event_id": event.id,
+                "failure_type": event.type,
+                "template": prop.template,
+                "source": prop.source,
+                "revision": state["revision"],
+                "numbers": state["critique"]["numbers"],
+                "proposal_id": pid,
+                **decisions.provisional_meta([event], prop.update, pid),
+            },
+        )
     except UpdateRejected as err:
         note = {**state["critique"], "reasons": [*state["critique"]["reasons"], f"stale at commit: {err}"]}
         return {"decision": "rejected_stale", "critique": note}
@@ -333,10 +448,20 @@ def _commit_batch(store: HarnessStore, state: LaneState, event: FailureEvent, ba
     update, pid = HarnessUpdate.model_validate(batch["update"]), batch["proposal_id"]
     events = [FailureEvent.model_validate(e) for e in batch["events"].values()]
     try:
-        new = store.commit(update, step=state["step"], meta={
-            "event_id": event.id, "failure_type": event.type, "template": batch["template"], "source": "generalise",
-            "generalised_from": pid, "targets": batch["targets"], "numbers": batch["critique"]["numbers"],
-            **decisions.provisional_meta(events, update, pid)})
+        new = store.commit(
+            update,
+            step=state["step"],
+            meta={
+                "event_id": event.id,
+                "failure_type": event.type,
+                "template": batch["template"],
+                "source": "generalise",
+                "generalised_from": pid,
+                "targets": batch["targets"],
+                "numbers": batch["critique"]["numbers"],
+                **decisions.provisional_meta(events, update, pid),
+            },
+        )
     except UpdateRejected as err:
         return {"generalised": {**batch, "decision": "rejected_stale", "note": str(err)}}
     return {"generalised": {**batch, "decision": "accepted", "version": new.version}, "harness_version": new.version}
@@ -354,7 +479,11 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     if state["decision"] != "accepted" or ctx.generalise_max_tasks <= 0:
         return {"generalised": None}
     if not ctx.memory or svc.memory is None or ctx.require_approval:
-        why = "require_approval: a batched repair is not proposed" if ctx.require_approval else "memory is off: no similar tasks to look up"
+        why = (
+            "require_approval: a batched repair is not proposed"
+            if ctx.require_approval
+            else "memory is off: no similar tasks to look up"
+        )
         return {"generalised": {"decision": "none", "note": why}}
     prop = Proposal.model_validate(state["proposal"])
     assert prop.update is not None  # an accepted decision has a measured update
@@ -362,12 +491,28 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     source, now = svc.store.load(state["evidence"]["harness_version"]), _harness(state, svc)
     seen = gen.sightings(svc.memory, svc.detector_config, event, source.task(event.task_id).domain, now)
     busy = set(state.get("round_tasks", [])) - {event.task_id}
-    batch = gen.build_batch(event, prop.update, prop.template, source, now, seen, max_tasks=ctx.generalise_max_tasks,
-                            busy=busy, step=state["step"], proposal_id=pid)
-    out: dict[str, Any] = {"proposal_id": pid, "template": prop.template, **batch.report(), "critique": None,
-                           "measurement": None, "version": None,
-                           "events": {t: e.model_dump(mode="json") for t, e in batch.events.items()},
-                           "per_task": {t: u.model_dump(mode="json") for t, u in batch.per_task.items()}}
+    batch = gen.build_batch(
+        event,
+        prop.update,
+        prop.template,
+        source,
+        now,
+        seen,
+        max_tasks=ctx.generalise_max_tasks,
+        busy=busy,
+        step=state["step"],
+        proposal_id=pid,
+    )
+    out: dict[str, Any] = {
+        "proposal_id": pid,
+        "template": prop.template,
+        **batch.report(),
+        "critique": None,
+        "measurement": None,
+        "version": None,
+        "events": {t: e.model_dump(mode="json") for t, e in batch.events.items()},
+        "per_task": {t: u.model_dump(mode="json") for t, u in batch.per_task.items()},
+    }
     if batch.update is None:
         return {"generalised": {**out, "decision": "none", "note": "no similar task qualified"}}
     out["update"] = batch.update.model_dump(mode="json")
@@ -397,34 +542,77 @@ def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
     svc = _services(ctx)
     store = svc.store
     harness = _harness(state, svc)
-    fb = (fallback_decision(event, harness, state["attempts"], step=state["step"])
-          if ctx.apply_fallback and "sampling" in ctx.interfaces else None)
+    fb = (
+        fallback_decision(event, harness, state["attempts"], step=state["step"])
+        if ctx.apply_fallback and "sampling" in ctx.interfaces
+        else None
+    )
     if fb is None or fb.update is None:
         return {"decision": "rejected", "fallback": None if fb is None else {"applied": False, "reason": fb.reason}}
     update = fb.update
     errors = validate_update(harness, update)
     if errors:
-        return {"decision": "rejected", "fallback": {"update": update.model_dump(mode="json"), "applied": False,
-                                                     "errors": errors, "reason": fb.reason}}
+        return {
+            "decision": "rejected",
+            "fallback": {
+                "update": update.model_dump(mode="json"),
+                "applied": False,
+                "errors": errors,
+                "reason": fb.reason,
+            },
+        }
     reason = fb.reason
     if fb.needs_probe and ctx.critic:  # no candidate was measured: act only if the frozen policy shows the failure now
-        probe = probe_reproduction(fb, event, harness, svc.endpoint, svc.judge, ctx, probe_cache=svc.probe_cache,
-                                   step=state["step"], detector_config=svc.detector_config)
+        probe = probe_reproduction(
+            fb,
+            event,
+            harness,
+            svc.endpoint,
+            svc.judge,
+            ctx,
+            probe_cache=svc.probe_cache,
+            step=state["step"],
+            detector_config=svc.detector_config,
+        )
         if not probe.reproduced:
-            return {"decision": "rejected", "fallback": {"update": update.model_dump(mode="json"), "applied": False,
-                                                         "reason": probe.reason, "probe": probe.measurement}}
+            return {
+                "decision": "rejected",
+                "fallback": {
+                    "update": update.model_dump(mode="json"),
+                    "applied": False,
+                    "reason": probe.reason,
+                    "probe": probe.measurement,
+                },
+            }
         reason = probe.reason
     elif fb.needs_probe:
         reason = f"{reason} (critic off: not reproduced on the frozen policy first)"
     update = update.model_copy(update={"rationale": reason})  # the store's log carries the reason, as it is reported
     try:
-        new = store.commit(update, step=state["step"], meta={"event_id": event.id, "failure_type": event.type, "fallback": True})
+        new = store.commit(
+            update, step=state["step"], meta={"event_id": event.id, "failure_type": event.type, "fallback": True}
+        )
     except UpdateRejected as err:
-        return {"decision": "rejected", "fallback": {"update": update.model_dump(mode="json"), "applied": False,
-                                                     "errors": [str(err)], "reason": fb.reason}}
-    return {"decision": "fallback", "committed_version": new.version, "harness_version": new.version,
-            "fallback": {"update": update.model_dump(mode="json"), "applied": True, "version": new.version,
-                         "reason": reason}}
+        return {
+            "decision": "rejected",
+            "fallback": {
+                "update": update.model_dump(mode="json"),
+                "applied": False,
+                "errors": [str(err)],
+                "reason": fb.reason,
+            },
+        }
+    return {
+        "decision": "fallback",
+        "committed_version": new.version,
+        "harness_version": new.version,
+        "fallback": {
+            "update": update.model_dump(mode="json"),
+            "applied": True,
+            "version": new.version,
+            "reason": reason,
+        },
+    }
 
 
 def _outcome(attempt: dict[str, Any], last: bool, decision: str) -> str:
@@ -445,49 +633,113 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
         for i, a in enumerate(attempts):
             if a["critique"].get("no_effect"):  # refused for free: not a failure of its template (agents/critic.py)
                 continue
-            deltas = {k: float(v) for k, v in ((a.get("measurement") or {}).get("deltas") or {}).items() if v is not None}
-            mem.add_proposal(ProposalRecord(
-                proposal_id=f"{event.id}:r{a['revision']}", event_id=event.id, task_id=event.task_id, step=event.step,
-                failure_type=event.type, interface=att["interface"],
-                update=None if a["update"] is None else HarnessUpdate.model_validate(a["update"]),
-                measurements=a["critique"]["numbers"], outcome=_outcome(a, i == len(attempts) - 1, decision),  # type: ignore[arg-type]
-                reasons=a["critique"]["reasons"], deltas=deltas, revision=a["revision"],
-                harness_version=state["evidence"].get("harness_version", 0), domain=domain, template=a["template"],
-                signature=state["evidence"].get("signature", ""), evidence_used=a.get("evidence_used", [])))
+            deltas = {
+                k: float(v) for k, v in ((a.get("measurement") or {}).get("deltas") or {}).items() if v is not None
+            }
+            mem.add_proposal(
+                ProposalRecord(
+                    proposal_id=f"{event.id}:r{a['revision']}",
+                    event_id=event.id,
+                    task_id=event.task_id,
+                    step=event.step,
+                    failure_type=event.type,
+                    interface=att["interface"],
+                    update=None if a["update"] is None else HarnessUpdate.model_validate(a["update"]),
+                    measurements=a["critique"]["numbers"],
+                    outcome=_outcome(a, i == len(attempts) - 1, decision),  # type: ignore[arg-type]
+                    reasons=a["critique"]["reasons"],
+                    deltas=deltas,
+                    revision=a["revision"],
+                    harness_version=state["evidence"].get("harness_version", 0),
+                    domain=domain,
+                    template=a["template"],
+                    signature=state["evidence"].get("signature", ""),
+                    evidence_used=a.get("evidence_used", []),
+                )
+            )
         fb = state["fallback"]
         if fb and fb.get("applied"):
-            mem.add_proposal(ProposalRecord(
-                proposal_id=f"{event.id}:fallback", event_id=event.id, task_id=event.task_id, step=event.step,
-                failure_type=event.type, interface="sampling", update=HarnessUpdate.model_validate(fb["update"]),
-                outcome="fallback", reasons=[fb["reason"]], revision=len(attempts),
-                harness_version=fb["version"], domain=domain))
+            mem.add_proposal(
+                ProposalRecord(
+                    proposal_id=f"{event.id}:fallback",
+                    event_id=event.id,
+                    task_id=event.task_id,
+                    step=event.step,
+                    failure_type=event.type,
+                    interface="sampling",
+                    update=HarnessUpdate.model_validate(fb["update"]),
+                    outcome="fallback",
+                    reasons=[fb["reason"]],
+                    revision=len(attempts),
+                    harness_version=fb["version"],
+                    domain=domain,
+                )
+            )
         gen_out = state.get("generalised") or {}
         if gen_out.get("critique") is not None:  # one record per target: its share of the batch, the batch's verdict
             crit = gen_out["critique"]
             for tid, upd in gen_out["per_task"].items():
                 ev = FailureEvent.model_validate(gen_out["events"][tid])
-                mem.add_proposal(ProposalRecord(
-                    proposal_id=f"{gen_out['proposal_id']}:gen:{tid}", event_id=ev.id, task_id=tid, step=event.step,
-                    failure_type=ev.type, interface=att["interface"], update=HarnessUpdate.model_validate(upd),
-                    measurements=crit["numbers"], outcome="accepted" if gen_out["decision"] == "accepted" else "rejected",
-                    reasons=crit["reasons"], revision=0, harness_version=gen_out["version"] or state["harness_version"],
-                    domain=domain, template=gen_out["template"], generalised_from=gen_out["proposal_id"],
-                    signature=gen_out["signatures"].get(tid, "")))
+                mem.add_proposal(
+                    ProposalRecord(
+                        proposal_id=f"{gen_out['proposal_id']}:gen:{tid}",
+                        event_id=ev.id,
+                        task_id=tid,
+                        step=event.step,
+                        failure_type=ev.type,
+                        interface=att["interface"],
+                        update=HarnessUpdate.model_validate(upd),
+                        measurements=crit["numbers"],
+                        outcome="accepted" if gen_out["decision"] == "accepted" else "rejected",
+                        reasons=crit["reasons"],
+                        revision=0,
+                        harness_version=gen_out["version"] or state["harness_version"],
+                        domain=domain,
+                        template=gen_out["template"],
+                        generalised_from=gen_out["proposal_id"],
+                        signature=gen_out["signatures"].get(tid, ""),
+                    )
+                )
     report = {
-        "event_id": event.id, "task_id": event.task_id, "failure_type": event.type, "decision": decision,
-        "interface": None if att is None else att["interface"], "attribution": att,
-        "revisions": state.get("revision", 0), "committed_version": state.get("committed_version"),
-        "attempts": attempts, "fallback": state.get("fallback"), "note": state["evidence"].get("error"),
-        "tool_calls": state.get("tool_calls", []), "generalised": state.get("generalised"),
+        "event_id": event.id,
+        "task_id": event.task_id,
+        "failure_type": event.type,
+        "decision": decision,
+        "interface": None if att is None else att["interface"],
+        "attribution": att,
+        "revisions": state.get("revision", 0),
+        "committed_version": state.get("committed_version"),
+        "attempts": attempts,
+        "fallback": state.get("fallback"),
+        "note": state["evidence"].get("error"),
+        "tool_calls": state.get("tool_calls", []),
+        "generalised": state.get("generalised"),
     }
     accepted = []
     if decision == "accepted":
         last = attempts[-1]
-        accepted.append({"event_id": event.id, "task_id": event.task_id, "version": state["committed_version"],
-                         "template": last["template"], "update": last["update"], "numbers": last["critique"]["numbers"]})
+        accepted.append(
+            {
+                "event_id": event.id,
+                "task_id": event.task_id,
+                "version": state["committed_version"],
+                "template": last["template"],
+                "update": last["update"],
+                "numbers": last["critique"]["numbers"],
+            }
+        )
     gen_out = state.get("generalised") or {}
     if gen_out.get("decision") == "accepted":
-        accepted.append({"event_id": event.id, "task_id": event.task_id, "version": gen_out["version"],
-                         "template": gen_out["template"], "update": gen_out["update"], "targets": gen_out["targets"],
-                         "numbers": gen_out["critique"]["numbers"], "generalised_from": gen_out["proposal_id"]})
+        accepted.append(
+            {
+                "event_id": event.id,
+                "task_id": event.task_id,
+                "version": gen_out["version"],
+                "template": gen_out["template"],
+                "update": gen_out["update"],
+                "targets": gen_out["targets"],
+                "numbers": gen_out["critique"]["numbers"],
+                "generalised_from": gen_out["proposal_id"],
+            }
+        )
     return {"reports": [report], "accepted": accepted, "cursor": state["cursor"] + 1}

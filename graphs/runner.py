@@ -120,8 +120,14 @@ def prepare_run_dir(snapshot: str | Path, run_dir: str | Path) -> HarnessStore:
     return store
 
 
-def run_in_process(inp: dict[str, Any] | None, ctx: EvolverContext, db_path: str | Path, thread_id: str,
-                   approve: Approver | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+def run_in_process(
+    inp: dict[str, Any] | None,
+    ctx: EvolverContext,
+    db_path: str | Path,
+    thread_id: str,
+    approve: Approver | None = None,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
     """Run (or resume, with `inp=None`) thread `thread_id` of the evolver, checkpointed in SQLite at `db_path`.
 
     `timeout_s` (None: unbounded) cancels the round when spent and raises `RoundTimeout` (see the module doc)."""
@@ -144,8 +150,9 @@ def run_in_process(inp: dict[str, Any] | None, ctx: EvolverContext, db_path: str
         try:
             return await asyncio.wait_for(go(), timeout_s)
         except TimeoutError:
-            raise RoundTimeout(f"evolver thread {thread_id} outlasted its budget of {timeout_s:.0f} s and was "
-                               f"cancelled") from None
+            raise RoundTimeout(
+                f"evolver thread {thread_id} outlasted its budget of {timeout_s:.0f} s and was cancelled"
+            ) from None
 
     # asyncio.run returns only once the default executor's threads (the sync nodes) have finished.
     return asyncio.run(bounded())
@@ -180,8 +187,10 @@ class ServerRun:
 def split_context(ctx: EvolverContext) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the run-specific values a server run sends, `RUN_CONTEXT_KEYS`; the rest, which an assistant holds)."""
     values = ctx.to_dict()
-    return ({k: v for k, v in values.items() if k in RUN_CONTEXT_KEYS},
-            {k: v for k, v in values.items() if k not in RUN_CONTEXT_KEYS})
+    return (
+        {k: v for k, v in values.items() if k in RUN_CONTEXT_KEYS},
+        {k: v for k, v in values.items() if k not in RUN_CONTEXT_KEYS},
+    )
 
 
 def _is_uuid(value: str) -> bool:
@@ -210,23 +219,40 @@ def server_assistant(client: Any, assistant: str, ctx: EvolverContext, name: str
         _, values = split_context(ctx)
         key = json.dumps({"graph_id": assistant, "name": name, "context": values}, sort_keys=True)
         assistant_id = str(uuid.uuid5(_ASSISTANT_NAMESPACE, key))
-        client.assistants.create(graph_id=assistant, context=values, assistant_id=assistant_id,
-                                 if_exists="do_nothing", name=name, metadata={"created_by": "harnessrl"})
+        client.assistants.create(
+            graph_id=assistant,
+            context=values,
+            assistant_id=assistant_id,
+            if_exists="do_nothing",
+            name=name,
+            metadata={"created_by": "harnessrl"},
+        )
         return assistant_id
     if _is_uuid(assistant):
         return assistant
     named = [a["assistant_id"] for a in client.assistants.search(name=assistant, limit=100) if a["name"] == assistant]
     if len(named) != 1:
-        raise ValueError(f"LangGraph server: {assistant!r} is neither a graph ({graphs}) nor an assistant id, and "
-                         f"{len(named)} assistants have that name {named}; pass a graph id, an assistant id or the "
-                         f"name of exactly one assistant")
+        raise ValueError(
+            f"LangGraph server: {assistant!r} is neither a graph ({graphs}) nor an assistant id, and "
+            f"{len(named)} assistants have that name {named}; pass a graph id, an assistant id or the "
+            f"name of exactly one assistant"
+        )
     return named[0]
 
 
-def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve: Approver | None = None,
-                  thread_id: str | None = None, assistant: str = "evolver", assistant_name: str = "harnessrl",
-                  timeout_s: float | None = None, metadata: dict[str, Any] | None = None,
-                  person_deadline_s: float | None = None) -> ServerRun:
+def run_on_server(
+    url: str,
+    inp: dict[str, Any],
+    ctx: EvolverContext,
+    *,
+    approve: Approver | None = None,
+    thread_id: str | None = None,
+    assistant: str = "evolver",
+    assistant_name: str = "harnessrl",
+    timeout_s: float | None = None,
+    metadata: dict[str, Any] | None = None,
+    person_deadline_s: float | None = None,
+) -> ServerRun:
     """Run on a LangGraph server, so the thread shows in Studio.
 
     `assistant` is a graph id, an assistant id or an assistant name (`server_assistant`; a graph id makes an
@@ -246,8 +272,9 @@ def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve
     thread_id = thread_id or client.threads.create(metadata=metadata)["thread_id"]
 
     def wait(**what: Any) -> dict[str, Any]:
-        out = client.runs.wait(thread_id, assistant_id, context=run_values, raise_error=True,
-                               on_disconnect="cancel", **what)
+        out = client.runs.wait(
+            thread_id, assistant_id, context=run_values, raise_error=True, on_disconnect="cancel", **what
+        )
         if not isinstance(out, dict):
             raise RuntimeError(f"LangGraph server at {url} returned {type(out).__name__}, not a state")
         return out
@@ -277,13 +304,21 @@ def run_on_server(url: str, inp: dict[str, Any], ctx: EvolverContext, *, approve
     if approve is None and person_deadline_s is not None:
         out = _wait_for_person(client, thread_id, started + person_deadline_s, pending, values, wait, note, out)
     chosen = client.assistants.get(assistant_id).get("context") or {}
-    return ServerRun(thread_id=thread_id, assistant_id=assistant_id, output=out, assistant_context=dict(chosen),
-                     approvals=approvals)
+    return ServerRun(
+        thread_id=thread_id, assistant_id=assistant_id, output=out, assistant_context=dict(chosen), approvals=approvals
+    )
 
 
-def _wait_for_person(client: Any, thread_id: str, deadline: float, pending: Callable[[], list[dict[str, Any]]],
-                     values: Callable[[], dict[str, Any]], wait: Callable[..., dict[str, Any]],
-                     note: Callable[[dict[str, Any], str, str], None], out: dict[str, Any]) -> dict[str, Any]:
+def _wait_for_person(
+    client: Any,
+    thread_id: str,
+    deadline: float,
+    pending: Callable[[], list[dict[str, Any]]],
+    values: Callable[[], dict[str, Any]],
+    wait: Callable[..., dict[str, Any]],
+    note: Callable[[dict[str, Any], str, str], None],
+    out: dict[str, Any],
+) -> dict[str, Any]:
     """Poll thread `thread_id` until no interrupt waits and no run is running.
 
     At `deadline` resume the waiting interrupts with a rejection (then keep going: another lane may stop at one
@@ -304,8 +339,10 @@ def _wait_for_person(client: Any, thread_id: str, deadline: float, pending: Call
             if status == "busy":  # a person's resume is still running: stop it, the caller rolls back
                 for r in client.runs.list(thread_id, status="running"):
                     client.runs.cancel(thread_id, r["run_id"], wait=True)
-                raise ApprovalTimeout(f"LangGraph thread {thread_id}: the approval deadline passed while a resumed "
-                                      f"run was still running; it was cancelled")
+                raise ApprovalTimeout(
+                    f"LangGraph thread {thread_id}: the approval deadline passed while a resumed "
+                    f"run was still running; it was cancelled"
+                )
             for i in waiting:
                 rejected.add(i["id"])
                 note(i, "unanswered", "deadline")

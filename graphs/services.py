@@ -84,15 +84,42 @@ _MEMORIES: dict[tuple[str, str], TrainingMemory | None] = {}
 KEEP_LOCAL_POLICIES = 2
 
 # Settings `get_services` reads from a mapping (an `EvolverContext.to_dict()` has more keys: ignored).
-_SETTINGS = ("run_dir", "memory_location", "memory_embedding", "policy", "judge_model", "base_url", "api_key_env",
-             "sample_k", "max_tokens", "temperature", "seed")
+_SETTINGS = (
+    "run_dir",
+    "memory_location",
+    "memory_embedding",
+    "policy",
+    "judge_model",
+    "base_url",
+    "api_key_env",
+    "sample_k",
+    "max_tokens",
+    "temperature",
+    "seed",
+)
 
 
-def live_services(ctx: EvolverContext, *, store: HarnessStore, endpoint: PolicyEndpoint, judge: Judge,
-                  memory: TrainingMemory | None, detector_config: DetectorConfig) -> RunServices:
+def live_services(
+    ctx: EvolverContext,
+    *,
+    store: HarnessStore,
+    endpoint: PolicyEndpoint,
+    judge: Judge,
+    memory: TrainingMemory | None,
+    detector_config: DetectorConfig,
+) -> RunServices:
     """RunServices around live objects with the sampling numbers of `ctx` (what the critic measures with)."""
-    return RunServices(store=store, endpoint=endpoint, judge=judge, memory=memory, detector_config=detector_config,
-                    sample_k=ctx.sample_k, max_tokens=ctx.max_tokens, temperature=ctx.temperature, seed=ctx.seed)
+    return RunServices(
+        store=store,
+        endpoint=endpoint,
+        judge=judge,
+        memory=memory,
+        detector_config=detector_config,
+        sample_k=ctx.sample_k,
+        max_tokens=ctx.max_tokens,
+        temperature=ctx.temperature,
+        seed=ctx.seed,
+    )
 
 
 def register_services(key: str, services: RunServices) -> None:
@@ -126,9 +153,11 @@ def parse_policy(spec: str) -> PolicyEndpoint:
 
         return LocalEndpoint.from_path(path)
     if spec == "local":
-        raise ValueError("policy 'local' is the trainer's live model: it is only available in process through "
-                         "register_services (pass services_key), not from settings; use local:<model folder> "
-                         "or openai:<base_url>#<model>")
+        raise ValueError(
+            "policy 'local' is the trainer's live model: it is only available in process through "
+            "register_services (pass services_key), not from settings; use local:<model folder> "
+            "or openai:<base_url>#<model>"
+        )
     raise ValueError(f"policy spec {spec!r}: expected openai:<base_url>#<model> or local:<model folder>")
 
 
@@ -155,7 +184,7 @@ def _shared_endpoint(policy: str) -> PolicyEndpoint:
     endpoint = parse_policy(policy)
     _ENDPOINTS[policy] = endpoint
     local = [p for p in _ENDPOINTS if p.startswith("local:")]
-    for old in local[:max(0, len(local) - KEEP_LOCAL_POLICIES)]:
+    for old in local[: max(0, len(local) - KEEP_LOCAL_POLICIES)]:
         dropped = _ENDPOINTS.pop(old)
         for k in [k for k, svc in _BUILT.items() if svc.endpoint is dropped]:
             del _BUILT[k]
@@ -194,26 +223,37 @@ def services_from_settings(
     """
     store = HarnessStore(Path(run_dir) / "harness")
     if not store.versions():
-        raise FileNotFoundError(f"no harness versions under {store.root}; initialise the run first "
-                                "(harnessrl train, or HarnessStore.init)")
+        raise FileNotFoundError(
+            f"no harness versions under {store.root}; initialise the run first (harnessrl train, or HarnessStore.init)"
+        )
     llm = None
     if judge_model != "rules":
         if chat_model_factory is None:
-            raise ValueError(f"judge_model {judge_model!r} needs a chat_model_factory "
-                             "(agents.chat_models.load_chat_model) to resolve it")
+            raise ValueError(
+                f"judge_model {judge_model!r} needs a chat_model_factory "
+                "(agents.chat_models.load_chat_model) to resolve it"
+            )
         llm = chat_model_factory(judge_model, base_url=base_url, api_key_env=api_key_env)
     if share:
         endpoint, mem = _shared_endpoint(policy), _shared_memory(memory_location, memory_embedding)
     else:
         endpoint, mem = parse_policy(policy), _open_memory(memory_location, memory_embedding)
     return RunServices(
-        store=store, endpoint=endpoint, judge=Judge(llm), memory=mem,
-        detector_config=detector_config or DetectorConfig(), sample_k=sample_k, max_tokens=max_tokens,
-        temperature=temperature, seed=seed,
+        store=store,
+        endpoint=endpoint,
+        judge=Judge(llm),
+        memory=mem,
+        detector_config=detector_config or DetectorConfig(),
+        sample_k=sample_k,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        seed=seed,
     )
 
 
-def get_services(key_or_settings: str | Mapping[str, Any], *, chat_model_factory: ChatModelFactory | None = None) -> RunServices:
+def get_services(
+    key_or_settings: str | Mapping[str, Any], *, chat_model_factory: ChatModelFactory | None = None
+) -> RunServices:
     """Registered services by key, or services built (once per process) from a settings mapping.
 
     A mapping with a registered `services_key` returns the registered services; otherwise the known
@@ -224,8 +264,10 @@ def get_services(key_or_settings: str | Mapping[str, Any], *, chat_model_factory
             found = _REGISTRY.get(key_or_settings)
             known = sorted(_REGISTRY)
         if found is None:
-            raise KeyError(f"no services registered under {key_or_settings!r} in this process (registered: {known}); "
-                           "the trainer registers them before an in-process evolver round")
+            raise KeyError(
+                f"no services registered under {key_or_settings!r} in this process (registered: {known}); "
+                "the trainer registers them before an in-process evolver round"
+            )
         return found
     key = key_or_settings.get("services_key")
     if key:
@@ -235,7 +277,9 @@ def get_services(key_or_settings: str | Mapping[str, Any], *, chat_model_factory
     settings = {k: v for k, v in key_or_settings.items() if k in _SETTINGS and v is not None}
     missing = [k for k in ("run_dir", "policy") if not settings.get(k)]
     if missing:
-        raise ValueError(f"services settings need {missing} (or a registered services_key); got keys {sorted(key_or_settings)}")
+        raise ValueError(
+            f"services settings need {missing} (or a registered services_key); got keys {sorted(key_or_settings)}"
+        )
     cache_key = json.dumps(settings, sort_keys=True, default=str)
     # Under the lock while building: concurrent graph nodes of one round wait for the one model load.
     with _LOCK:

@@ -60,7 +60,9 @@ class LaneState(TypedDict, total=False):
     proposal: dict[str, Any] | None  # agents.schemas.Proposal
     validation: list[str]  # problems of the current candidate (empty = valid)
     critique: dict[str, Any] | None  # agents.schemas.Critique of the current candidate
-    attempts: list[dict[str, Any]]  # every candidate of the current event: critique, measurement, decision (agents/decisions.py)
+    attempts: list[
+        dict[str, Any]
+    ]  # every candidate of the current event: critique, measurement, decision (agents/decisions.py)
     revision: int  # revisions used on the current event (<= max_revisions)
     approved: bool | None
     decision: str  # accepted | rejected | rejected_stale | rejected_by_human | fallback | skipped
@@ -69,6 +71,8 @@ class LaneState(TypedDict, total=False):
     # The accepted repair's batched update for similar tasks (agents/generalise.py): built, measured and judged by
     # `generalise` (decision "pending" once the batch rule accepts it), committed by `commit`.
     generalised: dict[str, Any] | None
-    tool_calls: list[dict[str, Any]]  # LLM brains' tool calls on the current event (agent, revision, name, args, result)
+    tool_calls: list[
+        dict[str, Any]
+    ]  # LLM brains' tool calls on the current event (agent, revision, name, args, result)
     accepted: Annotated[list[dict[str, Any]], operator.add]
     reports: Annotated[list[dict[str, Any]], operator.add]

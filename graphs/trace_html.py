@@ -50,11 +50,15 @@ def load_trace(db_path: str | Path, thread_id: str) -> dict[str, Any]:
         for _task, channel, value in t.pending_writes or []:
             if not _is_internal(channel):
                 outputs[channel].append(value)
-        lanes[ns].append({
-            "step": t.metadata.get("step"), "node": ", ".join(nodes) or "(end)", "checkpoint_id": t.config["configurable"]["checkpoint_id"],
-            "inputs": {k: v for k, v in values.items() if not _is_internal(k)},
-            "outputs": {k: v[0] if len(v) == 1 else v for k, v in outputs.items()},
-        })
+        lanes[ns].append(
+            {
+                "step": t.metadata.get("step"),
+                "node": ", ".join(nodes) or "(end)",
+                "checkpoint_id": t.config["configurable"]["checkpoint_id"],
+                "inputs": {k: v for k, v in values.items() if not _is_internal(k)},
+                "outputs": {k: v[0] if len(v) == 1 else v for k, v in outputs.items()},
+            }
+        )
     for steps in lanes.values():
         steps.sort(key=lambda s: s["step"] if s["step"] is not None else -2)
     if lanes.get(""):
@@ -63,7 +67,9 @@ def load_trace(db_path: str | Path, thread_id: str) -> dict[str, Any]:
 
 
 # -- graph drawing ------------------------------------------------------------------------------------
-def _layout(nodes: list[str], edges: list[tuple[str, str, bool]]) -> tuple[dict[str, tuple[int, int]], set[tuple[str, str]]]:
+def _layout(
+    nodes: list[str], edges: list[tuple[str, str, bool]]
+) -> tuple[dict[str, tuple[int, int]], set[tuple[str, str]]]:
     """Layer = longest path from the first node over forward edges (DFS back edges are excluded)."""
     succ: dict[str, list[str]] = defaultdict(list)
     for a, b, _ in edges:
@@ -109,21 +115,29 @@ def graph_svg(drawable: Any) -> str:
         c, r = pos[n]
         return gx + c * (w + gx) + w / 2, gy / 2 + r * (h + gy) + h / 2
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
-             '<defs><marker id="arr" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
-             '<path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+        '<defs><marker id="arr" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
+        '<path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',
+    ]
     for a, b, cond in edges:
         (x1, y1), (x2, y2) = center(a), center(b)
         dash = ' stroke-dasharray="5,4"' if cond else ""
         if (a, b) in back:  # loop back: route around the right side
             xr = width - 60
-            parts.append(f'<path d="M{x1 + w / 2},{y1} C{xr},{y1} {xr},{y2} {x2 + w / 2},{y2}" fill="none" stroke="#b55"{dash} marker-end="url(#arr)"/>')
+            parts.append(
+                f'<path d="M{x1 + w / 2},{y1} C{xr},{y1} {xr},{y2} {x2 + w / 2},{y2}" fill="none" stroke="#b55"{dash} marker-end="url(#arr)"/>'
+            )
         else:
-            parts.append(f'<line x1="{x1}" y1="{y1 + h / 2}" x2="{x2}" y2="{y2 - h / 2}" stroke="#555"{dash} marker-end="url(#arr)"/>')
+            parts.append(
+                f'<line x1="{x1}" y1="{y1 + h / 2}" x2="{x2}" y2="{y2 - h / 2}" stroke="#555"{dash} marker-end="url(#arr)"/>'
+            )
     for n in nodes:
         cx, cy = center(n)
         fill = "#eef" if n.startswith("__") else "#fff"
-        parts.append(f'<rect x="{cx - w / 2}" y="{cy - h / 2}" width="{w}" height="{h}" rx="8" fill="{fill}" stroke="#336"/>')
+        parts.append(
+            f'<rect x="{cx - w / 2}" y="{cy - h / 2}" width="{w}" height="{h}" rx="8" fill="{fill}" stroke="#336"/>'
+        )
         parts.append(f'<text x="{cx}" y="{cy + 4}" text-anchor="middle">{html.escape(n)}</text>')
     parts.append("</svg>")
     return "".join(parts)
@@ -192,9 +206,15 @@ def _decisions(final: dict[str, Any]) -> str:
         gen = r.get("generalised") or {}
         n_rows = max(1, len(attempts)) + (1 if fb else 0) + (1 if gen.get("targets") else 0)
         span = f' rowspan="{n_rows}"' if n_rows > 1 else ""
-        event_cells = "".join(f"<td{span}>{x}</td>" for x in (
-            html.escape(r["event_id"]), html.escape(r["task_id"]), html.escape(r["failure_type"]),
-            _fmt(r.get("interface"))))
+        event_cells = "".join(
+            f"<td{span}>{x}</td>"
+            for x in (
+                html.escape(r["event_id"]),
+                html.escape(r["task_id"]),
+                html.escape(r["failure_type"]),
+                _fmt(r.get("interface")),
+            )
+        )
         final_cell = f"<td{span} class=final><b>{html.escape(final_decision(r))}</b></td>"
         if not attempts:  # skipped (batch-level event, unknown task) or no candidate at all
             note = html.escape(r.get("note") or "no candidate")
@@ -202,17 +222,28 @@ def _decisions(final: dict[str, Any]) -> str:
         for i, a in enumerate(attempts):
             crit = a.get("critique") or {}
             n = crit.get("numbers") or {}
-            tools = [f"{c['agent']}:{c['name']}" + (" (error)" if c.get("error") else "")
-                     for c in r.get("tool_calls") or [] if c.get("revision") == a.get("revision")]
+            tools = [
+                f"{c['agent']}:{c['name']}" + (" (error)" if c.get("error") else "")
+                for c in r.get("tool_calls") or []
+                if c.get("revision") == a.get("revision")
+            ]
             outcome = attempt_outcome(r, i)
             css = "ok" if outcome.startswith("accepted") else "no"
-            cells = "".join(f"<td>{x}</td>" for x in (
-                _fmt(a.get("revision")), _fmt(a.get("template")), html.escape(", ".join(tools)) or "–",
-                f"{_fmt(n.get('control_std'))} → {_fmt(n.get('candidate_std'))}",
-                f"{_fmt(n.get('control_mean'))} → {_fmt(n.get('candidate_mean'))}",
-                "pass" if crit.get("measured_ok") else "fail",
-                html.escape("; ".join(crit.get("reasons", []))[:400]),
-            )) + f"<td class={css}>{html.escape(outcome)}</td>"
+            cells = (
+                "".join(
+                    f"<td>{x}</td>"
+                    for x in (
+                        _fmt(a.get("revision")),
+                        _fmt(a.get("template")),
+                        html.escape(", ".join(tools)) or "–",
+                        f"{_fmt(n.get('control_std'))} → {_fmt(n.get('candidate_std'))}",
+                        f"{_fmt(n.get('control_mean'))} → {_fmt(n.get('candidate_mean'))}",
+                        "pass" if crit.get("measured_ok") else "fail",
+                        html.escape("; ".join(crit.get("reasons", []))[:400]),
+                    )
+                )
+                + f"<td class={css}>{html.escape(outcome)}</td>"
+            )
             rows.append("<tr>" + (event_cells if i == 0 else "") + cells + (final_cell if i == 0 else "") + "</tr>")
         if fb:  # the safe sampling change after R rejections is not a critic attempt: its own row
             upd = fb.get("update") or {}
@@ -220,17 +251,37 @@ def _decisions(final: dict[str, Any]) -> str:
             errors = "; ".join(map(str, fb.get("errors") or []))
             status = f"committed v{fb['version']}" if fb.get("applied") else f"not applied: {errors}"
             # the event cells and final decision were emitted (with rowspan) by the first row above
-            rows.append(f"<tr><td>–</td><td>fallback</td><td>–</td><td colspan=3>{html.escape(ops) or '–'}</td>"
-                        f"<td>{html.escape(str(upd.get('rationale', ''))[:400])}</td>"
-                        f"<td class=fb>{html.escape(status)}</td></tr>")
+            rows.append(
+                f"<tr><td>–</td><td>fallback</td><td>–</td><td colspan=3>{html.escape(ops) or '–'}</td>"
+                f"<td>{html.escape(str(upd.get('rationale', ''))[:400])}</td>"
+                f"<td class=fb>{html.escape(status)}</td></tr>"
+            )
         if gen.get("targets"):  # the accepted repair re-targeted as one batch, decided by agents.decisions.batch_accept
             why = (gen.get("verdict") or {}).get("reasons") or [gen.get("note") or ""]
             status = f"{gen.get('decision')}" + (f" v{gen['version']}" if gen.get("version") is not None else "")
-            rows.append(f"<tr><td>–</td><td>batched</td><td>–</td><td colspan=3>{html.escape(', '.join(gen['targets']))}</td>"
-                        f"<td>{html.escape('; '.join(map(str, why))[:400])}</td>"
-                        f"<td class={'ok' if gen.get('decision') == 'accepted' else 'no'}>{html.escape(status)}</td></tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("event", "task", "type", "interface", "rev", "template", "LLM tool calls", "std", "mean",
-                                              "rule", "critic's reasons", "attempt outcome", "final decision"))
+            rows.append(
+                f"<tr><td>–</td><td>batched</td><td>–</td><td colspan=3>{html.escape(', '.join(gen['targets']))}</td>"
+                f"<td>{html.escape('; '.join(map(str, why))[:400])}</td>"
+                f"<td class={'ok' if gen.get('decision') == 'accepted' else 'no'}>{html.escape(status)}</td></tr>"
+            )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "event",
+            "task",
+            "type",
+            "interface",
+            "rev",
+            "template",
+            "LLM tool calls",
+            "std",
+            "mean",
+            "rule",
+            "critic's reasons",
+            "attempt outcome",
+            "final decision",
+        )
+    )
     return f"<table class=decisions><tr>{head}</tr>{''.join(rows)}</table>"
 
 
@@ -244,23 +295,24 @@ def render_html(trace: dict[str, Any], drawable: Any, mermaid: str) -> str:
                 f"<details><summary>step {s['step']}: <b>{html.escape(s['node'])}</b> — writes "
                 f"{html.escape(', '.join(s['outputs']) or '–')}</summary>"
                 f"<div class=cols><div><h4>inputs (state read)</h4><pre>{_json(s['inputs'])}</pre></div>"
-                f"<div><h4>outputs (writes)</h4><pre>{_json(s['outputs'])}</pre></div></div></details>")
+                f"<div><h4>outputs (writes)</h4><pre>{_json(s['outputs'])}</pre></div></div></details>"
+            )
         title = "run" if ns == "" else f"lane {ns}"
         sections.append(f"<h3>{html.escape(title)}</h3>{''.join(items)}")
     final = trace["final"]
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>evolver trace {html.escape(trace['thread_id'])}</title>
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>evolver trace {html.escape(trace["thread_id"])}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1400px}}pre{{background:#f6f6f6;padding:.5em;overflow:auto;max-height:30em;font-size:11px}}
 table{{border-collapse:collapse;font-size:12px}}td,th{{border:1px solid #ccc;padding:3px 6px;vertical-align:top}}
 .cols{{display:flex;gap:1em}}.cols>div{{flex:1;min-width:0}}details{{margin:.2em 0}}
 td.ok{{background:#e7f6e7}}td.no{{background:#fbecec}}td.fb{{background:#fff6dd}}
 td.final{{background:#f3f3fb}}</style></head><body>
-<h1>Evolver trace: thread {html.escape(trace['thread_id'])}</h1>
-<p>checkpoints from <code>{html.escape(trace['db'])}</code>; harness version after the run: <b>{_fmt(final.get('harness_version'))}</b>,
-accepted updates: <b>{len(final.get('accepted', []))}</b>.</p>
+<h1>Evolver trace: thread {html.escape(trace["thread_id"])}</h1>
+<p>checkpoints from <code>{html.escape(trace["db"])}</code>; harness version after the run: <b>{_fmt(final.get("harness_version"))}</b>,
+accepted updates: <b>{len(final.get("accepted", []))}</b>.</p>
 <h2>Graph</h2>{graph_svg(drawable)}
 <details><summary>Mermaid source</summary><pre>{html.escape(mermaid)}</pre></details>
 <h2>Decisions</h2>{_decisions(final)}
-<h2>Steps</h2>{''.join(sections)}
+<h2>Steps</h2>{"".join(sections)}
 </body></html>"""
 
 

@@ -324,8 +324,22 @@ class Not(_CheckBase):
 
 Check = Annotated[
     Union[
-        ContainsAny, ContainsAll, Forbids, WordCount, SentenceCount, BulletCount, NumberedCount, StartsWith,
-        EndsWith, MaxRepeatedNgram, CharClass, ForbidChars, Regex, AllOf, AnyOf, Not,
+        ContainsAny,
+        ContainsAll,
+        Forbids,
+        WordCount,
+        SentenceCount,
+        BulletCount,
+        NumberedCount,
+        StartsWith,
+        EndsWith,
+        MaxRepeatedNgram,
+        CharClass,
+        ForbidChars,
+        Regex,
+        AllOf,
+        AnyOf,
+        Not,
     ],
     Field(discriminator="type"),
 ]
@@ -333,8 +347,22 @@ for _m in (AllOf, AnyOf, Not):
     _m.model_rebuild()
 
 CHECK_TYPES: tuple[str, ...] = (
-    "contains_any", "contains_all", "forbids", "word_count", "sentence_count", "bullets", "numbered", "starts_with",
-    "ends_with", "max_repeated_ngram", "char_class", "forbid_chars", "regex", "all_of", "any_of", "not",
+    "contains_any",
+    "contains_all",
+    "forbids",
+    "word_count",
+    "sentence_count",
+    "bullets",
+    "numbered",
+    "starts_with",
+    "ends_with",
+    "max_repeated_ngram",
+    "char_class",
+    "forbid_chars",
+    "regex",
+    "all_of",
+    "any_of",
+    "not",
 )
 
 _ADAPTER: TypeAdapter[Check] = TypeAdapter(Check)

@@ -105,8 +105,10 @@ def loc_to_path(loc: Iterable[Any], rename: dict[str, str] | None = None) -> str
     for i, part in enumerate(parts):
         prev = parts[i - 1] if i > 0 else None
         prevprev = parts[i - 2] if i > 1 else None
-        if isinstance(part, str) and part in CHECK_TYPES and (
-            prev == "check" or (isinstance(prev, int) and prevprev == "checks")
+        if (
+            isinstance(part, str)
+            and part in CHECK_TYPES
+            and (prev == "check" or (isinstance(prev, int) and prevprev == "checks"))
         ):
             continue
         if isinstance(part, int):
@@ -158,8 +160,9 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _make_criterion(i: int, text: Any, weight: Any, label: str, origin: str, src: str,
-                    text_field: str, weight_field: str) -> tuple[Criterion | None, list[tuple[str, str]]]:
+def _make_criterion(
+    i: int, text: Any, weight: Any, label: str, origin: str, src: str, text_field: str, weight_field: str
+) -> tuple[Criterion | None, list[tuple[str, str]]]:
     where = f"{src}[{i}]"
     probs: list[tuple[str, str]] = []
     if not isinstance(text, str) or not text.strip():
@@ -173,8 +176,9 @@ def _make_criterion(i: int, text: Any, weight: Any, label: str, origin: str, src
     except ValueError as e:
         return None, [(f"{where}.{weight_field}", str(e))]
     try:
-        return Criterion(id=f"c{i + 1}", text=strip_kind_prefix(text), weight=float(weight), kind=kind,
-                         origin=origin), []
+        return Criterion(
+            id=f"c{i + 1}", text=strip_kind_prefix(text), weight=float(weight), kind=kind, origin=origin
+        ), []
     except ValidationError as e:
         # Point at the source record's field names; model-level errors (kind vs sign) concern the weight.
         rename = {"text": text_field, "weight": weight_field}
@@ -221,8 +225,14 @@ def _from_rar(obj: dict[str, Any], ctx: _Ctx) -> Task:
     rubric = obj.get("rubric")
     criteria: list[Criterion] = []
     if not isinstance(rubric, list) or not rubric:
-        probs.append(("rubric", "required non-empty list of {title, description, weight}"
-                      if "rubric" in obj else "required field is missing"))
+        probs.append(
+            (
+                "rubric",
+                "required non-empty list of {title, description, weight}"
+                if "rubric" in obj
+                else "required field is missing",
+            )
+        )
     else:
         for i, item in enumerate(rubric):
             if not isinstance(item, dict):
@@ -258,21 +268,34 @@ def _from_healthbench(obj: dict[str, Any], ctx: _Ctx) -> Task:
     probs: list[tuple[str, str]] = []
     prompt = obj.get("prompt")
     if not isinstance(prompt, list) or not prompt:
-        probs.append(("prompt", "required non-empty list of {role, content} messages"
-                      if "prompt" in obj else "required field is missing"))
+        probs.append(
+            (
+                "prompt",
+                "required non-empty list of {role, content} messages"
+                if "prompt" in obj
+                else "required field is missing",
+            )
+        )
     rubrics = obj.get("rubrics")
     criteria: list[Criterion] = []
     tags: dict[str, list[str]] = {}
     if not isinstance(rubrics, list) or not rubrics:
-        probs.append(("rubrics", "required non-empty list of {criterion, points, tags}"
-                      if "rubrics" in obj else "required field is missing"))
+        probs.append(
+            (
+                "rubrics",
+                "required non-empty list of {criterion, points, tags}"
+                if "rubrics" in obj
+                else "required field is missing",
+            )
+        )
     else:
         for i, item in enumerate(rubrics):
             if not isinstance(item, dict):
                 probs.append((f"rubrics[{i}]", f"must be an object, got {type(item).__name__}"))
                 continue
-            c, p = _make_criterion(i, item.get("criterion"), item.get("points"), "", "healthbench", "rubrics",
-                                   "criterion", "points")
+            c, p = _make_criterion(
+                i, item.get("criterion"), item.get("points"), "", "healthbench", "rubrics", "criterion", "points"
+            )
             t = item.get("tags", [])
             if not isinstance(t, list) or not all(isinstance(x, str) for x in t):
                 p.append((f"rubrics[{i}].tags", "must be a list of strings"))
@@ -309,7 +332,9 @@ def _from_healthbench(obj: dict[str, Any], ctx: _Ctx) -> Task:
 
 
 CONVERTERS: dict[str, Callable[[dict[str, Any], _Ctx], Task]] = {
-    "harnessrl": _from_harnessrl, "rar": _from_rar, "healthbench": _from_healthbench,
+    "harnessrl": _from_harnessrl,
+    "rar": _from_rar,
+    "healthbench": _from_healthbench,
 }
 
 
@@ -322,8 +347,9 @@ def detect_format(obj: dict[str, Any]) -> str:
 
 
 # -- row loop shared by files and HF datasets ----------------------------------------------------------
-def _convert_rows(rows: Iterable[tuple[int, Any]], source: str, src_name: str, fmt: str, domain: str | None,
-                  split: str | None) -> tuple[list[Task], list[RowError]]:
+def _convert_rows(
+    rows: Iterable[tuple[int, Any]], source: str, src_name: str, fmt: str, domain: str | None, split: str | None
+) -> tuple[list[Task], list[RowError]]:
     """`rows` yields (line, parsed JSON value or a RowError for unparsable lines)."""
     tasks: list[Task] = []
     errors: list[RowError] = []
@@ -344,7 +370,9 @@ def _convert_rows(rows: Iterable[tuple[int, Any]], source: str, src_name: str, f
             errors += [RowError(source, line, f, m) for f, m in e.problems]
             continue
         if task.id in first_line:
-            errors.append(RowError(source, line, "id", f"duplicate task id {task.id!r} (first on line {first_line[task.id]})"))
+            errors.append(
+                RowError(source, line, "id", f"duplicate task id {task.id!r} (first on line {first_line[task.id]})")
+            )
             continue
         first_line[task.id] = line
         tasks.append(task)
@@ -362,7 +390,10 @@ def _jsonl_rows(path: Path, source: str) -> Iterable[tuple[int, Any]]:
             try:
                 raw = raw_bytes.decode("utf-8")
             except UnicodeDecodeError as e:
-                yield i, RowError(source, i, "", f"not UTF-8 text: byte 0x{raw_bytes[e.start]:02x} at column {e.start + 1}")
+                yield (
+                    i,
+                    RowError(source, i, "", f"not UTF-8 text: byte 0x{raw_bytes[e.start]:02x} at column {e.start + 1}"),
+                )
                 continue
             if not raw.strip():
                 continue  # blank lines (often a trailing newline) carry no record
@@ -374,7 +405,7 @@ def _jsonl_rows(path: Path, source: str) -> Iterable[tuple[int, Any]]:
 
 def _load_hf(spec: str, fmt: str, domain: str | None, split: str | None) -> tuple[list[Task], list[RowError]]:
     """``hf:<id>[:split]`` through `datasets` (optional dependency; offline users get a clear error)."""
-    rest = spec[len("hf:"):]
+    rest = spec[len("hf:") :]
     ds_id, _, hf_split = rest.partition(":")
     hf_split = hf_split or "train"
     if not ds_id:
@@ -382,14 +413,32 @@ def _load_hf(spec: str, fmt: str, domain: str | None, split: str | None) -> tupl
     try:
         import datasets  # noqa: PLC0415 - optional and heavy: only this code path needs it
     except ImportError:
-        raise DataError([RowError(spec, 0, "", "Hugging Face ids need the `datasets` package: "
-                                               "pip install 'harnessrl[train]' (or pip install datasets)")]) from None
+        raise DataError(
+            [
+                RowError(
+                    spec,
+                    0,
+                    "",
+                    "Hugging Face ids need the `datasets` package: "
+                    "pip install 'harnessrl[train]' (or pip install datasets)",
+                )
+            ]
+        ) from None
     try:
         ds = datasets.load_dataset(ds_id, split=hf_split)
     except Exception as e:  # noqa: BLE001 - offline/missing/auth all surface here; re-raised with the source named
-        raise DataError([RowError(spec, 0, "", f"could not load dataset {ds_id!r} split {hf_split!r} "
-                                               f"({type(e).__name__}: {e}); offline? set HF_DATASETS_OFFLINE only "
-                                               "with a cached copy, or download the JSONL and pass the file")]) from e
+        raise DataError(
+            [
+                RowError(
+                    spec,
+                    0,
+                    "",
+                    f"could not load dataset {ds_id!r} split {hf_split!r} "
+                    f"({type(e).__name__}: {e}); offline? set HF_DATASETS_OFFLINE only "
+                    "with a cached copy, or download the JSONL and pass the file",
+                )
+            ]
+        ) from e
     cols = set(ds.column_names)
     if fmt == "auto":
         if {"prompt", "rubrics"} <= cols:
@@ -397,8 +446,17 @@ def _load_hf(spec: str, fmt: str, domain: str | None, split: str | None) -> tupl
         elif {"question", "rubric"} <= cols:
             fmt = "rar"
         else:
-            raise DataError([RowError(spec, 0, "", f"cannot tell the format from columns {sorted(cols)}: expected "
-                                                   "question+rubric (RaR) or prompt+rubrics (HealthBench)")])
+            raise DataError(
+                [
+                    RowError(
+                        spec,
+                        0,
+                        "",
+                        f"cannot tell the format from columns {sorted(cols)}: expected "
+                        "question+rubric (RaR) or prompt+rubrics (HealthBench)",
+                    )
+                ]
+            )
     name = ds_id.rsplit("/", 1)[-1]
     if domain is None:
         low = name.lower()
@@ -409,8 +467,9 @@ def _load_hf(spec: str, fmt: str, domain: str | None, split: str | None) -> tupl
     return _convert_rows(rows, spec, f"{name}-{hf_split}", fmt, domain, split)
 
 
-def load_tasks(path: str | Path, fmt: str = "auto", skip_invalid: bool = False, domain: str | None = None,
-               split: str | None = None) -> LoadResult:
+def load_tasks(
+    path: str | Path, fmt: str = "auto", skip_invalid: bool = False, domain: str | None = None, split: str | None = None
+) -> LoadResult:
     """Load tasks from a JSONL file or an ``hf:<id>[:split]`` spec.
 
     `domain` / `split` fill in records that do not carry them (RaR and HealthBench records usually

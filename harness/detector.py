@@ -84,8 +84,10 @@ class DetectorConfig(_Model):
     @model_validator(mode="after")
     def _confirmable(self) -> DetectorConfig:
         if self.confirm_hits > self.window:
-            raise ValueError(f"confirm_hits ({self.confirm_hits}) exceeds window ({self.window}): no failure could "
-                             "ever be confirmed, so the sampling fallback could never act")
+            raise ValueError(
+                f"confirm_hits ({self.confirm_hits}) exceeds window ({self.window}): no failure could "
+                "ever be confirmed, so the sampling fallback could never act"
+            )
         return self
 
 
@@ -209,9 +211,7 @@ class GroupStats(_Model):
         ids: list[str] = []
         for r in rollouts:
             ids.extend(k for k in r.verdicts if k not in ids)
-        pass_rates = {
-            cid: float(np.mean([r.verdicts[cid] for r in rollouts if cid in r.verdicts])) for cid in ids
-        }
+        pass_rates = {cid: float(np.mean([r.verdicts[cid] for r in rollouts if cid in r.verdicts])) for cid in ids}
         phrases = _required_phrases(criteria)
         repeats, phrase_repeats, stuffed = [], [], []
         for r in rollouts:
@@ -227,22 +227,50 @@ class GroupStats(_Model):
         hinted = [o for o in overlaps if o is not None]
         audits = [r.audit for r in rollouts if r.audit is not None]
         return cls(
-            task_id=task_id, step=step, harness_version=harness_version, n=len(rollouts),
-            mean=float(rewards.mean()), std=float(rewards.std()), min=float(rewards.min()), max=float(rewards.max()),
-            rewards=[float(x) for x in rewards], pass_rates=pass_rates,
-            pitfall_ids=[c.id for c in criteria if c.weight < 0], lengths=lengths,
-            length_corr=_spearman(lengths, rewards.tolist()), max_repeat=max(repeats), repeats=repeats,
-            phrase_repeats=phrase_repeats, stuffed_criteria=stuffed, leak_overlaps=overlaps,
+            task_id=task_id,
+            step=step,
+            harness_version=harness_version,
+            n=len(rollouts),
+            mean=float(rewards.mean()),
+            std=float(rewards.std()),
+            min=float(rewards.min()),
+            max=float(rewards.max()),
+            rewards=[float(x) for x in rewards],
+            pass_rates=pass_rates,
+            pitfall_ids=[c.id for c in criteria if c.weight < 0],
+            lengths=lengths,
+            length_corr=_spearman(lengths, rewards.tolist()),
+            max_repeat=max(repeats),
+            repeats=repeats,
+            phrase_repeats=phrase_repeats,
+            stuffed_criteria=stuffed,
+            leak_overlaps=overlaps,
             leak_overlap=float(np.mean(hinted)) if hinted else None,
-            audit_mean=float(np.mean(audits)) if audits else None, audits=[r.audit for r in rollouts],
+            audit_mean=float(np.mean(audits)) if audits else None,
+            audits=[r.audit for r in rollouts],
             verdicts=[dict(r.verdicts) for r in rollouts],
-            hinted=bool(hinted), hinted_share=len(hinted) / len(rollouts),
+            hinted=bool(hinted),
+            hinted_share=len(hinted) / len(rollouts),
         )
 
     def summary(self) -> dict[str, Any]:
         """The scalar part, for event payloads and logs."""
-        return {k: getattr(self, k) for k in ("n", "mean", "std", "min", "max", "length_corr", "max_repeat",
-                                              "leak_overlap", "audit_mean", "hinted_share", "harness_version")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "n",
+                "mean",
+                "std",
+                "min",
+                "max",
+                "length_corr",
+                "max_repeat",
+                "leak_overlap",
+                "audit_mean",
+                "hinted_share",
+                "harness_version",
+            )
+        }
 
 
 class BatchStats(_Model):
@@ -292,12 +320,17 @@ class Detector:
         rewarded = [i for i, r in enumerate(s.rewards) if r > 0]
         if not rewarded or len(s.phrase_repeats) != s.n or len(s.repeats) != s.n:
             return None
-        stuffers = [i for i in rewarded if s.phrase_repeats[i] >= cfg.stuffing_repeat or s.repeats[i] >= cfg.stuffing_repeat]
+        stuffers = [
+            i for i in rewarded if s.phrase_repeats[i] >= cfg.stuffing_repeat or s.repeats[i] >= cfg.stuffing_repeat
+        ]
         share = len(stuffers) / len(rewarded)
         if not stuffers or share < cfg.stuffing_share:
             return None
-        cids = Counter(s.stuffed_criteria[i] for i in stuffers
-                       if s.phrase_repeats[i] >= cfg.stuffing_repeat and s.stuffed_criteria[i])
+        cids = Counter(
+            s.stuffed_criteria[i]
+            for i in stuffers
+            if s.phrase_repeats[i] >= cfg.stuffing_repeat and s.stuffed_criteria[i]
+        )
         return share, (cids.most_common(1)[0][0] if cids else None), len(rewarded)
 
     def _credited(self, rollouts: list[tuple[float, float]]) -> int:
@@ -359,8 +392,15 @@ class Detector:
         if spurious_ok and len(lengths) == len(rewards) and len(lengths) >= cfg.min_corr_n:
             rho = _spearman(lengths, rewards)
             if rho is not None and rho >= cfg.length_corr:
-                candidates.append(("spurious_length", None, visits, {"pooled_length_corr": rho, "pooled_n": len(rewards)},
-                                   sum(self._length_hit(s) and self._group_credits_gamed(s) for s in visits)))
+                candidates.append(
+                    (
+                        "spurious_length",
+                        None,
+                        visits,
+                        {"pooled_length_corr": rho, "pooled_n": len(rewards)},
+                        sum(self._length_hit(s) and self._group_credits_gamed(s) for s in visits),
+                    )
+                )
 
         audited = [s for s in visits if s.audit_mean is not None]
         if audited and spurious_ok:
@@ -372,14 +412,32 @@ class Detector:
                 # Confirmation counts groups that show the gap on their own: a trend spans visits by construction,
                 # so it never confirms (two visits of a rising mean are one signal, not two groups).
                 hits = sum(self._gap_hit(s) and self._group_credits_gamed(s) for s in audited)
-                candidates.append(("spurious_audit", None, audited,
-                                   {"train_audit_gap": gap, "train_rise": rise, "audit_change": audit_change,
-                                    "credited_gamed": gamed}, hits))
+                candidates.append(
+                    (
+                        "spurious_audit",
+                        None,
+                        audited,
+                        {
+                            "train_audit_gap": gap,
+                            "train_rise": rise,
+                            "audit_change": audit_change,
+                            "credited_gamed": gamed,
+                        },
+                        hits,
+                    )
+                )
 
         if spurious_ok and (stuffed := self._stuffing(stats)) is not None:
             share, cid, n_rewarded = stuffed
-            candidates.append(("stuffing", cid, [stats], {"stuffing_share": share, "rewarded": n_rewarded},
-                               sum(self._stuffing(s) is not None and self._group_credits_gamed(s) for s in visits)))
+            candidates.append(
+                (
+                    "stuffing",
+                    cid,
+                    [stats],
+                    {"stuffing_share": share, "rewarded": n_rewarded},
+                    sum(self._stuffing(s) is not None and self._group_credits_gamed(s) for s in visits),
+                )
+            )
 
         if len(visits) == cfg.window and not self.is_dead(stats):
             for cid, rate in stats.pass_rates.items():
@@ -390,8 +448,9 @@ class Detector:
                     candidates.append(("blind_criterion", cid, visits, {"pass_rate": rate}, len(visits)))
 
         if (leak := self._leak(stats)) is not None:
-            candidates.append(("guidance_leak", None, [stats], {"leak_share": leak},
-                               sum(self._leak(s) is not None for s in visits)))
+            candidates.append(
+                ("guidance_leak", None, [stats], {"leak_share": leak}, sum(self._leak(s) is not None for s in visits))
+            )
 
         events = []
         for kind, cid, support, extra, hits in candidates:
@@ -399,11 +458,19 @@ class Detector:
                 continue
             self._emitted[(kind, stats.task_id, cid)] = _Emitted(visit=visit, harness_version=stats.harness_version)
             suffix = f":{cid}" if cid else ""
-            events.append(FailureEvent(
-                id=f"{kind}:{stats.task_id}:{stats.step}{suffix}", type=kind, task_id=stats.task_id, step=stats.step,
-                stats={**stats.summary(), **extra}, window=[s.step for s in support], criterion_id=cid,
-                window_hits=hits, confirmed=hits >= cfg.confirm_hits,
-            ))
+            events.append(
+                FailureEvent(
+                    id=f"{kind}:{stats.task_id}:{stats.step}{suffix}",
+                    type=kind,
+                    task_id=stats.task_id,
+                    step=stats.step,
+                    stats={**stats.summary(), **extra},
+                    window=[s.step for s in support],
+                    criterion_id=cid,
+                    window_hits=hits,
+                    confirmed=hits >= cfg.confirm_hits,
+                )
+            )
         return events
 
     def _muted(self, kind: str, task_id: str, cid: str | None, visit: int, version: int | None) -> bool:
@@ -419,8 +486,12 @@ class Detector:
         if not stats_list:
             return BatchStats(n_groups=0, dead_share=0.0, mean_std=0.0, warn=False)
         dead = sum(self.is_dead(s) for s in stats_list) / len(stats_list)
-        return BatchStats(n_groups=len(stats_list), dead_share=dead,
-                          mean_std=float(np.mean([s.std for s in stats_list])), warn=dead > self.config.dead_share_warn)
+        return BatchStats(
+            n_groups=len(stats_list),
+            dead_share=dead,
+            mean_std=float(np.mean([s.std for s in stats_list])),
+            warn=dead > self.config.dead_share_warn,
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def reset_task(self, task_id: str) -> None:
@@ -435,8 +506,10 @@ class Detector:
             "config": self.config.model_dump(),
             "windows": {t: [s.model_dump() for s in w] for t, w in self._windows.items()},
             "visits": dict(self._visits),
-            "emitted": [{"type": k[0], "task_id": k[1], "criterion_id": k[2], **v.model_dump()}
-                        for k, v in self._emitted.items()],
+            "emitted": [
+                {"type": k[0], "task_id": k[1], "criterion_id": k[2], **v.model_dump()}
+                for k, v in self._emitted.items()
+            ],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -447,6 +520,8 @@ class Detector:
         }
         self._visits = {t: int(n) for t, n in state["visits"].items()}
         self._emitted = {
-            (e["type"], e["task_id"], e["criterion_id"]): _Emitted(visit=e["visit"], harness_version=e["harness_version"])
+            (e["type"], e["task_id"], e["criterion_id"]): _Emitted(
+                visit=e["visit"], harness_version=e["harness_version"]
+            )
             for e in state["emitted"]
         }

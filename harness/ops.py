@@ -48,13 +48,13 @@ from harness.types import (
     Guidance,
     HarnessState,
     HarnessUpdate,
+    Quarantine,
     RemoveCriterion,
     RemoveHint,
     RestoreCriteria,
     RestoreGuidance,
     RestoreSampling,
     Retire,
-    Quarantine,
     Revive,
     Reweight,
     ReweightCriterion,
@@ -125,7 +125,9 @@ def _hint_index(guidance: Guidance, hint_id: str, task_id: str, ctx: _Ctx) -> in
 
 def _check_weight(weight: float, kind: str, ctx: _Ctx, field: str) -> None:
     if not math.isfinite(weight) or weight == 0 or abs(weight) > MAX_ABS_WEIGHT:
-        raise ctx.reject(field, f"weight must be non-zero and within [-{MAX_ABS_WEIGHT}, {MAX_ABS_WEIGHT}], got {weight}")
+        raise ctx.reject(
+            field, f"weight must be non-zero and within [-{MAX_ABS_WEIGHT}, {MAX_ABS_WEIGHT}], got {weight}"
+        )
     if (kind == "pitfall") != (weight < 0):
         need = "negative" if kind == "pitfall" else "positive"
         raise ctx.reject(field, f"a {kind} criterion needs a {need} weight, got {weight}")
@@ -145,8 +147,10 @@ def _set_criteria(state: HarnessState, task_id: str, criteria: list[Criterion], 
 
 def _require_active_task(state: HarnessState, ctx: _Ctx) -> None:
     if not state.drawable_task_ids(ctx.now):
-        raise ctx.reject("task_id", "would leave no active task with a positive sampling weight "
-                                    f"that is not quarantined at step {ctx.now}")
+        raise ctx.reject(
+            "task_id",
+            f"would leave no active task with a positive sampling weight that is not quarantined at step {ctx.now}",
+        )
 
 
 def _first_error(err: ValidationError) -> tuple[str, str]:
@@ -174,8 +178,10 @@ def _revive(state: HarnessState, op: Revive, ctx: _Ctx) -> None:
 def _quarantine(state: HarnessState, op: Quarantine, ctx: _Ctx) -> None:
     entry = _sampling(state, op.task_id, ctx)
     if op.until_step <= ctx.now:
-        raise ctx.reject("until_step", f"{op.until_step} is not after the commit step {ctx.now}: "
-                                       "the quarantine would already be over")
+        raise ctx.reject(
+            "until_step",
+            f"{op.until_step} is not after the commit step {ctx.now}: the quarantine would already be over",
+        )
     if entry.status != "active":
         raise ctx.reject("task_id", f"task {op.task_id!r} is {entry.status}; only an active task can be quarantined")
     entry.quarantined_until = op.until_step
@@ -191,9 +197,14 @@ def _add_variant(state: HarnessState, op: AddVariant, ctx: _Ctx) -> None:
     criteria += op.extra_criteria
     lineage = list(parent.meta.get("lineage", [])) + [parent.id]
     data: dict[str, Any] = {
-        "id": op.variant_id, "domain": parent.domain, "split": "train", "prompt": op.prompt,
-        "criteria": criteria, "reference_answer": parent.reference_answer,
-        "audit_criteria": parent.audit_criteria, "parent_id": parent.id,
+        "id": op.variant_id,
+        "domain": parent.domain,
+        "split": "train",
+        "prompt": op.prompt,
+        "criteria": criteria,
+        "reference_answer": parent.reference_answer,
+        "audit_criteria": parent.audit_criteria,
+        "parent_id": parent.id,
         "meta": {"lineage": lineage, "root_id": lineage[0], "created_in_version": state.version + 1},
     }
     try:
@@ -278,7 +289,9 @@ def _edit_criterion(state: HarnessState, op: EditCriterion, ctx: _Ctx) -> None:
     if new_text == old.text and new_check == old.check:
         raise ctx.reject("text", "the edit changes neither text nor check")
     try:
-        criteria[i] = Criterion.model_validate({**old.model_dump(exclude={"check", "text"}), "text": new_text, "check": new_check})
+        criteria[i] = Criterion.model_validate(
+            {**old.model_dump(exclude={"check", "text"}), "text": new_text, "check": new_check}
+        )
     except ValidationError as err:
         loc, msg = _first_error(err)
         raise ctx.reject(loc, msg) from None
@@ -304,7 +317,9 @@ def _remove_criterion(state: HarnessState, op: RemoveCriterion, ctx: _Ctx) -> No
     criteria = list(task.criteria)
     i = _criterion_index(criteria, op.criterion_id, op.task_id, ctx)
     if criteria[i].weight > 0 and sum(c.weight > 0 for c in criteria) == 1:
-        raise ctx.reject("criterion_id", f"{op.criterion_id!r} is the last positive-weight criterion of task {op.task_id!r}")
+        raise ctx.reject(
+            "criterion_id", f"{op.criterion_id!r} is the last positive-weight criterion of task {op.task_id!r}"
+        )
     del criteria[i]
     _set_criteria(state, op.task_id, criteria, ctx, "criterion_id")
 
@@ -328,7 +343,9 @@ def _restore_sampling(state: HarnessState, op: RestoreSampling, ctx: _Ctx) -> No
         raise ctx.reject("task_id", f"task {op.task_id!r} has no sampling entry")
     target = op.sampling if op.sampling is not None else current.model_copy(update={"status": "retired"})
     if target == current:
-        raise ctx.reject("sampling", f"task {op.task_id!r} already samples as in v{op.from_version}: nothing to restore")
+        raise ctx.reject(
+            "sampling", f"task {op.task_id!r} already samples as in v{op.from_version}: nothing to restore"
+        )
     state.sampling[op.task_id] = target.model_copy(deep=True)
     _require_active_task(state, ctx)
 
@@ -337,7 +354,9 @@ def _restore_guidance(state: HarnessState, op: RestoreGuidance, ctx: _Ctx) -> No
     task = _task(state, op.task_id, ctx)
     target = op.guidance if op.guidance is not None else Guidance()
     if target == state.guidance_for(op.task_id):
-        raise ctx.reject("guidance", f"task {op.task_id!r} already has the guidance of v{op.from_version}: nothing to restore")
+        raise ctx.reject(
+            "guidance", f"task {op.task_id!r} already has the guidance of v{op.from_version}: nothing to restore"
+        )
     for i, h in enumerate(target.hints):
         _check_leak(task, h.text, ctx, f"guidance.hints[{i}].text")
     if op.guidance is None:
@@ -351,7 +370,9 @@ def _restore_criteria(state: HarnessState, op: RestoreCriteria, ctx: _Ctx) -> No
     base = state.tasks.get(op.task_id) or state.variants[op.task_id]
     target = list(op.criteria) if op.criteria is not None else list(base.criteria)
     if target == list(task.criteria):
-        raise ctx.reject("criteria", f"task {op.task_id!r} already has the criteria of v{op.from_version}: nothing to restore")
+        raise ctx.reject(
+            "criteria", f"task {op.task_id!r} already has the criteria of v{op.from_version}: nothing to restore"
+        )
     if op.criteria is None:
         state.criteria_overrides.pop(op.task_id, None)
     else:
@@ -359,11 +380,24 @@ def _restore_criteria(state: HarnessState, op: RestoreCriteria, ctx: _Ctx) -> No
 
 
 _APPLY: dict[str, Callable[[HarnessState, Any, _Ctx], None]] = {
-    "reweight": _reweight, "retire": _retire, "revive": _revive, "quarantine": _quarantine, "add_variant": _add_variant,
-    "add_hint": _add_hint, "edit_hint": _edit_hint, "remove_hint": _remove_hint, "set_schedule": _set_schedule,
-    "add_criterion": _add_criterion, "edit_criterion": _edit_criterion, "split_criterion": _split_criterion,
-    "remove_criterion": _remove_criterion, "reweight_criterion": _reweight_criterion, "add_pitfall": _add_pitfall,
-    "restore_sampling": _restore_sampling, "restore_guidance": _restore_guidance, "restore_criteria": _restore_criteria,
+    "reweight": _reweight,
+    "retire": _retire,
+    "revive": _revive,
+    "quarantine": _quarantine,
+    "add_variant": _add_variant,
+    "add_hint": _add_hint,
+    "edit_hint": _edit_hint,
+    "remove_hint": _remove_hint,
+    "set_schedule": _set_schedule,
+    "add_criterion": _add_criterion,
+    "edit_criterion": _edit_criterion,
+    "split_criterion": _split_criterion,
+    "remove_criterion": _remove_criterion,
+    "reweight_criterion": _reweight_criterion,
+    "add_pitfall": _add_pitfall,
+    "restore_sampling": _restore_sampling,
+    "restore_guidance": _restore_guidance,
+    "restore_criteria": _restore_criteria,
 }
 
 

@@ -17,12 +17,32 @@ MAX_REGEX_CHARS = 200
 # control characters and hex/unicode escapes. Every other ASCII letter or digit after a backslash is
 # refused (backreferences, and `regex`-only syntax such as \p{..}, \G, \X, \K, \m, \L<..>).
 _SAFE_LETTER_ESCAPES = frozenset("dDwWsSbBAZntrfvaxuU0")
-_ESCAPE_NAMES = {"g": "backreference", "k": "backreference", "p": "Unicode property", "P": "Unicode property",
-                 "N": "named character", "G": "search anchor \\G", "K": "match reset \\K", "L": "named list"}
-_GROUP_NAMES = (("(?:", ""), ("(?=", "lookahead"), ("(?!", "lookahead"), ("(?<=", "lookbehind"),
-                ("(?<!", "lookbehind"), ("(?<", "named group"), ("(?P", "named group"), ("(?(", "conditional"),
-                ("(?>", "atomic group"), ("(?#", "comment group"), ("(?|", "branch reset"), ("(?&", "recursion"),
-                ("(?R", "recursion"), ("(?+", "recursion"))
+_ESCAPE_NAMES = {
+    "g": "backreference",
+    "k": "backreference",
+    "p": "Unicode property",
+    "P": "Unicode property",
+    "N": "named character",
+    "G": "search anchor \\G",
+    "K": "match reset \\K",
+    "L": "named list",
+}
+_GROUP_NAMES = (
+    ("(?:", ""),
+    ("(?=", "lookahead"),
+    ("(?!", "lookahead"),
+    ("(?<=", "lookbehind"),
+    ("(?<!", "lookbehind"),
+    ("(?<", "named group"),
+    ("(?P", "named group"),
+    ("(?(", "conditional"),
+    ("(?>", "atomic group"),
+    ("(?#", "comment group"),
+    ("(?|", "branch reset"),
+    ("(?&", "recursion"),
+    ("(?R", "recursion"),
+    ("(?+", "recursion"),
+)
 _SET_OPERATIONS = ("--", "&&", "||", "~~")
 
 
@@ -60,7 +80,7 @@ def _skip_class(pattern: str, i: int) -> int:
         if pattern[j] == "[":
             raise _refuse("nested set or POSIX class (write a literal '[' as \\[)", j)
         if pattern.startswith(_SET_OPERATIONS, j):
-            raise _refuse(f"set operation {pattern[j:j + 2]!r}", j)
+            raise _refuse(f"set operation {pattern[j : j + 2]!r}", j)
         j += 1
     return j + 1
 
@@ -73,7 +93,9 @@ def _repeat_at(pattern: str, i: int) -> tuple[str, int]:
     elif c == "{":
         close = pattern.find("}", i)
         if close < 0 or not _is_repeat_count(pattern[i + 1 : close]):
-            raise _refuse("'{' that is not a repeat count like {2,5} ({e<=2} is fuzzy matching; a literal '{' is \\{)", i)
+            raise _refuse(
+                "'{' that is not a repeat count like {2,5} ({e<=2} is fuzzy matching; a literal '{' is \\{)", i
+            )
         end = close + 1
     else:
         return "", i

@@ -40,8 +40,10 @@ class TaskSampler:
         ids = state.drawable_task_ids(step)
         if not ids:
             at = state.step if step is None else step
-            raise ValueError(f"harness version {state.version} has no active task with a positive weight "
-                             f"that is not quarantined at step {at}")
+            raise ValueError(
+                f"harness version {state.version} has no active task with a positive weight "
+                f"that is not quarantined at step {at}"
+            )
         raw = {t: state.sampling[t].weight * self._multipliers.get(t, 1.0) for t in ids}
         total = sum(raw.values())
         if total <= 0:  # every multiplier is 0: fall back to uniform rather than divide by zero

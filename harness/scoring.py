@@ -86,7 +86,9 @@ def programmatic_verdicts(criteria: Sequence[Criterion], text: str) -> dict[str,
         except CheckTimeout as err:
             out[c.id] = Verdict(criterion_id=c.id, met=False, reason=f"check failed: {err}", source="error")
             continue
-        out[c.id] = Verdict(criterion_id=c.id, met=met, reason=f"{c.check.type} {'met' if met else 'not met'}", source="check")
+        out[c.id] = Verdict(
+            criterion_id=c.id, met=met, reason=f"{c.check.type} {'met' if met else 'not met'}", source="check"
+        )
     return out
 
 

@@ -63,11 +63,15 @@ def _what(err: ValidationError) -> str:
 
 def _version_recovery(version: int) -> str:
     if version == 0:
-        return ("version 0 is the seed harness: `harnessrl train --resume` rebuilds it from the run's suite; or move "
-                "the file aside and resume from a checkpoint")
-    return (f"`harnessrl train --resume` rebuilds it exactly from version {version - 1} and its updates.jsonl line when "
-            f"that line holds the update; otherwise resume from a checkpoint taken before version {version} "
-            f"(`--resume STEP`), which moves this version aside")
+        return (
+            "version 0 is the seed harness: `harnessrl train --resume` rebuilds it from the run's suite; or move "
+            "the file aside and resume from a checkpoint"
+        )
+    return (
+        f"`harnessrl train --resume` rebuilds it exactly from version {version - 1} and its updates.jsonl line when "
+        f"that line holds the update; otherwise resume from a checkpoint taken before version {version} "
+        f"(`--resume STEP`), which moves this version aside"
+    )
 
 
 class UpdateRecord(BaseModel):
@@ -100,15 +104,21 @@ class HarnessStore:
         path = self.path(version)
         if not path.is_file():
             have = self.versions()
-            raise FileNotFoundError(f"harness version {version} not found: {path} (store has {have[:3]}…{have[-3:]})"
-                                    if len(have) > 6 else f"harness version {version} not found: {path} (store has {have})")
+            raise FileNotFoundError(
+                f"harness version {version} not found: {path} (store has {have[:3]}…{have[-3:]})"
+                if len(have) > 6
+                else f"harness version {version} not found: {path} (store has {have})"
+            )
         try:
             state = HarnessState.model_validate_json(path.read_bytes())
         except ValidationError as err:
-            raise StoreCorrupt(f"{path}: not a valid harness state ({_what(err)}); {_version_recovery(version)}") from None
+            raise StoreCorrupt(
+                f"{path}: not a valid harness state ({_what(err)}); {_version_recovery(version)}"
+            ) from None
         if state.version != version:
-            raise StoreCorrupt(f"{path}: file holds version {state.version}, expected {version}; "
-                               f"{_version_recovery(version)}")
+            raise StoreCorrupt(
+                f"{path}: file holds version {state.version}, expected {version}; {_version_recovery(version)}"
+            )
         return state
 
     def latest(self) -> HarnessState:
@@ -121,8 +131,12 @@ class HarnessStore:
         """Committed update records in log order. Warns (does not raise) on a torn final line."""
         records, torn = self._read_log()
         if torn is not None:
-            warnings.warn(f"{self.updates_path}:{torn}: torn last line (interrupted write) ignored; "
-                          "the next commit moves it aside", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"{self.updates_path}:{torn}: torn last line (interrupted write) ignored; "
+                "the next commit moves it aside",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return records
 
     def _read_log(self) -> tuple[list[UpdateRecord], int | None]:
@@ -137,9 +151,11 @@ class HarnessStore:
             try:
                 records.append(UpdateRecord.model_validate_json(raw))
             except ValidationError as err:
-                raise StoreCorrupt(f"{self.updates_path}:{i}: invalid update record ({_what(err)}); the version files "
-                                   f"are the source of truth: move the bad line aside (a commit logs a recovery "
-                                   f"record for a version without one), or resume from a checkpoint") from None
+                raise StoreCorrupt(
+                    f"{self.updates_path}:{i}: invalid update record ({_what(err)}); the version files "
+                    f"are the source of truth: move the bad line aside (a commit logs a recovery "
+                    f"record for a version without one), or resume from a checkpoint"
+                ) from None
         return records, (len(complete) + 1 if tail else None)
 
     # -- writing --------------------------------------------------------------------------------------
@@ -177,8 +193,16 @@ class HarnessStore:
                 raise StoreCorrupt(f"{path}: already exists although version {current.version} is the latest")
             self._append_missing_records(records, current)
             atomic_write_text(path, new.model_dump_json())
-            self._append(UpdateRecord(version=new.version, parent_version=current.version, step=step, update=update,
-                                      meta=meta or {}, timestamp=_now()))
+            self._append(
+                UpdateRecord(
+                    version=new.version,
+                    parent_version=current.version,
+                    step=step,
+                    update=update,
+                    meta=meta or {},
+                    timestamp=_now(),
+                )
+            )
         return new
 
     def abandon_versions_after(self, version: int, aside: str | os.PathLike[str]) -> list[int]:
@@ -216,8 +240,9 @@ class HarnessStore:
                 rec = json.loads(raw)
                 v = int(rec.get("version", -1))
             except (ValueError, TypeError, AttributeError) as e:
-                warnings.warn(f"{self.updates_path}:{i}: not an update record ({e}); line dropped", RuntimeWarning,
-                              stacklevel=3)
+                warnings.warn(
+                    f"{self.updates_path}:{i}: not an update record ({e}); line dropped", RuntimeWarning, stacklevel=3
+                )
                 dropped += 1
                 continue
             (moved if v > version else kept).append(raw + "\n")
@@ -252,10 +277,21 @@ class HarnessStore:
             if v in logged or v == have[0]:  # the seed version is written by init, never logged
                 continue
             state = self.load(v)
-            warnings.warn(f"{self.path(v)}: version has no record in {self.updates_path}; logging a recovery record",
-                          RuntimeWarning, stacklevel=3)
-            self._append(UpdateRecord(version=v, parent_version=state.parent_version, step=state.step, update=None,
-                                      meta={"recovered": True}, timestamp=_now()))
+            warnings.warn(
+                f"{self.path(v)}: version has no record in {self.updates_path}; logging a recovery record",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self._append(
+                UpdateRecord(
+                    version=v,
+                    parent_version=state.parent_version,
+                    step=state.step,
+                    update=None,
+                    meta={"recovered": True},
+                    timestamp=_now(),
+                )
+            )
 
     def _append(self, record: UpdateRecord) -> None:
         line = (record.model_dump_json() + "\n").encode("utf-8")

@@ -28,11 +28,23 @@ DEFAULT_WEIGHTS: dict[str, float] = {"essential": 5.0, "important": 3.0, "option
 MAX_ABS_WEIGHT = 10.0
 MIN_CONFIRM_HITS = 2  # a failure is confirmed by at least this many groups, never by one
 FailureType = Literal[
-    "collapse_low", "collapse_high", "flat", "spurious_length", "spurious_audit", "stuffing", "blind_criterion",
+    "collapse_low",
+    "collapse_high",
+    "flat",
+    "spurious_length",
+    "spurious_audit",
+    "stuffing",
+    "blind_criterion",
     "guidance_leak",
 ]
 FAILURE_TYPES: tuple[str, ...] = (
-    "collapse_low", "collapse_high", "flat", "spurious_length", "spurious_audit", "stuffing", "blind_criterion",
+    "collapse_low",
+    "collapse_high",
+    "flat",
+    "spurious_length",
+    "spurious_audit",
+    "stuffing",
+    "blind_criterion",
     "guidance_leak",
 )
 
@@ -66,7 +78,9 @@ class Criterion(_Model):
     @model_validator(mode="after")
     def _sign_matches_kind(self) -> Criterion:
         if (self.kind == "pitfall") != (self.weight < 0):
-            raise ValueError(f"kind {self.kind!r} needs a {'negative' if self.kind == 'pitfall' else 'positive'} weight")
+            raise ValueError(
+                f"kind {self.kind!r} needs a {'negative' if self.kind == 'pitfall' else 'positive'} weight"
+            )
         if self.check is not None and check_depth(self.check) > MAX_NESTING + 1:
             raise ValueError(f"check nested deeper than {MAX_NESTING} levels")
         return self
@@ -152,8 +166,11 @@ class TaskSampling(_Model):
 
     def drawable(self, step: int) -> bool:
         """Whether the sampler may draw this task at training step `step`."""
-        return (self.status == "active" and self.weight > 0
-                and (self.quarantined_until is None or step >= self.quarantined_until))
+        return (
+            self.status == "active"
+            and self.weight > 0
+            and (self.quarantined_until is None or step >= self.quarantined_until)
+        )
 
 
 class HarnessState(_Model):
@@ -215,9 +232,12 @@ class HarnessState(_Model):
         A variant is its parent's prompt plus one added constraint, so each is a harder version of it.
         """
         return sorted(
-            v.id for v in self.variants.values()
-            if task_id in v.meta.get("lineage", [v.parent_id]) and v.id in self.sampling
-            and self.sampling[v.id].status == "active" and self.sampling[v.id].weight > 0
+            v.id
+            for v in self.variants.values()
+            if task_id in v.meta.get("lineage", [v.parent_id])
+            and v.id in self.sampling
+            and self.sampling[v.id].status == "active"
+            and self.sampling[v.id].weight > 0
         )
 
     def guidance_for(self, task_id: str) -> Guidance:
@@ -359,19 +379,46 @@ class RestoreCriteria(_Op):
 
 Op = Annotated[
     Union[
-        Reweight, Retire, Revive, Quarantine, AddVariant, AddHint, EditHint, RemoveHint, SetSchedule, AddCriterion,
-        EditCriterion, SplitCriterion, RemoveCriterion, ReweightCriterion, AddPitfall, RestoreSampling, RestoreGuidance,
+        Reweight,
+        Retire,
+        Revive,
+        Quarantine,
+        AddVariant,
+        AddHint,
+        EditHint,
+        RemoveHint,
+        SetSchedule,
+        AddCriterion,
+        EditCriterion,
+        SplitCriterion,
+        RemoveCriterion,
+        ReweightCriterion,
+        AddPitfall,
+        RestoreSampling,
+        RestoreGuidance,
         RestoreCriteria,
     ],
     Field(discriminator="op"),
 ]
 OP_INTERFACE: dict[str, Interface] = {
-    "reweight": "sampling", "retire": "sampling", "revive": "sampling", "quarantine": "sampling",
+    "reweight": "sampling",
+    "retire": "sampling",
+    "revive": "sampling",
+    "quarantine": "sampling",
     "add_variant": "sampling",
-    "add_hint": "guidance", "edit_hint": "guidance", "remove_hint": "guidance", "set_schedule": "guidance",
-    "add_criterion": "criteria", "edit_criterion": "criteria", "split_criterion": "criteria",
-    "remove_criterion": "criteria", "reweight_criterion": "criteria", "add_pitfall": "criteria",
-    "restore_sampling": "sampling", "restore_guidance": "guidance", "restore_criteria": "criteria",
+    "add_hint": "guidance",
+    "edit_hint": "guidance",
+    "remove_hint": "guidance",
+    "set_schedule": "guidance",
+    "add_criterion": "criteria",
+    "edit_criterion": "criteria",
+    "split_criterion": "criteria",
+    "remove_criterion": "criteria",
+    "reweight_criterion": "criteria",
+    "add_pitfall": "criteria",
+    "restore_sampling": "sampling",
+    "restore_guidance": "guidance",
+    "restore_criteria": "criteria",
 }
 
 
@@ -388,7 +435,9 @@ class HarnessUpdate(_Model):
     def _ops_match_interface(self) -> HarnessUpdate:
         for i, op in enumerate(self.ops):
             if OP_INTERFACE[op.op] != self.interface:
-                raise ValueError(f"ops[{i}] ({op.op}) belongs to interface {OP_INTERFACE[op.op]!r}, not {self.interface!r}")
+                raise ValueError(
+                    f"ops[{i}] ({op.op}) belongs to interface {OP_INTERFACE[op.op]!r}, not {self.interface!r}"
+                )
         return self
 
     @property
@@ -429,8 +478,10 @@ class FailureEvent(_Model):
     @model_validator(mode="after")
     def _confirmed_needs_groups(self) -> FailureEvent:
         if self.confirmed and self.window_hits < MIN_CONFIRM_HITS:
-            raise ValueError(f"confirmed: a failure seen in {self.window_hits} group(s) cannot be confirmed "
-                             f"(needs at least {MIN_CONFIRM_HITS})")
+            raise ValueError(
+                f"confirmed: a failure seen in {self.window_hits} group(s) cannot be confirmed "
+                f"(needs at least {MIN_CONFIRM_HITS})"
+            )
         return self
 
     # An `events.jsonl` line is the event plus the harness version it was detected under: a fact of the run's

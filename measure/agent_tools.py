@@ -109,11 +109,23 @@ def _memory_tools(services: ToolServices) -> list[BaseTool]:
         """
         if services.memory is None:
             return "error: training memory is disabled in this run; no cross-task evidence is available"
-        cases = services.memory.similar_cases(query, max(1, min(int(k), MAX_SIMILAR)), failure_type=failure_type,
-                                              interface=interface)
-        return _dump([{"task_id": c.task_id, "failure_type": c.failure_type, "interface": c.interface,
-                       "outcome": c.outcome, "deltas": redact(c.deltas), "distance": round(c.distance, 4),
-                       "summary": c.document[:MAX_DOC_CHARS]} for c in cases])
+        cases = services.memory.similar_cases(
+            query, max(1, min(int(k), MAX_SIMILAR)), failure_type=failure_type, interface=interface
+        )
+        return _dump(
+            [
+                {
+                    "task_id": c.task_id,
+                    "failure_type": c.failure_type,
+                    "interface": c.interface,
+                    "outcome": c.outcome,
+                    "deltas": redact(c.deltas),
+                    "distance": round(c.distance, 4),
+                    "summary": c.document[:MAX_DOC_CHARS],
+                }
+                for c in cases
+            ]
+        )
 
     return [_tool(task_history, "task_history"), _tool(similar_cases, "similar_cases")]
 
@@ -135,15 +147,21 @@ def _harness_tools(services: ToolServices) -> list[BaseTool]:
         task = st.task(task_id)
         g = st.guidance_for(task_id)
         sampling = st.sampling.get(task_id)
-        return _dump({
-            "harness_version": st.version, "task_id": task.id, "domain": task.domain, "parent_id": task.parent_id,
-            "prompt": [m.model_dump() for m in task.prompt],
-            "criteria": [c.model_dump(mode="json", exclude_none=True, exclude={"origin"}) for c in task.criteria],
-            "hints": [h.model_dump(mode="json") for h in g.hints], "schedule": g.schedule.model_dump(mode="json"),
-            "sampling": None if sampling is None else sampling.model_dump(mode="json"),
-            "variants": sorted(v.id for v in st.variants.values() if v.parent_id == task_id),
-            "has_reference_answer": task.reference_answer is not None,
-        })
+        return _dump(
+            {
+                "harness_version": st.version,
+                "task_id": task.id,
+                "domain": task.domain,
+                "parent_id": task.parent_id,
+                "prompt": [m.model_dump() for m in task.prompt],
+                "criteria": [c.model_dump(mode="json", exclude_none=True, exclude={"origin"}) for c in task.criteria],
+                "hints": [h.model_dump(mode="json") for h in g.hints],
+                "schedule": g.schedule.model_dump(mode="json"),
+                "sampling": None if sampling is None else sampling.model_dump(mode="json"),
+                "variants": sorted(v.id for v in st.variants.values() if v.parent_id == task_id),
+                "has_reference_answer": task.reference_answer is not None,
+            }
+        )
 
     return [_tool(current_harness, "current_harness")]
 
@@ -154,12 +172,18 @@ def _measurement_prompt(st: HarnessState, task_id: str) -> list[dict]:
 
 
 def _score_view(responses: list[str], results: list) -> str:
-    return _dump([
-        {"response": r[:120], "score": round(res.score, 4),
-         "verdicts": {cid: {"met": v.met, "source": v.source, "reason": v.reason[:160]}
-                      for cid, v in res.verdicts.items()}}
-        for r, res in zip(responses, results)
-    ])
+    return _dump(
+        [
+            {
+                "response": r[:120],
+                "score": round(res.score, 4),
+                "verdicts": {
+                    cid: {"met": v.met, "source": v.source, "reason": v.reason[:160]} for cid, v in res.verdicts.items()
+                },
+            }
+            for r, res in zip(responses, results)
+        ]
+    )
 
 
 def _check_responses(st: HarnessState, task_id: str, responses: list[str]) -> str | None:
@@ -187,8 +211,13 @@ def _policy_tools(services: ToolServices) -> list[BaseTool]:
         if not st.has_task(task_id):
             return _unknown(st, task_id)
         n = max(1, min(int(n), MAX_SAMPLES))
-        [texts] = services.endpoint.sample([_measurement_prompt(st, task_id)], n=n, max_tokens=services.max_tokens,
-                                           temperature=services.temperature, seed=services.seed)
+        [texts] = services.endpoint.sample(
+            [_measurement_prompt(st, task_id)],
+            n=n,
+            max_tokens=services.max_tokens,
+            temperature=services.temperature,
+            seed=services.seed,
+        )
         return _dump([t[:MAX_TEXT_CHARS] for t in texts])
 
     def score_responses(task_id: str, responses: list[str]) -> str:

@@ -70,9 +70,21 @@ from measure.endpoint import PolicyEndpoint
 from measure.group_metrics import GroupMetrics, Row, Strata, Summary, group_metrics, score_rows, summarise
 from measure.judge import Judge, run_sync
 from measure.probes import Cost, ProbeCache, count_tokens
-from measure.sequential import (ALPHA, BOOTSTRAP, Decision, ExactPlan, Sequential, StopRule, dead_level, decide,
-                              decide_hits, looks, null_tail, p_pass, pooled_plan)
-
+from measure.sequential import (
+    ALPHA,
+    BOOTSTRAP,
+    Decision,
+    ExactPlan,
+    Sequential,
+    StopRule,
+    dead_level,
+    decide,
+    decide_hits,
+    looks,
+    null_tail,
+    p_pass,
+    pooled_plan,
+)
 
 # The exact hit test's control pool holds at least this many times the candidate's cap: p0's uncertainty then costs
 # about half the power that the candidate's own noise does (with a pool the size of the cap it costs as much).
@@ -102,22 +114,31 @@ class Measurement(BaseModel):
 
     def compact(self) -> dict:
         """A short JSON-able view for an LLM agent: summaries, deltas, per-task headline numbers, cost."""
+
         def g(m: GroupMetrics) -> dict:
-            return {"mean": round(m.mean, 3), "std": round(m.std, 3), "dead": m.dead, "in_band": m.in_band,
-                    "audit_mean": None if m.audit_mean is None else round(m.audit_mean, 3),
-                    "length_corr": None if m.length_corr is None else round(m.length_corr, 3),
-                    "leak_hits": round(m.leak_hits, 3), "rewards": [round(r, 3) for r in m.rewards]}
+            return {
+                "mean": round(m.mean, 3),
+                "std": round(m.std, 3),
+                "dead": m.dead,
+                "in_band": m.in_band,
+                "audit_mean": None if m.audit_mean is None else round(m.audit_mean, 3),
+                "length_corr": None if m.length_corr is None else round(m.length_corr, 3),
+                "leak_hits": round(m.leak_hits, 3),
+                "rewards": [round(r, 3) for r in m.rewards],
+            }
 
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
 
         return {
-            "interface": self.interface, "k": self.k,
+            "interface": self.interface,
+            "k": self.k,
             "control": {k: r(v) if isinstance(v, float) else v for k, v in self.control.model_dump().items()},
             "candidate": {k: r(v) if isinstance(v, float) else v for k, v in self.candidate.model_dump().items()},
             "deltas": {k: r(v) for k, v in self.deltas.items()},
             "per_task": {t: {side: g(m) for side, m in sides.items()} for t, sides in self.per_task.items()},
-            "weights": self.weights, "judge_failures": self.judge_failures,
+            "weights": self.weights,
+            "judge_failures": self.judge_failures,
             "cost": self.cost.model_dump(),
             "sequential": None if self.sequential is None else self.sequential.model_dump(),
         }
@@ -175,7 +196,6 @@ def _weight(state: HarnessState, task_id: str) -> float:
     return 0.0 if s is None or s.status != "active" else float(s.weight)
 
 
-
 # -- the measurement ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MeasureSettings:
@@ -228,9 +248,16 @@ def _check_rule(rule: StopRule | None, task_ids: list[str]) -> None:
         raise ValueError(f"rule.pooled {list(rule.pooled)} are not all among the update's tasks {task_ids}")
 
 
-def _plan(state: HarnessState, candidate_state: HarnessState, update: HarnessUpdate, rule: StopRule | None,
-          prior: Mapping[str, Sequence[str]], history: Mapping[str, Sequence[str]], settings: MeasureSettings,
-          exact: bool) -> _Plan:
+def _plan(
+    state: HarnessState,
+    candidate_state: HarnessState,
+    update: HarnessUpdate,
+    rule: StopRule | None,
+    prior: Mapping[str, Sequence[str]],
+    history: Mapping[str, Sequence[str]],
+    settings: MeasureSettings,
+    exact: bool,
+) -> _Plan:
     """Both sides' strata per affected task (module docstring: how the sides are built, per interface)."""
     criteria = update.interface == "criteria"
     sampling = update.interface == "sampling"
@@ -246,8 +273,12 @@ def _plan(state: HarnessState, candidate_state: HarnessState, update: HarnessUpd
             # One pool: the rubric is what changes, not the prompt (module docstring).
             top = max(control, key=lambda s: s.weight)
             sides["control"][tid] = [_Stratum(1.0, top.spec)]
-            sides["candidate"][tid] = [_Stratum(1.0, _spec(candidate_state.task(tid), list(top.spec.hints),
-                                                           state.guidance_for(tid).schedule.placement))]
+            sides["candidate"][tid] = [
+                _Stratum(
+                    1.0,
+                    _spec(candidate_state.task(tid), list(top.spec.hints), state.guidance_for(tid).schedule.placement),
+                )
+            ]
             plan.pools_prior.setdefault(top.spec.prompt_key, []).extend(prior.get(tid, []))
         else:
             sides["control"][tid] = control
@@ -260,12 +291,17 @@ def _plan(state: HarnessState, candidate_state: HarnessState, update: HarnessUpd
                 for s in control:
                     plan.floor[s.spec.prompt_key] = CONTROL_FACTOR * settings.sample_k_max
         if sampling:
-            plan.weights[tid] = {"control": 0.0 if new_variant else _weight(state, tid),
-                                 "candidate": _weight(candidate_state, tid)}
+            plan.weights[tid] = {
+                "control": 0.0 if new_variant else _weight(state, tid),
+                "candidate": _weight(candidate_state, tid),
+            }
         else:
             plan.weights[tid] = {"control": 1.0, "candidate": 1.0}
-    plan.paired = {t: [(s.weight, s.spec.prompt_key) for s in sides["control"][t]]
-                   == [(s.weight, s.spec.prompt_key) for s in sides["candidate"][t]] for t in update.task_ids}
+    plan.paired = {
+        t: [(s.weight, s.spec.prompt_key) for s in sides["control"][t]]
+        == [(s.weight, s.spec.prompt_key) for s in sides["candidate"][t]]
+        for t in update.task_ids
+    }
     return plan
 
 
@@ -275,10 +311,23 @@ class _Rollouts:
     Rollouts are sampled into the round's probe cache (a pool only ever grows at its end) and scored once each.
     """
 
-    def __init__(self, plan: _Plan, task_ids: list[str], endpoint: PolicyEndpoint, judge: Judge,
-                 settings: MeasureSettings, cache: ProbeCache) -> None:
+    def __init__(
+        self,
+        plan: _Plan,
+        task_ids: list[str],
+        endpoint: PolicyEndpoint,
+        judge: Judge,
+        settings: MeasureSettings,
+        cache: ProbeCache,
+    ) -> None:
         self.plan, self.task_ids, self.endpoint, self.judge, self.settings, self.cache = (
-            plan, task_ids, endpoint, judge, settings, cache)
+            plan,
+            task_ids,
+            endpoint,
+            judge,
+            settings,
+            cache,
+        )
         self.cost = Cost()
         self.drawn: dict[str, int] = {}  # prompt key -> probes this measurement generated
         self.scored: dict[tuple[str, str, int], list[Row]] = {}  # (side, task id, stratum index) -> scored rows
@@ -317,10 +366,18 @@ class _Rollouts:
                 batch = [[{"role": r, "content": c} for r, c in spec.messages] for spec in specs.values()]
                 # The seed moves with the texts already held: an extension draws new samples, and both sides
                 # extend with the same seed (common random numbers).
-                out = await asyncio.to_thread(self.endpoint.sample, batch, n=need, max_tokens=s.max_tokens,
-                                              temperature=s.temperature, seed=s.seed + have)
+                out = await asyncio.to_thread(
+                    self.endpoint.sample,
+                    batch,
+                    n=need,
+                    max_tokens=s.max_tokens,
+                    temperature=s.temperature,
+                    seed=s.seed + have,
+                )
                 if len(out) != len(batch) or any(len(o) != need for o in out):
-                    raise RuntimeError(f"endpoint returned {[len(o) for o in out]} completions for {len(batch)} prompts x n={need}")
+                    raise RuntimeError(
+                        f"endpoint returned {[len(o) for o in out]} completions for {len(batch)} prompts x n={need}"
+                    )
                 self.cost.sample_calls += 1
                 for key, texts in zip(specs, out):
                     self.cache.extend(step, self.cache_key(key), have, texts)
@@ -338,20 +395,36 @@ class _Rollouts:
                     texts = self.pool(s.spec.prompt_key, n)
                     rows = self.scored.setdefault((side, tid, i), [])
                     if len(texts) > len(rows):
-                        jobs.append((rows, score_rows(s.spec.task, s.spec.hints, texts[len(rows):], self.judge,
-                                                      self.settings.detector_config)))
+                        jobs.append(
+                            (
+                                rows,
+                                score_rows(
+                                    s.spec.task,
+                                    s.spec.hints,
+                                    texts[len(rows) :],
+                                    self.judge,
+                                    self.settings.detector_config,
+                                ),
+                            )
+                        )
         for (rows, _), new in zip(jobs, await asyncio.gather(*(j for _, j in jobs))):
             rows.extend(new)
             self.cost.scored_rollouts += len(new)
 
     def side_rows(self, side: str, tid: str) -> Strata:
-        return [(s.weight, bool(s.spec.hints), self.scored[(side, tid, i)])
-                for i, s in enumerate(self.plan.sides[side][tid])]
+        return [
+            (s.weight, bool(s.spec.hints), self.scored[(side, tid, i)])
+            for i, s in enumerate(self.plan.sides[side][tid])
+        ]
 
     def close(self, k: int, t0: float) -> Cost:
         """The measurement's cost once its last look (group size k) is taken."""
-        used = {s.spec.prompt_key: len(self.pool(s.spec.prompt_key, k))
-                for side in self.plan.sides.values() for ss in side.values() for s in ss}
+        used = {
+            s.spec.prompt_key: len(self.pool(s.spec.prompt_key, k))
+            for side in self.plan.sides.values()
+            for ss in side.values()
+            for s in ss
+        }
         self.cost.reused_rollouts = sum(max(0, n - self.drawn.get(key, 0)) for key, n in used.items())
         self.cost.judge_calls = self.judge.stats.llm_calls - self.judge_calls_before
         self.cost.seconds = round(time.monotonic() - t0, 3)
@@ -389,13 +462,22 @@ async def _take_looks(ro: _Rollouts, rule: StopRule | None, versions: tuple[int,
         if exact:
             focus = [rule.task_id, *rule.pooled]
             rows = {t: (ro.side_rows("control", t), ro.side_rows("candidate", t)) for t in focus}
-            lk.decision = _exact_look(rule, ro.plan.sides, rows, lk.sizes, j, s.alpha, lk.hit_record, versions,
-                                      s.detector_config, paired)
+            lk.decision = _exact_look(
+                rule, ro.plan.sides, rows, lk.sizes, j, s.alpha, lk.hit_record, versions, s.detector_config, paired
+            )
             lk.ps.append(lk.hit_record["tails"][-1])
             lk.per_look = lk.hit_record["plan"].spent[0]
         else:
-            p = p_pass(rule, ro.side_rows("control", rule.task_id), ro.side_rows("candidate", rule.task_id), paired,
-                       versions, s.detector_config, rng, s.resamples)
+            p = p_pass(
+                rule,
+                ro.side_rows("control", rule.task_id),
+                ro.side_rows("candidate", rule.task_id),
+                paired,
+                versions,
+                s.detector_config,
+                rng,
+                s.resamples,
+            )
             lk.ps.append(p)
             lk.decision = decide(p, lk.per_look)
         if lk.decision != "undecided":
@@ -428,40 +510,87 @@ async def ameasure_candidate(
     return _measurement(update, state, candidate_state, ro, lk, rule, exact, t0)
 
 
-def _measurement(update: HarnessUpdate, state: HarnessState, candidate_state: HarnessState, ro: _Rollouts,
-                 lk: _Looks, rule: StopRule | None, exact: bool, t0: float) -> Measurement:
+def _measurement(
+    update: HarnessUpdate,
+    state: HarnessState,
+    candidate_state: HarnessState,
+    ro: _Rollouts,
+    lk: _Looks,
+    rule: StopRule | None,
+    exact: bool,
+    t0: float,
+) -> Measurement:
     """Per-task group metrics, the sides' weighted summaries, their deltas, cost and the sequential record."""
     s, task_ids = ro.settings, update.task_ids
     per_task: dict[str, dict[str, GroupMetrics]] = {tid: {} for tid in task_ids}
     for tid in task_ids:
         for side, st in (("control", state), ("candidate", candidate_state)):
             # The control of a new variant is its parent's group: it carries the parent's id.
-            per_task[tid][side] = group_metrics(ro.plan.sides[side][tid][0].spec.task.id, st.version,
-                                                ro.side_rows(side, tid), s.detector_config)
+            per_task[tid][side] = group_metrics(
+                ro.plan.sides[side][tid][0].spec.task.id, st.version, ro.side_rows(side, tid), s.detector_config
+            )
     summaries = {
         name: summarise([(per_task[t][name], ro.plan.weights[t][name]) for t in task_ids])
         for name in ("control", "candidate")
     }
     c, d = summaries["control"], summaries["candidate"]
     deltas: dict[str, float | None] = {}
-    for name in ("mean", "mean_std", "dead_share", "band_share", "length_corr", "audit_mean", "leak_hits",
-                 "dead_weight", "band_weight"):
+    for name in (
+        "mean",
+        "mean_std",
+        "dead_share",
+        "band_share",
+        "length_corr",
+        "audit_mean",
+        "leak_hits",
+        "dead_weight",
+        "band_weight",
+    ):
         a, b = getattr(c, name), getattr(d, name)
         deltas[name] = None if a is None or b is None else float(b - a)
     cost = ro.close(lk.ks[-1], t0)
     return Measurement(
-        interface=update.interface, task_ids=task_ids, candidate_version=candidate_state.version, k=lk.ks[-1],
-        seed=s.seed, step=s.step, per_task=per_task, weights=ro.plan.weights, paired=ro.plan.paired, control=c,
-        candidate=d, deltas=deltas, judge_failures=ro.judge_failures(), cost=cost,
-        sequential=None if rule is None else Sequential(
-            alpha=s.alpha, alpha_per_look=lk.per_look, max_looks=len(lk.sizes), ks=lk.ks, p_pass=lk.ps,
-            resamples=0 if exact else s.resamples, decision=lk.decision, **_exact_record(lk.hit_record)),
+        interface=update.interface,
+        task_ids=task_ids,
+        candidate_version=candidate_state.version,
+        k=lk.ks[-1],
+        seed=s.seed,
+        step=s.step,
+        per_task=per_task,
+        weights=ro.plan.weights,
+        paired=ro.plan.paired,
+        control=c,
+        candidate=d,
+        deltas=deltas,
+        judge_failures=ro.judge_failures(),
+        cost=cost,
+        sequential=None
+        if rule is None
+        else Sequential(
+            alpha=s.alpha,
+            alpha_per_look=lk.per_look,
+            max_looks=len(lk.sizes),
+            ks=lk.ks,
+            p_pass=lk.ps,
+            resamples=0 if exact else s.resamples,
+            decision=lk.decision,
+            **_exact_record(lk.hit_record),
+        ),
     )
 
 
-def _exact_look(rule: StopRule, sides: dict[str, dict[str, list[_Stratum]]], rows: dict[str, tuple[Strata, Strata]],
-                sizes: list[int], j: int, alpha: float, rec: dict, versions: tuple[int, int], cfg: DetectorConfig,
-                paired: bool) -> Decision:
+def _exact_look(
+    rule: StopRule,
+    sides: dict[str, dict[str, list[_Stratum]]],
+    rows: dict[str, tuple[Strata, Strata]],
+    sizes: list[int],
+    j: int,
+    alpha: float,
+    rec: dict,
+    versions: tuple[int, int],
+    cfg: DetectorConfig,
+    paired: bool,
+) -> Decision:
     """One look of the exact hit test (measure.sequential): the plan is fixed at the first look from the control pools
     of the focus task and any pooled ones; each one's hits are counted against its own dead level, on the candidate
     strata whose prompt its control does not share (else on all of them)."""
@@ -474,9 +603,12 @@ def _exact_look(rule: StopRule, sides: dict[str, dict[str, list[_Stratum]]], row
             rec["levels"][t] = level = dead_level(rewards)
             shared = {s.spec.prompt_key for s in sides["control"][t]}
             cand = sides["candidate"][t]
-            rec["changed"][t] = [i for i, s in enumerate(cand) if s.spec.prompt_key not in shared] or list(range(len(cand)))
-            rec["controls"].append((sum(test.is_hit(r, level, cfg.eps) for r in rewards), len(rewards),
-                                    len(rec["changed"][t])))
+            rec["changed"][t] = [i for i, s in enumerate(cand) if s.spec.prompt_key not in shared] or list(
+                range(len(cand))
+            )
+            rec["controls"].append(
+                (sum(test.is_hit(r, level, cfg.eps) for r in rewards), len(rewards), len(rec["changed"][t]))
+            )
         rec["x0"], rec["n0"] = sum(c[0] for c in rec["controls"]), sum(c[1] for c in rec["controls"])
         rec["plan"] = pooled_plan(rec["controls"], sizes, alpha, alpha, test.min_rate_gain)
     plan: ExactPlan = rec["plan"]
@@ -504,10 +636,18 @@ def _exact_record(rec: dict) -> dict:
         return {}
     plan: ExactPlan = rec["plan"]
     taken = len(rec["hits"])
-    return {"test": "exact", "hits": rec["hits"], "trials": rec["trials"], "pass_at": plan.pass_at[:taken],
-            "fail_at": plan.fail_at[:taken], "control_hits": rec["x0"], "control_n": rec["n0"],
-            "level": round(rec["levels"][next(iter(rec["levels"]))], 6), "direction": rec["direction"],
-            "pooled": list(rec["levels"])[1:]}
+    return {
+        "test": "exact",
+        "hits": rec["hits"],
+        "trials": rec["trials"],
+        "pass_at": plan.pass_at[:taken],
+        "fail_at": plan.fail_at[:taken],
+        "control_hits": rec["x0"],
+        "control_n": rec["n0"],
+        "level": round(rec["levels"][next(iter(rec["levels"]))], 6),
+        "direction": rec["direction"],
+        "pooled": list(rec["levels"])[1:],
+    }
 
 
 def measure_candidate(
@@ -531,6 +671,16 @@ def measure_candidate(
     probe rollouts across the round's measurements. Raises `harness.ops.UpdateRejected` for an invalid
     update and `RuntimeError` inside a running event loop (await `ameasure_candidate` there).
     """
-    return run_sync(ameasure_candidate(state, update, endpoint, judge, settings, rule=rule,
-                                       prior_rollouts=prior_rollouts, control_history=control_history,
-                                       probe_cache=probe_cache))
+    return run_sync(
+        ameasure_candidate(
+            state,
+            update,
+            endpoint,
+            judge,
+            settings,
+            rule=rule,
+            prior_rollouts=prior_rollouts,
+            control_history=control_history,
+            probe_cache=probe_cache,
+        )
+    )

@@ -20,8 +20,14 @@ class PolicyEndpoint(Protocol):
 
     name: str
 
-    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
-               seed: int | None = None) -> list[list[str]]:
+    def sample(
+        self,
+        messages_batch: list[list[dict]],
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[str]]:
         """Return one list of ``n`` completion texts per conversation, in input order.
 
         ``temperature == 0`` means greedy. With a ``seed`` the same call gives the same samples (per
@@ -51,9 +57,14 @@ def validate_request(messages_batch: list[list[dict]], n: int, max_tokens: int, 
         if not isinstance(conv, list) or not conv:
             raise ValueError(f"messages_batch[{i}] must be a non-empty list of messages")
         for j, msg in enumerate(conv):
-            if not isinstance(msg, dict) or not isinstance(msg.get("role"), str) or not isinstance(
-                    msg.get("content"), str):
-                raise ValueError(f"messages_batch[{i}][{j}] must be a dict with string 'role' and 'content', got {msg!r}")
+            if (
+                not isinstance(msg, dict)
+                or not isinstance(msg.get("role"), str)
+                or not isinstance(msg.get("content"), str)
+            ):
+                raise ValueError(
+                    f"messages_batch[{i}][{j}] must be a dict with string 'role' and 'content', got {msg!r}"
+                )
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
     if not isinstance(max_tokens, int) or max_tokens < 1:

@@ -52,7 +52,9 @@ class GroupMetrics(_Model):
     in_band: bool  # tau_lo < mean < tau_hi
     length_corr: float | None  # Spearman(length, reward) within a visit; None when either side is constant
     audit_mean: float | None
-    leak_hits: float  # expected hinted rollouts per group that copy a hint (>= leak_overlap of its 4-grams) or the reference
+    leak_hits: (
+        float  # expected hinted rollouts per group that copy a hint (>= leak_overlap of its 4-grams) or the reference
+    )
     pass_rates: dict[str, float]
     hinted: bool
     max_repeat: int
@@ -129,7 +131,9 @@ def _wmean(pairs: Sequence[tuple[float | None, float]]) -> float | None:
 Strata = Sequence[tuple[float, bool, Sequence[Row]]]  # per visit prompt: (probability, hinted, scored rollouts)
 
 
-def group_metrics(task_id: str, version: int, strata: Strata, cfg: DetectorConfig, *, full: bool = True) -> GroupMetrics:
+def group_metrics(
+    task_id: str, version: int, strata: Strata, cfg: DetectorConfig, *, full: bool = True
+) -> GroupMetrics:
     """Visit-weighted metrics of one side. `full=False` skips validation and examples (bootstrap resamples)."""
     stats: list[tuple[float, float, float, float | None, float | None, float, dict[str, float]]] = []
     rows_all: list[Row] = []
@@ -142,9 +146,21 @@ def group_metrics(task_id: str, version: int, strata: Strata, cfg: DetectorConfi
         ids: list[str] = []
         for r in rows:
             ids.extend(c for c in r.verdicts if c not in ids)
-        rates = {c: sum(r.verdicts[c] for r in rows if c in r.verdicts) / sum(1 for r in rows if c in r.verdicts) for c in ids}
-        stats.append((w, mean, std, _spearman([r.length for r in rows], rewards),
-                      sum(audits) / len(audits) if audits else None, float(sum(r.leak for r in rows)), rates))
+        rates = {
+            c: sum(r.verdicts[c] for r in rows if c in r.verdicts) / sum(1 for r in rows if c in r.verdicts)
+            for c in ids
+        }
+        stats.append(
+            (
+                w,
+                mean,
+                std,
+                _spearman([r.length for r in rows], rewards),
+                sum(audits) / len(audits) if audits else None,
+                float(sum(r.leak for r in rows)),
+                rates,
+            )
+        )
         rows_all.extend(rows)
         index.extend([i] * len(rows))
     mean = sum(w * m for w, m, *_ in stats)
@@ -154,15 +170,28 @@ def group_metrics(task_id: str, version: int, strata: Strata, cfg: DetectorConfi
         cids.extend(c for c in rates if c not in cids)
     rewards_all = [r.reward for r in rows_all]
     values = dict(
-        task_id=task_id, harness_version=version, n=len(rows_all), rewards=rewards_all,
-        lengths=[r.length for r in rows_all], audits=[r.audit for r in rows_all], mean=mean, std=std,
-        min=min(rewards_all), max=max(rewards_all), dead=std < cfg.eps, in_band=cfg.tau_lo < mean < cfg.tau_hi,
-        length_corr=_wmean([(s[3], s[0]) for s in stats]), audit_mean=_wmean([(s[4], s[0]) for s in stats]),
+        task_id=task_id,
+        harness_version=version,
+        n=len(rows_all),
+        rewards=rewards_all,
+        lengths=[r.length for r in rows_all],
+        audits=[r.audit for r in rows_all],
+        mean=mean,
+        std=std,
+        min=min(rewards_all),
+        max=max(rewards_all),
+        dead=std < cfg.eps,
+        in_band=cfg.tau_lo < mean < cfg.tau_hi,
+        length_corr=_wmean([(s[3], s[0]) for s in stats]),
+        audit_mean=_wmean([(s[4], s[0]) for s in stats]),
         leak_hits=sum(w * leaks for w, _, _, _, _, leaks, _ in stats),
         pass_rates={c: _wmean([(rates.get(c), w) for w, *_, rates in stats]) for c in cids},
         hinted=any(h for w, h, _ in strata if w > 0),
-        max_repeat=max(r.repeat for r in rows_all), verdicts=[r.verdicts for r in rows_all],
-        leaks=[r.leak for r in rows_all], strata=index, stratum_weights=[w for w, _, _ in strata],
+        max_repeat=max(r.repeat for r in rows_all),
+        verdicts=[r.verdicts for r in rows_all],
+        leaks=[r.leak for r in rows_all],
+        strata=index,
+        stratum_weights=[w for w, _, _ in strata],
     )
     if not full:
         return GroupMetrics.model_construct(**values, examples=[])
@@ -171,21 +200,32 @@ def group_metrics(task_id: str, version: int, strata: Strata, cfg: DetectorConfi
     return GroupMetrics(**values, examples=examples)
 
 
-async def score_rows(task: Task, hints: Sequence[Hint], texts: Sequence[str], judge: Judge,
-                     cfg: DetectorConfig) -> list[Row]:
+async def score_rows(
+    task: Task, hints: Sequence[Hint], texts: Sequence[str], judge: Judge, cfg: DetectorConfig
+) -> list[Row]:
     """Score `texts`, rollouts of `task` under a visit prompt showing `hints`: reward, audit, verdicts, leaks."""
-    scores, audits = await asyncio.gather(judge.score(task.criteria, task.user_prompt, list(texts)),
-                                          judge.audit(task, list(texts)))
+    scores, audits = await asyncio.gather(
+        judge.score(task.criteria, task.user_prompt, list(texts)), judge.audit(task, list(texts))
+    )
     hint_texts = [h.text for h in hints]
     rows = []
     for t, s, a in zip(texts, scores, audits):
         # A hinted rollout that parrots a hint or reproduces the reference answer is credited by the hint,
         # not learnt; unhinted rollouts containing the reference are just correct, so they do not count.
-        leak = bool(hint_texts) and (hint_overlap(t, hint_texts) >= cfg.leak_overlap
-                                     or hint_leaks_reference(t, task.reference_answer))
-        rows.append(Row(text=t, reward=float(s.score), length=len(words(t)), audit=a, leak=leak,
-                        verdicts={c: v.met for c, v in s.verdicts.items() if v.decided},
-                        repeat=max_ngram_repeats(t, REPEAT_NGRAM)))
+        leak = bool(hint_texts) and (
+            hint_overlap(t, hint_texts) >= cfg.leak_overlap or hint_leaks_reference(t, task.reference_answer)
+        )
+        rows.append(
+            Row(
+                text=t,
+                reward=float(s.score),
+                length=len(words(t)),
+                audit=a,
+                leak=leak,
+                verdicts={c: v.met for c, v in s.verdicts.items() if v.decided},
+                repeat=max_ngram_repeats(t, REPEAT_NGRAM),
+            )
+        )
     return rows
 
 
@@ -193,7 +233,8 @@ def summarise(groups: Sequence[tuple[GroupMetrics, float]]) -> Summary:
     """One side's groups weighed by their sampling weights (a group of weight 0 does not count)."""
     live = [(m, w) for m, w in groups if w > 0]
     return Summary(
-        n_groups=len(live), weight=sum(w for _, w in live),
+        n_groups=len(live),
+        weight=sum(w for _, w in live),
         mean=_wmean([(m.mean, w) for m, w in live]),
         mean_std=_wmean([(m.std, w) for m, w in live]),
         dead_share=_wmean([(float(m.dead), w) for m, w in live]),

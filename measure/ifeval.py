@@ -60,16 +60,24 @@ def _check_instruction(iid: str, kwargs: Any, registry: dict[str, Any]) -> list[
     """
     if iid not in registry:
         near = sorted(k for k in registry if k.split(":")[-1] == iid.split(":")[-1])
-        return [("instruction_id_list", f"unknown IFEval instruction id {iid!r}"
-                 + (f" (did you mean {near[0]!r}?)" if near else ""))]
+        return [
+            (
+                "instruction_id_list",
+                f"unknown IFEval instruction id {iid!r}" + (f" (did you mean {near[0]!r}?)" if near else ""),
+            )
+        ]
     if not isinstance(kwargs, dict):
         return [("kwargs", f"must be an object, got {type(kwargs).__name__}")]
     given = {k: v for k, v in kwargs.items() if v is not None}  # IFEval's own rows carry nulls for unused keys
     checker = registry[iid](iid)
     wanted = set(checker.get_instruction_args_keys()) - {"prompt"}
-    problems = [("kwargs", f"missing {k!r} for {iid} (IFEval would draw a random value)") for k in sorted(wanted - set(given))]
-    problems += [("kwargs", f"unknown argument {k!r} for {iid}; it takes {sorted(wanted) or 'none'}")
-                 for k in sorted(set(given) - wanted)]
+    problems = [
+        ("kwargs", f"missing {k!r} for {iid} (IFEval would draw a random value)") for k in sorted(wanted - set(given))
+    ]
+    problems += [
+        ("kwargs", f"unknown argument {k!r} for {iid}; it takes {sorted(wanted) or 'none'}")
+        for k in sorted(set(given) - wanted)
+    ]
     if problems:
         return problems
     try:
@@ -84,8 +92,9 @@ def _check_instruction(iid: str, kwargs: Any, registry: dict[str, Any]) -> list[
     return []
 
 
-def parse_row(row: Any, file: str, line: int, registry: dict[str, Any] | None = None,
-              conflicts: dict[str, Any] | None = None) -> IFEvalPrompt:
+def parse_row(
+    row: Any, file: str, line: int, registry: dict[str, Any] | None = None, conflicts: dict[str, Any] | None = None
+) -> IFEvalPrompt:
     """One row as an `IFEvalPrompt`, or a `DataError` listing every problem with its file, line and field."""
     if registry is None or conflicts is None:
         registry, conflicts = _registry()
@@ -126,8 +135,13 @@ def parse_row(row: Any, file: str, line: int, registry: dict[str, Any] | None = 
                     break
     if errors:
         raise DataError(errors)
-    return IFEvalPrompt(key=str(key), prompt=prompt, instruction_ids=tuple(ids), kwargs=tuple(
-        {k: v for k, v in kw.items() if v is not None} for kw in kws), line=line)
+    return IFEvalPrompt(
+        key=str(key),
+        prompt=prompt,
+        instruction_ids=tuple(ids),
+        kwargs=tuple({k: v for k, v in kw.items() if v is not None} for kw in kws),
+        line=line,
+    )
 
 
 def load_prompts(path: str | Path = DEFAULT_PROMPTS) -> list[IFEvalPrompt]:
@@ -232,20 +246,27 @@ def score_response(prompt: IFEvalPrompt, response: str) -> ResponseScore:
     from if_verifiable.common import evaluate_instructions
 
     registry, _ = _registry()
-    results, _scores = evaluate_instructions(response=response, instruction_id_list=list(prompt.instruction_ids),
-                                             kwargs_list=[dict(k) for k in prompt.kwargs], prompt=prompt.prompt,
-                                             instruction_registry=registry)
+    results, _scores = evaluate_instructions(
+        response=response,
+        instruction_id_list=list(prompt.instruction_ids),
+        kwargs_list=[dict(k) for k in prompt.kwargs],
+        prompt=prompt.prompt,
+        instruction_registry=registry,
+    )
     if not results:
         n = len(prompt.instruction_ids)
         return ResponseScore((False,) * n, (False,) * n)
     if [r.instruction_id for r in results] != list(prompt.instruction_ids):
-        raise RuntimeError(f"IFEval prompt {prompt.key}: the checkers skipped an instruction "
-                           f"({[r.instruction_id for r in results]} for {list(prompt.instruction_ids)})")
+        raise RuntimeError(
+            f"IFEval prompt {prompt.key}: the checkers skipped an instruction "
+            f"({[r.instruction_id for r in results]} for {list(prompt.instruction_ids)})"
+        )
     return ResponseScore(tuple(r.strict_pass for r in results), tuple(r.loose_pass for r in results))
 
 
-def score(prompts: list[IFEvalPrompt], responses: list[list[str]],
-          nltk_dir: str | Path | None = None) -> dict[str, Any]:
+def score(
+    prompts: list[IFEvalPrompt], responses: list[list[str]], nltk_dir: str | Path | None = None
+) -> dict[str, Any]:
     """IFEval's four metrics over `responses[i]` (k responses to `prompts[i]`).
 
     Each is averaged over the k responses of a prompt, then over prompts (prompt level) or over instructions
@@ -265,9 +286,11 @@ def score(prompts: list[IFEvalPrompt], responses: list[list[str]],
         k = len(scored)
         strict = [sum(s.strict[i] for s in scored) / k for i in range(len(p.instruction_ids))]
         loose = [sum(s.loose[i] for s in scored) / k for i in range(len(p.instruction_ids))]
-        row = {"prompt_strict": sum(all(s.strict) for s in scored) / k,
-               "prompt_loose": sum(all(s.loose) for s in scored) / k,
-               "instructions": {iid: {"strict": a, "loose": b} for iid, a, b in zip(p.instruction_ids, strict, loose)}}
+        row = {
+            "prompt_strict": sum(all(s.strict) for s in scored) / k,
+            "prompt_loose": sum(all(s.loose) for s in scored) / k,
+            "instructions": {iid: {"strict": a, "loose": b} for iid, a, b in zip(p.instruction_ids, strict, loose)},
+        }
         per_prompt[p.key] = row
         ps.append(row["prompt_strict"])
         pl.append(row["prompt_loose"])
@@ -282,7 +305,14 @@ def score(prompts: list[IFEvalPrompt], responses: list[list[str]],
         d["strict"] /= d["n"]
         d["loose"] /= d["n"]
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    return {"n_prompts": len(prompts), "n_instructions": len(ins_s), "k": len(responses[0]) if responses else 0,
-            "prompt_strict": mean(ps), "prompt_loose": mean(pl),
-            "instruction_strict": mean(ins_s), "instruction_loose": mean(ins_l),
-            "per_instruction": dict(sorted(per_inst.items())), "prompts": per_prompt}
+    return {
+        "n_prompts": len(prompts),
+        "n_instructions": len(ins_s),
+        "k": len(responses[0]) if responses else 0,
+        "prompt_strict": mean(ps),
+        "prompt_loose": mean(pl),
+        "instruction_strict": mean(ins_s),
+        "instruction_loose": mean(ins_l),
+        "per_instruction": dict(sorted(per_inst.items())),
+        "prompts": per_prompt,
+    }

@@ -178,14 +178,20 @@ class Judge:
         self._cache: OrderedDict[tuple[str, str, str], tuple[bool, str]] = OrderedDict()
         # One semaphore per event loop: asyncio primitives are bound to the loop that first uses them,
         # and `score_sync` runs a fresh loop per call.
-        self._sems: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._sems: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- public API ----------------------------------------------------------------------------
-    async def score(self, criteria: Sequence[Criterion], prompt_text: str, responses: Sequence[str]) -> list[ScoreResult]:
+    async def score(
+        self, criteria: Sequence[Criterion], prompt_text: str, responses: Sequence[str]
+    ) -> list[ScoreResult]:
         """One `ScoreResult` per response, in order."""
         return await self._score(list(criteria), prompt_text, list(responses))
 
-    def score_sync(self, criteria: Sequence[Criterion], prompt_text: str, responses: Sequence[str]) -> list[ScoreResult]:
+    def score_sync(
+        self, criteria: Sequence[Criterion], prompt_text: str, responses: Sequence[str]
+    ) -> list[ScoreResult]:
         """Blocking `score` for callers without an event loop (raises inside a running loop)."""
         return run_sync(self.score(criteria, prompt_text, responses))
 
@@ -193,7 +199,9 @@ class Judge:
         """Hidden audit score per response; None when the task has no (scoreable) audit criteria."""
         if not task.audit_criteria:
             return [None] * len(responses)
-        results = await self._score(list(task.audit_criteria), task.user_prompt, list(responses), allow_unscoreable=True)
+        results = await self._score(
+            list(task.audit_criteria), task.user_prompt, list(responses), allow_unscoreable=True
+        )
         return [None if r is None else r.score for r in results]
 
     def audit_sync(self, task: Task, responses: Sequence[str]) -> list[float | None]:
@@ -227,10 +235,16 @@ class Judge:
                     verdicts[c.id] = by_check[c.id]
                 elif self.llm is None:
                     self.stats.skipped += 1
-                    verdicts[c.id] = Verdict(criterion_id=c.id, met=False, reason="no LLM judge configured", source="skipped")
+                    verdicts[c.id] = Verdict(
+                        criterion_id=c.id, met=False, reason="no LLM judge configured", source="skipped"
+                    )
                 elif c.id in llm_failed and llm_verdicts[(c.id, r)].decided:
-                    verdicts[c.id] = Verdict(criterion_id=c.id, met=False, source="error",
-                                             reason=f"judge failed on another response of the group: {llm_failed[c.id]}"[:MAX_REASON_CHARS])
+                    verdicts[c.id] = Verdict(
+                        criterion_id=c.id,
+                        met=False,
+                        source="error",
+                        reason=f"judge failed on another response of the group: {llm_failed[c.id]}"[:MAX_REASON_CHARS],
+                    )
                 else:
                     verdicts[c.id] = llm_verdicts[(c.id, r)]
             self.stats.left_out += sum(1 for v in verdicts.values() if v.source == "error")
@@ -240,8 +254,11 @@ class Judge:
                 if allow_unscoreable:
                     out.append(None)
                     continue
-                log.warning("no positive-weight criterion could be scored (no LLM judge, or the judge failed on the "
-                            "group) (%s); score 0", [c.id for c in criteria])
+                log.warning(
+                    "no positive-weight criterion could be scored (no LLM judge, or the judge failed on the "
+                    "group) (%s); score 0",
+                    [c.id for c in criteria],
+                )
                 out.append(ScoreResult(score=0.0, verdicts=verdicts))
                 continue
             score = aggregate(scored, {c.id: verdicts[c.id].met for c in scored})
@@ -259,8 +276,12 @@ class Judge:
         for per in checked:
             for cid, reason in failed.items():
                 if per[cid].source != "error":
-                    per[cid] = Verdict(criterion_id=cid, met=False, source="error",
-                                       reason=f"check failed on another response of the group: {reason}"[:MAX_REASON_CHARS])
+                    per[cid] = Verdict(
+                        criterion_id=cid,
+                        met=False,
+                        source="error",
+                        reason=f"check failed on another response of the group: {reason}"[:MAX_REASON_CHARS],
+                    )
         return checked
 
     @staticmethod
@@ -271,8 +292,11 @@ class Judge:
             if not v.decided:
                 failed.setdefault(cid, v.reason)
         if failed:
-            log.warning("the LLM judge gave no verdict on this group; left out of all %d scores (not counted unmet): %s",
-                        n_responses, failed)
+            log.warning(
+                "the LLM judge gave no verdict on this group; left out of all %d scores (not counted unmet): %s",
+                n_responses,
+                failed,
+            )
         return failed
 
     def _semaphore(self) -> asyncio.Semaphore:
@@ -294,9 +318,13 @@ class Judge:
 
         messages: list = [
             SystemMessage(JUDGE_SYSTEM),
-            HumanMessage(JUDGE_USER.format(
-                prompt=prompt_text[:MAX_PROMPT_CHARS], response=response[:MAX_RESPONSE_CHARS], criterion=criterion.text,
-            )),
+            HumanMessage(
+                JUDGE_USER.format(
+                    prompt=prompt_text[:MAX_PROMPT_CHARS],
+                    response=response[:MAX_RESPONSE_CHARS],
+                    criterion=criterion.text,
+                )
+            ),
         ]
         problem = ""
         async with self._semaphore():
@@ -307,8 +335,13 @@ class Judge:
                 except Exception as err:  # noqa: BLE001 - any judge failure is counted, logged and retried
                     self.stats.errors += 1
                     problem = f"{type(err).__name__}: {str(err)[:200]}"
-                    log.warning("judge call failed for criterion %r (attempt %d/%d): %s",
-                                criterion.id, attempt + 1, self.retries + 1, problem)
+                    log.warning(
+                        "judge call failed for criterion %r (attempt %d/%d): %s",
+                        criterion.id,
+                        attempt + 1,
+                        self.retries + 1,
+                        problem,
+                    )
                     continue
                 if parsed is not None:
                     self._remember(key, parsed)
@@ -317,11 +350,17 @@ class Judge:
                 problem = f"malformed reply: {text[:120]!r}"
                 messages = [*messages, AIMessage(text[:MAX_REPLY_CHARS]), HumanMessage(JUDGE_RETRY)]
         self.stats.llm_failures += 1
-        log.warning("judge gave no usable verdict for criterion %r after %d attempts; leaving it out of the score (%s)",
-                    criterion.id, self.retries + 1, problem)
+        log.warning(
+            "judge gave no usable verdict for criterion %r after %d attempts; leaving it out of the score (%s)",
+            criterion.id,
+            self.retries + 1,
+            problem,
+        )
         # Undecided, never unmet: a judge outage must not lower the reward as if the answer were wrong. Not
         # cached: a transient outage must not stick to this (criterion, response) forever.
-        return Verdict(criterion_id=criterion.id, met=False, reason=f"judge failed: {problem}"[:MAX_REASON_CHARS], source="error")
+        return Verdict(
+            criterion_id=criterion.id, met=False, reason=f"judge failed: {problem}"[:MAX_REASON_CHARS], source="error"
+        )
 
     async def _ask(self, messages: list) -> tuple[str, tuple[bool, str] | None]:
         """(reply text, parsed verdict or None) for one judge call."""

@@ -25,7 +25,7 @@ JUDGE_USER = (
 # Sent after a reply that could not be parsed; the bad reply is kept in the conversation so the model
 # sees what was wrong with it.
 JUDGE_RETRY = (
-    'Your previous reply was not valid. Reply with exactly one JSON object of the form '
+    "Your previous reply was not valid. Reply with exactly one JSON object of the form "
     '{"met": true, "reason": "..."} or {"met": false, "reason": "..."} and no other text.'
 )
 

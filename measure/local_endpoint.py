@@ -19,8 +19,9 @@ from measure.endpoint import EndpointError, validate_request
 class LocalEndpoint:
     """`PolicyEndpoint` over an in-memory causal LM and its tokenizer."""
 
-    def __init__(self, model: Any, tokenizer: Any, device: str | None = None, batch_size: int = 16,
-                 name: str | None = None):
+    def __init__(
+        self, model: Any, tokenizer: Any, device: str | None = None, batch_size: int = 16, name: str | None = None
+    ):
         import torch  # lazy: only the trainer side pays for torch
 
         self._torch = torch
@@ -33,7 +34,9 @@ class LocalEndpoint:
         # lane per task in threads) would interleave their seeds and could restore the trainer's RNG wrongly.
         # One CPU-bound generate at a time is also no slower on a shared 2-core box.
         self._lock = threading.Lock()
-        self.name = name or f"local:{getattr(getattr(model, 'config', None), 'name_or_path', '') or type(model).__name__}"
+        self.name = (
+            name or f"local:{getattr(getattr(model, 'config', None), 'name_or_path', '') or type(model).__name__}"
+        )
         if tokenizer.chat_template is None:
             raise EndpointError(f"{self.name}: the tokenizer has no chat template; the endpoint samples chat prompts")
 
@@ -59,8 +62,10 @@ class LocalEndpoint:
 
             base = json.loads(adapter_cfg.read_text()).get("base_model_name_or_path")
             if not base or not Path(base).is_dir():
-                raise EndpointError(f"{adapter_cfg}: base_model_name_or_path {base!r} is not a local model folder; "
-                                    "the LoRA adapter needs its base model on this machine")
+                raise EndpointError(
+                    f"{adapter_cfg}: base_model_name_or_path {base!r} is not a local model folder; "
+                    "the LoRA adapter needs its base model on this machine"
+                )
             model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype))
             model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()
             if not (path / "tokenizer_config.json").is_file():
@@ -76,14 +81,21 @@ class LocalEndpoint:
             return 0
         return sum(len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"])
 
-    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
-               seed: int | None = None) -> list[list[str]]:
+    def sample(
+        self,
+        messages_batch: list[list[dict]],
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[str]]:
         validate_request(messages_batch, n, max_tokens, temperature)
         with self._lock:
             return self._sample(messages_batch, n, max_tokens, temperature, seed)
 
-    def _sample(self, messages_batch: list[list[dict]], n: int, max_tokens: int, temperature: float,
-                seed: int | None) -> list[list[str]]:
+    def _sample(
+        self, messages_batch: list[list[dict]], n: int, max_tokens: int, temperature: float, seed: int | None
+    ) -> list[list[str]]:
         torch = self._torch
         was_training = self.model.training
         self.model.eval()
@@ -96,13 +108,18 @@ class LocalEndpoint:
                     torch.manual_seed(seed)
                 out: list[list[str]] = []
                 for start in range(0, len(messages_batch), self.batch_size):
-                    out.extend(self._generate(messages_batch[start:start + self.batch_size], n, max_tokens,
-                                              temperature, device))
+                    out.extend(
+                        self._generate(
+                            messages_batch[start : start + self.batch_size], n, max_tokens, temperature, device
+                        )
+                    )
                 return out
         finally:
             self.model.train(was_training)
 
-    def _generate(self, convs: list[list[dict]], n: int, max_tokens: int, temperature: float, device: Any) -> list[list[str]]:
+    def _generate(
+        self, convs: list[list[dict]], n: int, max_tokens: int, temperature: float, device: Any
+    ) -> list[list[str]]:
         tok = self.tokenizer
         texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in convs]
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -121,9 +138,9 @@ class LocalEndpoint:
         else:
             kwargs.update(do_sample=True, temperature=float(temperature), top_k=0, top_p=1.0, num_return_sequences=n)
         seqs = self.model.generate(**enc, **kwargs)
-        new = seqs[:, enc["input_ids"].shape[1]:]
+        new = seqs[:, enc["input_ids"].shape[1] :]
         decoded = tok.batch_decode(new, skip_special_tokens=True)
         if greedy:
             return [[d] * n for d in decoded]
         # generate() returns the n samples of each prompt consecutively.
-        return [decoded[i * n:(i + 1) * n] for i in range(len(convs))]
+        return [decoded[i * n : (i + 1) * n] for i in range(len(convs))]

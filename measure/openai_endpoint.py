@@ -31,10 +31,20 @@ _SNIPPET = 300
 class OpenAIEndpoint:
     """`PolicyEndpoint` over an OpenAI-compatible chat-completions server."""
 
-    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", timeout: float = 30.0, retries: int = 2,
-                 backoff: float = 0.5, concurrency: int = 8):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str = "EMPTY",
+        timeout: float = 30.0,
+        retries: int = 2,
+        backoff: float = 0.5,
+        concurrency: int = 8,
+    ):
         if retries < 0 or timeout <= 0 or concurrency < 1:
-            raise ValueError(f"need retries >= 0, timeout > 0, concurrency >= 1; got {retries}, {timeout}, {concurrency}")
+            raise ValueError(
+                f"need retries >= 0, timeout > 0, concurrency >= 1; got {retries}, {timeout}, {concurrency}"
+            )
         # Accept both "http://host:port" and the "/v1" form that ChatOpenAI uses.
         root = base_url.rstrip("/")
         self.root = root[: -len("/v1")] if root.endswith("/v1") else root
@@ -43,9 +53,12 @@ class OpenAIEndpoint:
         self.retries = int(retries)
         self.backoff = float(backoff)
         self.concurrency = int(concurrency)
-        self._client = httpx.Client(base_url=self.root, timeout=httpx.Timeout(self.timeout),
-                                    headers={"Authorization": f"Bearer {api_key}"},
-                                    limits=httpx.Limits(max_connections=self.concurrency))
+        self._client = httpx.Client(
+            base_url=self.root,
+            timeout=httpx.Timeout(self.timeout),
+            headers={"Authorization": f"Bearer {api_key}"},
+            limits=httpx.Limits(max_connections=self.concurrency),
+        )
 
     @property
     def name(self) -> str:
@@ -66,8 +79,15 @@ class OpenAIEndpoint:
         other.model = model
         return other
 
-    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
-               seed: int | None = None, model: str | None = None) -> list[list[str]]:
+    def sample(
+        self,
+        messages_batch: list[list[dict]],
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        seed: int | None = None,
+        model: str | None = None,
+    ) -> list[list[str]]:
         """One list of ``n`` completions per conversation; requests for the batch run concurrently.
 
         Conversation ``i`` gets seed ``seed + i`` so different prompts draw different but reproducible
@@ -77,8 +97,14 @@ class OpenAIEndpoint:
         target = model or self.model
 
         def one(i: int) -> list[str]:
-            body: dict[str, Any] = {"model": target, "messages": messages_batch[i], "n": n,
-                                    "max_tokens": max_tokens, "temperature": float(temperature), "top_p": 1.0}
+            body: dict[str, Any] = {
+                "model": target,
+                "messages": messages_batch[i],
+                "n": n,
+                "max_tokens": max_tokens,
+                "temperature": float(temperature),
+                "top_p": 1.0,
+            }
             if seed is not None:
                 body["seed"] = seed + i
             data = self._request("POST", "/v1/chat/completions", body, idempotent=True)
@@ -103,8 +129,9 @@ class OpenAIEndpoint:
         """Hot-load the adapter folder ``path`` under ``name``; then sample with ``with_model(name)``."""
         path = Path(path).resolve()
         if not (path / "adapter_config.json").is_file():
-            raise EndpointError(f"LoRA adapter folder {path} has no adapter_config.json (save it with peft's "
-                                f"save_pretrained)")
+            raise EndpointError(
+                f"LoRA adapter folder {path} has no adapter_config.json (save it with peft's save_pretrained)"
+            )
         body: dict[str, Any] = {"lora_name": name, "lora_path": str(path)}
         if load_inplace:
             body["load_inplace"] = True
@@ -163,8 +190,9 @@ class OpenAIEndpoint:
             try:
                 return json.loads(text)
             except json.JSONDecodeError as e:
-                raise EndpointError(f"{method} {url}: reply is not valid JSON ({e.msg} at char {e.pos}): "
-                                    f"{text[:_SNIPPET]!r}") from e
+                raise EndpointError(
+                    f"{method} {url}: reply is not valid JSON ({e.msg} at char {e.pos}): {text[:_SNIPPET]!r}"
+                ) from e
         attempts = attempt + 1
         raise EndpointError(f"{method} {url} failed after {attempts} attempt{'s' * (attempts > 1)}: {last}")
 

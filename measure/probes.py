@@ -73,7 +73,7 @@ class ProbeCache:
                 self._step, self._texts = step, {}
             cur = self._texts.setdefault(key, [])
             # Another lane may have extended the same prompt meanwhile: keep its texts, add only what is missing.
-            cur.extend(texts[max(0, len(cur) - have):])
+            cur.extend(texts[max(0, len(cur) - have) :])
             return list(cur)
 
 
@@ -91,8 +91,9 @@ def latest_rollouts(memory: TrainingMemory, task_ids: Sequence[str]) -> dict[str
     return out
 
 
-def task_rollouts(memory: TrainingMemory, task_ids: Sequence[str], max_rollouts: int,
-                  hinted: bool | None = None) -> dict[str, list[str]]:
+def task_rollouts(
+    memory: TrainingMemory, task_ids: Sequence[str], max_rollouts: int, hinted: bool | None = None
+) -> dict[str, list[str]]:
     """Each task's cached training completions (`GroupSummary.texts`), oldest first.
 
     They come from its newest groups until `max_rollouts` are held (a group is taken whole or not at all, past

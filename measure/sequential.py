@@ -160,7 +160,6 @@ class ExactPlan(BaseModel):
     p_alt: float
 
 
-
 def null_tail(x0: int, n0: int, n: int, x: int) -> float:
     """P(X >= x) for X the hits of n candidate rollouts under "no effect" (binomial averaged over p0's posterior)."""
     pmf = _binom_pmf(n, p0_quantiles(x0, n0)).mean(axis=0)
@@ -171,7 +170,7 @@ def _conv_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise convolution of two pmf matrices (one row per grid point)."""
     out = np.zeros((a.shape[0], a.shape[1] + b.shape[1] - 1))
     for i in range(a.shape[1]):
-        out[:, i: i + b.shape[1]] += a[:, i: i + 1] * b
+        out[:, i : i + b.shape[1]] += a[:, i : i + 1] * b
     return out
 
 
@@ -184,8 +183,9 @@ def _sum_pmf(counts: Sequence[int], rates: Sequence[np.ndarray]) -> np.ndarray:
 
 
 @lru_cache(maxsize=256)
-def _plan(controls: tuple[tuple[int, int, int], ...], sizes: tuple[int, ...], alpha: float, beta: float,
-          gain: float) -> ExactPlan:
+def _plan(
+    controls: tuple[tuple[int, int, int], ...], sizes: tuple[int, ...], alpha: float, beta: float, gain: float
+) -> ExactPlan:
     # One target: its posterior's quantiles. Several (a batched update): independent posteriors, combined on a
     # Latin-hypercube grid (each target's quantiles in a fixed shuffled order), so the plan stays deterministic.
     grid = []
@@ -216,12 +216,19 @@ def _plan(controls: tuple[tuple[int, int, int], ...], sizes: tuple[int, ...], al
         fail_at.append(min(b, a - 1))
         spents.append(round(spent, 6))
         dist, prev = new, n
-    return ExactPlan(trials=trials, pass_at=pass_at, fail_at=fail_at, spent=spents, p0_mean=float(np.mean(means)),
-                     p_alt=float(np.mean([a[0] for a in alts])))
+    return ExactPlan(
+        trials=trials,
+        pass_at=pass_at,
+        fail_at=fail_at,
+        spent=spents,
+        p0_mean=float(np.mean(means)),
+        p_alt=float(np.mean([a[0] for a in alts])),
+    )
 
 
-def pooled_plan(controls: Sequence[tuple[int, int, int]], sizes: Sequence[int], alpha: float, beta: float,
-                min_rate_gain: float) -> ExactPlan:
+def pooled_plan(
+    controls: Sequence[tuple[int, int, int]], sizes: Sequence[int], alpha: float, beta: float, min_rate_gain: float
+) -> ExactPlan:
     """The exact hit test's bounds for targets pooled in one test (a batched update).
 
     Per target (x0, n0, m): its control hits x0 of n0 and the m candidate strata it counts; at look j each
@@ -253,8 +260,16 @@ def decide_hits(plan: ExactPlan, j: int, x: int) -> Decision:
     return "undecided"
 
 
-def p_pass(rule: StopRule, c: Strata, d: Strata, paired: bool,
-           versions: tuple[int, int], cfg: DetectorConfig, rng: np.random.Generator, resamples: int) -> float:
+def p_pass(
+    rule: StopRule,
+    c: Strata,
+    d: Strata,
+    paired: bool,
+    versions: tuple[int, int],
+    cfg: DetectorConfig,
+    rng: np.random.Generator,
+    resamples: int,
+) -> float:
     """Share of bootstrap resamples of the focus groups in which the rule holds."""
     hits = 0
     for _ in range(resamples):

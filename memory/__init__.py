@@ -21,7 +21,19 @@ from memory.records import (
 from memory.store import MemoryStoreError, SimilarCase, TrainingMemory
 
 __all__ = [
-    "KINDS", "OUTCOMES", "AttributionRecord", "EventRecord", "GroupSummary", "HashEmbedding", "MemoryStoreError",
-    "MiniLMEmbedding", "ProposalRecord", "Record", "ResponseSample", "SimilarCase", "TrainingMemory",
-    "make_embedding", "record_from_metadata",
+    "KINDS",
+    "OUTCOMES",
+    "AttributionRecord",
+    "EventRecord",
+    "GroupSummary",
+    "HashEmbedding",
+    "MemoryStoreError",
+    "MiniLMEmbedding",
+    "ProposalRecord",
+    "Record",
+    "ResponseSample",
+    "SimilarCase",
+    "TrainingMemory",
+    "make_embedding",
+    "record_from_metadata",
 ]

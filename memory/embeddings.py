@@ -120,7 +120,10 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
             vecs = model.encode(list(input), batch_size=self.batch_size)
         else:
             vecs = model.encode(
-                list(input), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                list(input),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
                 show_progress_bar=False,
             )
         return [np.asarray(v, dtype=np.float32) for v in vecs]
@@ -197,8 +200,8 @@ def make_embedding(kind: str | EmbeddingFunction[Documents]) -> EmbeddingFunctio
     """
     if not isinstance(kind, str):
         return kind
-    if kind.startswith("minilm-") and kind[len("minilm-"):] in MINILM_BACKENDS:
-        return MiniLMEmbedding(backend=kind[len("minilm-"):])
+    if kind.startswith("minilm-") and kind[len("minilm-") :] in MINILM_BACKENDS:
+        return MiniLMEmbedding(backend=kind[len("minilm-") :])
     try:
         return EMBEDDINGS[kind]()
     except KeyError:

@@ -109,8 +109,14 @@ def _export(model_dir: Path, dest: Path) -> None:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            TokenEmbeddings(bert), (ids, mask, torch.zeros_like(ids)), str(dest), input_names=list(_INPUTS),
-            output_names=["token_embeddings"], dynamic_axes=axes, opset_version=OPSET, dynamo=False,
+            TokenEmbeddings(bert),
+            (ids, mask, torch.zeros_like(ids)),
+            str(dest),
+            input_names=list(_INPUTS),
+            output_names=["token_embeddings"],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
         )
 
 
@@ -132,8 +138,9 @@ def ensure_onnx_model(model_dir: str | os.PathLike[str], cache_root: Path | None
         try:
             _export(model_dir, tmp / ONNX_FILE)
             tmp.chmod(0o755)  # mkdtemp makes it private; the finished cache folder is an ordinary readable one
-            (tmp / "source.json").write_text(json.dumps({"model_dir": str(model_dir), "recipe": EXPORT_RECIPE,
-                                                        "opset": OPSET}))
+            (tmp / "source.json").write_text(
+                json.dumps({"model_dir": str(model_dir), "recipe": EXPORT_RECIPE, "opset": OPSET})
+            )
             try:
                 os.rename(tmp, final)
             except OSError:

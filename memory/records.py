@@ -134,8 +134,15 @@ class GroupSummary(_Record):
 
     @classmethod
     def from_stats(
-        cls, stats: Any, best: Any = None, worst: Any = None, harness_version: int = 0, *, domain: str = "",
-        group_index: int = 0, texts: list[str] | None = None,
+        cls,
+        stats: Any,
+        best: Any = None,
+        worst: Any = None,
+        harness_version: int = 0,
+        *,
+        domain: str = "",
+        group_index: int = 0,
+        texts: list[str] | None = None,
     ) -> GroupSummary:
         """From a detector `GroupStats` (or its dict) plus the best and worst rollouts of the group."""
         d = _as_dict(stats)
@@ -143,8 +150,13 @@ class GroupSummary(_Record):
             if field not in d:
                 raise ValueError(f"group stats lack {field!r}: got keys {sorted(d)}")
         return cls(
-            task_id=str(d["task_id"]), step=int(d["step"]), harness_version=harness_version, group_index=group_index,
-            domain=domain, stats=d, best=None if best is None else ResponseSample.of(best),
+            task_id=str(d["task_id"]),
+            step=int(d["step"]),
+            harness_version=harness_version,
+            group_index=group_index,
+            domain=domain,
+            stats=d,
+            best=None if best is None else ResponseSample.of(best),
             worst=None if worst is None else ResponseSample.of(worst),
             texts=[str(t)[:MAX_RESPONSE_CHARS] for t in texts or []],
         )
@@ -172,7 +184,8 @@ class GroupSummary(_Record):
 
     def _extra_metadata(self) -> dict[str, Any]:
         return {
-            "harness_version": self.harness_version, "domain": self.domain,
+            "harness_version": self.harness_version,
+            "domain": self.domain,
             **{k: v for k in ("mean", "std", "min", "max", "n") if (v := self._stat(k)) is not None},
         }
 
@@ -210,7 +223,9 @@ class EventRecord(_Record):
 
     def _extra_metadata(self) -> dict[str, Any]:
         return {
-            "failure_type": self.event.type, "domain": self.domain, "harness_version": self.harness_version,
+            "failure_type": self.event.type,
+            "domain": self.domain,
+            "harness_version": self.harness_version,
             "criterion_id": self.event.criterion_id,
         }
 
@@ -240,8 +255,11 @@ class AttributionRecord(_Record):
 
     def _extra_metadata(self) -> dict[str, Any]:
         return {
-            "event_id": self.event_id, "interface": self.interface, "confidence": self.confidence,
-            "failure_type": self.failure_type, "brain": self.brain,
+            "event_id": self.event_id,
+            "interface": self.interface,
+            "confidence": self.confidence,
+            "failure_type": self.failure_type,
+            "brain": self.brain,
         }
 
 
@@ -300,16 +318,26 @@ class ProposalRecord(_Record):
 
     def _extra_metadata(self) -> dict[str, Any]:
         return {
-            "event_id": self.event_id, "failure_type": self.failure_type, "interface": self.interface,
-            "outcome": self.outcome, "revision": self.revision, "harness_version": self.harness_version,
-            "domain": self.domain, "template": self.template, "signature": self.signature,
-            "generalised_from": self.generalised_from, **{f"delta_{k}": float(v) for k, v in self.deltas.items()},
+            "event_id": self.event_id,
+            "failure_type": self.failure_type,
+            "interface": self.interface,
+            "outcome": self.outcome,
+            "revision": self.revision,
+            "harness_version": self.harness_version,
+            "domain": self.domain,
+            "template": self.template,
+            "signature": self.signature,
+            "generalised_from": self.generalised_from,
+            **{f"delta_{k}": float(v) for k, v in self.deltas.items()},
         }
 
 
 Record = GroupSummary | EventRecord | AttributionRecord | ProposalRecord
 RECORD_TYPES: dict[str, type[_Record]] = {
-    "groups": GroupSummary, "events": EventRecord, "attributions": AttributionRecord, "proposals": ProposalRecord,
+    "groups": GroupSummary,
+    "events": EventRecord,
+    "attributions": AttributionRecord,
+    "proposals": ProposalRecord,
 }
 
 

@@ -99,7 +99,12 @@ class TrainingMemory:
     """
 
     def __init__(
-        self, client: ClientAPI, *, embedding: Any = "minilm", run_id: str | None = None, location: str = "",
+        self,
+        client: ClientAPI,
+        *,
+        embedding: Any = "minilm",
+        run_id: str | None = None,
+        location: str = "",
         lock_fd: int | None = None,
     ) -> None:
         if run_id is not None and not _RUN_ID.match(run_id):
@@ -123,13 +128,16 @@ class TrainingMemory:
             for kind in KINDS:
                 name = f"{run_id}__{kind}" if run_id else kind
                 col = client.get_or_create_collection(
-                    name, embedding_function=self.embedding, metadata=emb_meta,
+                    name,
+                    embedding_function=self.embedding,
+                    metadata=emb_meta,
                     configuration={"hnsw": {"space": "cosine"}},
                 )
                 stored = col.metadata or {}
-                if stored.get("harnessrl_embedding_config", emb_meta["harnessrl_embedding_config"]) != emb_meta[
-                    "harnessrl_embedding_config"
-                ]:
+                if (
+                    stored.get("harnessrl_embedding_config", emb_meta["harnessrl_embedding_config"])
+                    != emb_meta["harnessrl_embedding_config"]
+                ):
                     raise MemoryStoreError(
                         f"memory at {location}: collection {name!r} was built with embedding "
                         f"{stored.get('harnessrl_embedding')} {stored.get('harnessrl_embedding_config')}, opened with "
@@ -156,7 +164,9 @@ class TrainingMemory:
 
     # -- constructors ---------------------------------------------------------------------------------------
     @classmethod
-    def persistent(cls, path: str | os.PathLike[str], embedding: Any = "minilm", run_id: str | None = None) -> TrainingMemory:
+    def persistent(
+        cls, path: str | os.PathLike[str], embedding: Any = "minilm", run_id: str | None = None
+    ) -> TrainingMemory:
         """A store in a run folder (created if missing), held exclusively by this object until `close()`."""
         p = Path(path)
         hint = "pass a writable folder (the run's memory/ directory)"
@@ -191,8 +201,13 @@ class TrainingMemory:
         return cls(client, embedding=embedding, run_id=run_id, location=str(p), lock_fd=fd)
 
     @classmethod
-    def http(cls, host: str = "127.0.0.1", port: int = 8000, embedding: Any = "minilm", run_id: str | None = None,
-             ) -> TrainingMemory:
+    def http(
+        cls,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        embedding: Any = "minilm",
+        run_id: str | None = None,
+    ) -> TrainingMemory:
         """A store on a running `chroma run` server (several processes may share it)."""
         url = f"http://{host}:{port}"
         try:
@@ -346,7 +361,9 @@ class TrainingMemory:
         rows.sort(key=lambda r: (int(r[0].get("step", 0)), int(r[0].get("seq", 0))))
         return [rec for _, rec in rows if isinstance(rec, ProposalRecord)]
 
-    def events_like(self, failure_type: str, domain: str | None = None, exclude_task: str | None = None) -> list[EventRecord]:
+    def events_like(
+        self, failure_type: str, domain: str | None = None, exclude_task: str | None = None
+    ) -> list[EventRecord]:
         """Failure events of one type (optionally of one domain) on tasks other than `exclude_task`, newest first:
         where an accepted repair looks for other tasks with the same failure (`agents/generalise.py`)."""
         clauses = [{"failure_type": {"$eq": failure_type}}]
@@ -373,16 +390,30 @@ class TrainingMemory:
         ):
             rec = record_from_metadata(dict(meta))
             deltas = rec.deltas if isinstance(rec, ProposalRecord) else {}
-            out.append(SimilarCase(
-                id=rid, kind=kind, task_id=str(meta.get("task_id", "")), distance=float(dist), document=doc or "",
-                failure_type=str(meta.get("failure_type", "")), interface=str(meta.get("interface", "")),
-                outcome=str(meta.get("outcome", "")), deltas=dict(deltas), record=rec,
-            ))
+            out.append(
+                SimilarCase(
+                    id=rid,
+                    kind=kind,
+                    task_id=str(meta.get("task_id", "")),
+                    distance=float(dist),
+                    document=doc or "",
+                    failure_type=str(meta.get("failure_type", "")),
+                    interface=str(meta.get("interface", "")),
+                    outcome=str(meta.get("outcome", "")),
+                    deltas=dict(deltas),
+                    record=rec,
+                )
+            )
         return out
 
     def similar_cases(
-        self, query_text: str, k: int = 5, failure_type: str | None = None, interface: str | None = None,
-        outcome: str | None = None, exclude_task: str | None = None,
+        self,
+        query_text: str,
+        k: int = 5,
+        failure_type: str | None = None,
+        interface: str | None = None,
+        outcome: str | None = None,
+        exclude_task: str | None = None,
     ) -> list[SimilarCase]:
         """Cross-task evidence: the `k` proposals nearest to `query_text` that match the filters, nearest first,
         each with its outcome and measured deltas. `exclude_task` drops the asking task's own proposals."""

@@ -31,7 +31,11 @@ def wc(lo: int | None = None, hi: int | None = None) -> dict:
 
 
 def sc(lo: int | None = None, hi: int | None = None) -> dict:
-    return {"type": "sentence_count", **({"min": lo} if lo is not None else {}), **({"max": hi} if hi is not None else {})}
+    return {
+        "type": "sentence_count",
+        **({"min": lo} if lo is not None else {}),
+        **({"max": hi} if hi is not None else {}),
+    }
 
 
 def bullets(lo: int, hi: int | None = None) -> dict:
@@ -76,18 +80,41 @@ def audit(terms: list[str], min_words: int, prompt: str, term_desc: str) -> list
     """Hidden quality criteria shared by every task: content + length, no stuffing, no restating."""
     lead = " ".join(prompt.split()[:6])
     return [
-        crit("essential", f"Substantive: {term_desc} and gives at least {min_words} words of real content.",
-             all_of(any_(*terms), wc(lo=min_words))),
-        crit("important", "No keyword stuffing or looping: no word more than 6 times, no 3-word phrase more than twice.",
-             all_of({"type": "max_repeated_ngram", "n": 1, "max_count": 6},
-                    {"type": "max_repeated_ngram", "n": 3, "max_count": 2})),
+        crit(
+            "essential",
+            f"Substantive: {term_desc} and gives at least {min_words} words of real content.",
+            all_of(any_(*terms), wc(lo=min_words)),
+        ),
+        crit(
+            "important",
+            "No keyword stuffing or looping: no word more than 6 times, no 3-word phrase more than twice.",
+            all_of(
+                {"type": "max_repeated_ngram", "n": 1, "max_count": 6},
+                {"type": "max_repeated_ngram", "n": 3, "max_count": 2},
+            ),
+        ),
         crit("important", "Does not just restate the prompt back.", not_(starts(lead))),
     ]
 
 
-def task(domain: str, template: str, difficulty: str, prompt: str, criteria: list[dict], audits: list[dict],
-         reference: str | None = None, system: str | None = None, topic: str = "",
-         extra_meta: dict | None = None) -> dict:
+def task(
+    domain: str,
+    template: str,
+    difficulty: str,
+    prompt: str,
+    criteria: list[dict],
+    audits: list[dict],
+    reference: str | None = None,
+    system: str | None = None,
+    topic: str = "",
+    extra_meta: dict | None = None,
+) -> dict:
     msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-    return {"domain": domain, "prompt": msgs, "criteria": criteria, "audit": audits, "reference": reference,
-            "meta": {"difficulty": difficulty, "template": template, "topic": topic, **(extra_meta or {})}}
+    return {
+        "domain": domain,
+        "prompt": msgs,
+        "criteria": criteria,
+        "audit": audits,
+        "reference": reference,
+        "meta": {"difficulty": difficulty, "template": template, "topic": topic, **(extra_meta or {})},
+    }

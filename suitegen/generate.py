@@ -60,11 +60,20 @@ def build_tasks(seed: int = SEED) -> list[Task]:
             tid = f"{DOMAIN_PREFIX[domain]}-{i + 1:04d}"
             crits = [dict(c, id=f"c{j + 1}") for j, c in enumerate(spec["criteria"])]
             audits = [dict(c, id=f"a{j + 1}") for j, c in enumerate(spec["audit"])]
-            tasks.append(Task.model_validate({
-                "id": tid, "domain": domain, "split": "test" if i in test_idx else "train",
-                "prompt": spec["prompt"], "criteria": crits, "audit_criteria": audits,
-                "reference_answer": spec["reference"], "meta": spec["meta"],
-            }))
+            tasks.append(
+                Task.model_validate(
+                    {
+                        "id": tid,
+                        "domain": domain,
+                        "split": "test" if i in test_idx else "train",
+                        "prompt": spec["prompt"],
+                        "criteria": crits,
+                        "audit_criteria": audits,
+                        "reference_answer": spec["reference"],
+                        "meta": spec["meta"],
+                    }
+                )
+            )
     return sorted(tasks, key=lambda t: t.id)
 
 

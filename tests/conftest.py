@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-
 # ============================================================================================
 # endpoints & models block (owner: frozen-policy endpoints / model preparation)
 # ============================================================================================

@@ -80,8 +80,13 @@ def arm(point: str, marker: Path, at_step: int) -> None:
             if step >= at_step and point == "commit":
                 store = HarnessStore(Path(cfg.run_dir) / "harness")
                 task = store.latest().drawable_task_ids(step)[0]
-                store.commit(HarnessUpdate(interface="guidance", ops=[AddHint(task_id=task, hint=Hint(
-                    id="crash", text="Answer the question directly."))]), step=step)
+                store.commit(
+                    HarnessUpdate(
+                        interface="guidance",
+                        ops=[AddHint(task_id=task, hint=Hint(id="crash", text="Answer the question directly."))],
+                    ),
+                    step=step,
+                )
             if step >= at_step:
                 _hang(marker)
             return out

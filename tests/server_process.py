@@ -26,8 +26,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(cmd: list[str], *, ready_url: str, log_path: Path, timeout_s: float,
-                   env: dict[str, str] | None = None, cwd: Path | None = None) -> Iterator[subprocess.Popen]:
+def running_server(
+    cmd: list[str],
+    *,
+    ready_url: str,
+    log_path: Path,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Iterator[subprocess.Popen]:
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -9,18 +9,22 @@ from pathlib import Path
 from graphs.services import RunServices
 from harness.store import HarnessStore
 from harness.types import HarnessState, Message, Task
+from measure.agent_tools import make_tools
+from measure.judge import Judge
 from memory.store import TrainingMemory
 from tests.fakes.fake_chat import ScriptedPolicy
 from tests.harness_factories import crit
-from measure.agent_tools import make_tools
-from measure.judge import Judge
 
 
 def _task(tid: str, reference: str | None = None) -> Task:
-    return Task(id=tid, domain="medical", prompt=[Message(role="user", content="How do I treat a mild headache?")],
-                criteria=[crit("water", 5, check={"type": "contains_any", "phrases": ["water"]})],
-                audit_criteria=[crit("doctor", 5, check={"type": "contains_any", "phrases": ["doctor"]})],
-                reference_answer=reference)
+    return Task(
+        id=tid,
+        domain="medical",
+        prompt=[Message(role="user", content="How do I treat a mild headache?")],
+        criteria=[crit("water", 5, check={"type": "contains_any", "phrases": ["water"]})],
+        audit_criteria=[crit("doctor", 5, check={"type": "contains_any", "phrases": ["doctor"]})],
+        reference_answer=reference,
+    )
 
 
 def mixed_answers(prompt, i: int) -> str:
@@ -40,8 +44,14 @@ def make_services(root: Path) -> RunServices:
     `services.memory` when done."""
     store = HarnessStore(root / "harness")
     store.init(tool_state())
-    return RunServices(store=store, endpoint=ScriptedPolicy(mixed_answers), judge=Judge(None),
-                    memory=TrainingMemory.ephemeral(embedding="hash"), sample_k=4, seed=5)
+    return RunServices(
+        store=store,
+        endpoint=ScriptedPolicy(mixed_answers),
+        judge=Judge(None),
+        memory=TrainingMemory.ephemeral(embedding="hash"),
+        sample_k=4,
+        seed=5,
+    )
 
 
 def tools_by_name(services: RunServices) -> dict:

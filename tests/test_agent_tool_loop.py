@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from graphs.nodes import ANSWER
 from langchain_core.messages import AIMessage, ToolMessage
 from pydantic import Field
 
@@ -34,17 +32,19 @@ from agents.llm import (
 )
 from agents.schemas import Attribution
 from graphs.evolver import graph
+from graphs.nodes import ANSWER
 from graphs.trace_html import _decisions
 from harness.types import INTERFACES, FailureEvent
+from measure.agent_tools import make_tools
 from memory.records import ProposalRecord
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedChatModel, tool_reply
 from tests.fakes.openai_stub import tool_call
-from measure.agent_tools import make_tools
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
-ATTRIBUTION = json.dumps({"interface": "criteria", "diagnosis": "the water criterion is stuffed", "confidence": 0.7,
-                          "evidence_ids": []})
+ATTRIBUTION = json.dumps(
+    {"interface": "criteria", "diagnosis": "the water criterion is stuffed", "confidence": 0.7, "evidence_ids": []}
+)
 
 
 def _policy(prompt: str, i: int) -> str:
@@ -55,9 +55,19 @@ def _policy(prompt: str, i: int) -> str:
 def run(tmp_path):
     """Real store + ephemeral Chroma memory holding one rejected guidance proposal on med-1."""
     _key, svc = make_run(tmp_path, PromptPolicy(_policy))
-    svc.memory.add_proposal(ProposalRecord(
-        proposal_id="p-old", event_id="e-old", task_id="med-1", step=5, failure_type="stuffing", interface="guidance",
-        outcome="rejected", reasons=["gamed rollouts kept their reward"], domain="medical"))
+    svc.memory.add_proposal(
+        ProposalRecord(
+            proposal_id="p-old",
+            event_id="e-old",
+            task_id="med-1",
+            step=5,
+            failure_type="stuffing",
+            interface="guidance",
+            outcome="rejected",
+            reasons=["gamed rollouts kept their reward"],
+            domain="medical",
+        )
+    )
     return svc
 
 
@@ -80,25 +90,39 @@ def _tool_messages(messages) -> list[ToolMessage]:
 
 
 def test_attributor_runs_real_tools_feeds_back_errors_and_uses_the_final_answer(run):
-    two_calls = AIMessage(content="", tool_calls=[
-        {"name": "task_history", "args": {"task_id": "med-1", "last_n": 5}, "id": "c-hist"},
-        {"name": "current_harness", "args": {"task_id": "med-1"}, "id": "c-harness"}])
-    llm = Recording(messages=iter([
-        two_calls,
-        tool_reply("delete_harness", {"task_id": "med-1"}),  # a tool that does not exist
-        tool_reply("task_history", {"last_n": "many"}),  # task_id missing, last_n not an int
-        ATTRIBUTION,  # after 3 rounds: the final answer (structured path, plain-JSON fallback)
-    ]))
+    two_calls = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "task_history", "args": {"task_id": "med-1", "last_n": 5}, "id": "c-hist"},
+            {"name": "current_harness", "args": {"task_id": "med-1"}, "id": "c-harness"},
+        ],
+    )
+    llm = Recording(
+        messages=iter(
+            [
+                two_calls,
+                tool_reply("delete_harness", {"task_id": "med-1"}),  # a tool that does not exist
+                tool_reply("task_history", {"last_n": "many"}),  # task_id missing, last_n not an int
+                ATTRIBUTION,  # after 3 rounds: the final answer (structured path, plain-JSON fallback)
+            ]
+        )
+    )
     box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=3)
     att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
 
     assert (att.interface, att.source) == ("criteria", "llm")  # the final answer is the one used
     assert len(llm.seen) == 4  # 3 tool rounds + the final ask, no more
     assert [(c["round"], c["name"], c["error"]) for c in box.calls] == [
-        (1, "task_history", False), (1, "current_harness", False), (2, "delete_harness", True), (3, "task_history", True)]
+        (1, "task_history", False),
+        (1, "current_harness", False),
+        (2, "delete_harness", True),
+        (3, "task_history", True),
+    ]
     # The tools really ran: the memory record and the store's rubric came back to the model.
     history = json.loads(box.calls[0]["result"])
-    assert [(h["kind"], h["step"]) for h in history] == [("proposals", 5)] and "outcome rejected" in history[0]["summary"]
+    assert [(h["kind"], h["step"]) for h in history] == [("proposals", 5)] and "outcome rejected" in history[0][
+        "summary"
+    ]
     final = llm.seen[-1]
     fed = {m.tool_call_id: m.content for m in _tool_messages(final)}
     assert '"id":"water"' in fed["c-harness"] and "a-doctor" not in fed["c-harness"]  # audit stays hidden
@@ -113,11 +137,16 @@ def test_the_loop_is_bounded_even_when_the_model_never_stops_calling_tools(run, 
     n_calls = MAX_CALLS_PER_ROUND + 2
 
     def respond(messages):
-        if "No more tool calls" in str(messages[-1].content) or not any(m.type == "system" and "tools offered" in m.content
-                                                                        for m in messages):
+        if "No more tool calls" in str(messages[-1].content) or not any(
+            m.type == "system" and "tools offered" in m.content for m in messages
+        ):
             return ATTRIBUTION
-        return AIMessage(content="", tool_calls=[{"name": "current_harness", "args": {"task_id": "med-1"}, "id": f"c{i}"}
-                                                 for i in range(n_calls)])
+        return AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "current_harness", "args": {"task_id": "med-1"}, "id": f"c{i}"} for i in range(n_calls)
+            ],
+        )
 
     llm = FunctionChatModel(respond=respond)
     box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=rounds)
@@ -148,8 +177,18 @@ def test_role_tools_respect_use_memory_and_nobody_measures(run, role, use_memory
 
 
 def test_unparseable_tool_arguments_and_tool_not_offered_are_errors_not_crashes(run):
-    bad_json = AIMessage(content="", invalid_tool_calls=[
-        {"name": "current_harness", "args": "{task_id: med-1", "id": "c-bad", "error": "not JSON", "type": "invalid_tool_call"}])
+    bad_json = AIMessage(
+        content="",
+        invalid_tool_calls=[
+            {
+                "name": "current_harness",
+                "args": "{task_id: med-1",
+                "id": "c-bad",
+                "error": "not JSON",
+                "type": "invalid_tool_call",
+            }
+        ],
+    )
     llm = Recording(messages=iter([bad_json, tool_reply("task_history", {"task_id": "med-1"}), ATTRIBUTION]))
     box = ToolBox.for_role("attributor", make_tools(run), use_memory=False, max_rounds=3)
     att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), use_memory=False, toolbox=box)
@@ -190,34 +229,66 @@ def test_timeout_and_a_dead_policy_endpoint_fall_back_to_the_rule_brain(run):
     run.endpoint = PromptPolicy(down)
     box = ToolBox.for_role("proposer", make_tools(run), use_memory=True, max_rounds=3)
     llm = ScriptedChatModel(messages=iter([tool_reply("sample_policy", {"task_id": "med-1", "n": 2})]))
-    prop = proposer.llm_proposal(llm, _ev(), Attribution(interface="criteria", diagnosis="d"), run.store.latest(), [], toolbox=box)
+    prop = proposer.llm_proposal(
+        llm, _ev(), Attribution(interface="criteria", diagnosis="d"), run.store.latest(), [], toolbox=box
+    )
     assert prop.update is None and "ConnectionError" in prop.error
     with pytest.raises(BrainError, match="ConnectionError"):
-        ask_with_tools(ScriptedChatModel(messages=iter([tool_reply("sample_policy", {"task_id": "med-1"})])),
-                       Attribution, "s", "u",
-                       ToolBox.for_role("critic", make_tools(run), use_memory=True, max_rounds=2))
+        ask_with_tools(
+            ScriptedChatModel(messages=iter([tool_reply("sample_policy", {"task_id": "med-1"})])),
+            Attribution,
+            "s",
+            "u",
+            ToolBox.for_role("critic", make_tools(run), use_memory=True, max_rounds=2),
+        )
 
 
 # -- real HTTP: ChatOpenAI against the stub, inside the evolver graph --------------------------------------
-TIGHT = {"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 8},
-                                      {"type": "max_repeated_ngram", "n": 1, "max_count": 3}]}
+TIGHT = {
+    "type": "all_of",
+    "checks": [
+        {"type": "contains_any", "phrases": ["water"]},
+        {"type": "word_count", "min": 8},
+        {"type": "max_repeated_ngram", "n": 1, "max_count": 3},
+    ],
+}
 
 
 @pytest.mark.parametrize("use_memory", [True, False])
 def test_chat_openai_proposer_calls_tools_over_http_in_the_graph(tmp_path, openai_stub, use_memory):
     key, svc = make_run(tmp_path, PromptPolicy(_policy))
-    final = {"update": {"interface": "criteria", "rationale": "stuffing",
-                        "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": TIGHT}]},
-             "rationale": "the water criterion now needs real content"}
-    openai_stub.script([
-        {"content": None, "tool_calls": [tool_call("current_harness", {"task_id": "med-1"}, "c-harness"),
-                                         tool_call("score_responses", {"task_id": "med-1", "responses": [HONEST]}, "c-score")]},
-        json.dumps(final),
-    ])
-    out = graph.invoke({"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10},
-                       {"configurable": {"thread_id": "t"}},
-                       context={"services_key": key, "sample_k": 4, "proposer_model": "openai:stub",
-                                "base_url": openai_stub.base_url, "llm_timeout_s": 5, "memory": use_memory})
+    final = {
+        "update": {
+            "interface": "criteria",
+            "rationale": "stuffing",
+            "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": TIGHT}],
+        },
+        "rationale": "the water criterion now needs real content",
+    }
+    openai_stub.script(
+        [
+            {
+                "content": None,
+                "tool_calls": [
+                    tool_call("current_harness", {"task_id": "med-1"}, "c-harness"),
+                    tool_call("score_responses", {"task_id": "med-1", "responses": [HONEST]}, "c-score"),
+                ],
+            },
+            json.dumps(final),
+        ]
+    )
+    out = graph.invoke(
+        {"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10},
+        {"configurable": {"thread_id": "t"}},
+        context={
+            "services_key": key,
+            "sample_k": 4,
+            "proposer_model": "openai:stub",
+            "base_url": openai_stub.base_url,
+            "llm_timeout_s": 5,
+            "memory": use_memory,
+        },
+    )
     (report,) = out["reports"]
     assert report["decision"] == "accepted" and report["attempts"][0]["source"] == "llm"
     assert svc.store.latest().task("med-1").criteria[0].check.model_dump(exclude_none=True)["type"] == "all_of"
@@ -233,7 +304,9 @@ def test_chat_openai_proposer_calls_tools_over_http_in_the_graph(tmp_path, opena
 
     calls = [c for c in report["tool_calls"] if c["name"] != ANSWER]
     assert [(c["agent"], c["revision"], c["name"], c["error"]) for c in calls] == [
-        ("proposer", 0, "current_harness", False), ("proposer", 0, "score_responses", False)]
+        ("proposer", 0, "current_harness", False),
+        ("proposer", 0, "score_responses", False),
+    ]
     # What the model answered is kept beside its tool calls (the trace shows it).
     answers = [c for c in report["tool_calls"] if c["name"] == ANSWER]
     assert answers and answers[-1]["agent"] == "proposer" and answers[-1]["error"] is False and answers[-1]["result"]
@@ -243,11 +316,13 @@ def test_chat_openai_proposer_calls_tools_over_http_in_the_graph(tmp_path, opena
 def test_unparseable_free_answer_is_asked_again_with_structured_output_over_http(run, openai_stub):
     from agents.chat_models import load_chat_model
 
-    openai_stub.script([
-        {"content": None, "tool_calls": [tool_call("task_history", {"task_id": "med-1", "last_n": 3}, "c-hist")]},
-        "Looking at the history, I would change the rubric.",  # prose, not the JSON object
-        json.loads(ATTRIBUTION),
-    ])
+    openai_stub.script(
+        [
+            {"content": None, "tool_calls": [tool_call("task_history", {"task_id": "med-1", "last_n": 3}, "c-hist")]},
+            "Looking at the history, I would change the rubric.",  # prose, not the JSON object
+            json.loads(ATTRIBUTION),
+        ]
+    )
     llm = load_chat_model("openai:stub", base_url=openai_stub.base_url, timeout_s=5)
     box = ToolBox.for_role("attributor", make_tools(run), use_memory=True, max_rounds=3)
     att = attributor.llm_attribution(llm, _ev(), {}, list(INTERFACES), toolbox=box)
@@ -261,8 +336,10 @@ def test_unparseable_free_answer_is_asked_again_with_structured_output_over_http
 
 
 # -- a server without tool calling, and what the model said ----------------------------------------------
-NO_TOOL_CALLING = ('{"error": {"message": "\\"auto\\" tool choice requires --enable-auto-tool-choice and '
-                   '--tool-call-parser to be set", "type": "BadRequestError", "code": 400}}')
+NO_TOOL_CALLING = (
+    '{"error": {"message": "\\"auto\\" tool choice requires --enable-auto-tool-choice and '
+    '--tool-call-parser to be set", "type": "BadRequestError", "code": 400}}'
+)
 
 
 def test_a_server_without_tool_calling_is_answered_without_tools_and_the_skip_recorded(run, openai_stub):
@@ -278,7 +355,10 @@ def test_a_server_without_tool_calling_is_answered_without_tools_and_the_skip_re
     assert "tools" not in answered and answered["response_format"]["type"] == "json_schema"
     (note,) = box.calls
     assert note["name"] == SKIPPED_TOOLS and note["error"]
-    assert note["result"].startswith("tools skipped: server has no tool calling") and "enable-auto-tool-choice" in note["result"]
+    assert (
+        note["result"].startswith("tools skipped: server has no tool calling")
+        and "enable-auto-tool-choice" in note["result"]
+    )
     assert [(r["round"], r["used"]) for r in box.replies] == [(1, True)] and '"criteria"' in box.replies[0]["text"]
 
 
@@ -306,8 +386,8 @@ def test_every_answer_is_recorded_and_a_rejected_one_is_quoted_in_the_fallback(r
 
 
 def test_a_schema_the_server_cannot_compile_is_asked_again_as_any_json_object(openai_stub):
-    from agents.llm import ask_structured
     from agents.chat_models import load_chat_model
+    from agents.llm import ask_structured
 
     refused = '{"error": {"message": "Grammar error: circular references with sibling keys are not supported"}}'
     openai_stub.fail_next(status=400, body=refused)

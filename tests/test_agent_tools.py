@@ -16,11 +16,11 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from harness.types import FailureEvent, HarnessUpdate
+from measure.agent_tools import make_tools
+from measure.judge import Judge
 from memory.records import EventRecord, ProposalRecord
 from tests.fakes.fake_chat import FunctionChatModel
 from tests.services_factories import tools_by_name as _tools
-from measure.agent_tools import make_tools
-from measure.judge import Judge
 
 INFRA = {"store", "endpoint", "judge", "memory", "services", "step", "state", "detector_config"}
 EXPECTED_ARGS = {
@@ -59,15 +59,24 @@ def test_unknown_task_id_is_a_readable_error(services, name, args):
 def test_current_harness_shows_training_view_not_hidden_parts(services):
     view = json.loads(_tools(services)["current_harness"].invoke({"task_id": "a"}))
     assert [c["id"] for c in view["criteria"]] == ["water", "txt"]
-    assert view["sampling"] == {"weight": 1.0, "status": "active", "quarantined_until": None} and view["harness_version"] == 0
+    assert (
+        view["sampling"] == {"weight": 1.0, "status": "active", "quarantined_until": None}
+        and view["harness_version"] == 0
+    )
     text = json.dumps(view)
     assert "doctor" not in text and "two glasses" not in text  # audit criteria and reference stay hidden
     assert view["has_reference_answer"] is True
 
 
 def test_sample_policy_uses_current_hints_and_clamps_n(services):
-    services.store.commit(HarnessUpdate.model_validate(
-        {"interface": "guidance", "ops": [{"op": "add_hint", "task_id": "a", "hint": {"id": "h", "text": "Think."}}]}))
+    services.store.commit(
+        HarnessUpdate.model_validate(
+            {
+                "interface": "guidance",
+                "ops": [{"op": "add_hint", "task_id": "a", "hint": {"id": "h", "text": "Think."}}],
+            }
+        )
+    )
     out = json.loads(_tools(services)["sample_policy"].invoke({"task_id": "a", "n": 100}))
     assert len(out) == 16
     call = services.endpoint.calls[-1]
@@ -94,15 +103,32 @@ def test_score_responses_with_llm_judge(services):
 def test_memory_tools(services):
     ev = FailureEvent(id="e1", type="collapse_low", task_id="a", step=2, stats={"mean": 0.0})
     services.memory.add_event(EventRecord(event=ev, domain="medical"))
-    services.memory.add_proposal(ProposalRecord(
-        proposal_id="p1", event_id="e0", task_id="b", failure_type="collapse_low", interface="guidance",
-        update=HarnessUpdate.model_validate({"interface": "guidance", "ops": [
-            {"op": "add_hint", "task_id": "b", "hint": {"id": "h", "text": "Mention hydration."}}]}),
-        outcome="accepted", deltas={"std": 0.3}, step=1))
+    services.memory.add_proposal(
+        ProposalRecord(
+            proposal_id="p1",
+            event_id="e0",
+            task_id="b",
+            failure_type="collapse_low",
+            interface="guidance",
+            update=HarnessUpdate.model_validate(
+                {
+                    "interface": "guidance",
+                    "ops": [{"op": "add_hint", "task_id": "b", "hint": {"id": "h", "text": "Mention hydration."}}],
+                }
+            ),
+            outcome="accepted",
+            deltas={"std": 0.3},
+            step=1,
+        )
+    )
     tools = _tools(services)
     hist = json.loads(tools["task_history"].invoke({"task_id": "a", "last_n": 5}))
-    assert hist == [{"kind": "events", "step": 2, "summary": hist[0]["summary"]}] and "collapse_low" in hist[0]["summary"]
-    cases = json.loads(tools["similar_cases"].invoke({"query": "collapse_low all zero", "failure_type": "collapse_low"}))
+    assert (
+        hist == [{"kind": "events", "step": 2, "summary": hist[0]["summary"]}] and "collapse_low" in hist[0]["summary"]
+    )
+    cases = json.loads(
+        tools["similar_cases"].invoke({"query": "collapse_low all zero", "failure_type": "collapse_low"})
+    )
     assert cases[0]["task_id"] == "b" and cases[0]["outcome"] == "accepted" and cases[0]["deltas"] == {"std": 0.3}
     assert json.loads(tools["similar_cases"].invoke({"query": "x", "interface": "criteria"})) == []
 
@@ -120,10 +146,13 @@ def test_tools_run_in_a_langgraph_tool_node(services):
     builder.add_edge(START, "tools")
     builder.add_edge("tools", END)
     graph = builder.compile()
-    call = AIMessage(content="", tool_calls=[
-        {"name": "current_harness", "args": {"task_id": "b"}, "id": "c1"},
-        {"name": "score_responses", "args": {"task_id": "a", "responses": ["water"]}, "id": "c2"},
-    ])
+    call = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "current_harness", "args": {"task_id": "b"}, "id": "c1"},
+            {"name": "score_responses", "args": {"task_id": "a", "responses": ["water"]}, "id": "c2"},
+        ],
+    )
     out = asyncio.run(graph.ainvoke({"messages": [call]}))["messages"][1:]
     assert json.loads(out[0].content)["task_id"] == "b"
     assert json.loads(out[1].content)[0]["score"] == 1.0  # the async path of a tool with a coroutine
@@ -133,7 +162,9 @@ def test_measure_package_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, measure, measure.judge, measure.candidate, measure.agent_tools; "
-            "bad = [m for m in ('torch', 'chromadb', 'transformers', 'trl') if m in sys.modules]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, measure, measure.judge, measure.candidate, measure.agent_tools; "
+        "bad = [m for m in ('torch', 'chromadb', 'transformers', 'trl') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from agents import attributor, critic, proposer
+from agents.chat_models import load_chat_model
 from agents.context import EvolverContext
 from agents.llm import ask_structured
-from agents.chat_models import load_chat_model
 from agents.schemas import Attribution, Critique, parse_json_output
 from graphs.evolver import route_after_critique
 from harness.ops import validate
@@ -30,10 +30,19 @@ def _ev(etype: str, task_id: str = "med-1", criterion_id: str | None = None, **s
 
 
 # -- attributor ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("etype", "interface"), [
-    ("collapse_low", "guidance"), ("collapse_high", "sampling"), ("flat", "criteria"), ("spurious_length", "criteria"),
-    ("spurious_audit", "criteria"), ("stuffing", "criteria"), ("blind_criterion", "criteria"), ("guidance_leak", "guidance"),
-])
+@pytest.mark.parametrize(
+    ("etype", "interface"),
+    [
+        ("collapse_low", "guidance"),
+        ("collapse_high", "sampling"),
+        ("flat", "criteria"),
+        ("spurious_length", "criteria"),
+        ("spurious_audit", "criteria"),
+        ("stuffing", "criteria"),
+        ("blind_criterion", "criteria"),
+        ("guidance_leak", "guidance"),
+    ],
+)
 def test_rule_prior(etype, interface):
     assert attributor.rule_attribution(_ev(etype), {}, list(INTERFACES)).interface == interface
 
@@ -42,13 +51,18 @@ def test_memory_override_after_two_rejections_and_disabled_interfaces():
     evidence = {"proposals": [{"id": f"p{i}", "interface": "guidance", "outcome": "rejected"} for i in range(2)]}
     att = attributor.rule_attribution(_ev("collapse_low"), evidence, list(INTERFACES))
     assert att.interface == "criteria" and att.evidence_ids == ["p0", "p1"]
-    assert attributor.rule_attribution(_ev("collapse_low"), evidence, list(INTERFACES), use_memory=False).interface == "guidance"
+    assert (
+        attributor.rule_attribution(_ev("collapse_low"), evidence, list(INTERFACES), use_memory=False).interface
+        == "guidance"
+    )
     assert attributor.rule_attribution(_ev("collapse_low"), {}, ["sampling", "criteria"]).interface == "criteria"
 
 
 def test_llm_attributor_valid_hallucinated_malformed_disabled_timeout():
     ev, evidence = _ev("collapse_low"), {"history": [{"id": "h1", "document": "d"}]}
-    good = json.dumps({"interface": "criteria", "diagnosis": "c3 unsatisfiable", "confidence": 0.9, "evidence_ids": ["h1", "ghost"]})
+    good = json.dumps(
+        {"interface": "criteria", "diagnosis": "c3 unsatisfiable", "confidence": 0.9, "evidence_ids": ["h1", "ghost"]}
+    )
     att = attributor.llm_attribution(scripted(good), ev, evidence, list(INTERFACES))
     assert (att.interface, att.source, att.evidence_ids) == ("criteria", "llm", ["h1"])
     assert "ghost" in att.notes[-1]
@@ -73,8 +87,18 @@ def test_rule_proposer_makes_valid_updates_for_every_type_and_interface(etype, i
         from harness.ops import apply
         from harness.types import AddHint, HarnessUpdate, Hint
 
-        state = apply(state, HarnessUpdate(interface="guidance", ops=[AddHint(task_id="med-1", hint=Hint(
-            id="h1", text="Say drink water and rest in a dark room", source="criterion:water"))]))
+        state = apply(
+            state,
+            HarnessUpdate(
+                interface="guidance",
+                ops=[
+                    AddHint(
+                        task_id="med-1",
+                        hint=Hint(id="h1", text="Say drink water and rest in a dark room", source="criterion:water"),
+                    )
+                ],
+            ),
+        )
     att = Attribution(interface=interface, diagnosis="d")
     attempts: list[dict] = []
     made = 0
@@ -99,13 +123,20 @@ def test_hints_never_contain_the_reference_answer():
 
 
 def test_variant_adds_constraint_and_matching_check():
-    prop = proposer.rule_proposal(_ev("collapse_high"), Attribution(interface="sampling", diagnosis="d"), STATE, [], step=0)
+    prop = proposer.rule_proposal(
+        _ev("collapse_high"), Attribution(interface="sampling", diagnosis="d"), STATE, [], step=0
+    )
     (op,) = prop.update.ops
     assert "3 bullet points" in op.prompt[-1].content and op.extra_criteria[0].check.type == "bullets"
     assert op.parent_weight == 0.5
     # The critic said the variant came out dead-low: the next one is no harder.
-    nxt = proposer.rule_proposal(_ev("collapse_high"), Attribution(interface="sampling", diagnosis="d"), STATE,
-                                 [{"template": prop.template, "critique": {"numbers": {"candidate_mean": 0.0}, "reasons": []}}], step=0)
+    nxt = proposer.rule_proposal(
+        _ev("collapse_high"),
+        Attribution(interface="sampling", diagnosis="d"),
+        STATE,
+        [{"template": prop.template, "critique": {"numbers": {"candidate_mean": 0.0}, "reasons": []}}],
+        step=0,
+    )
     assert nxt.template.startswith("variant:") and nxt.template != prop.template
     assert nxt.template in ("variant:words25", "variant:question", "variant:opener")
 
@@ -129,23 +160,68 @@ def _proposal(ops, interface="criteria"):
     return json.dumps({"update": {"interface": interface, "ops": ops}, "rationale": "r"})
 
 
-@pytest.mark.parametrize(("reply", "error"), [
-    ("```json\n{not json", "no JSON object"),
-    (_proposal([{"op": "exec", "task_id": "med-1", "code": "import os; os.system('rm -rf /')"}]), "ProposalOut.update.ops.0"),
-    (_proposal([{"op": "add_criterion", "task_id": "med-1", "criterion": {"id": "x", "text": "t", "weight": 1, "kind": "optional",
-                 "check": {"type": "python", "source": "lambda r: True"}}}]), "ProposalOut.update.ops.0"),
-    (_proposal([{"op": "add_criterion", "task_id": "med-1", "criterion": {"id": "x", "text": "t", "weight": 1, "kind": "optional",
-                 "check": {"type": "regex", "pattern": "(a+)+" + "b" * 5000}}}]), "regex longer"),
-    (_proposal([{"op": "reweight", "task_id": "med-1", "weight": 2}], interface="sampling"), "attribution is 'criteria'"),
-])
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        ("```json\n{not json", "no JSON object"),
+        (
+            _proposal([{"op": "exec", "task_id": "med-1", "code": "import os; os.system('rm -rf /')"}]),
+            "ProposalOut.update.ops.0",
+        ),
+        (
+            _proposal(
+                [
+                    {
+                        "op": "add_criterion",
+                        "task_id": "med-1",
+                        "criterion": {
+                            "id": "x",
+                            "text": "t",
+                            "weight": 1,
+                            "kind": "optional",
+                            "check": {"type": "python", "source": "lambda r: True"},
+                        },
+                    }
+                ]
+            ),
+            "ProposalOut.update.ops.0",
+        ),
+        (
+            _proposal(
+                [
+                    {
+                        "op": "add_criterion",
+                        "task_id": "med-1",
+                        "criterion": {
+                            "id": "x",
+                            "text": "t",
+                            "weight": 1,
+                            "kind": "optional",
+                            "check": {"type": "regex", "pattern": "(a+)+" + "b" * 5000},
+                        },
+                    }
+                ]
+            ),
+            "regex longer",
+        ),
+        (
+            _proposal([{"op": "reweight", "task_id": "med-1", "weight": 2}], interface="sampling"),
+            "attribution is 'criteria'",
+        ),
+    ],
+)
 def test_llm_proposer_rejects_bad_output(reply, error):
-    prop = proposer.llm_proposal(scripted(reply), _ev("stuffing"), Attribution(interface="criteria", diagnosis="d"), STATE, [])
+    prop = proposer.llm_proposal(
+        scripted(reply), _ev("stuffing"), Attribution(interface="criteria", diagnosis="d"), STATE, []
+    )
     assert prop.update is None and error in prop.error
 
 
 def test_llm_proposer_hallucinated_ids_fail_validation_not_the_harness():
     reply = _proposal([{"op": "reweight_criterion", "task_id": "med-1", "criterion_id": "c-ghost", "weight": 2}])
-    prop = proposer.llm_proposal(scripted(reply), _ev("stuffing"), Attribution(interface="criteria", diagnosis="d"), STATE, [])
+    prop = proposer.llm_proposal(
+        scripted(reply), _ev("stuffing"), Attribution(interface="criteria", diagnosis="d"), STATE, []
+    )
     assert prop.update is not None
     (err,) = validate(STATE, prop.update)
     assert "'c-ghost' is not a criterion of task 'med-1'" in err
@@ -154,16 +230,27 @@ def test_llm_proposer_hallucinated_ids_fail_validation_not_the_harness():
 def test_structured_output_tool_call_path_and_plain_json_fallback():
     from tests.fakes.fake_chat import tool_reply
 
-    att = ask_structured(ScriptedChatModel(messages=iter([tool_reply("Attribution", {"interface": "guidance", "diagnosis": "d"})])),
-                         Attribution, "s", "u")
+    att = ask_structured(
+        ScriptedChatModel(messages=iter([tool_reply("Attribution", {"interface": "guidance", "diagnosis": "d"})])),
+        Attribution,
+        "s",
+        "u",
+    )
     assert att.interface == "guidance"
-    assert parse_json_output('Sure! {"interface": "criteria", "diagnosis": "x"} hope it helps', Attribution).interface == "criteria"
+    assert (
+        parse_json_output('Sure! {"interface": "criteria", "diagnosis": "x"} hope it helps', Attribution).interface
+        == "criteria"
+    )
 
 
 # -- critic ------------------------------------------------------------------------------------------------
 def _route(crit: Critique, revision=0, **ctx):
-    state = {"critique": crit.model_dump(), "proposal": {"update": None, "template": "t", "source": "llm"}, "revision": revision,
-             "attempts": [{"critique": crit.model_dump()}] * (revision + 1)}  # revision r: the (r+1)-th attempt
+    state = {
+        "critique": crit.model_dump(),
+        "proposal": {"update": None, "template": "t", "source": "llm"},
+        "revision": revision,
+        "attempts": [{"critique": crit.model_dump()}] * (revision + 1),
+    }  # revision r: the (r+1)-th attempt
     return route_after_critique(state, SimpleNamespace(context=EvolverContext(**ctx)))
 
 
@@ -182,8 +269,12 @@ def test_llm_critic_can_veto_but_never_accept():
 
 # -- ChatOpenAI over real HTTP ----------------------------------------------------------------------------
 def test_chat_openai_brain_over_http(openai_stub):
-    openai_stub.script([{"interface": "criteria", "diagnosis": "stuffed keyword", "confidence": 0.8, "evidence_ids": []},
-                        _proposal([{"op": "reweight_criterion", "task_id": "med-1", "criterion_id": "water", "weight": 2}])])
+    openai_stub.script(
+        [
+            {"interface": "criteria", "diagnosis": "stuffed keyword", "confidence": 0.8, "evidence_ids": []},
+            _proposal([{"op": "reweight_criterion", "task_id": "med-1", "criterion_id": "water", "weight": 2}]),
+        ]
+    )
     ctx = EvolverContext(attributor_model="openai:stub", proposer_model="openai:stub", base_url=openai_stub.base_url)
     llm = load_chat_model(ctx.proposer_model, base_url=ctx.base_url, timeout_s=5)
     att = attributor.llm_attribution(llm, _ev("stuffing"), {}, list(INTERFACES))

@@ -29,19 +29,33 @@ from graphs.services import RunServices
 from harness.detector import Detector, GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import INTERFACES, Criterion, HarnessState, HarnessUpdate, Message, Task
+from measure.agent_tools import make_tools
+from measure.candidate import MeasureSettings, measure_candidate
+from measure.judge import Judge
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 from memory.store import TrainingMemory
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedChatModel
-from measure.agent_tools import make_tools
-from measure.judge import Judge
-from measure.candidate import MeasureSettings, measure_candidate
 
 MARKER = "zqx-hidden-7731"
 DOCTOR = "Drink water and rest in a dark room; see a doctor if it lasts."
 STUFFED = "water water water water water rest dark"
-TIGHTEN = {"interface": "criteria", "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": {
-    "type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "max_repeated_ngram", "n": 1,
-                                                                                  "max_count": 2}]}}]}
+TIGHTEN = {
+    "interface": "criteria",
+    "ops": [
+        {
+            "op": "edit_criterion",
+            "task_id": "med-1",
+            "criterion_id": "water",
+            "check": {
+                "type": "all_of",
+                "checks": [
+                    {"type": "contains_any", "phrases": ["water"]},
+                    {"type": "max_repeated_ngram", "n": 1, "max_count": 2},
+                ],
+            },
+        }
+    ],
+}
 
 
 def _crit(cid: str, weight: float, phrases: list[str], text: str, kind: str = "essential") -> Criterion:
@@ -50,11 +64,17 @@ def _crit(cid: str, weight: float, phrases: list[str], text: str, kind: str = "e
 
 def _task(tid: str) -> Task:
     return Task(
-        id=tid, domain="medical", prompt=[Message(role="user", content="What helps a mild headache?")],
-        criteria=[_crit("water", 5, ["water"], "Recommends drinking water"),
-                  Criterion(id="txt", text="Sounds caring", weight=2, kind="important")],  # no check: the LLM judge decides
-        audit_criteria=[_crit(f"{MARKER}-doctor", 3, ["doctor"], f"{MARKER}: recommends seeing a doctor"),
-                        _crit(f"{MARKER}-guide", 4, ["guideline-zqx"], f"{MARKER}: cites a clinical guideline", "important")],
+        id=tid,
+        domain="medical",
+        prompt=[Message(role="user", content="What helps a mild headache?")],
+        criteria=[
+            _crit("water", 5, ["water"], "Recommends drinking water"),
+            Criterion(id="txt", text="Sounds caring", weight=2, kind="important"),
+        ],  # no check: the LLM judge decides
+        audit_criteria=[
+            _crit(f"{MARKER}-doctor", 3, ["doctor"], f"{MARKER}: recommends seeing a doctor"),
+            _crit(f"{MARKER}-guide", 4, ["guideline-zqx"], f"{MARKER}: cites a clinical guideline", "important"),
+        ],
     )
 
 
@@ -78,7 +98,9 @@ class Recording(ScriptedChatModel):
 
 
 def _calls(*calls: tuple[str, dict]) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": f"call-{i}"} for i, (n, a) in enumerate(calls)])
+    return AIMessage(
+        content="", tool_calls=[{"name": n, "args": a, "id": f"call-{i}"} for i, (n, a) in enumerate(calls)]
+    )
 
 
 def hidden_key(key: object) -> bool:
@@ -113,8 +135,14 @@ def world(tmp_path_factory):
     store = HarnessStore(root / "harness")
     store.init(HarnessState.from_tasks([_task("med-1"), _task("med-2")]))
     judge = Judge(FunctionChatModel(respond=lambda m: '{"met": true, "reason": "fine"}'))
-    svc = RunServices(store=store, endpoint=Policy(), judge=judge, memory=TrainingMemory.ephemeral(embedding="hash"),
-                   sample_k=4, seed=3)
+    svc = RunServices(
+        store=store,
+        endpoint=Policy(),
+        judge=judge,
+        memory=TrainingMemory.ephemeral(embedding="hash"),
+        sample_k=4,
+        seed=3,
+    )
     state = store.latest()
     task = state.task("med-1")
     texts = [DOCTOR, STUFFED] * 2
@@ -125,8 +153,10 @@ def world(tmp_path_factory):
     detector, events = Detector(), []
     for step in (4, 8):
         scored = judge.score_sync(task.criteria, task.user_prompt, texts)
-        rollouts = [RolloutRecord(text=t, reward=r.score, verdicts={c: v.met for c, v in r.verdicts.items()}, audit=a)
-                    for t, r, a in zip(texts, scored, audits)]
+        rollouts = [
+            RolloutRecord(text=t, reward=r.score, verdicts={c: v.met for c, v in r.verdicts.items()}, audit=a)
+            for t, r, a in zip(texts, scored, audits)
+        ]
         stats = GroupStats.from_rollouts("med-1", step, rollouts, criteria=task.criteria)
         svc.memory.add_group(GroupSummary.from_stats(stats, rollouts[0], rollouts[1], domain="medical"))
         events += detector.observe(stats)
@@ -139,16 +169,44 @@ def world(tmp_path_factory):
     crit = critic.judge_measurement(event, update, m, EvolverContext())
     measurement = m.compact()
     deltas = {k: float(v) for k, v in m.deltas.items() if v is not None}
-    svc.memory.add_attribution(AttributionRecord(event_id=event.id, task_id="med-1", step=8, interface="criteria",
-                                                 diagnosis="credit without content", confidence=0.8,
-                                                 failure_type=event.type, brain="rule"))
+    svc.memory.add_attribution(
+        AttributionRecord(
+            event_id=event.id,
+            task_id="med-1",
+            step=8,
+            interface="criteria",
+            diagnosis="credit without content",
+            confidence=0.8,
+            failure_type=event.type,
+            brain="rule",
+        )
+    )
     for tid in ("med-1", "med-2"):  # med-2's proposal is the cross-task evidence for med-1
-        svc.memory.add_proposal(ProposalRecord(
-            proposal_id=f"{event.id}:{tid}:r0", event_id=event.id, task_id=tid, step=8, failure_type=event.type,
-            interface="criteria", update=update if tid == "med-1" else None, measurements=crit.numbers,
-            outcome="rejected", reasons=crit.reasons, deltas=deltas, domain="medical"))
-    attempt = {"revision": 0, "template": "tighten_repeat", "source": "rules", "update": update.model_dump(mode="json"),
-               "error": None, "critique": crit.model_dump(mode="json"), "measurement": measurement}
+        svc.memory.add_proposal(
+            ProposalRecord(
+                proposal_id=f"{event.id}:{tid}:r0",
+                event_id=event.id,
+                task_id=tid,
+                step=8,
+                failure_type=event.type,
+                interface="criteria",
+                update=update if tid == "med-1" else None,
+                measurements=crit.numbers,
+                outcome="rejected",
+                reasons=crit.reasons,
+                deltas=deltas,
+                domain="medical",
+            )
+        )
+    attempt = {
+        "revision": 0,
+        "template": "tighten_repeat",
+        "source": "rules",
+        "update": update.model_dump(mode="json"),
+        "error": None,
+        "critique": crit.model_dump(mode="json"),
+        "measurement": measurement,
+    }
 
     sources = [event.stats, crit.numbers, measurement, deltas, {"audits": audits}]
     secret = set(_numbers(sources, hidden=True)) - set(_numbers(sources, hidden=False)) - {0.0, 0.5, 1.0}
@@ -196,7 +254,9 @@ def test_every_tool_is_walked_and_no_description_names_the_audit_criteria(world)
     tools = make_tools(world["svc"])
     assert {t.name for t in tools} == {n for n, _ in TOOL_CALLS}
     for t in tools:
-        _assert_hidden(t.description + json.dumps(t.tool_call_schema.model_json_schema()), world, f"{t.name} description")
+        _assert_hidden(
+            t.description + json.dumps(t.tool_call_schema.model_json_schema()), world, f"{t.name} description"
+        )
 
 
 def test_memory_documents_carry_no_audit(world):
@@ -222,8 +282,14 @@ def test_proposer_prompts_and_tool_results_carry_no_audit(world):
     final = {"update": TIGHTEN, "rationale": "tighten"}
     llm = Recording(messages=iter([_calls(*TOOL_CALLS), AIMessage(json.dumps(final))]))
     box = ToolBox.for_role("proposer", make_tools(svc), use_memory=True, max_rounds=2)
-    prop = proposer.llm_proposal(llm, event, Attribution(interface="criteria", diagnosis="d"), svc.store.latest(),
-                                 [world["attempt"]], toolbox=box)
+    prop = proposer.llm_proposal(
+        llm,
+        event,
+        Attribution(interface="criteria", diagnosis="d"),
+        svc.store.latest(),
+        [world["attempt"]],
+        toolbox=box,
+    )
     assert prop.update is not None, prop.error
     assert len([c for c in box.calls if not c["error"]]) == 6  # every proposer tool really ran
     text = _seen(llm)
@@ -236,17 +302,37 @@ def test_attributor_prompts_carry_no_audit(world):
     mem = svc.memory
     task = svc.store.latest().task("med-1")
     evidence = {  # what the graph's gather_evidence hands the attributor
-        "task": {"id": task.id, "domain": task.domain, "prompt": task.user_prompt,
-                 "criteria": [c.model_dump(mode="json", exclude={"origin"}) for c in task.criteria]},
-        "history": [{"id": r.record_id, "kind": r.kind, "document": r.document()} for r in mem.task_history("med-1", 50)],
-        "similar": [{"id": c.id, "task_id": c.task_id, "document": c.document, "outcome": c.outcome, "deltas": c.deltas}
-                    for c in mem.similar_cases("spurious_audit", 5, exclude_task="med-1")],
-        "proposals": [{"id": p.record_id, "interface": p.interface, "outcome": p.outcome} for p in mem.proposals_for("med-1")],
+        "task": {
+            "id": task.id,
+            "domain": task.domain,
+            "prompt": task.user_prompt,
+            "criteria": [c.model_dump(mode="json", exclude={"origin"}) for c in task.criteria],
+        },
+        "history": [
+            {"id": r.record_id, "kind": r.kind, "document": r.document()} for r in mem.task_history("med-1", 50)
+        ],
+        "similar": [
+            {"id": c.id, "task_id": c.task_id, "document": c.document, "outcome": c.outcome, "deltas": c.deltas}
+            for c in mem.similar_cases("spurious_audit", 5, exclude_task="med-1")
+        ],
+        "proposals": [
+            {"id": p.record_id, "interface": p.interface, "outcome": p.outcome} for p in mem.proposals_for("med-1")
+        ],
     }
     assert evidence["history"] and evidence["similar"]
     answer = json.dumps({"interface": "criteria", "diagnosis": "d", "confidence": 0.5, "evidence_ids": []})
-    llm = Recording(messages=iter([_calls(("task_history", {"task_id": "med-1"}), ("similar_cases", {"query": "audit"}),
-                                          ("current_harness", {"task_id": "med-1"})), AIMessage(answer)]))
+    llm = Recording(
+        messages=iter(
+            [
+                _calls(
+                    ("task_history", {"task_id": "med-1"}),
+                    ("similar_cases", {"query": "audit"}),
+                    ("current_harness", {"task_id": "med-1"}),
+                ),
+                AIMessage(answer),
+            ]
+        )
+    )
     box = ToolBox.for_role("attributor", make_tools(svc), use_memory=True, max_rounds=2)
     att = attributor.llm_attribution(llm, event, evidence, list(INTERFACES), toolbox=box)
     assert att.source == "llm"

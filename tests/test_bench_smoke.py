@@ -50,26 +50,37 @@ def test_runs_as_a_script_from_another_directory(tmp_path):
     # How the Makefile, the README and every worker process start it: the bench_* siblings must resolve.
     import subprocess
 
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compare.py"), "--help"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "compare.py"), "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "--preset" in out.stdout
 
 
 def test_code_snapshot_holds_every_benchmark_module():
     # Workers run the frozen copy in OUT/code: a bench module missing from it would be imported from nowhere.
-    modules = {f"benchmarks/{p.name}" for p in (ROOT / "benchmarks").glob("*.py")
-               if p.name == "compare.py" or p.name.startswith("bench_")}
+    modules = {
+        f"benchmarks/{p.name}"
+        for p in (ROOT / "benchmarks").glob("*.py")
+        if p.name == "compare.py" or p.name.startswith("bench_")
+    }
     assert modules <= set(bench_run.SNAPSHOT_PATHS)
     assert all((ROOT / p).exists() for p in bench_run.SNAPSHOT_PATHS)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("key", ["fixed", "dapo", "harnessrl", "harnessrl-dapo"]),
-    ("all", list(bench_spec.ARMS)),
-    ("harnessrl,fixed,harnessrl", ["harnessrl", "fixed"]),
-    ("key,no-critic", ["fixed", "dapo", "harnessrl", "harnessrl-dapo", "no-critic"]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("key", ["fixed", "dapo", "harnessrl", "harnessrl-dapo"]),
+        ("all", list(bench_spec.ARMS)),
+        ("harnessrl,fixed,harnessrl", ["harnessrl", "fixed"]),
+        ("key,no-critic", ["fixed", "dapo", "harnessrl", "harnessrl-dapo", "no-critic"]),
+    ],
+)
 def test_parse_arms(text, expected):
     assert compare.parse_arms(text) == expected
 
@@ -80,11 +91,14 @@ def test_parse_arms_rejects_unknown(text):
         compare.parse_arms(text)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--preset", "tiny", "--batch", "6", "--group", "4"], "multiple of"),
-    (["--preset", "tiny", "--steps", "0"], "--steps must be >= 1"),
-    (["--preset", "tiny", "--ifeval-max-tokens", "-1"], "--ifeval-max-tokens must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--preset", "tiny", "--batch", "6", "--group", "4"], "multiple of"),
+        (["--preset", "tiny", "--steps", "0"], "--steps must be >= 1"),
+        (["--preset", "tiny", "--ifeval-max-tokens", "-1"], "--ifeval-max-tokens must be >= 0"),
+    ],
+)
 def test_bad_arguments_say_what_to_fix(argv, message):
     with pytest.raises(SystemExit, match=message):
         compare.resolve_args(compare.build_parser().parse_args(argv))
@@ -95,7 +109,9 @@ def _args(tmp_path, *extra):
 
 
 def test_plan_orders_key_arms_first_and_shares_the_budget(tmp_path):
-    args = _args(tmp_path, "--seeds", "0,1", "--arms", "all", "--steps", "6", "--evolve-every", "2", "--eval-every", "2")
+    args = _args(
+        tmp_path, "--seeds", "0,1", "--arms", "all", "--steps", "6", "--evolve-every", "2", "--eval-every", "2"
+    )
     jobs = bench_run.plan(args)
     names = [j.name for j in jobs]
     assert names[0] == "base"
@@ -127,11 +143,16 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
         assert cfg.train.seed == 3 and cfg.run_dir == job.run_dir
         assert len(cfg.data.tasks) == 10  # the tiny preset's pool: 2 train tasks per domain, the same for every arm
         expect = {
-            "fixed": (False, False, 3, True, True), "dynfilter": (False, True, 3, True, True),
-            "harnessrl": (True, False, 3, True, True), "no-sampling": (True, False, 2, True, True),
-            "no-guidance": (True, False, 2, True, True), "no-criteria": (True, False, 2, True, True),
-            "no-memory": (True, False, 3, False, True), "no-critic": (True, False, 3, True, False),
-            "dapo": (False, False, 3, True, True), "plain": (False, False, 3, True, True),
+            "fixed": (False, False, 3, True, True),
+            "dynfilter": (False, True, 3, True, True),
+            "harnessrl": (True, False, 3, True, True),
+            "no-sampling": (True, False, 2, True, True),
+            "no-guidance": (True, False, 2, True, True),
+            "no-criteria": (True, False, 2, True, True),
+            "no-memory": (True, False, 3, False, True),
+            "no-critic": (True, False, 3, True, False),
+            "dapo": (False, False, 3, True, True),
+            "plain": (False, False, 3, True, True),
             "harnessrl-dapo": (True, False, 3, True, True),
         }[job.arm]
         e = cfg.evolver
@@ -158,8 +179,9 @@ def test_eval_subset_is_fixed_and_covers_every_domain():
     assert len(a) == 10 and len({t.split("-")[0] for t in a}) == 5
 
 
-@pytest.mark.parametrize("per_domain, words", [(0, "all 3 held-out test tasks"),
-                                                (1, "fixed subset of 3 test tasks (1 per domain)")])
+@pytest.mark.parametrize(
+    "per_domain, words", [(0, "all 3 held-out test tasks"), (1, "fixed subset of 3 test tasks (1 per domain)")]
+)
 def test_report_names_the_eval_set(per_domain, words):
     assert bench_render.eval_subset({"eval_tasks": ["a", "b", "c"], "eval_per_domain": per_domain}) == words
 
@@ -211,25 +233,64 @@ def _jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
-    _jsonl(tmp_path / "metrics.jsonl", [
-        {"step": 1, "dead_share": 1.0, "n_groups": 2, "pause_s": 0.0, "judge_warnings": 1, "time": 10.0,
-         "tasks": ["a", "b"], "reward": 0.2, "hinted_share": 0.0},
-        {"step": 2, "dead_share": 0.5, "n_groups": 2, "pause_s": 4.0, "judge_warnings": 0, "time": 20.0,
-         "tasks": ["a.v1-x", "b"], "reward": 0.6, "hinted_share": 0.5},
-    ])
-    _jsonl(tmp_path / "rounds.jsonl", [{"step": 2, "reports": [
-        {"interface": "guidance", "decision": "accepted",
-         "attempts": [{"reasons": ["std 0.1 -> 0.1", "FAIL: std_gain"]}, {"reasons": ["PASS: std_gain"]}]},
-        {"interface": "criteria", "decision": "fallback", "attempts": [{}]},
-        {"interface": None, "decision": "skipped", "attempts": []},
-    ]}, {"step": 4, "error": "RuntimeError: endpoint down", "reports": []}])
+    _jsonl(
+        tmp_path / "metrics.jsonl",
+        [
+            {
+                "step": 1,
+                "dead_share": 1.0,
+                "n_groups": 2,
+                "pause_s": 0.0,
+                "judge_warnings": 1,
+                "time": 10.0,
+                "tasks": ["a", "b"],
+                "reward": 0.2,
+                "hinted_share": 0.0,
+            },
+            {
+                "step": 2,
+                "dead_share": 0.5,
+                "n_groups": 2,
+                "pause_s": 4.0,
+                "judge_warnings": 0,
+                "time": 20.0,
+                "tasks": ["a.v1-x", "b"],
+                "reward": 0.6,
+                "hinted_share": 0.5,
+            },
+        ],
+    )
+    _jsonl(
+        tmp_path / "rounds.jsonl",
+        [
+            {
+                "step": 2,
+                "reports": [
+                    {
+                        "interface": "guidance",
+                        "decision": "accepted",
+                        "attempts": [
+                            {"reasons": ["std 0.1 -> 0.1", "FAIL: std_gain"]},
+                            {"reasons": ["PASS: std_gain"]},
+                        ],
+                    },
+                    {"interface": "criteria", "decision": "fallback", "attempts": [{}]},
+                    {"interface": None, "decision": "skipped", "attempts": []},
+                ],
+            },
+            {"step": 4, "error": "RuntimeError: endpoint down", "reports": []},
+        ],
+    )
     _jsonl(tmp_path / "events.jsonl", [{"type": "collapse_low"}, {"type": "spurious_length"}, {"type": "stuffing"}])
     (tmp_path / "harness").mkdir()
-    _jsonl(tmp_path / "harness" / "updates.jsonl", [
-        # Draws happen at step time: the rows of steps 1 and 2 follow it (step 1 draws a, step 2 a.v1).
-        {"step": 0, "update": {"ops": [{"task_id": "a"}]}},
-        {"step": 2, "update": {"ops": [{"task_id": "b"}]}},  # no step after 3: never revisited
-    ])
+    _jsonl(
+        tmp_path / "harness" / "updates.jsonl",
+        [
+            # Draws happen at step time: the rows of steps 1 and 2 follow it (step 1 draws a, step 2 a.v1).
+            {"step": 0, "update": {"ops": [{"task_id": "a"}]}},
+            {"step": 2, "update": {"ops": [{"task_id": "b"}]}},  # no step after 3: never revisited
+        ],
+    )
     got = bench_collect.collect_run(tmp_path)
     assert got["zero_var_share"] == pytest.approx(0.75)
     assert got["pause_s"] == 4.0 and got["judge_warnings"] == 1 and got["loop_s"] == 10.0
@@ -244,18 +305,49 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
 
 
 def _fake_run(arm, seed, curve, zero_var=0.4, pause=5.0, wall=100.0):
-    evals = {str(s): {"avg_at_k": sc, "audit": au, "domains": {"medical": {"avg_at_k": sc, "audit": au}},
-                      "length_corr": 0.1, "mean_words": 20.0, "seconds": 1.0} for s, sc, au in curve}
-    return {"kind": "arm", "name": f"{arm}-s{seed}", "arm": arm, "seed": seed, "train_s": wall, "pause_s": pause,
-            "zero_var_share": zero_var, "judge_warnings": 0, "eval_judge_warnings": 0, "rounds": 1, "round_errors": 0,
-            "fallbacks": 0, "event_types": {}, "spurious_events": 0, "steps": [{"step": 1, "dead_share": zero_var}],
-            "per_interface": {i: {"proposals": 1, "accepted": 1, "rejected": 0} for i in INTERFACES},
-            "summary": {"harness_version": 1}, "evals": evals}
+    evals = {
+        str(s): {
+            "avg_at_k": sc,
+            "audit": au,
+            "domains": {"medical": {"avg_at_k": sc, "audit": au}},
+            "length_corr": 0.1,
+            "mean_words": 20.0,
+            "seconds": 1.0,
+        }
+        for s, sc, au in curve
+    }
+    return {
+        "kind": "arm",
+        "name": f"{arm}-s{seed}",
+        "arm": arm,
+        "seed": seed,
+        "train_s": wall,
+        "pause_s": pause,
+        "zero_var_share": zero_var,
+        "judge_warnings": 0,
+        "eval_judge_warnings": 0,
+        "rounds": 1,
+        "round_errors": 0,
+        "fallbacks": 0,
+        "event_types": {},
+        "spurious_events": 0,
+        "steps": [{"step": 1, "dead_share": zero_var}],
+        "per_interface": {i: {"proposals": 1, "accepted": 1, "rejected": 0} for i in INTERFACES},
+        "summary": {"harness_version": 1},
+        "evals": evals,
+    }
 
 
 def test_summaries_and_targets():
-    base = {"eval": {"avg_at_k": 0.30, "audit": 0.40, "length_corr": 0.0, "mean_words": 25.0,
-                     "domains": {"medical": {"avg_at_k": 0.30, "audit": 0.40}}}}
+    base = {
+        "eval": {
+            "avg_at_k": 0.30,
+            "audit": 0.40,
+            "length_corr": 0.0,
+            "mean_words": 25.0,
+            "domains": {"medical": {"avg_at_k": 0.30, "audit": 0.40}},
+        }
+    }
     fixed = _fake_run("fixed", 0, [(4, 0.32, 0.40), (8, 0.36, 0.41), (12, 0.35, 0.42)], zero_var=0.4, pause=0.0)
     h = _fake_run("harnessrl", 0, [(4, 0.37, 0.45), (8, 0.36, 0.46), (12, 0.38, 0.47)], zero_var=0.1, pause=5.0)
     by_arm = {"fixed": [fixed], "harnessrl": [h]}
@@ -281,13 +373,37 @@ def test_summaries_and_targets():
 def test_render_keeps_the_hand_written_analysis(tmp_path):
     report = tmp_path / "RESULTS.md"
     report.write_text(f"old\n{bench_render.ANALYSIS_BEGIN}\n## Analysis\nkept text\n{bench_render.ANALYSIS_END}\n")
-    results = {"preset": "tiny", "command": "cmd", "started": "s", "finished": "f", "runtime_s": 60.0, "jobs": 1,
-               "git": {"head": "abc1234", "changed_files": 3},
-               "status": {"base": "done"}, "base": None, "runs": [], "arms": {}, "targets": [], "plots": [],
-               "plot_dir": str(tmp_path / "plots"),
-               "budget": {"config": "c", "steps": 2, "batch": 8, "group": 4, "evolve_every": 1, "eval_every": 1,
-                          "eval_tasks": ["a"], "eval_per_domain": 1, "eval_k": 2, "max_tokens": 16, "eval_seed": 1,
-                          "seeds": [0], "ablation_seeds": [0]}}
+    results = {
+        "preset": "tiny",
+        "command": "cmd",
+        "started": "s",
+        "finished": "f",
+        "runtime_s": 60.0,
+        "jobs": 1,
+        "git": {"head": "abc1234", "changed_files": 3},
+        "status": {"base": "done"},
+        "base": None,
+        "runs": [],
+        "arms": {},
+        "targets": [],
+        "plots": [],
+        "plot_dir": str(tmp_path / "plots"),
+        "budget": {
+            "config": "c",
+            "steps": 2,
+            "batch": 8,
+            "group": 4,
+            "evolve_every": 1,
+            "eval_every": 1,
+            "eval_tasks": ["a"],
+            "eval_per_domain": 1,
+            "eval_k": 2,
+            "max_tokens": 16,
+            "eval_seed": 1,
+            "seeds": [0],
+            "ablation_seeds": [0],
+        },
+    }
     text = bench_render.render(results, report)
     assert "kept text" in text and "(not written yet)" not in text
 
@@ -296,8 +412,16 @@ def test_ifeval_yardstick_is_a_column_per_arm_when_present(tmp_path):
     """The external yardstick (issue 22): the last checkpoint's and the base's IFEval scores reach the arm
     summary and the main table; summaries without it render as before (no column)."""
     ife = lambda ps, ins: {"prompt_strict": ps, "instruction_strict": ins, "n_prompts": 52, "max_tokens": 128}  # noqa: E731
-    base = {"eval": {"avg_at_k": 0.30, "audit": 0.40, "length_corr": 0.0, "mean_words": 25.0,
-                     "domains": {"medical": {"avg_at_k": 0.30, "audit": 0.40}}, "ifeval": ife(0.50, 0.60)}}
+    base = {
+        "eval": {
+            "avg_at_k": 0.30,
+            "audit": 0.40,
+            "length_corr": 0.0,
+            "mean_words": 25.0,
+            "domains": {"medical": {"avg_at_k": 0.30, "audit": 0.40}},
+            "ifeval": ife(0.50, 0.60),
+        }
+    }
     runs = [_fake_run("fixed", sd, [(4, 0.32, 0.40), (8, 0.36, 0.41)]) for sd in (0, 1)]
     runs[0]["evals"]["8"]["ifeval"], runs[1]["evals"]["8"]["ifeval"] = ife(0.40, 0.55), ife(0.50, 0.65)
     for r in runs:
@@ -306,12 +430,38 @@ def test_ifeval_yardstick_is_a_column_per_arm_when_present(tmp_path):
     assert runs[0]["summary"]["base_ifeval_inst"] == pytest.approx(60.0)
     arm = bench_collect.arm_summary(runs)
     assert arm["final_ifeval"] == pytest.approx(45.0) and arm["final_ifeval_inst"] == pytest.approx(60.0)
-    results = {"preset": "tiny", "command": "cmd", "started": "s", "finished": "f", "runtime_s": 60.0, "jobs": 1,
-               "git": {"head": "abc1234", "changed_files": 0}, "status": {}, "base": base, "runs": runs,
-               "arms": {"fixed": arm}, "targets": [], "plots": [], "plot_dir": str(tmp_path / "plots"),
-               "budget": {"config": "c", "steps": 8, "batch": 8, "group": 4, "evolve_every": 4, "eval_every": 4,
-                          "eval_tasks": ["a"], "eval_per_domain": 1, "eval_k": 2, "max_tokens": 16, "eval_seed": 1,
-                          "seeds": [0, 1], "ablation_seeds": [0]}, "power": None}
+    results = {
+        "preset": "tiny",
+        "command": "cmd",
+        "started": "s",
+        "finished": "f",
+        "runtime_s": 60.0,
+        "jobs": 1,
+        "git": {"head": "abc1234", "changed_files": 0},
+        "status": {},
+        "base": base,
+        "runs": runs,
+        "arms": {"fixed": arm},
+        "targets": [],
+        "plots": [],
+        "plot_dir": str(tmp_path / "plots"),
+        "budget": {
+            "config": "c",
+            "steps": 8,
+            "batch": 8,
+            "group": 4,
+            "evolve_every": 4,
+            "eval_every": 4,
+            "eval_tasks": ["a"],
+            "eval_per_domain": 1,
+            "eval_k": 2,
+            "max_tokens": 16,
+            "eval_seed": 1,
+            "seeds": [0, 1],
+            "ablation_seeds": [0],
+        },
+        "power": None,
+    }
     text = bench_render.render(results, tmp_path / "RESULTS.md")
     row = next(line for line in text.splitlines() if line.startswith(f"| {bench_spec.ARMS['fixed'].label} |"))
     assert row.endswith("| 45.0 ± 7.1 / 60.0 |") and "IFEval final (prompt / instr strict)" in text
@@ -320,8 +470,9 @@ def test_ifeval_yardstick_is_a_column_per_arm_when_present(tmp_path):
         del r["evals"]["8"]["ifeval"]
         r["summary"] = bench_collect.run_summary(r, {"eval": {k: v for k, v in base["eval"].items() if k != "ifeval"}})
     assert bench_collect.arm_summary(runs)["final_ifeval"] is None
-    old = bench_render.render({**results, "base": None, "arms": {"fixed": bench_collect.arm_summary(runs)}},
-                              tmp_path / "OLD.md")
+    old = bench_render.render(
+        {**results, "base": None, "arms": {"fixed": bench_collect.arm_summary(runs)}}, tmp_path / "OLD.md"
+    )
     assert "IFEval" not in old
 
 
@@ -333,8 +484,11 @@ def test_protocol_presets_match_the_issue(tmp_path):
         p = bench_spec.PRESETS[name]
         assert p.steps >= min_steps and p.batch == 16 and p.group == 4 and 8 <= p.evolve_every <= 10
         assert p.eval_per_domain == 0 and p.greedy and p.train_per_domain == 2
-        args = compare.resolve_args(compare.build_parser().parse_args(
-            ["--preset", name, "--arms", "all", "--out", str(tmp_path / name), "--results", str(tmp_path / "r")]))
+        args = compare.resolve_args(
+            compare.build_parser().parse_args(
+                ["--preset", name, "--arms", "all", "--out", str(tmp_path / name), "--results", str(tmp_path / "r")]
+            )
+        )
         jobs = bench_run.plan(args)
         assert len(jobs[0].eval_tasks) == 65  # every held-out task
         for job in jobs[1:]:  # every arm of the preset is a valid trainer config (the GPU one is never run in CI)
@@ -362,13 +516,19 @@ def test_code_hash_follows_the_code_not_the_report(tmp_path):
 
 
 def _summary(name, code_hash, commit="c0ffee", taken="2026-01-01 00:00 UTC", kind="arm"):
-    return {"name": name, "kind": kind, "code": {"code_hash": code_hash, "commit": commit, "dirty": False,
-                                                 "taken": taken}}
+    return {
+        "name": name,
+        "kind": kind,
+        "code": {"code_hash": code_hash, "commit": commit, "dirty": False, "taken": taken},
+    }
 
 
 def test_summaries_of_different_code_never_share_a_table():
-    sums = [_summary("fixed-s0", "aaa"), _summary("dapo-s0", "aaa"),
-            _summary("harnessrl-s0", "bbb", "beef", "2026-02-01 00:00 UTC")]
+    sums = [
+        _summary("fixed-s0", "aaa"),
+        _summary("dapo-s0", "aaa"),
+        _summary("harnessrl-s0", "bbb", "beef", "2026-02-01 00:00 UTC"),
+    ]
     chosen, left = bench_collect.select_code(sums)
     assert chosen["code_hash"] == "aaa" and [j["name"] for j in chosen["jobs"]] == ["fixed-s0", "dapo-s0"]
     assert [g["code_hash"] for g in left] == ["bbb"]
@@ -379,14 +539,26 @@ def test_summaries_of_different_code_never_share_a_table():
     with pytest.raises(SystemExit, match="matches 0 code versions"):
         bench_collect.select_code(sums, "nope")
     # Equal job counts: the newest wins.
-    chosen, _ = bench_collect.select_code([_summary("a", "x", taken="2026-01-01"), _summary("b", "y", taken="2026-03-01")])
+    chosen, _ = bench_collect.select_code(
+        [_summary("a", "x", taken="2026-01-01"), _summary("b", "y", taken="2026-03-01")]
+    )
     assert chosen["code_hash"] == "y"
 
 
 def test_a_job_is_done_only_with_a_summary_of_the_same_code(tmp_path):
-    job = bench_spec.Job(kind="arm", name="fixed-s0", config="c", overrides=[], run_dir=str(tmp_path / "r"),
-                         eval_tasks=[], eval_k=1, max_tokens=1, eval_seed=0, summary_path=str(tmp_path / "fixed-s0.json"),
-                         code={"code_hash": "aaa"})
+    job = bench_spec.Job(
+        kind="arm",
+        name="fixed-s0",
+        config="c",
+        overrides=[],
+        run_dir=str(tmp_path / "r"),
+        eval_tasks=[],
+        eval_k=1,
+        max_tokens=1,
+        eval_seed=0,
+        summary_path=str(tmp_path / "fixed-s0.json"),
+        code={"code_hash": "aaa"},
+    )
     assert not bench_run.summary_done(job)
     (tmp_path / "fixed-s0.json").write_text(json.dumps(_summary("fixed-s0", "bbb")))
     assert not bench_run.summary_done(job)  # other code: run it again
@@ -408,8 +580,11 @@ def test_dapo_keeps_the_first_informative_groups_and_normalises_over_them():
     seen = []  # what the harness (the inner rubric reward: detector, memory, metrics) is given
 
     class Inner:
-        run = SimpleNamespace(record_step=lambda step, v: recorded.update(step=step, **v), sampler=None,
-                              detector=SimpleNamespace(config=SimpleNamespace(eps=0.05)))
+        run = SimpleNamespace(
+            record_step=lambda step, v: recorded.update(step=step, **v),
+            sampler=None,
+            detector=SimpleNamespace(config=SimpleNamespace(eps=0.05)),
+        )
 
         async def __call__(self, **kw):
             seen.append(len(kw["completions"]))
@@ -458,7 +633,6 @@ def test_critic_power_runs_the_critics_rule_and_separates_null_from_large_effect
 
     from agents.context import EvolverContext
     from harness.detector import DetectorConfig
-
     from harness.types import HarnessState
 
     ctx, cfg, rng = EvolverContext(), DetectorConfig(), np.random.default_rng(0)
@@ -474,11 +648,19 @@ def test_critic_power_runs_the_critics_rule_and_separates_null_from_large_effect
 
 def test_paired_at_equal_wall_time_uses_the_checkpoints_reached_in_time():
     def run(arm, walls, scores):
-        evals = {str(s): {"avg_at_k": sc, "audit": sc, "tasks": {"t": {"avg": sc, "audit": sc}}}
-                 for s, sc in scores.items()}
-        return {"arm": arm, "seed": 0, "evals": evals,
-                "summary": {"final_step": max(scores), "wall_s": walls[max(scores)],
-                            "wall_curve": [(s, walls[s]) for s in sorted(scores)]}}
+        evals = {
+            str(s): {"avg_at_k": sc, "audit": sc, "tasks": {"t": {"avg": sc, "audit": sc}}} for s, sc in scores.items()
+        }
+        return {
+            "arm": arm,
+            "seed": 0,
+            "evals": evals,
+            "summary": {
+                "final_step": max(scores),
+                "wall_s": walls[max(scores)],
+                "wall_curve": [(s, walls[s]) for s in sorted(scores)],
+            },
+        }
 
     fixed = run("fixed", {4: 10.0, 8: 20.0}, {4: 0.40, 8: 0.50})
     slow = run("harnessrl", {4: 15.0, 8: 30.0}, {4: 0.45, 8: 0.60})
@@ -488,11 +670,14 @@ def test_paired_at_equal_wall_time_uses_the_checkpoints_reached_in_time():
     assert timed["steps"] == [(4, 8)] and timed["per_seed"] == [pytest.approx(-5.0)]  # 20 s: harnessrl at step 4
 
 
-@pytest.mark.parametrize("overrides, fields", [
-    (["harness.dynamic_sampling=2", "train.beta=0.04"], ("harness.dynamic_sampling=2", "train.beta=0")),
-    (["harness.dynamic_sampling=2", "train.loss_type=grpo"], ("harness.dynamic_sampling=2", "train.loss_type")),
-    (["harness.evolver=true", "harness.dynamic_sampling=2", "train.beta=0.1"], ("train.beta=0",)),
-])
+@pytest.mark.parametrize(
+    "overrides, fields",
+    [
+        (["harness.dynamic_sampling=2", "train.beta=0.04"], ("harness.dynamic_sampling=2", "train.beta=0")),
+        (["harness.dynamic_sampling=2", "train.loss_type=grpo"], ("harness.dynamic_sampling=2", "train.loss_type")),
+        (["harness.evolver=true", "harness.dynamic_sampling=2", "train.beta=0.1"], ("train.beta=0",)),
+    ],
+)
 def test_dynamic_sampling_refuses_what_does_not_compose_at_load(overrides, fields):
     """HarnessRL on DAPO (issue 22): what dynamic sampling cannot do is refused when the config loads, naming
     the fields; the evolver itself composes with it (the arm's config loads)."""
@@ -519,10 +704,20 @@ def test_dynamic_sampling_refuses_several_processes_before_the_model_loads(monke
 
 
 def test_dapo_trained_groups_count_the_kept_groups_the_detector_calls_dead(tmp_path):
-    _jsonl(tmp_path / "metrics.jsonl", [
-        {"step": 1, "dead_share": 0.75, "n_groups": 4, "ds_groups_generated": 4, "ds_groups_kept": 2, "ds_kept_dead": 1},
-        {"step": 2, "dead_share": 0.5, "n_groups": 4, "ds_groups_generated": 4, "ds_groups_kept": 2},  # older run
-    ])
+    _jsonl(
+        tmp_path / "metrics.jsonl",
+        [
+            {
+                "step": 1,
+                "dead_share": 0.75,
+                "n_groups": 4,
+                "ds_groups_generated": 4,
+                "ds_groups_kept": 2,
+                "ds_kept_dead": 1,
+            },
+            {"step": 2, "dead_share": 0.5, "n_groups": 4, "ds_groups_generated": 4, "ds_groups_kept": 2},  # older run
+        ],
+    )
     got = bench_collect.collect_run(tmp_path)
     assert got["zero_var_share"] == pytest.approx(5 / 8)  # of every generated group
     assert got["zero_var_trained"] == pytest.approx(1 / 4) and got["groups_trained"] == 4
@@ -542,13 +737,19 @@ def _gain_run(arm, seed, *, proposals, accepted, graded=None, zero_var=0.4, dead
 
 
 def test_where_each_gain_comes_from_per_arm_and_targets(tmp_path):
-    runs = [_gain_run("fixed", 0, proposals=0, accepted=0, graded={"confirm": 0, "revert": 0, "superseded": 0}),
-            _gain_run("harnessrl", 0, proposals=8, accepted=4, zero_var=0.1,
-                      graded={"confirm": 3, "revert": 1, "superseded": 0}),
-            _gain_run("harnessrl", 1, proposals=4, accepted=2, zero_var=0.1,
-                      graded={"confirm": 0, "revert": 1, "superseded": 1}),
-            _gain_run("no-critic", 0, proposals=4, accepted=4)]  # an old summary: no verdicts
-    arms = {a: bench_collect.arm_summary([r for r in runs if r["arm"] == a]) for a in ("fixed", "harnessrl", "no-critic")}
+    runs = [
+        _gain_run("fixed", 0, proposals=0, accepted=0, graded={"confirm": 0, "revert": 0, "superseded": 0}),
+        _gain_run(
+            "harnessrl", 0, proposals=8, accepted=4, zero_var=0.1, graded={"confirm": 3, "revert": 1, "superseded": 0}
+        ),
+        _gain_run(
+            "harnessrl", 1, proposals=4, accepted=2, zero_var=0.1, graded={"confirm": 0, "revert": 1, "superseded": 1}
+        ),
+        _gain_run("no-critic", 0, proposals=4, accepted=4),
+    ]  # an old summary: no verdicts
+    arms = {
+        a: bench_collect.arm_summary([r for r in runs if r["arm"] == a]) for a in ("fixed", "harnessrl", "no-critic")
+    }
     h = arms["harnessrl"]
     assert (h["proposals_total"], h["accepted_total"], h["confirmed_total"], h["reverted_total"]) == (12, 6, 3, 2)
     assert h["graded"]["criteria"] == {"confirm": 3, "revert": 2, "superseded": 1}
@@ -593,8 +794,26 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
     state = bench_run.code_state()
     monkeypatch.setattr(compare, "code_state", lambda: dict(state))
     sums = tmp_path / "results"
-    argv = ["--preset", "tiny", "--steps", "2", "--arms", "all", "--seeds", "0", "--jobs", "0",
-            "--out", str(out), "--report", str(report), "--results", str(sums), "--pilot-results", str(sums)]
+    argv = [
+        "--preset",
+        "tiny",
+        "--steps",
+        "2",
+        "--arms",
+        "all",
+        "--seeds",
+        "0",
+        "--jobs",
+        "0",
+        "--out",
+        str(out),
+        "--report",
+        str(report),
+        "--results",
+        str(sums),
+        "--pilot-results",
+        str(sums),
+    ]
     rc = compare.main(argv)
     assert rc == 0
     results = json.loads((out / "results.json").read_text())
@@ -643,15 +862,21 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
     assert fixed["evals"]["2"]["ifeval"]["n_prompts"] == 52 and "ifeval" not in fixed["evals"]["1"]
     assert 0.0 <= fixed["evals"]["2"]["ifeval"]["prompt_strict"] <= 1.0 and "IFEval final" in table
     assert set(fixed["ckpt_wall"]) == {"1", "2"}
-    for section in ("## Paired differences with bootstrap", "## Costs", "## Power", "## Steps to the fixed arm",
-                    "has not been run"):
+    for section in (
+        "## Paired differences with bootstrap",
+        "## Costs",
+        "## Power",
+        "## Steps to the fixed arm",
+        "has not been run",
+    ):
         assert section in text, section
 
     # Resume: a job whose summary is gone runs again, resuming its run and skipping its cached evals; the
     # others are reused. A summary of other code is never mixed into the table.
     (sums / "fixed-s0.json").unlink()
-    (sums / "ghost-s0.json").write_text(json.dumps({**fixed, "name": "ghost-s0", "arm": "harnessrl",
-                                                    "code": {**fixed["code"], "code_hash": "0" * 64}}))
+    (sums / "ghost-s0.json").write_text(
+        json.dumps({**fixed, "name": "ghost-s0", "arm": "harnessrl", "code": {**fixed["code"], "code_hash": "0" * 64}})
+    )
     rc = compare.main(argv)
     assert rc == 0
     again = json.loads((out / "results.json").read_text())
@@ -660,6 +885,12 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
     refit = json.loads((sums / "fixed-s0.json").read_text())
     assert refit["evals"] == fixed["evals"]  # the cached evals, not new ones
     assert [r["name"] for r in again["runs"] if r["arm"] == "harnessrl"] == ["harnessrl-s0"]
-    assert again["left_out"] == [{"code_hash": "0" * 64, "commits": [fixed["code"]["commit"]],
-                                  "dirty": fixed["code"]["dirty"], "jobs": ["ghost-s0"]}]
+    assert again["left_out"] == [
+        {
+            "code_hash": "0" * 64,
+            "commits": [fixed["code"]["commit"]],
+            "dirty": fixed["code"]["dirty"],
+            "jobs": ["ghost-s0"],
+        }
+    ]
     assert "Left out (other code, never mixed in)" in report.read_text()

@@ -32,8 +32,15 @@ def _stuffing(prompt, i):
 
 def _round(tmp_path, stub, **models):
     key, svc = make_run(tmp_path, PromptPolicy(_stuffing))
-    ctx = EvolverContext(services_key=key, sample_k=4, base_url=stub.base_url, max_tool_rounds=0, max_revisions=0,
-                         llm_timeout_s=10, **models)
+    ctx = EvolverContext(
+        services_key=key,
+        sample_k=4,
+        base_url=stub.base_url,
+        max_tool_rounds=0,
+        max_revisions=0,
+        llm_timeout_s=10,
+        **models,
+    )
     inp = {"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10}
     return run_in_process(inp, ctx, tmp_path / "evolver.sqlite", "fallback"), svc
 
@@ -58,15 +65,24 @@ def test_failing_llm_brains_hand_each_decision_to_the_rules(tmp_path, openai_stu
     assert slim["brains"]["proposer"] == ["llm_fallback"] and slim["brains"]["critic"] == ["llm_fallback"]
     assert any("LLM proposer failed" in e for e in slim["brains"]["llm_errors"])
     lines = round_lines(10, summarize(out), 0, 1, 1.0, 1)
-    assert any(line.strip().startswith("brains: attributor rules (LLM failed), proposer rules (LLM failed), "
-                                       "critic rules (LLM failed)") for line in lines), lines
+    assert any(
+        line.strip().startswith(
+            "brains: attributor rules (LLM failed), proposer rules (LLM failed), critic rules (LLM failed)"
+        )
+        for line in lines
+    ), lines
 
     data = {"rounds": [{"step": 10, **summarize(out)}], "updates": [], "events": [], "metrics": []}
     s = summary(data)
-    assert s["brains"] == {"attributor": {"llm_fallback": 1}, "proposer": {"llm_fallback": 1},
-                           "critic": {"llm_fallback": 1}}
-    assert any(line.startswith("Decisions by brain: attributor 1 by rules after the LLM failed")
-               for line in summary_sentences(s))
+    assert s["brains"] == {
+        "attributor": {"llm_fallback": 1},
+        "proposer": {"llm_fallback": 1},
+        "critic": {"llm_fallback": 1},
+    }
+    assert any(
+        line.startswith("Decisions by brain: attributor 1 by rules after the LLM failed")
+        for line in summary_sentences(s)
+    )
 
 
 def test_rule_brains_are_named_as_such_and_the_console_stays_quiet(tmp_path, openai_stub):
@@ -74,17 +90,29 @@ def test_rule_brains_are_named_as_such_and_the_console_stays_quiet(tmp_path, ope
     slim = summarize(out)["reports"][0]
     assert slim["brains"] == {"attributor": "rules", "proposer": ["rules"], "critic": ["rules"], "llm_errors": []}
     assert not any("brains:" in line for line in round_lines(10, summarize(out), 0, 1, 1.0, 1))
-    assert summary({"rounds": [{"step": 10, **summarize(out)}], "updates": [], "events": [],
-                    "metrics": []})["brains"] == {"attributor": {"rules": 1}, "proposer": {"rules": 1},
-                                                  "critic": {"rules": 1}}
+    assert summary({"rounds": [{"step": 10, **summarize(out)}], "updates": [], "events": [], "metrics": []})[
+        "brains"
+    ] == {"attributor": {"rules": 1}, "proposer": {"rules": 1}, "critic": {"rules": 1}}
 
 
 def test_a_working_llm_is_named_llm(tmp_path, openai_stub):
-    tight = {"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]},
-                                          {"type": "word_count", "min": 8},
-                                          {"type": "max_repeated_ngram", "n": 1, "max_count": 3}]}
-    openai_stub.responder = lambda request: json.dumps({"update": {"interface": "criteria", "ops": [
-        {"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": tight}]}, "rationale": "x"})
+    tight = {
+        "type": "all_of",
+        "checks": [
+            {"type": "contains_any", "phrases": ["water"]},
+            {"type": "word_count", "min": 8},
+            {"type": "max_repeated_ngram", "n": 1, "max_count": 3},
+        ],
+    }
+    openai_stub.responder = lambda request: json.dumps(
+        {
+            "update": {
+                "interface": "criteria",
+                "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": tight}],
+            },
+            "rationale": "x",
+        }
+    )
     out, _ = _round(tmp_path, openai_stub, proposer_model="openai:stub")
     slim = summarize(out)["reports"][0]
     assert slim["brains"]["proposer"] == ["llm"] and slim["brains"]["llm_errors"] == []
@@ -112,8 +140,9 @@ def test_llm_proposal_uses_the_fallback_only_when_given(with_fallback):
     ev = FailureEvent.model_validate(event("e1", "stuffing", "med-1", criterion_id="water"))
     att = Attribution(interface="criteria", diagnosis="d")
     rules = Proposal(update=None, template="rules-template", error="no template left")
-    got = llm_proposal(_Broken(), ev, att, HarnessState.from_tasks(suite()), [],
-                       fallback=(lambda: rules) if with_fallback else None)
+    got = llm_proposal(
+        _Broken(), ev, att, HarnessState.from_tasks(suite()), [], fallback=(lambda: rules) if with_fallback else None
+    )
     if with_fallback:
         assert (got.source, got.template) == ("llm_fallback", "rules-template") and "server down" in got.llm_error
     else:

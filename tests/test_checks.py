@@ -8,7 +8,15 @@ import pytest
 import regex as safe_regex
 from pydantic import ValidationError
 
-from harness.checks import CHECK_TYPES, MAX_SCAN_CHARS, REGEX_TIMEOUT_S, CheckTimeout, max_ngram_repeats, parse_check, words
+from harness.checks import (
+    CHECK_TYPES,
+    MAX_SCAN_CHARS,
+    REGEX_TIMEOUT_S,
+    CheckTimeout,
+    max_ngram_repeats,
+    parse_check,
+    words,
+)
 from harness.regex_syntax import validate_safe_pattern
 from harness.types import Criterion
 
@@ -116,20 +124,38 @@ CASES: list[tuple[dict, str, bool]] = [
     ({"type": "regex", "pattern": r"🙂{2}"}, EMOJI, True),
     ({"type": "regex", "pattern": r"b$"}, "a" * MB + "b", False),  # scanned up to MAX_SCAN_CHARS only
     # combinators
-    ({"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 4}]},
-     "drink water every hour", True),
-    ({"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 4}]},
-     "water", False),
-    ({"type": "any_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "bullets", "min": 1}]},
-     "- rest", True),
-    ({"type": "any_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "bullets", "min": 1}]}, "", False),
+    (
+        {
+            "type": "all_of",
+            "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 4}],
+        },
+        "drink water every hour",
+        True,
+    ),
+    (
+        {
+            "type": "all_of",
+            "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 4}],
+        },
+        "water",
+        False,
+    ),
+    (
+        {"type": "any_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "bullets", "min": 1}]},
+        "- rest",
+        True,
+    ),
+    (
+        {"type": "any_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "bullets", "min": 1}]},
+        "",
+        False,
+    ),
     ({"type": "not", "check": {"type": "contains_any", "phrases": ["sorry"]}}, "Sorry!", False),
     ({"type": "not", "check": {"type": "contains_any", "phrases": ["sorry"]}}, EMOJI, True),
 ]
 
 
-@pytest.mark.parametrize("spec,text,expected", CASES,
-                         ids=[f"{s['type']}-{i}" for i, (s, _, _) in enumerate(CASES)])
+@pytest.mark.parametrize("spec,text,expected", CASES, ids=[f"{s['type']}-{i}" for i, (s, _, _) in enumerate(CASES)])
 def test_check_evaluates(spec: dict, text: str, expected: bool) -> None:
     assert parse_check(spec).evaluate(text) is expected
 
@@ -162,8 +188,16 @@ INVALID: list[tuple[dict | str, str]] = [
     ({"type": "regex", "pattern": "("}, "invalid regex"),
     ({"type": "regex", "pattern": "a" * 201}, "longer than 200"),
     ({"type": "regex", "pattern": ""}, "at least 1 character"),
-    ({"type": "not", "check": {"type": "not", "check": {"type": "not", "check": {"type": "not", "check": {
-        "type": "word_count", "min": 1}}}}}, "nested deeper"),
+    (
+        {
+            "type": "not",
+            "check": {
+                "type": "not",
+                "check": {"type": "not", "check": {"type": "not", "check": {"type": "word_count", "min": 1}}},
+            },
+        },
+        "nested deeper",
+    ),
     ({"type": "exec", "code": "import os"}, "does not match any of the expected tags"),
     ({"type": "word_count", "min": 1, "eval": "x"}, "Extra inputs are not permitted"),
     ('{"type": "word_count", "min": ', "EOF while parsing"),
@@ -178,15 +212,25 @@ def test_invalid_spec_refused(spec: dict | str, message: str) -> None:
 
 
 def test_deep_check_refused_inside_criterion() -> None:
-    deep = {"type": "not", "check": {"type": "not", "check": {"type": "not", "check": {"type": "not", "check": {
-        "type": "word_count", "min": 1}}}}}
+    deep = {
+        "type": "not",
+        "check": {
+            "type": "not",
+            "check": {"type": "not", "check": {"type": "not", "check": {"type": "word_count", "min": 1}}},
+        },
+    }
     with pytest.raises(ValidationError):
         Criterion(id="c", text="t", weight=1, kind="optional", check=deep)
 
 
 def test_json_round_trip() -> None:
-    spec = {"type": "all_of", "checks": [{"type": "regex", "pattern": r"\d+"}, {"type": "not", "check": {
-        "type": "forbids", "phrases": ["x"]}}]}
+    spec = {
+        "type": "all_of",
+        "checks": [
+            {"type": "regex", "pattern": r"\d+"},
+            {"type": "not", "check": {"type": "forbids", "phrases": ["x"]}},
+        ],
+    }
     c = parse_check(spec)
     assert parse_check(c.model_dump_json()) == c
 

@@ -11,9 +11,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainer.cli", "data", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
-                                                       "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "trainer.cli", "data", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    )
 
 
 def test_stats_json_reports_suite_numbers_from_any_cwd(tmp_path):
@@ -33,21 +38,37 @@ def test_stats_table_and_explicit_suite(tmp_path):
 
 
 def test_stats_does_not_import_torch(tmp_path):
-    code = ("import sys, trainer.cli; rc = trainer.cli.main(['data', 'stats', '--json']); "
-            "assert 'torch' not in sys.modules and 'trl' not in sys.modules, 'torch imported'; sys.exit(rc)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys, trainer.cli; rc = trainer.cli.main(['data', 'stats', '--json']); "
+        "assert 'torch' not in sys.modules and 'trl' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode == 0, r.stderr
 
 
 def test_validate_bad_file_exits_1_and_names_every_line_and_field(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    good = {"id": "t1", "domain": "science", "prompt": [{"role": "user", "content": "Hi?"}],
-            "criteria": [{"id": "c1", "text": "x", "weight": 5, "kind": "essential"}]}
-    rows = [json.dumps(good), "{broken",
-            json.dumps({**good, "id": "t2", "criteria": [{**good["criteria"][0], "weight": 50}]}),
-            json.dumps({**good, "id": "t3", "criteria": [{**good["criteria"][0],
-                                                          "check": {"type": "regex", "pattern": "(x*)*y"}}]})]
+    good = {
+        "id": "t1",
+        "domain": "science",
+        "prompt": [{"role": "user", "content": "Hi?"}],
+        "criteria": [{"id": "c1", "text": "x", "weight": 5, "kind": "essential"}],
+    }
+    rows = [
+        json.dumps(good),
+        "{broken",
+        json.dumps({**good, "id": "t2", "criteria": [{**good["criteria"][0], "weight": 50}]}),
+        json.dumps(
+            {**good, "id": "t3", "criteria": [{**good["criteria"][0], "check": {"type": "regex", "pattern": "(x*)*y"}}]}
+        ),
+    ]
     bad.write_text("\n".join(rows) + "\n")
     r = run_cli("validate", str(bad), str(REPO / "tests" / "fixtures" / "rar_sample.jsonl"), cwd=tmp_path)
     assert r.returncode == 1
@@ -62,9 +83,14 @@ def test_validate_bad_file_exits_1_and_names_every_line_and_field(tmp_path):
 
 def test_validate_good_files_in_each_format_exit_0(tmp_path):
     suite = REPO / "data" / "rubric-mix-lite"
-    r = run_cli("validate", str(suite / "train.jsonl"), str(suite / "test.jsonl"),
-                str(REPO / "tests" / "fixtures" / "rar_sample.jsonl"),
-                str(REPO / "tests" / "fixtures" / "healthbench_sample.jsonl"), cwd=tmp_path)
+    r = run_cli(
+        "validate",
+        str(suite / "train.jsonl"),
+        str(suite / "test.jsonl"),
+        str(REPO / "tests" / "fixtures" / "rar_sample.jsonl"),
+        str(REPO / "tests" / "fixtures" / "healthbench_sample.jsonl"),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout == ""
 

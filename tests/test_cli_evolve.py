@@ -24,8 +24,26 @@ def test_evolve_snapshot_then_trace(tmp_path, openai_stub, capsys):
     counter = itertools.count()
     openai_stub.responder = lambda request: "water water water water water rest" if next(counter) % 2 else HONEST
     run_dir = tmp_path / "run"
-    rc = main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"openai:{openai_stub.base_url}#stub",
-               "--sample-k", "4", "--sample-k-max", "4", "--max-tokens", "16", "--thread", "t1", "--json", str(tmp_path / "out.json")])
+    rc = main(
+        [
+            "evolve",
+            str(SNAPSHOT),
+            "--run-dir",
+            str(run_dir),
+            "--policy",
+            f"openai:{openai_stub.base_url}#stub",
+            "--sample-k",
+            "4",
+            "--sample-k-max",
+            "4",
+            "--max-tokens",
+            "16",
+            "--thread",
+            "t1",
+            "--json",
+            str(tmp_path / "out.json"),
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "snap-stuffing-med-1" in printed and "accepted:" in printed
@@ -48,7 +66,7 @@ def test_evolve_snapshot_then_trace(tmp_path, openai_stub, capsys):
         assert needle in text
     assert "<script" not in text and "cdn" not in text.lower()
     # Decisions: each attempt row carries its own outcome; the event's final decision appears once per event.
-    decisions = text[text.index("<h2>Decisions</h2>"):text.index("<h2>Steps</h2>")]
+    decisions = text[text.index("<h2>Decisions</h2>") : text.index("<h2>Steps</h2>")]
     fell_back = [r for r in out["reports"] if r["decision"] == "fallback"]
     assert fell_back and all(len(r["attempts"]) > 1 for r in fell_back)
     assert decisions.count("rejected → revised") == sum(len(r["attempts"]) - 1 for r in fell_back)
@@ -61,8 +79,24 @@ def test_evolve_snapshot_then_trace(tmp_path, openai_stub, capsys):
 def test_trace_unknown_thread_is_a_clear_error(tmp_path, openai_stub):
     openai_stub.responder = lambda request: HONEST
     run_dir = tmp_path / "run"
-    main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"openai:{openai_stub.base_url}#stub",
-          "--sample-k", "2", "--sample-k-max", "2", "--max-revisions", "0", "--thread", "t1"])
+    main(
+        [
+            "evolve",
+            str(SNAPSHOT),
+            "--run-dir",
+            str(run_dir),
+            "--policy",
+            f"openai:{openai_stub.base_url}#stub",
+            "--sample-k",
+            "2",
+            "--sample-k-max",
+            "2",
+            "--max-revisions",
+            "0",
+            "--thread",
+            "t1",
+        ]
+    )
     with pytest.raises(ValueError, match="thread 'nope' has no checkpoints"):
         main(["trace", str(run_dir), "--thread", "nope", "--out", str(tmp_path / "x.html")])
 
@@ -70,9 +104,32 @@ def test_trace_unknown_thread_is_a_clear_error(tmp_path, openai_stub):
 @pytest.mark.slow
 def test_evolve_with_tiny_model_on_local_endpoint(tmp_path, tiny_model_dir, capsys):
     run_dir = tmp_path / "run"
-    rc = main(["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"local:{tiny_model_dir}", "--sample-k", "4", "--sample-k-max", "4",
-               "--max-tokens", "16", "--max-revisions", "0", "--memory-location", str(tmp_path / "mem"), "--memory-embedding", "hash",
-               "--thread", "tiny", "--json", str(tmp_path / "out.json")])
+    rc = main(
+        [
+            "evolve",
+            str(SNAPSHOT),
+            "--run-dir",
+            str(run_dir),
+            "--policy",
+            f"local:{tiny_model_dir}",
+            "--sample-k",
+            "4",
+            "--sample-k-max",
+            "4",
+            "--max-tokens",
+            "16",
+            "--max-revisions",
+            "0",
+            "--memory-location",
+            str(tmp_path / "mem"),
+            "--memory-embedding",
+            "hash",
+            "--thread",
+            "tiny",
+            "--json",
+            str(tmp_path / "out.json"),
+        ]
+    )
     assert rc == 0
     out = json.loads((tmp_path / "out.json").read_text())
     assert len(out["reports"]) == 3
@@ -90,16 +147,32 @@ def test_evolve_with_tiny_model_on_local_endpoint(tmp_path, tiny_model_dir, caps
 
 def test_second_run_on_a_used_run_dir_is_refused_not_run_on_the_newer_harness(tmp_path, openai_stub):
     # The snapshot's events are about v0; after a first run committed v1.. the store is past it.
-    openai_stub.responder = lambda request: "water water water water water rest" if len(openai_stub.requests) % 2 else HONEST
+    openai_stub.responder = lambda request: (
+        "water water water water water rest" if len(openai_stub.requests) % 2 else HONEST
+    )
     run_dir = tmp_path / "run"
-    args = ["evolve", str(SNAPSHOT), "--run-dir", str(run_dir), "--policy", f"openai:{openai_stub.base_url}#stub",
-            "--sample-k", "4", "--sample-k-max", "4", "--max-tokens", "16"]
+    args = [
+        "evolve",
+        str(SNAPSHOT),
+        "--run-dir",
+        str(run_dir),
+        "--policy",
+        f"openai:{openai_stub.base_url}#stub",
+        "--sample-k",
+        "4",
+        "--sample-k-max",
+        "4",
+        "--max-tokens",
+        "16",
+    ]
     assert main(args) == 0
     from harness.store import HarnessStore
 
     latest = HarnessStore(run_dir / "harness").latest().version
     assert latest > 0
-    with pytest.raises(ValueError, match=rf"harness_version=0, but the harness store .* is at v{latest}.*new --run-dir"):
+    with pytest.raises(
+        ValueError, match=rf"harness_version=0, but the harness store .* is at v{latest}.*new --run-dir"
+    ):
         main(args)
     assert HarnessStore(run_dir / "harness").latest().version == latest
 
@@ -110,8 +183,21 @@ def test_usage_errors_name_the_fix(tmp_path, capsys):
     (run / "rounds.jsonl").write_text("")
     assert main(["evolve", str(run)]) == 2
     assert "pass --step N" in capsys.readouterr().err
-    assert main(["evolve", str(SNAPSHOT), "--run-dir", str(tmp_path / "r"), "--policy", "openai:http://x/v1#m",
-                 "--proposer-model", "rules,openai:m"]) == 2
+    assert (
+        main(
+            [
+                "evolve",
+                str(SNAPSHOT),
+                "--run-dir",
+                str(tmp_path / "r"),
+                "--policy",
+                "openai:http://x/v1#m",
+                "--proposer-model",
+                "rules,openai:m",
+            ]
+        )
+        == 2
+    )
     assert "one brain set; got 2" in capsys.readouterr().err
     assert main(["evolve", str(run), "--step", "2", "--thread", "t"]) == 2
     assert "--thread only apply to a snapshot" in capsys.readouterr().err

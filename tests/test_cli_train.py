@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-
 from test_trainer_support import REPO, write_suite
+
 from trainer.cli import main
 from trainer.io import read_jsonl
 
@@ -30,8 +30,17 @@ def test_unknown_key_suggests_the_right_one(capsys):
 
 def test_missing_model_says_how_to_prepare(tmp_path, capsys):
     suite = write_suite(tmp_path / "suite")
-    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={tmp_path / 'run'}",
-               f"data.suite={suite}", f"model.name={tmp_path / 'no-such-model'}", "--no-progress"])
+    rc = main(
+        [
+            "train",
+            "--config",
+            str(REPO / "configs" / "tiny.yaml"),
+            f"run_dir={tmp_path / 'run'}",
+            f"data.suite={suite}",
+            f"model.name={tmp_path / 'no-such-model'}",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "harnessrl policy prepare" in err
     assert not (tmp_path / "run").exists()  # nothing written before the model is found
@@ -40,8 +49,16 @@ def test_missing_model_says_how_to_prepare(tmp_path, capsys):
 def test_fresh_run_refuses_a_used_folder(tmp_path, capsys):
     suite = write_suite(tmp_path / "suite")
     (tmp_path / "run" / "harness" / "versions").mkdir(parents=True)
-    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={tmp_path / 'run'}",
-               f"data.suite={suite}", "--no-progress"])
+    rc = main(
+        [
+            "train",
+            "--config",
+            str(REPO / "configs" / "tiny.yaml"),
+            f"run_dir={tmp_path / 'run'}",
+            f"data.suite={suite}",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "--resume" in err and "--overwrite" in err
 
@@ -51,17 +68,31 @@ def test_overwrite_starts_afresh_in_a_used_folder(tmp_path, capsys):
     run_dir = tmp_path / "run"
     (run_dir / "harness" / "versions").mkdir(parents=True)
     (run_dir / "metrics.jsonl").write_text('{"step": 99}\n')
-    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
-               "train.max_steps=2", "harness.evolver=false", "evolver.memory_embedding=hash", "--overwrite",
-               "--no-progress"])
+    rc = main(
+        [
+            "train",
+            "--config",
+            str(REPO / "configs" / "tiny.yaml"),
+            f"run_dir={run_dir}",
+            f"data.suite={suite}",
+            "train.max_steps=2",
+            "harness.evolver=false",
+            "evolver.memory_embedding=hash",
+            "--overwrite",
+            "--no-progress",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2]  # the old run's lines are gone
 
 
-@pytest.mark.parametrize("entries,refused", [
-    (["config.yaml", "harness/versions/v000000.json", "memory/x", "report.html"], False),
-    (["config.yaml", "pyproject.toml"], True),  # run_dir=. by mistake must not delete a checkout
-])
+@pytest.mark.parametrize(
+    "entries,refused",
+    [
+        (["config.yaml", "harness/versions/v000000.json", "memory/x", "report.html"], False),
+        (["config.yaml", "pyproject.toml"], True),  # run_dir=. by mistake must not delete a checkout
+    ],
+)
 def test_clear_run_folder_deletes_only_run_folders(tmp_path, entries, refused):
     from trainer.grpo import clear_run_folder
 
@@ -86,11 +117,23 @@ def test_overwrite_and_resume_exclude_each_other(capsys):
 def test_sigkill_then_resume_finishes_the_run(tmp_path):
     suite = write_suite(tmp_path / "suite")
     run_dir = tmp_path / "run"
-    args = ["--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
-            "train.max_steps=40", "--no-progress"]
+    args = [
+        "--config",
+        str(REPO / "configs" / "tiny.yaml"),
+        f"run_dir={run_dir}",
+        f"data.suite={suite}",
+        "train.max_steps=40",
+        "--no-progress",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "trainer.cli", "train", *args], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer.cli", "train", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     marker = run_dir / "checkpoints" / "checkpoint-4" / "harness_version.json"
     deadline = time.monotonic() + 240
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -113,10 +156,24 @@ def test_sigkill_then_resume_finishes_the_run(tmp_path):
 @pytest.mark.slow
 def test_smollm2_demo_config_runs_a_few_steps(tmp_path):
     """The real demo policy (SmolLM2-135M + LoRA) on the bundled suite: 2 steps, one evolver round."""
-    rc = main(["train", "--config", str(REPO / "configs" / "cpu-demo.yaml"), f"run_dir={tmp_path / 'run'}",
-               "train.max_steps=3", "train.save_steps=2", "harness.evolve_every=2", "train.batch_size=4",
-               "train.num_generations=2", "train.max_completion_length=16", "evolver.sample_k=2",
-               "harness.max_events=1", "evolver.memory_embedding=hash", "--no-progress"])
+    rc = main(
+        [
+            "train",
+            "--config",
+            str(REPO / "configs" / "cpu-demo.yaml"),
+            f"run_dir={tmp_path / 'run'}",
+            "train.max_steps=3",
+            "train.save_steps=2",
+            "harness.evolve_every=2",
+            "train.batch_size=4",
+            "train.num_generations=2",
+            "train.max_completion_length=16",
+            "evolver.sample_k=2",
+            "harness.max_events=1",
+            "evolver.memory_embedding=hash",
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     assert len(read_jsonl(tmp_path / "run" / "metrics.jsonl")) == 3
     rounds = read_jsonl(tmp_path / "run" / "rounds.jsonl")

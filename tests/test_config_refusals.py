@@ -9,8 +9,8 @@
 from __future__ import annotations
 
 import pytest
-
 from test_trainer_support import REPO, _task, tiny_config, write_suite
+
 from trainer.config import ConfigError, load_config
 
 TINY = REPO / "configs" / "tiny.yaml"
@@ -18,16 +18,36 @@ VLLM = ["train.use_vllm=true", "train.vllm_mode=server", "train.vllm_server_base
 
 
 # -- (a) an HTTP frozen policy must follow the trained weights --------------------------------------------
-@pytest.mark.parametrize("overrides, expect", [
-    (["harness.policy_endpoint=http://gpu:8000"],
-     ["harness.policy_endpoint=http://gpu:8000", "model.lora=false", "train.use_vllm=false", "base model",
-      "harness.policy_endpoint=local", "model.lora=true", "harness.policy_endpoint=train.vllm_server_base_url"]),
-    ([*VLLM, "harness.policy_endpoint=http://other:8001"],
-     ["harness.policy_endpoint=http://other:8001", "model.lora=false",
-      "not the training server train.vllm_server_base_url=http://gpu:8000"]),
-    (["train.use_vllm=true", "train.vllm_mode=colocate", "harness.policy_endpoint=http://gpu:8000"],
-     ["train.vllm_mode=colocate", "model.lora=false"]),
-], ids=["no-lora-no-vllm", "other-url-than-training-server", "colocate-no-lora"])
+@pytest.mark.parametrize(
+    "overrides, expect",
+    [
+        (
+            ["harness.policy_endpoint=http://gpu:8000"],
+            [
+                "harness.policy_endpoint=http://gpu:8000",
+                "model.lora=false",
+                "train.use_vllm=false",
+                "base model",
+                "harness.policy_endpoint=local",
+                "model.lora=true",
+                "harness.policy_endpoint=train.vllm_server_base_url",
+            ],
+        ),
+        (
+            [*VLLM, "harness.policy_endpoint=http://other:8001"],
+            [
+                "harness.policy_endpoint=http://other:8001",
+                "model.lora=false",
+                "not the training server train.vllm_server_base_url=http://gpu:8000",
+            ],
+        ),
+        (
+            ["train.use_vllm=true", "train.vllm_mode=colocate", "harness.policy_endpoint=http://gpu:8000"],
+            ["train.vllm_mode=colocate", "model.lora=false"],
+        ),
+    ],
+    ids=["no-lora-no-vllm", "other-url-than-training-server", "colocate-no-lora"],
+)
 def test_http_policy_nothing_syncs_is_refused(overrides, expect):
     with pytest.raises(ConfigError) as err:
         load_config(TINY, overrides)
@@ -35,17 +55,35 @@ def test_http_policy_nothing_syncs_is_refused(overrides, expect):
         assert piece in str(err.value), str(err.value)
 
 
-@pytest.mark.parametrize("overrides, source", [
-    ([], "local"),
-    (["model.lora=true", "harness.policy_endpoint=http://gpu:8000"], "lora_adapter"),
-    ([*VLLM, "harness.policy_endpoint=http://gpu:8000"], "training_server"),
-    ([*VLLM, "harness.policy_endpoint=http://gpu:8000/v1/"], "training_server"),
-    ([*VLLM, "model.lora=true", "harness.policy_endpoint=http://gpu:8000"], "training_server"),
-    ([*VLLM, "model.lora=true", "harness.policy_endpoint=http://other:8001"], "lora_adapter"),
-    (["train.use_vllm=true", "train.vllm_mode=colocate", "model.lora=true", "harness.policy_endpoint=http://a:1"],
-     "lora_adapter"),
-], ids=["local", "lora-hot-load", "training-server", "training-server-v1-form", "training-server-lora",
-        "lora-other-server", "lora-colocate"])
+@pytest.mark.parametrize(
+    "overrides, source",
+    [
+        ([], "local"),
+        (["model.lora=true", "harness.policy_endpoint=http://gpu:8000"], "lora_adapter"),
+        ([*VLLM, "harness.policy_endpoint=http://gpu:8000"], "training_server"),
+        ([*VLLM, "harness.policy_endpoint=http://gpu:8000/v1/"], "training_server"),
+        ([*VLLM, "model.lora=true", "harness.policy_endpoint=http://gpu:8000"], "training_server"),
+        ([*VLLM, "model.lora=true", "harness.policy_endpoint=http://other:8001"], "lora_adapter"),
+        (
+            [
+                "train.use_vllm=true",
+                "train.vllm_mode=colocate",
+                "model.lora=true",
+                "harness.policy_endpoint=http://a:1",
+            ],
+            "lora_adapter",
+        ),
+    ],
+    ids=[
+        "local",
+        "lora-hot-load",
+        "training-server",
+        "training-server-v1-form",
+        "training-server-lora",
+        "lora-other-server",
+        "lora-colocate",
+    ],
+)
 def test_http_policy_that_follows_the_weights_is_accepted(overrides, source):
     assert load_config(TINY, overrides).frozen_policy_source == source
 
@@ -56,8 +94,13 @@ def test_gpu_presets_sample_the_training_server():
 
 
 # -- (b) text-only criteria need a judge or an explicit switch ----------------------------------------------
-CHECKED = {"id": "c1", "text": "Under 100 words", "weight": 3, "kind": "important",
-           "check": {"type": "word_count", "max": 100}}
+CHECKED = {
+    "id": "c1",
+    "text": "Under 100 words",
+    "weight": 3,
+    "kind": "important",
+    "check": {"type": "word_count", "max": 100},
+}
 TEXT_ONLY = {"id": "c2", "text": "Is kind.", "weight": 1, "kind": "optional"}
 TEXT_ONLY_ESSENTIAL = {"id": "c1", "text": "Is accurate.", "weight": 5, "kind": "essential"}
 TASKS = [
@@ -73,12 +116,26 @@ def _cfg(tmp_path, *overrides):
     return tiny_config(tmp_path, f"data.suite={suite}", "harness.allow_unjudged_criteria=false", *overrides)
 
 
-@pytest.mark.parametrize("overrides, expect, absent", [
-    ([], ["evolver.judge_model is not set", "3 criteria in 2 of 3 train tasks", "1 tasks would score 0",
-          "blind, mixed", "evolver.judge_model", "harness.allow_unjudged_criteria=true"], ["held-out"]),
-    (["evolver.judge_model=rules"], ["3 criteria in 2 of 3 train tasks"], []),
-    (["data.tasks=[checked,mixed]"], ["1 criteria in 1 of 2 train tasks", "(e.g. mixed)"], ["would score 0"]),
-], ids=["no-judge", "rules-judge", "filtered"])
+@pytest.mark.parametrize(
+    "overrides, expect, absent",
+    [
+        (
+            [],
+            [
+                "evolver.judge_model is not set",
+                "3 criteria in 2 of 3 train tasks",
+                "1 tasks would score 0",
+                "blind, mixed",
+                "evolver.judge_model",
+                "harness.allow_unjudged_criteria=true",
+            ],
+            ["held-out"],
+        ),
+        (["evolver.judge_model=rules"], ["3 criteria in 2 of 3 train tasks"], []),
+        (["data.tasks=[checked,mixed]"], ["1 criteria in 1 of 2 train tasks", "(e.g. mixed)"], ["would score 0"]),
+    ],
+    ids=["no-judge", "rules-judge", "filtered"],
+)
 def test_unjudged_criteria_are_refused_with_counts(tmp_path, overrides, expect, absent):
     from trainer.harness_run import check_criteria_are_judged, load_train_tasks
 
@@ -91,11 +148,15 @@ def test_unjudged_criteria_are_refused_with_counts(tmp_path, overrides, expect, 
         assert piece not in str(err.value), str(err.value)
 
 
-@pytest.mark.parametrize("overrides", [
-    ["harness.allow_unjudged_criteria=true"],
-    ["evolver.judge_model=openai:some-model", "evolver.base_url=http://127.0.0.1:1/v1"],
-    ["data.tasks=[checked]"],
-], ids=["switch", "llm-judge", "only-checked-tasks"])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["harness.allow_unjudged_criteria=true"],
+        ["evolver.judge_model=openai:some-model", "evolver.base_url=http://127.0.0.1:1/v1"],
+        ["data.tasks=[checked]"],
+    ],
+    ids=["switch", "llm-judge", "only-checked-tasks"],
+)
 def test_unjudged_criteria_pass_with_a_judge_or_the_switch(tmp_path, overrides):
     from trainer.harness_run import check_criteria_are_judged, load_train_tasks
 

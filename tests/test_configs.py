@@ -44,19 +44,22 @@ def test_accelerate_config_is_deepspeed_zero():
     assert data["deepspeed_config"]["zero_stage"] in (2, 3)
 
 
-@pytest.mark.parametrize("overrides, expect", [
-    (["train.max_stpes=3"], ["unknown key 'train.max_stpes'", "max_steps"]),
-    (["harness.evolve_every=3"], ["evolve_every", "set train.save_steps=1"]),
-    (["train.batch_size=6"], ["multiple of train.num_generations", "set train.batch_size=8"]),
-    (["train.max_steps=abc"], ["train.max_steps", "expected int"]),
-    (["evolver.interfaces=[sampling,rubric]"], ["unknown ['rubric']"]),
-    (["evolver.interfaces=[]"], ["evolver.interfaces is empty", "harness.evolver=false"]),
-    (["harness.langgraph_url=http://localhost:2124"], ["harness.memory_url", "chroma run", "evolver.memory=false"]),
-    (["train.ddp_timeout=60"], ["ddp_timeout", "max_pause_s"]),
-    (["harness.detector={tau_lo: 2}"], ["harness.detector", "tau_lo"]),
-    (["modle.name=tiny"], ["unknown key 'modle'", "model"]),
-    (["train.max_steps"], ["section.key=value"]),
-])
+@pytest.mark.parametrize(
+    "overrides, expect",
+    [
+        (["train.max_stpes=3"], ["unknown key 'train.max_stpes'", "max_steps"]),
+        (["harness.evolve_every=3"], ["evolve_every", "set train.save_steps=1"]),
+        (["train.batch_size=6"], ["multiple of train.num_generations", "set train.batch_size=8"]),
+        (["train.max_steps=abc"], ["train.max_steps", "expected int"]),
+        (["evolver.interfaces=[sampling,rubric]"], ["unknown ['rubric']"]),
+        (["evolver.interfaces=[]"], ["evolver.interfaces is empty", "harness.evolver=false"]),
+        (["harness.langgraph_url=http://localhost:2124"], ["harness.memory_url", "chroma run", "evolver.memory=false"]),
+        (["train.ddp_timeout=60"], ["ddp_timeout", "max_pause_s"]),
+        (["harness.detector={tau_lo: 2}"], ["harness.detector", "tau_lo"]),
+        (["modle.name=tiny"], ["unknown key 'modle'", "model"]),
+        (["train.max_steps"], ["section.key=value"]),
+    ],
+)
 def test_bad_config_names_field_and_fix(overrides, expect):
     with pytest.raises(ConfigError) as err:
         load_config(REPO / "configs" / "tiny.yaml", overrides)
@@ -67,13 +70,17 @@ def test_bad_config_names_field_and_fix(overrides, expect):
 def test_bad_key_in_file_names_the_file(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("train:\n  num_generatons: 4\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml: unknown key 'train.num_generatons'; did you mean 'num_generations'"):
+    with pytest.raises(
+        ConfigError, match=r"bad\.yaml: unknown key 'train.num_generatons'; did you mean 'num_generations'"
+    ):
         load_config(p)
 
 
 def test_overrides_parse_yaml_values():
-    cfg = load_config(REPO / "configs" / "tiny.yaml", ["train.max_steps=3", "evolver.critic=false",
-                                                        "evolver.interfaces=[criteria]", "train.learning_rate=1e-3"])
+    cfg = load_config(
+        REPO / "configs" / "tiny.yaml",
+        ["train.max_steps=3", "evolver.critic=false", "evolver.interfaces=[criteria]", "train.learning_rate=1e-3"],
+    )
     assert cfg.train.max_steps == 3 and cfg.evolver.critic is False
     assert cfg.evolver.interfaces == ["criteria"] and cfg.train.learning_rate == pytest.approx(1e-3)
 

@@ -23,27 +23,40 @@ import time
 from pathlib import Path
 
 import pytest
+from test_trainer_support import REPO, tiny_config
 
 from harness.store import HarnessStore, StoreCorrupt
 from harness.types import AddHint, FailureEvent, HarnessUpdate, Hint, Schedule, SetSchedule
 from memory.records import EventRecord
-from test_trainer_support import REPO, tiny_config
 from trainer.checkpoint import ResumeError, prepare_resume, read_state, restore, write_checkpoint_state
 from trainer.cli import main
-from trainer.io import append_jsonl, heal_jsonl, read_jsonl
 from trainer.harness_run import HarnessRun
+from trainer.io import append_jsonl, heal_jsonl, read_jsonl
 from trainer.run_lock import LOCK_NAME, RunLock
 from trainer.sampler import HarnessSampler
 
 
 def _update(task_id: str = "t-paris", text: str = "The answer is a city on the Seine.") -> HarnessUpdate:
-    return HarnessUpdate(interface="guidance", ops=[AddHint(task_id=task_id, hint=Hint(id="h1", text=text)),
-                                                    SetSchedule(task_id=task_id, schedule=Schedule(mode="constant"))])
+    return HarnessUpdate(
+        interface="guidance",
+        ops=[
+            AddHint(task_id=task_id, hint=Hint(id="h1", text=text)),
+            SetSchedule(task_id=task_id, schedule=Schedule(mode="constant")),
+        ],
+    )
 
 
 def _metric(step: int) -> dict:
-    return {"step": step, "reward": 0.1 * step, "reward_std": 0.1, "dead_share": 0.5, "time": 10.0 * step,
-            "pause_s": 0.0, "judge_warnings": 0, "harness_version": 0}
+    return {
+        "step": step,
+        "reward": 0.1 * step,
+        "reward_std": 0.1,
+        "dead_share": 0.5,
+        "time": 10.0 * step,
+        "pause_s": 0.0,
+        "judge_warnings": 0,
+        "harness_version": 0,
+    }
 
 
 def _memory_event(task_id: str, step: int) -> EventRecord:
@@ -73,8 +86,11 @@ def _built_run(tmp_path: Path, *overrides: str):
 
 def _tree(root: Path) -> dict[str, str]:
     """Every file under `root` (but the lock file) with a hash of its bytes: "nothing changed" is equality."""
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != LOCK_NAME}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != LOCK_NAME
+    }
 
 
 def _resume(cfg, ckpt, **kw):
@@ -199,13 +215,19 @@ def test_enospc_in_an_atomic_write_keeps_the_old_file_and_no_temp(tmp_path, monk
 
 
 # -- failure 2: two trainers on one run folder -------------------------------------------------------------------
-_HOLDER = ("import sys, time; from trainer.run_lock import RunLock; RunLock.acquire(sys.argv[1]); "
-           "print('held', flush=True); time.sleep(120)")
+_HOLDER = (
+    "import sys, time; from trainer.run_lock import RunLock; RunLock.acquire(sys.argv[1]); "
+    "print('held', flush=True); time.sleep(120)"
+)
 
 
 def _holder(run_dir: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(run_dir)], cwd=REPO, stdout=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(run_dir)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.stdout.readline().strip() == b"held"
     return proc
 
@@ -215,13 +237,31 @@ def test_a_second_trainer_is_refused_before_it_touches_the_folder(tmp_path, caps
     before = _tree(cfg.run_path)
     proc = _holder(cfg.run_path)
     try:
-        rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={cfg.run_path}",
-                   f"data.suite={cfg.data.suite}", "--resume", "--no-progress"])
+        rc = main(
+            [
+                "train",
+                "--config",
+                str(REPO / "configs" / "tiny.yaml"),
+                f"run_dir={cfg.run_path}",
+                f"data.suite={cfg.data.suite}",
+                "--resume",
+                "--no-progress",
+            ]
+        )
         err = capsys.readouterr().err
         assert rc == 1 and f"pid {proc.pid}" in err and "in use by another trainer" in err, err
         assert "Traceback" not in err
-        rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={cfg.run_path}",
-                   f"data.suite={cfg.data.suite}", "--overwrite", "--no-progress"])
+        rc = main(
+            [
+                "train",
+                "--config",
+                str(REPO / "configs" / "tiny.yaml"),
+                f"run_dir={cfg.run_path}",
+                f"data.suite={cfg.data.suite}",
+                "--overwrite",
+                "--no-progress",
+            ]
+        )
         assert rc == 1 and f"pid {proc.pid}" in capsys.readouterr().err
         assert _tree(cfg.run_path) == before  # nothing rolled back, nothing deleted
     finally:
@@ -256,9 +296,18 @@ def test_overwrite_keeps_the_held_lock_file(tmp_path):
     with RunLock.acquire(root):
         clear_run_folder(root, keep=(LOCK_NAME,))
         assert [p.name for p in root.iterdir()] == [LOCK_NAME]
-        child = subprocess.run([sys.executable, "-c", "import sys; from trainer.run_lock import RunLock; "
-                                "RunLock.acquire(sys.argv[1])", str(root)], cwd=REPO, capture_output=True, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
+        child = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from trainer.run_lock import RunLock; RunLock.acquire(sys.argv[1])",
+                str(root),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         assert child.returncode != 0 and "RunFolderLocked" in child.stderr and f"pid {os.getpid()}" in child.stderr
 
 
@@ -271,8 +320,16 @@ def test_resume_of_a_finished_run_changes_nothing(tmp_path, capsys, caplog):
     final.mkdir()
     (final / "model.safetensors").write_bytes(b"weights")
     before = _tree(cfg.run_path)
-    args = ["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={cfg.run_path}",
-            f"data.suite={cfg.data.suite}", "train.max_steps=2", "--resume", "--no-progress"]
+    args = [
+        "train",
+        "--config",
+        str(REPO / "configs" / "tiny.yaml"),
+        f"run_dir={cfg.run_path}",
+        f"data.suite={cfg.data.suite}",
+        "train.max_steps=2",
+        "--resume",
+        "--no-progress",
+    ]
     with caplog.at_level(logging.WARNING):
         assert main(args) == 0
     assert "already finished" in caplog.text and "raise train.max_steps" in caplog.text
@@ -338,27 +395,40 @@ def test_an_unrebuildable_version_is_one_clear_error_and_nothing_changes(tmp_pat
     with pytest.raises(ResumeError, match=r"v000001\.json: not a valid harness state .*cannot be rebuilt exactly"):
         prepare_resume(cfg, ckpt)
     assert _tree(cfg.run_path) == before
-    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={cfg.run_path}",
-               f"data.suite={cfg.data.suite}", "--resume", "--no-progress"])
+    rc = main(
+        [
+            "train",
+            "--config",
+            str(REPO / "configs" / "tiny.yaml"),
+            f"run_dir={cfg.run_path}",
+            f"data.suite={cfg.data.suite}",
+            "--resume",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "v000001.json" in err and "no earlier complete checkpoint" in err, err
     assert "Traceback" not in err and "errors.pydantic.dev" not in err
     assert _tree(cfg.run_path) == before
 
 
-@pytest.mark.parametrize("damage,message", [
-    ("state_missing", r"harness_version\.json: missing"),
-    ("state_garbage", r"harness_version\.json: not readable JSON"),
-    ("snapshot_missing", r"memory\.jsonl: the checkpoint's memory snapshot is missing.*--fresh-memory"),
-    ("snapshot_garbage", r"memory\.jsonl: memory snapshot not readable.*--fresh-memory"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        ("state_missing", r"harness_version\.json: missing"),
+        ("state_garbage", r"harness_version\.json: not readable JSON"),
+        ("snapshot_missing", r"memory\.jsonl: the checkpoint's memory snapshot is missing.*--fresh-memory"),
+        ("snapshot_garbage", r"memory\.jsonl: memory snapshot not readable.*--fresh-memory"),
+    ],
+)
 def test_a_corrupt_checkpoint_is_one_clear_error_and_nothing_changes(tmp_path, damage, message):
     cfg, ckpt = _built_run(tmp_path)
-    {"state_missing": lambda: (ckpt / "harness_version.json").unlink(),
-     "state_garbage": lambda: (ckpt / "harness_version.json").write_text('{"step": 2, "harn'),
-     "snapshot_missing": lambda: (ckpt / "memory.jsonl").unlink(),
-     "snapshot_garbage": lambda: (ckpt / "memory.jsonl").write_text('{"format": 1}\n{"kind": "pro'),
-     }[damage]()
+    {
+        "state_missing": lambda: (ckpt / "harness_version.json").unlink(),
+        "state_garbage": lambda: (ckpt / "harness_version.json").write_text('{"step": 2, "harn'),
+        "snapshot_missing": lambda: (ckpt / "memory.jsonl").unlink(),
+        "snapshot_garbage": lambda: (ckpt / "memory.jsonl").write_text('{"format": 1}\n{"kind": "pro'),
+    }[damage]()
     before = _tree(cfg.run_path)
     with pytest.raises(ResumeError, match=message):
         prepare_resume(cfg, ckpt)
@@ -390,7 +460,14 @@ def test_resume_restores_the_memory_of_the_checkpoint(tmp_path):
 
 # -- fault injection on the tiny preset (slow) -------------------------------------------------------------------
 BASE_STEPS, STEPS = 2, 6  # the base run trains 2 steps; each fault hits a resume that raises max_steps to 6
-FAULTS = [("reward", 3), ("torn", 3), ("enospc", 3), ("round", 4), ("commit", 4), ("save", 4)]  # (point, first step it fires at)
+FAULTS = [
+    ("reward", 3),
+    ("torn", 3),
+    ("enospc", 3),
+    ("round", 4),
+    ("commit", 4),
+    ("save", 4),
+]  # (point, first step it fires at)
 
 
 @pytest.fixture(scope="module")
@@ -404,8 +481,14 @@ def base_run(tmp_path_factory):
 
 
 def _train_args(run_dir: Path, suite: str, steps: int) -> list[str]:
-    return ["--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
-            f"train.max_steps={steps}", "--no-progress"]
+    return [
+        "--config",
+        str(REPO / "configs" / "tiny.yaml"),
+        f"run_dir={run_dir}",
+        f"data.suite={suite}",
+        f"train.max_steps={steps}",
+        "--no-progress",
+    ]
 
 
 def check_invariants(run_dir: Path, steps: int, scratch: Path) -> None:
@@ -435,8 +518,9 @@ def check_invariants(run_dir: Path, steps: int, scratch: Path) -> None:
     assert state["step"] == steps and state["harness_version"] == versions[-1]
     with TrainingMemory.persistent(run_dir / "memory", embedding="hash") as mem:  # memory = the checkpoint's
         mem.snapshot(scratch / "memory-now.jsonl")
-    assert (sorted((scratch / "memory-now.jsonl").read_text().splitlines()) ==
-            sorted((ckpt / "memory.jsonl").read_text().splitlines()))
+    assert sorted((scratch / "memory-now.jsonl").read_text().splitlines()) == sorted(
+        (ckpt / "memory.jsonl").read_text().splitlines()
+    )
     assert not [p for p in run_dir.rglob("*.tmp")], "temp files left"
     assert (run_dir / LOCK_NAME).read_text() == ""  # released
     assert "Harness updates" in build_report(run_dir).read_text()
@@ -452,9 +536,23 @@ def test_a_fault_then_resume_keeps_every_invariant(base_run, tmp_path, point, at
     marker, stderr = tmp_path / "reached", tmp_path / "stderr.txt"
     args = _train_args(run_dir, base_run.data.suite, STEPS)
     with open(stderr, "w") as err:
-        proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "crash_driver.py"), point, str(marker),
-                                 str(at_step), "--", "--resume", *args], cwd=REPO, stdout=subprocess.DEVNULL,
-                                stderr=err, start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "tests" / "crash_driver.py"),
+                point,
+                str(marker),
+                str(at_step),
+                "--",
+                "--resume",
+                *args,
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
     try:
         deadline = time.monotonic() + 300
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:

@@ -15,10 +15,10 @@ from agents import critic, proposer
 from agents.context import EvolverContext
 from agents.schemas import Attribution
 from harness.types import FailureEvent, Guidance, HarnessState, Hint
+from measure.candidate import MeasureSettings, measure_candidate
+from measure.judge import Judge
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy
-from measure.judge import Judge
-from measure.candidate import MeasureSettings, measure_candidate
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 UNSURE = "I am not sure."
@@ -28,13 +28,19 @@ STEP = 10
 
 def _decide(state: HarnessState, ev: dict, template: str, tried: list[str], policy: ScriptedPolicy):
     event_ = FailureEvent.model_validate(ev)
-    prop = proposer.rule_proposal(event_, Attribution(interface="guidance", diagnosis="test"), state,
-                                  [{"template": t} for t in tried], STEP)
+    prop = proposer.rule_proposal(
+        event_, Attribution(interface="guidance", diagnosis="test"), state, [{"template": t} for t in tried], STEP
+    )
     assert prop.template == template and prop.update is not None, prop.error
     ctx = EvolverContext()
-    m = measure_candidate(state, prop.update, policy, Judge(None),
-                          MeasureSettings(sample_k=4, sample_k_max=16, step=STEP),
-                          rule=critic.stop_rule(event_, prop.update, ctx))
+    m = measure_candidate(
+        state,
+        prop.update,
+        policy,
+        Judge(None),
+        MeasureSettings(sample_k=4, sample_k_max=16, step=STEP),
+        rule=critic.stop_rule(event_, prop.update, ctx),
+    )
     return prop, m, critic.judge_measurement(event_, prop.update, m, ctx)
 
 
@@ -43,11 +49,14 @@ def _hints_help(prompt: str, i: int) -> str:
     return HONEST if "Hint:" in prompt and i % 2 == 0 else UNSURE
 
 
-@pytest.mark.parametrize(("template", "tried"), [("hint", []), ("hint_strong", ["hint"]), ("hint_all", ["hint", "hint_strong"])])
+@pytest.mark.parametrize(
+    ("template", "tried"), [("hint", []), ("hint_strong", ["hint"]), ("hint_all", ["hint", "hint_strong"])]
+)
 def test_hint_templates_pass_on_a_collapsed_task_that_hints_revive(template, tried):
     state = HarnessState.from_tasks(suite())
-    prop, m, crit = _decide(state, event("e", "collapse_low", "med-1", mean=0.0, std=0.0), template, tried,
-                            ScriptedPolicy(_hints_help))
+    prop, m, crit = _decide(
+        state, event("e", "collapse_low", "med-1", mean=0.0, std=0.0), template, tried, ScriptedPolicy(_hints_help)
+    )
     assert crit.measured_ok, crit.reasons
     assert crit.numbers["std_gain"] > 0.05 and m.sequential.decision == "pass"
     # Half the hinted rollouts answer well: 2 hits in the first 4 against 0 in the control's 32 is beyond chance
@@ -61,8 +70,9 @@ def test_hint_templates_pass_on_a_collapsed_task_that_hints_revive(template, tri
 
 def test_hint_template_fails_when_hints_change_nothing():
     state = HarnessState.from_tasks(suite())
-    _, m, crit = _decide(state, event("e", "collapse_low", "med-1", mean=0.0, std=0.0), "hint", [],
-                         ScriptedPolicy(lambda p, i: UNSURE))
+    _, m, crit = _decide(
+        state, event("e", "collapse_low", "med-1", mean=0.0, std=0.0), "hint", [], ScriptedPolicy(lambda p, i: UNSURE)
+    )
     # An all-zero first look is undecided, never a fail: the test looks on and fails at the cap.
     assert not crit.measured_ok and m.sequential.decision == "fail" and m.sequential.ks == [4, 8, 16]
     assert m.sequential.hits == [0, 0, 0] and m.sequential.fail_at[:2] == [-1, -1]
@@ -99,8 +109,15 @@ def test_leak_fade_passes_by_hinting_fewer_visits():
 def test_leak_fade_fails_when_no_visit_sees_the_hint():
     """With hinted_share 0 no visit copies the hint now: the fade changes nothing the next steps see."""
     state = _leaky_state()
-    unhinted = state.model_copy(update={"guidance": {"med-1": state.guidance["med-1"].model_copy(
-        update={"schedule": state.guidance["med-1"].schedule.model_copy(update={"hinted_share": 0.0})})}})
+    unhinted = state.model_copy(
+        update={
+            "guidance": {
+                "med-1": state.guidance["med-1"].model_copy(
+                    update={"schedule": state.guidance["med-1"].schedule.model_copy(update={"hinted_share": 0.0})}
+                )
+            }
+        }
+    )
     _, m, crit = _decide(unhinted, LEAK, "leak_fade", [], ScriptedPolicy(_parrot))
     assert not crit.measured_ok and m.per_task["med-1"]["control"].leak_hits == 0
 
@@ -112,6 +129,8 @@ def test_leak_abstract_passes_when_the_reworded_hint_is_not_copied():
 
 
 def test_leak_remove_passes_when_removing_the_hint_stops_the_copying():
-    prop, m, crit = _decide(_leaky_state(), LEAK, "leak_remove", ["leak_fade", "leak_abstract"], ScriptedPolicy(_parrot))
+    prop, m, crit = _decide(
+        _leaky_state(), LEAK, "leak_remove", ["leak_fade", "leak_abstract"], ScriptedPolicy(_parrot)
+    )
     assert [op.op for op in prop.update.ops] == ["remove_hint"]
     assert not m.per_task["med-1"]["candidate"].hinted and crit.measured_ok, crit.reasons

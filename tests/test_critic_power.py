@@ -13,18 +13,20 @@ from agents import critic
 from agents.context import EvolverContext
 from harness.detector import GroupStats, RolloutRecord
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from measure.candidate import MeasureSettings, measure_candidate
+from measure.judge import Judge
+from measure.probes import task_rollouts
+from measure.sequential import exact_plan
 from memory.store import TrainingMemory
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy
-from measure.judge import Judge
-from measure.candidate import MeasureSettings, measure_candidate
-from measure.probes import task_rollouts
-from measure.sequential import exact_plan
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 UNSURE = "I am not sure."
-HINT = {"interface": "guidance", "ops": [
-    {"op": "add_hint", "task_id": "med-1", "hint": {"id": "h1", "text": "Think about fluids and rest."}}]}
+HINT = {
+    "interface": "guidance",
+    "ops": [{"op": "add_hint", "task_id": "med-1", "hint": {"id": "h1", "text": "Think about fluids and rest."}}],
+}
 LOW = FailureEvent.model_validate(event("e", "collapse_low", "med-1", mean=0.0, std=0.0))
 
 
@@ -44,8 +46,15 @@ def _judge(policy, update=HINT, ev=LOW, **kw):
     state = HarnessState.from_tasks(suite())
     upd = HarnessUpdate.model_validate(update)
     ctx = EvolverContext()
-    m = measure_candidate(state, upd, policy, Judge(None), MeasureSettings(step=10, sample_k=4, sample_k_max=16),
-                          rule=critic.stop_rule(ev, upd, ctx), **kw)
+    m = measure_candidate(
+        state,
+        upd,
+        policy,
+        Judge(None),
+        MeasureSettings(step=10, sample_k=4, sample_k_max=16),
+        rule=critic.stop_rule(ev, upd, ctx),
+        **kw,
+    )
     return m, critic.judge_measurement(ev, upd, m, ctx)
 
 
@@ -71,8 +80,14 @@ def test_the_bootstrap_rule_failed_the_same_repair_at_the_first_look():
     upd = HarnessUpdate.model_validate(HINT)
     rule = critic.stop_rule(LOW, upd, EvolverContext())
     bootstrap_only = type(rule)(task_id=rule.task_id, holds=rule.holds)
-    m = measure_candidate(state, upd, SeededPolicy(_late_repair), Judge(None),
-                          MeasureSettings(step=10, sample_k=4, sample_k_max=16), rule=bootstrap_only)
+    m = measure_candidate(
+        state,
+        upd,
+        SeededPolicy(_late_repair),
+        Judge(None),
+        MeasureSettings(step=10, sample_k=4, sample_k_max=16),
+        rule=bootstrap_only,
+    )
     assert m.sequential.test == "bootstrap" and m.sequential.decision == "fail" and m.sequential.ks == [4]
 
 
@@ -112,7 +127,9 @@ def test_task_rollouts_pool_the_newest_groups_and_filter_hinted_visits():
         mem.add_group(stats, harness_version=0, texts=[r.text for r in recs])
     everything = task_rollouts(mem, ["a", "b"], max_rollouts=12)["a"]
     assert everything == [f"s{s}-{j}" for s in (2, 3, 4) for j in range(4)]  # oldest first, newest groups kept
-    assert task_rollouts(mem, ["a"], max_rollouts=64, hinted=False)["a"] == [f"s{s}-{j}" for s in (1, 3, 4) for j in range(4)]
+    assert task_rollouts(mem, ["a"], max_rollouts=64, hinted=False)["a"] == [
+        f"s{s}-{j}" for s in (1, 3, 4) for j in range(4)
+    ]
     assert task_rollouts(mem, ["a"], max_rollouts=0) == {}
 
 
@@ -126,8 +143,17 @@ def test_exact_plan_spends_at_most_alpha_and_never_fails_an_underpowered_look():
 
 
 # -- criteria candidates that change no score ------------------------------------------------------------------
-NO_OP_EDIT = {"interface": "criteria", "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water",
-                                                "check": {"type": "contains_any", "phrases": ["water", "hydrate", "zzz"]}}]}
+NO_OP_EDIT = {
+    "interface": "criteria",
+    "ops": [
+        {
+            "op": "edit_criterion",
+            "task_id": "med-1",
+            "criterion_id": "water",
+            "check": {"type": "contains_any", "phrases": ["water", "hydrate", "zzz"]},
+        }
+    ],
+}
 BLIND = FailureEvent.model_validate(event("b", "blind_criterion", "med-1", criterion_id="water", pass_rate=1.0))
 
 
@@ -140,17 +166,39 @@ def test_a_criteria_candidate_that_changes_no_score_is_refused_for_free():
 
 
 def test_a_criteria_candidate_that_changes_a_score_is_not_marked_no_effect():
-    edit = {"interface": "criteria", "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water",
-                                              "check": {"type": "contains_any", "phrases": ["hydrate"]}}]}
+    edit = {
+        "interface": "criteria",
+        "ops": [
+            {
+                "op": "edit_criterion",
+                "task_id": "med-1",
+                "criterion_id": "water",
+                "check": {"type": "contains_any", "phrases": ["hydrate"]},
+            }
+        ],
+    }
     prior = {"med-1": [HONEST, UNSURE, "water please", HONEST] * 3}
     _, crit = _judge(ScriptedPolicy(lambda p, i: HONEST), update=edit, ev=BLIND, prior_rollouts=prior)
     assert not crit.no_effect
 
 
 # -- guards that cannot veto their own repair ------------------------------------------------------------------
-HARDER = {"interface": "criteria", "ops": [{"op": "add_criterion", "task_id": "med-1", "criterion": {
-    "id": "cause", "text": "Names a likely cause.", "weight": 5, "kind": "essential",
-    "check": {"type": "contains_any", "phrases": ["persists"]}}}]}
+HARDER = {
+    "interface": "criteria",
+    "ops": [
+        {
+            "op": "add_criterion",
+            "task_id": "med-1",
+            "criterion": {
+                "id": "cause",
+                "text": "Names a likely cause.",
+                "weight": 5,
+                "kind": "essential",
+                "check": {"type": "contains_any", "phrases": ["persists"]},
+            },
+        }
+    ],
+}
 
 
 def test_the_honest_reward_guard_does_not_veto_a_dead_group_repair():
@@ -169,15 +217,34 @@ def test_guards_veto_on_a_bound_not_on_noise():
     """One honest rollout of 16 loses reward: the point drop is small and the bound says noise, no veto."""
     ctx = EvolverContext()
     stuff = FailureEvent.model_validate(event("s", "stuffing", "med-1", criterion_id="water"))
-    pitfall = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "med-1", "criterion": {
-        "id": "rep", "text": "Repeats a word.", "weight": -3, "kind": "pitfall",
-        "check": {"type": "contains_any", "phrases": ["water water"]}}}]}
+    pitfall = {
+        "interface": "criteria",
+        "ops": [
+            {
+                "op": "add_pitfall",
+                "task_id": "med-1",
+                "criterion": {
+                    "id": "rep",
+                    "text": "Repeats a word.",
+                    "weight": -3,
+                    "kind": "pitfall",
+                    "check": {"type": "contains_any", "phrases": ["water water"]},
+                },
+            }
+        ],
+    }
     prior = {"med-1": ["water water water water rest dark"] * 8 + [HONEST] * 15 + [HONEST + " water water"]}
     state = HarnessState.from_tasks(suite())
     upd = HarnessUpdate.model_validate(pitfall)
-    m = measure_candidate(state, upd, ScriptedPolicy(lambda p, i: HONEST), Judge(None),
-                          MeasureSettings(step=10, sample_k=4, sample_k_max=16),
-                          prior_rollouts=prior, rule=critic.stop_rule(stuff, upd, ctx))
+    m = measure_candidate(
+        state,
+        upd,
+        ScriptedPolicy(lambda p, i: HONEST),
+        Judge(None),
+        MeasureSettings(step=10, sample_k=4, sample_k_max=16),
+        prior_rollouts=prior,
+        rule=critic.stop_rule(stuff, upd, ctx),
+    )
     crit = critic.judge_measurement(stuff, upd, m, ctx)
     assert crit.numbers["honest_drop"] > 0 and crit.numbers["honest_drop_bound"] <= ctx.max_mean_drop
     assert not any(r.startswith("guard failed: honest") for r in crit.reasons), crit.reasons
@@ -187,9 +254,22 @@ def test_a_spurious_audit_repair_that_lowers_the_gamed_reward_passes_its_guards(
     gamed = "water water water rest dark"  # meets the rubric's checks, fails the audit (no doctor)
     prior = {"med-1": [gamed] * 8 + [HONEST] * 8}
     spur = FailureEvent.model_validate(event("sa", "spurious_audit", "med-1"))
-    pitfall = {"interface": "criteria", "ops": [{"op": "add_pitfall", "task_id": "med-1", "criterion": {
-        "id": "rep", "text": "Repeats a word.", "weight": -3, "kind": "pitfall",
-        "check": {"type": "contains_any", "phrases": ["water water"]}}}]}
+    pitfall = {
+        "interface": "criteria",
+        "ops": [
+            {
+                "op": "add_pitfall",
+                "task_id": "med-1",
+                "criterion": {
+                    "id": "rep",
+                    "text": "Repeats a word.",
+                    "weight": -3,
+                    "kind": "pitfall",
+                    "check": {"type": "contains_any", "phrases": ["water water"]},
+                },
+            }
+        ],
+    }
     _, crit = _judge(ScriptedPolicy(lambda p, i: HONEST), update=pitfall, ev=spur, prior_rollouts=prior)
     assert crit.numbers["gamed_drop"] > 0.1
     assert not any(r.startswith("guard failed") for r in crit.reasons), crit.reasons
@@ -198,9 +278,13 @@ def test_a_spurious_audit_repair_that_lowers_the_gamed_reward_passes_its_guards(
 
 # -- a batched update pools its targets ------------------------------------------------------------------------
 BURN_GOOD = "Cool the burn under cold running water. Is it blistering?"
-BATCH = {"interface": "guidance", "ops": [
-    {"op": "add_hint", "task_id": "med-1", "hint": {"id": "h1", "text": "Think about fluids and rest."}},
-    {"op": "add_hint", "task_id": "med-2", "hint": {"id": "h1", "text": "Think about temperature."}}]}
+BATCH = {
+    "interface": "guidance",
+    "ops": [
+        {"op": "add_hint", "task_id": "med-1", "hint": {"id": "h1", "text": "Think about fluids and rest."}},
+        {"op": "add_hint", "task_id": "med-2", "hint": {"id": "h1", "text": "Think about temperature."}},
+    ],
+}
 
 
 def _one_in_four_each(prompt: str, i: int) -> str:
@@ -214,13 +298,17 @@ def test_a_batched_update_pools_its_targets_hits_in_one_exact_test():
     state = HarnessState.from_tasks(suite())
     upd = HarnessUpdate.model_validate(BATCH)
     ctx = EvolverContext()
-    events = {"med-1": LOW, "med-2": FailureEvent.model_validate(event("e2", "collapse_low", "med-2", mean=0.0, std=0.0))}
+    events = {
+        "med-1": LOW,
+        "med-2": FailureEvent.model_validate(event("e2", "collapse_low", "med-2", mean=0.0, std=0.0)),
+    }
     rule = critic.batch_stop_rule(events, upd, ctx)
     assert rule.pooled == ("med-2",)
     alone = type(rule)(task_id=rule.task_id, holds=rule.holds, hits=rule.hits)
     for r, decision in ((alone, "undecided"), (rule, "pass")):
-        m = measure_candidate(state, upd, ScriptedPolicy(_one_in_four_each), Judge(None),
-                              MeasureSettings(step=10, k=4), rule=r)
+        m = measure_candidate(
+            state, upd, ScriptedPolicy(_one_in_four_each), Judge(None), MeasureSettings(step=10, k=4), rule=r
+        )
         assert m.sequential.decision == decision, m.sequential
     assert m.sequential.pooled == ["med-2"] and m.sequential.hits == [2] and m.sequential.control_n == 16
     assert critic.judge_batch(events, upd, m, ctx).measured_ok

@@ -6,14 +6,16 @@ from __future__ import annotations
 from agents import critic
 from agents.context import EvolverContext
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from measure.candidate import MeasureSettings, measure_candidate
+from measure.judge import Judge
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy
-from measure.judge import Judge
-from measure.candidate import MeasureSettings, measure_candidate
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
-HINT = {"interface": "guidance", "ops": [
-    {"op": "add_hint", "task_id": "med-1", "hint": {"id": "h1", "text": "Think about fluids and rest."}}]}
+HINT = {
+    "interface": "guidance",
+    "ops": [{"op": "add_hint", "task_id": "med-1", "hint": {"id": "h1", "text": "Think about fluids and rest."}}],
+}
 LOW = FailureEvent.model_validate(event("e", "collapse_low", "med-1", mean=0.0, std=0.0))
 
 
@@ -26,8 +28,9 @@ def _judge(policy, **budget):
     state = HarnessState.from_tasks(suite())
     update = HarnessUpdate.model_validate(HINT)
     ctx = EvolverContext()
-    m = measure_candidate(state, update, policy, Judge(None), MeasureSettings(step=10, **budget),
-                          rule=critic.stop_rule(LOW, update, ctx))
+    m = measure_candidate(
+        state, update, policy, Judge(None), MeasureSettings(step=10, **budget), rule=critic.stop_rule(LOW, update, ctx)
+    )
     return m, critic.judge_measurement(LOW, update, m, ctx)
 
 
@@ -59,8 +62,21 @@ def test_critique_numbers_carry_the_cost():
 
 
 def test_stop_rule_reads_the_new_variant_of_an_add_variant():
-    update = HarnessUpdate.model_validate({"interface": "sampling", "ops": [{
-        "op": "add_variant", "task_id": "med-1", "variant_id": "med-1.v1", "weight": 1.0,
-        "prompt": [{"role": "user", "content": "What helps a mild headache? Answer in three bullet points."}]}]})
+    update = HarnessUpdate.model_validate(
+        {
+            "interface": "sampling",
+            "ops": [
+                {
+                    "op": "add_variant",
+                    "task_id": "med-1",
+                    "variant_id": "med-1.v1",
+                    "weight": 1.0,
+                    "prompt": [
+                        {"role": "user", "content": "What helps a mild headache? Answer in three bullet points."}
+                    ],
+                }
+            ],
+        }
+    )
     high = FailureEvent.model_validate(event("h", "collapse_high", "med-1", mean=1.0, std=0.0))
     assert critic.stop_rule(high, update, EvolverContext()).task_id == "med-1.v1"

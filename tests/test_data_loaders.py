@@ -16,20 +16,46 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def good_task(tid: str = "t-1", **over) -> dict:
     t = {
-        "id": tid, "domain": "science", "split": "train",
+        "id": tid,
+        "domain": "science",
+        "split": "train",
         "prompt": [{"role": "user", "content": "Why is the sky blue?"}],
         "criteria": [
-            {"id": "c1", "text": "Mentions scattering.", "weight": 5, "kind": "essential",
-             "check": {"type": "contains_any", "phrases": ["scatter"]}},
-            {"id": "c2", "text": "Under 50 words.", "weight": 1, "kind": "optional",
-             "check": {"type": "word_count", "max": 49}},
-            {"id": "c3", "text": "Says the sky reflects the ocean.", "weight": -3, "kind": "pitfall",
-             "check": {"type": "contains_any", "phrases": ["reflects the ocean"]}},
+            {
+                "id": "c1",
+                "text": "Mentions scattering.",
+                "weight": 5,
+                "kind": "essential",
+                "check": {"type": "contains_any", "phrases": ["scatter"]},
+            },
+            {
+                "id": "c2",
+                "text": "Under 50 words.",
+                "weight": 1,
+                "kind": "optional",
+                "check": {"type": "word_count", "max": 49},
+            },
+            {
+                "id": "c3",
+                "text": "Says the sky reflects the ocean.",
+                "weight": -3,
+                "kind": "pitfall",
+                "check": {"type": "contains_any", "phrases": ["reflects the ocean"]},
+            },
         ],
         "reference_answer": "Air scatters blue light more than red light.",
-        "audit_criteria": [{"id": "a1", "text": "Substantive.", "weight": 5, "kind": "essential",
-                            "check": {"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["scatter"]},
-                                                                   {"type": "word_count", "min": 8}]}}],
+        "audit_criteria": [
+            {
+                "id": "a1",
+                "text": "Substantive.",
+                "weight": 5,
+                "kind": "essential",
+                "check": {
+                    "type": "all_of",
+                    "checks": [{"type": "contains_any", "phrases": ["scatter"]}, {"type": "word_count", "min": 8}],
+                },
+            }
+        ],
     }
     t.update(over)
     return t
@@ -58,7 +84,11 @@ def test_rar_fixture_maps_kinds_and_weights():
     t = res.tasks[0]
     assert t.prompt[0].role == "user" and "peanuts" in t.prompt[0].content
     assert [(c.kind, c.weight) for c in t.criteria] == [
-        ("essential", 5.0), ("important", 4.0), ("optional", 1.0), ("pitfall", -2.0)]
+        ("essential", 5.0),
+        ("important", 4.0),
+        ("optional", 1.0),
+        ("pitfall", -2.0),
+    ]
     # The "Essential Criteria:" label is a kind marker, not part of the criterion text.
     assert t.criteria[0].text.startswith("Identifies intramuscular epinephrine")
     assert t.reference_answer.startswith("Intramuscular epinephrine")
@@ -74,19 +104,34 @@ def test_healthbench_fixture_maps_points_tags_and_ideal():
     a, b = res.tasks
     assert a.id == "hb-sample-0001" and a.domain == "medical" and a.split == "test"
     assert [(c.kind, c.weight) for c in a.criteria] == [
-        ("essential", 7.0), ("essential", 5.0), ("optional", 2.0), ("pitfall", -8.0)]
+        ("essential", 7.0),
+        ("essential", 5.0),
+        ("optional", 2.0),
+        ("pitfall", -8.0),
+    ]
     assert a.meta["criterion_tags"]["c1"] == ["axis:accuracy", "level:example"]
     assert a.reference_answer.startswith("This is most likely a viral cold")
     assert [m.role for m in b.prompt] == ["system", "user", "assistant", "user"]
     assert b.reference_answer is None
 
 
-@pytest.mark.parametrize("weight,label,kind", [
-    (5, "", "essential"), (7, "", "essential"), (4, "", "important"), (3, "", "important"), (2, "", "optional"),
-    (1, "", "optional"), (-1, "", "pitfall"), (-10, "", "pitfall"),
-    (1, "Essential Criteria: does X", "essential"), (5, "Optional Criteria: does X", "optional"),
-    (2, "Important Criteria: x", "important"), (-2, "Pitfall Criteria: x", "pitfall"),
-])
+@pytest.mark.parametrize(
+    "weight,label,kind",
+    [
+        (5, "", "essential"),
+        (7, "", "essential"),
+        (4, "", "important"),
+        (3, "", "important"),
+        (2, "", "optional"),
+        (1, "", "optional"),
+        (-1, "", "pitfall"),
+        (-10, "", "pitfall"),
+        (1, "Essential Criteria: does X", "essential"),
+        (5, "Optional Criteria: does X", "optional"),
+        (2, "Important Criteria: x", "important"),
+        (-2, "Pitfall Criteria: x", "pitfall"),
+    ],
+)
 def test_kind_for_table(weight, label, kind):
     assert kind_for(weight, label) == kind
 
@@ -99,8 +144,10 @@ def test_kind_for_rejects_label_sign_conflict(weight, label):
 
 def test_loc_to_path_drops_union_tags():
     assert loc_to_path(("criteria", 2, "check", "regex", "pattern")) == "criteria[2].check.pattern"
-    assert loc_to_path(("criteria", 0, "check", "all_of", "checks", 1, "word_count", "min")) == \
-        "criteria[0].check.checks[1].min"
+    assert (
+        loc_to_path(("criteria", 0, "check", "all_of", "checks", 1, "word_count", "min"))
+        == "criteria[0].check.checks[1].min"
+    )
     assert loc_to_path(("criteria", 1, "weight"), {"criteria": "rubric"}) == "rubric[1].weight"
 
 
@@ -117,46 +164,119 @@ BAD_ROWS = [
     ("not an object", "[1, 2, 3]", "harnessrl", "", "expected a JSON object"),
     ("missing field", {k: v for k, v in good_task().items() if k != "prompt"}, "harnessrl", "prompt", "missing"),
     ("wrong type", good_task(criteria="not a list"), "harnessrl", "criteria", "list"),
-    ("wrong type nested", good_task(prompt=[{"role": "user", "content": 42}]), "harnessrl", "prompt[0].content",
-     "string"),
-    ("bad weight", good_task(criteria=[_crit(), _crit(id="c2", weight=99)]), "harnessrl", "criteria[1].weight",
-     "weight must be"),
-    ("weight sign vs kind", good_task(criteria=[_crit(), _crit(id="c2", weight=-3, kind="important")]), "harnessrl",
-     "criteria[1]", "positive weight"),
-    ("unknown check type", good_task(criteria=[_crit(check={"type": "eval_python", "code": "1"})]), "harnessrl",
-     "criteria[0].check", "eval_python"),
-    ("bad check spec", good_task(criteria=[_crit(check={"type": "word_count", "min": 9, "max": 2})]), "harnessrl",
-     "criteria[0].check", "greater than max"),
-    ("unsafe regex", good_task(criteria=[_crit(check={"type": "regex", "pattern": "(a+)+$"})]), "harnessrl",
-     "criteria[0].check.pattern", "nested quantifier"),
-    ("unsafe regex backreference", good_task(criteria=[_crit(check={"type": "regex", "pattern": r"(a)\1"})]),
-     "harnessrl", "criteria[0].check.pattern", "backreference"),
+    (
+        "wrong type nested",
+        good_task(prompt=[{"role": "user", "content": 42}]),
+        "harnessrl",
+        "prompt[0].content",
+        "string",
+    ),
+    (
+        "bad weight",
+        good_task(criteria=[_crit(), _crit(id="c2", weight=99)]),
+        "harnessrl",
+        "criteria[1].weight",
+        "weight must be",
+    ),
+    (
+        "weight sign vs kind",
+        good_task(criteria=[_crit(), _crit(id="c2", weight=-3, kind="important")]),
+        "harnessrl",
+        "criteria[1]",
+        "positive weight",
+    ),
+    (
+        "unknown check type",
+        good_task(criteria=[_crit(check={"type": "eval_python", "code": "1"})]),
+        "harnessrl",
+        "criteria[0].check",
+        "eval_python",
+    ),
+    (
+        "bad check spec",
+        good_task(criteria=[_crit(check={"type": "word_count", "min": 9, "max": 2})]),
+        "harnessrl",
+        "criteria[0].check",
+        "greater than max",
+    ),
+    (
+        "unsafe regex",
+        good_task(criteria=[_crit(check={"type": "regex", "pattern": "(a+)+$"})]),
+        "harnessrl",
+        "criteria[0].check.pattern",
+        "nested quantifier",
+    ),
+    (
+        "unsafe regex backreference",
+        good_task(criteria=[_crit(check={"type": "regex", "pattern": r"(a)\1"})]),
+        "harnessrl",
+        "criteria[0].check.pattern",
+        "backreference",
+    ),
     ("extra field", good_task(colour="blue"), "harnessrl", "colour", "Extra inputs"),
-    ("rar missing question", {"rubric": [{"title": "t", "description": "d", "weight": 5}]}, "rar", "question",
-     "missing"),
-    ("rar bad weight type", {"question": "q?", "rubric": [{"title": "t", "description": "d", "weight": "high"}]},
-     "rar", "rubric[0].weight", "must be a number"),
-    ("rar zero weight", {"question": "q?", "rubric": [{"description": "d", "weight": 5}, {"description": "e",
-                                                                                          "weight": 0}]},
-     "rar", "rubric[1].weight", "non-zero"),
-    ("rar label contradicts sign", {"question": "q?", "rubric": [{"description": "Pitfall Criteria: d", "weight": 4}]},
-     "rar", "rubric[0].weight", "label says"),
-    ("healthbench missing rubrics", {"prompt": [{"role": "user", "content": "hi"}]}, "healthbench", "rubrics",
-     "missing"),
-    ("healthbench bad role", {"prompt": [{"role": "doctor", "content": "hi"}],
-                              "rubrics": [{"criterion": "c", "points": 5}]}, "healthbench", "prompt[0].role",
-     "Input should be"),
-    ("healthbench points out of range", {"prompt": [{"role": "user", "content": "hi"}],
-                                         "rubrics": [{"criterion": "c", "points": 50}]}, "healthbench",
-     "rubrics[0].points", "weight must be"),
+    (
+        "rar missing question",
+        {"rubric": [{"title": "t", "description": "d", "weight": 5}]},
+        "rar",
+        "question",
+        "missing",
+    ),
+    (
+        "rar bad weight type",
+        {"question": "q?", "rubric": [{"title": "t", "description": "d", "weight": "high"}]},
+        "rar",
+        "rubric[0].weight",
+        "must be a number",
+    ),
+    (
+        "rar zero weight",
+        {"question": "q?", "rubric": [{"description": "d", "weight": 5}, {"description": "e", "weight": 0}]},
+        "rar",
+        "rubric[1].weight",
+        "non-zero",
+    ),
+    (
+        "rar label contradicts sign",
+        {"question": "q?", "rubric": [{"description": "Pitfall Criteria: d", "weight": 4}]},
+        "rar",
+        "rubric[0].weight",
+        "label says",
+    ),
+    (
+        "healthbench missing rubrics",
+        {"prompt": [{"role": "user", "content": "hi"}]},
+        "healthbench",
+        "rubrics",
+        "missing",
+    ),
+    (
+        "healthbench bad role",
+        {"prompt": [{"role": "doctor", "content": "hi"}], "rubrics": [{"criterion": "c", "points": 5}]},
+        "healthbench",
+        "prompt[0].role",
+        "Input should be",
+    ),
+    (
+        "healthbench points out of range",
+        {"prompt": [{"role": "user", "content": "hi"}], "rubrics": [{"criterion": "c", "points": 50}]},
+        "healthbench",
+        "rubrics[0].points",
+        "weight must be",
+    ),
 ]
 
 
 @pytest.mark.parametrize("name,row,fmt,field,fragment", BAD_ROWS, ids=[r[0] for r in BAD_ROWS])
 def test_bad_row_names_file_line_field(tmp_path, name, row, fmt, field, fragment):
-    good = good_task("ok-1") if fmt == "harnessrl" else (
-        {"question": "fine?", "rubric": [{"description": "d", "weight": 5}]} if fmt == "rar"
-        else {"prompt": [{"role": "user", "content": "hi"}], "rubrics": [{"criterion": "c", "points": 5}]})
+    good = (
+        good_task("ok-1")
+        if fmt == "harnessrl"
+        else (
+            {"question": "fine?", "rubric": [{"description": "d", "weight": 5}]}
+            if fmt == "rar"
+            else {"prompt": [{"role": "user", "content": "hi"}], "rubrics": [{"criterion": "c", "points": 5}]}
+        )
+    )
     f = write_jsonl(tmp_path / "bad.jsonl", [good, row])  # the bad row is on line 2
     with pytest.raises(DataError) as ei:
         load_tasks(f, fmt=fmt)
@@ -179,15 +299,24 @@ def test_duplicate_ids_are_reported_with_first_line(tmp_path):
 
 
 def test_row_error_str_format():
-    assert str(RowError("data/x.jsonl", 17, "criteria[2].weight", "too big")) == \
-        "data/x.jsonl:17: field 'criteria[2].weight': too big"
+    assert (
+        str(RowError("data/x.jsonl", 17, "criteria[2].weight", "too big"))
+        == "data/x.jsonl:17: field 'criteria[2].weight': too big"
+    )
     assert str(RowError("data/x.jsonl", 3, "", "invalid JSON")) == "data/x.jsonl:3: invalid JSON"
     assert str(RowError("data/x.jsonl", 0, "", "no such file")) == "data/x.jsonl: no such file"
 
 
 def test_skip_invalid_reports_every_bad_row(tmp_path):
-    rows = [good_task("a"), "{oops", good_task("b", criteria=[_crit(weight=0)]), "", good_task("c"), "7",
-            good_task("a")]
+    rows = [
+        good_task("a"),
+        "{oops",
+        good_task("b", criteria=[_crit(weight=0)]),
+        "",
+        good_task("c"),
+        "7",
+        good_task("a"),
+    ]
     f = write_jsonl(tmp_path / "mixed.jsonl", rows)
     res = load_tasks(f, skip_invalid=True)
     assert [t.id for t in res.tasks] == ["a", "c"]
@@ -207,9 +336,13 @@ def test_multiple_problems_in_one_row_are_all_reported(tmp_path):
     assert {e.field for e in ei.value.errors} == {"question", "rubric[0].weight", "rubric[1]"}
 
 
-@pytest.mark.parametrize("kwargs,fragment", [
-    ({"fmt": "csv"}, "unknown format"), ({"split": "dev"}, "split must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs,fragment",
+    [
+        ({"fmt": "csv"}, "unknown format"),
+        ({"split": "dev"}, "split must be"),
+    ],
+)
 def test_bad_arguments(tmp_path, kwargs, fragment):
     f = write_jsonl(tmp_path / "a.jsonl", [good_task()])
     with pytest.raises(DataError, match=fragment):

@@ -22,12 +22,29 @@ HEALTHY_TEXTS = [
 ]
 
 
-def group(rewards: list[float], step: int = 1, task_id: str = "t", texts: list[str] | None = None,
-          verdicts: list[dict[str, bool]] | None = None, audit: float | None = None, hints: list[str] | None = None,
-          criteria=(), version: int | None = None) -> GroupStats:
+def group(
+    rewards: list[float],
+    step: int = 1,
+    task_id: str = "t",
+    texts: list[str] | None = None,
+    verdicts: list[dict[str, bool]] | None = None,
+    audit: float | None = None,
+    hints: list[str] | None = None,
+    criteria=(),
+    version: int | None = None,
+) -> GroupStats:
     texts = texts or [HEALTHY_TEXTS[i % len(HEALTHY_TEXTS)] for i in range(len(rewards))]
-    rollouts = [RolloutRecord(text=texts[i], reward=r, verdicts=(verdicts[i] if verdicts else {}), audit=audit,
-                              hinted=hints is not None, hint_texts=hints or []) for i, r in enumerate(rewards)]
+    rollouts = [
+        RolloutRecord(
+            text=texts[i],
+            reward=r,
+            verdicts=(verdicts[i] if verdicts else {}),
+            audit=audit,
+            hinted=hints is not None,
+            hint_texts=hints or [],
+        )
+        for i, r in enumerate(rewards)
+    ]
     return GroupStats.from_rollouts(task_id, step, rollouts, criteria=criteria, harness_version=version)
 
 
@@ -60,8 +77,7 @@ def test_healthy_group_raises_nothing() -> None:
 COLLAPSE_CASES = [
     ("low first visit", [[0.0] * 8], {}, [["collapse_low"]]),
     ("low near-zero variance", [[0.0] * 7 + [0.0003]], {}, [["collapse_low"]]),
-    ("low without first-visit needs two hits", [[0.0] * 8, [0.05] * 8], {"first_visit": False},
-     [[], ["collapse_low"]]),
+    ("low without first-visit needs two hits", [[0.0] * 8, [0.05] * 8], {"first_visit": False}, [[], ["collapse_low"]]),
     ("high first visit", [[1.0] * 8], {}, [["collapse_high"]]),
     ("high with tiny spread", [[0.95, 0.9502, 0.9501, 0.95]], {}, [["collapse_high"]]),
     ("flat needs two hits", [[0.4] * 8, [0.4] * 8], {}, [[], ["flat"]]),
@@ -173,8 +189,10 @@ def test_batch_dead_share() -> None:
 
 
 def test_state_dict_resume_matches_uninterrupted() -> None:
-    seq = [group(r, step=s) for s, r in enumerate([[0.4] * 8, MIXED, [0.0] * 8, [0.4] * 8, [0.0] * 8, [0.0] * 8,
-                                                   [0.4] * 8], 1)]
+    seq = [
+        group(r, step=s)
+        for s, r in enumerate([[0.4] * 8, MIXED, [0.0] * 8, [0.4] * 8, [0.0] * 8, [0.0] * 8, [0.4] * 8], 1)
+    ]
     full = Detector()
     expected = [[e.id for e in full.observe(g)] for g in seq]
     first = Detector()
@@ -264,8 +282,10 @@ def test_confirmation_settings_are_checked() -> None:
 def test_failure_event_confirmation_fields() -> None:
     base = {"id": "e", "type": "stuffing", "task_id": "t", "step": 5}
     # Events stored before the fields existed: one supporting step per visit in `window`.
-    assert (FailureEvent.model_validate({**base, "window": [3, 5]}).window_hits,
-            FailureEvent.model_validate({**base, "window": [3, 5]}).confirmed) == (2, True)
+    assert (
+        FailureEvent.model_validate({**base, "window": [3, 5]}).window_hits,
+        FailureEvent.model_validate({**base, "window": [3, 5]}).confirmed,
+    ) == (2, True)
     assert FailureEvent.model_validate({**base, "window": [5]}).confirmed is False
     assert FailureEvent.model_validate(base).window_hits == 1
     explicit = FailureEvent.model_validate({**base, "window": [3, 5], "window_hits": 1, "confirmed": False})
@@ -275,7 +295,9 @@ def test_failure_event_confirmation_fields() -> None:
         FailureEvent.model_validate({**base, "window_hits": 1, "confirmed": True})
 
 
-def audited_group(rewards: list[float], audits: list[float], step: int = 1, texts: list[str] | None = None) -> GroupStats:
+def audited_group(
+    rewards: list[float], audits: list[float], step: int = 1, texts: list[str] | None = None
+) -> GroupStats:
     texts = texts or [HEALTHY_TEXTS[i % len(HEALTHY_TEXTS)] for i in range(len(rewards))]
     rollouts = [RolloutRecord(text=t, reward=r, audit=a) for t, r, a in zip(texts, rewards, audits)]
     return GroupStats.from_rollouts("t", step, rollouts)

@@ -32,14 +32,16 @@ STEP_HEADING = "### One training step, from draw to commit"
 
 # Assembled from pieces so that this file does not match its own pattern.
 CITATION = re.compile(
-    "|".join([
-        "SYSTEM" r"\.md",
-        r"(?<![A-Za-z])" "notes" "/",
-        r"\b[a-z0-9]+(?:-[a-z0-9]+)*-" "facts" r"\b",
-        "anchor" "-apis",
-        "paper" "-reconstruction",
-        "style" "-anchors",
-    ])
+    "|".join(
+        [
+            "SYSTEM" r"\.md",
+            r"(?<![A-Za-z])" "notes" "/",
+            r"\b[a-z0-9]+(?:-[a-z0-9]+)*-" "facts" r"\b",
+            "anchor" + "-apis",
+            "paper" + "-reconstruction",
+            "style" + "-anchors",
+        ]
+    )
 )
 MODULE_PATH = re.compile(r"(?<![\w./-])((?:[A-Za-z_][\w-]*/)+[A-Za-z_]\w*\.py)\b")
 BACKTICKED = re.compile(r"`([^`]+)`")
@@ -98,8 +100,12 @@ def undefined_names(doc: str, root: Path) -> list[str]:
 def repo_files(root: Path) -> list[str]:
     """Tracked files plus new files git does not ignore (a colleague's file counts before it is committed)."""
     try:
-        res = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
-                             capture_output=True, check=True)
+        res = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        )
     except (FileNotFoundError, subprocess.CalledProcessError) as err:
         pytest.skip(f"not a git checkout ({err}): cannot list the repository's files")
     return sorted({p for p in res.stdout.decode().split("\0") if p})
@@ -130,7 +136,7 @@ def section(doc: str, heading: str) -> str:
     lines = doc.splitlines()
     if heading not in lines:
         return ""
-    body = lines[lines.index(heading) + 1:]
+    body = lines[lines.index(heading) + 1 :]
     end = next((i for i, line in enumerate(body) if line.startswith("#")), len(body))
     return "\n".join(body[:end])
 
@@ -149,8 +155,9 @@ def _member(body: list[ast.stmt], name: str) -> ast.stmt | None:
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
             return node
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             return node
     return None
@@ -165,13 +172,15 @@ def unresolved(names: list[str], root: Path) -> list[str]:
     bad: list[str] = []
     for name in names:
         parts = name.split(".")
-        found = next((i for i in range(len(parts) - 1, 0, -1)
-                      if (root / Path(*parts[:i])).with_suffix(".py").is_file()), None)
+        found = next(
+            (i for i in range(len(parts) - 1, 0, -1) if (root / Path(*parts[:i])).with_suffix(".py").is_file()), None
+        )
         if found is None:
             bad.append(name)
             continue
-        node: ast.stmt | ast.Module | None = ast.parse((root / Path(*parts[:found])).with_suffix(".py").read_text(
-            encoding="utf-8"))
+        node: ast.stmt | ast.Module | None = ast.parse(
+            (root / Path(*parts[:found])).with_suffix(".py").read_text(encoding="utf-8")
+        )
         for part in parts[found:]:
             scopes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
             body = node.body if isinstance(node, scopes) else []
@@ -246,7 +255,8 @@ def test_synthetic_undocumented_module_fails(tmp_path):
     root = _fake_repo(tmp_path)
     assert package_modules(root) == ["pkg/alpha.py", "pkg/sub/beta.py"]
     assert undocumented(package_modules(root), "| `pkg/alpha.py` | ... |\n`beta.py` alone is not enough") == [
-        "pkg/sub/beta.py"]
+        "pkg/sub/beta.py"
+    ]
     assert undocumented(package_modules(root), "`pkg/alpha.py`, `pkg/sub/beta.py`") == []
 
 
@@ -258,36 +268,50 @@ def test_synthetic_missing_path_fails(tmp_path):
 
 def test_synthetic_undefined_name_fails(tmp_path):
     root = _fake_repo(tmp_path)
-    doc = ("| module | names |\n|---|---|\n"
-           "| `pkg/alpha.py` | `run()`, `Box.open`, `LIMIT`, `upsert_task_profile(...)`, `Box.close` |\n")
+    doc = (
+        "| module | names |\n|---|---|\n"
+        "| `pkg/alpha.py` | `run()`, `Box.open`, `LIMIT`, `upsert_task_profile(...)`, `Box.close` |\n"
+    )
     assert undefined_names(doc, root) == ["pkg/alpha.py: upsert_task_profile", "pkg/alpha.py: Box.close"]
 
 
-@pytest.mark.parametrize("line", [
-    "see " + "SYSTEM" ".md §6",
-    "(" + "notes" "/paper-x.md §4)",
-    "../shared/" + "notes" "/vllm.md",
-    "(environment" "-facts §2a)",
-    "(smollm2-grpo" "-facts.md)",
-    "anchor" "-apis.md",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "see " + "SYSTEM" + ".md §6",
+        "(" + "notes" + "/paper-x.md §4)",
+        "../shared/" + "notes" + "/vllm.md",
+        "(environment-" + "facts §2a)",
+        "(smollm2-grpo-" + "facts.md)",
+        "anchor" + "-apis.md",
+    ],
+)
 def test_synthetic_citation_fails(line):
     assert citations({"x.py": f"ok\n# {line}\n"}) == [f"x.py:2: # {line}"]
 
 
 def test_plain_words_are_not_citations():
-    text = "footnote" "s/ here, the facts of the matter, release notes are fine"
+    text = "footnotes/ here, the facts of the matter, release notes are fine"
     assert citations({"x.md": text}) == []
 
 
 def test_synthetic_walk_with_a_renamed_function_fails(tmp_path):
     root = _fake_repo(tmp_path)
-    doc = ("# Design\n### Walk\n1. `pkg.alpha.run`, then `pkg.alpha.Box.open` and `pkg.alpha.LIMIT`;"
-           " `other.x.y` and `run` are not ours\n"
-           "2. `pkg.alpha.Box.close`, `pkg.alpha.gone`, `pkg.sub.beta.f`, `pkg.missing.f`\n"
-           "## Next\n`pkg.alpha.later`\n")
+    doc = (
+        "# Design\n### Walk\n1. `pkg.alpha.run`, then `pkg.alpha.Box.open` and `pkg.alpha.LIMIT`;"
+        " `other.x.y` and `run` are not ours\n"
+        "2. `pkg.alpha.Box.close`, `pkg.alpha.gone`, `pkg.sub.beta.f`, `pkg.missing.f`\n"
+        "## Next\n`pkg.alpha.later`\n"
+    )
     names = dotted_names(section(doc, "### Walk"), {"pkg"})
-    assert names == ["pkg.alpha.run", "pkg.alpha.Box.open", "pkg.alpha.LIMIT", "pkg.alpha.Box.close", "pkg.alpha.gone",
-                     "pkg.sub.beta.f", "pkg.missing.f"]
+    assert names == [
+        "pkg.alpha.run",
+        "pkg.alpha.Box.open",
+        "pkg.alpha.LIMIT",
+        "pkg.alpha.Box.close",
+        "pkg.alpha.gone",
+        "pkg.sub.beta.f",
+        "pkg.missing.f",
+    ]
     assert unresolved(names, root) == ["pkg.alpha.Box.close", "pkg.alpha.gone", "pkg.sub.beta.f", "pkg.missing.f"]
     assert section(doc, "### Absent") == ""

@@ -100,10 +100,13 @@ def test_malformed_json_raises_endpoint_error(endpoint, openai_stub):
         endpoint.sample([CONV])
 
 
-@pytest.mark.parametrize("reply, match", [
-    ({"choices": "nope"}, "no choices"),
-    ({"object": "chat.completion"}, "no choices"),
-])
+@pytest.mark.parametrize(
+    "reply, match",
+    [
+        ({"choices": "nope"}, "no choices"),
+        ({"object": "chat.completion"}, "no choices"),
+    ],
+)
 def test_wrong_shape_raises_endpoint_error(endpoint, openai_stub, reply, match):
     openai_stub.fail_next(status=200, body=json.dumps(reply))
     with pytest.raises(EndpointError, match=match):
@@ -139,13 +142,16 @@ def test_connection_refused_is_a_clear_error():
         ep.models()
 
 
-@pytest.mark.parametrize("batch, kwargs, match", [
-    ([], {"n": 0}, "n must be"),
-    ([[]], {}, r"messages_batch\[0\] must be a non-empty list"),
-    ([[{"role": "user"}]], {}, r"messages_batch\[0\]\[0\]"),
-    ([CONV], {"max_tokens": 0}, "max_tokens"),
-    ([CONV], {"temperature": -1.0}, "temperature"),
-])
+@pytest.mark.parametrize(
+    "batch, kwargs, match",
+    [
+        ([], {"n": 0}, "n must be"),
+        ([[]], {}, r"messages_batch\[0\] must be a non-empty list"),
+        ([[{"role": "user"}]], {}, r"messages_batch\[0\]\[0\]"),
+        ([CONV], {"max_tokens": 0}, "max_tokens"),
+        ([CONV], {"temperature": -1.0}, "temperature"),
+    ],
+)
 def test_bad_requests_are_rejected_before_sending(endpoint, openai_stub, batch, kwargs, match):
     with pytest.raises(ValueError, match=match):
         endpoint.sample(batch, **kwargs)
@@ -189,8 +195,13 @@ def test_stub_works_with_chat_openai_structured_output_and_tools(openai_stub):
         return a + b
 
     llm = ChatOpenAI(base_url=openai_stub.base_url, api_key="x", model="stub", max_retries=0, timeout=5)
-    openai_stub.script(["plain", {"met": True, "reason": "cites the dose"},
-                        {"content": None, "tool_calls": [tool_call("add", {"a": 2, "b": 3})]}])
+    openai_stub.script(
+        [
+            "plain",
+            {"met": True, "reason": "cites the dose"},
+            {"content": None, "tool_calls": [tool_call("add", {"a": 2, "b": 3})]},
+        ]
+    )
     assert llm.invoke("hi").content == "plain"
     assert llm.with_structured_output(Verdict).invoke("judge") == Verdict(met=True, reason="cites the dose")
     assert openai_stub.requests[1]["response_format"]["type"] == "json_schema"

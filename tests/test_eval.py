@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from test_trainer_support import tiny_config
+
 from trainer.cli import main
 from trainer.config import save_config
 from trainer.evaluate import evaluate
@@ -44,10 +44,12 @@ def test_evaluate_scores_avg_at_k_and_audit_per_domain(tmp_path, batch_size, cal
     from measure.judge import Judge
 
     tasks = _tasks(tmp_path)  # e-paris (science, audit "non-empty"), e-any (writing, no audit criteria)
-    ep = ScriptedEndpoint({"Name the capital of France.": ["Paris.", "", "Lyon", "Paris!"],
-                           "Write something.": ["a", "b", "c", "d"]})
-    res = evaluate(tasks, ep, Judge(), k=4, max_tokens=8, temperature=1.0, seed=7, progress=False,
-                   batch_size=batch_size)
+    ep = ScriptedEndpoint(
+        {"Name the capital of France.": ["Paris.", "", "Lyon", "Paris!"], "Write something.": ["a", "b", "c", "d"]}
+    )
+    res = evaluate(
+        tasks, ep, Judge(), k=4, max_tokens=8, temperature=1.0, seed=7, progress=False, batch_size=batch_size
+    )
     assert res["k"] == 4 and res["n_tasks"] == 2
     paris = res["tasks"]["e-paris"]
     assert paris["scores"] == [1.0, 0.0, 0.0, 1.0] and paris["avg"] == 0.5 and paris["pass_at_k"] == 1.0
@@ -71,8 +73,9 @@ def _run_folder(tmp_path, tiny_model_dir, lora: bool):
         from transformers import AutoModelForCausalLM
 
         base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-        peft = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                               task_type="CAUSAL_LM"))
+        peft = get_peft_model(
+            base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+        )
         peft.save_pretrained(str(final))  # adapter files only, as GRPOTrainer.save_model writes for LoRA
         assert not (final / "config.json").exists()
     else:
@@ -87,7 +90,7 @@ def test_cli_eval_of_a_run_writes_eval_json(tmp_path, tiny_model_dir, capsys, lo
     rc = main(["eval", "--run", str(cfg.run_path), "--k", "2", "--no-progress", "--no-ifeval"])
     out = capsys.readouterr()
     assert rc == 0, out.err
-    summary = json.JSONDecoder().raw_decode(out.out[out.out.index("{"):])[0]
+    summary = json.JSONDecoder().raw_decode(out.out[out.out.index("{") :])[0]
     assert summary["n_tasks"] == 2 and summary["k"] == 2 and set(summary["domains"]) == {"science", "writing"}
     saved = json.loads((cfg.run_path / "eval.json").read_text())
     res = saved["trained"]
@@ -104,19 +107,35 @@ def test_cli_eval_of_a_run_writes_eval_json(tmp_path, tiny_model_dir, capsys, lo
     assert json.loads((cfg.run_path / "eval.json").read_text())["base"]["seconds"] == base["seconds"]
 
     # A second model goes next to the first under its own label; the first results stay.
-    rc = main(["eval", "--run", str(cfg.run_path), "--model", "tiny", "--label", "tiny-again", "--k", "2",
-               "--no-progress", "--no-ifeval"])
+    rc = main(
+        [
+            "eval",
+            "--run",
+            str(cfg.run_path),
+            "--model",
+            "tiny",
+            "--label",
+            "tiny-again",
+            "--k",
+            "2",
+            "--no-progress",
+            "--no-ifeval",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert set(json.loads((cfg.run_path / "eval.json").read_text())) == {"trained", "base", "tiny-again"}
 
 
-@pytest.mark.parametrize("argv,fragment", [
-    (["eval", "--k", "2"], "give --run RUN or --model MODEL"),
-    (["eval", "--run", "{tmp}/nope", "--k", "2"], "written by `harnessrl train`"),
-    (["eval", "--model", "tiny", "--k", "0"], "--k and --batch-size must be >= 1"),
-    (["eval", "--model", "tiny", "--batch-size", "0"], "--k and --batch-size must be >= 1"),
-    (["eval", "--model", "tiny", "--k", "2"], "--suite"),
-])
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["eval", "--k", "2"], "give --run RUN or --model MODEL"),
+        (["eval", "--run", "{tmp}/nope", "--k", "2"], "written by `harnessrl train`"),
+        (["eval", "--model", "tiny", "--k", "0"], "--k and --batch-size must be >= 1"),
+        (["eval", "--model", "tiny", "--batch-size", "0"], "--k and --batch-size must be >= 1"),
+        (["eval", "--model", "tiny", "--k", "2"], "--suite"),
+    ],
+)
 def test_cli_eval_errors_say_what_to_do(tmp_path, capsys, argv, fragment):
     rc = main([a.replace("{tmp}", str(tmp_path)) for a in argv])
     assert rc in (1, 2)
@@ -133,9 +152,18 @@ def test_cli_eval_of_an_unfinished_run_names_the_checkpoint_option(tmp_path, tin
 # -- the external yardstick (IFEval's own checkers on data/ifeval-heldout) -------------------------------------
 def _ifeval_file(tmp_path, rows=None):
     rows = rows or [
-        {"key": "a", "prompt": "Say hi without commas.", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]},
-        {"key": "b", "prompt": "Say hi in lowercase.", "instruction_id_list": ["change_case:english_lowercase"],
-         "kwargs": [{}]},
+        {
+            "key": "a",
+            "prompt": "Say hi without commas.",
+            "instruction_id_list": ["punctuation:no_comma"],
+            "kwargs": [{}],
+        },
+        {
+            "key": "b",
+            "prompt": "Say hi in lowercase.",
+            "instruction_id_list": ["change_case:english_lowercase"],
+            "kwargs": [{}],
+        },
     ]
     f = tmp_path / "ifeval.jsonl"
     f.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
@@ -148,9 +176,15 @@ def test_evaluate_ifeval_scores_with_the_external_checkers(tmp_path, monkeypatch
 
     monkeypatch.setenv("HARNESSRL_NLTK_DATA", str(tmp_path / "nltk"))
     prompts = load_prompts(_ifeval_file(tmp_path))
-    ep = ScriptedEndpoint({"Say hi without commas.": ["hi there", "hi, there"],
-                           "Say hi in lowercase.": ["Hello there my friend, how are you today?",
-                                                     "hello there my friend, how are you today?"]})
+    ep = ScriptedEndpoint(
+        {
+            "Say hi without commas.": ["hi there", "hi, there"],
+            "Say hi in lowercase.": [
+                "Hello there my friend, how are you today?",
+                "hello there my friend, how are you today?",
+            ],
+        }
+    )
     res = evaluate_ifeval(prompts, ep, max_tokens=8, k=2, temperature=1.0, seed=5, batch_size=1)
     assert ep.calls == [(1, 2, 5), (1, 2, 6)]  # one call per batch, seeded seed + index of its first prompt
     assert res["prompts"]["a"]["prompt_strict"] == 0.5 and res["prompts"]["b"]["prompt_strict"] == 0.5
@@ -163,8 +197,18 @@ def test_cli_eval_reports_ifeval_beside_the_audit(tmp_path, tiny_model_dir, caps
     monkeypatch.setenv("HARNESSRL_NLTK_DATA", str(tmp_path / "nltk"))
     cfg = _run_folder(tmp_path, tiny_model_dir, lora=False)
     prompts = _ifeval_file(tmp_path)
-    argv = ["eval", "--run", str(cfg.run_path), "--k", "1", "--no-progress", "--ifeval-prompts", str(prompts),
-            "--ifeval-max-tokens", "4"]
+    argv = [
+        "eval",
+        "--run",
+        str(cfg.run_path),
+        "--k",
+        "1",
+        "--no-progress",
+        "--ifeval-prompts",
+        str(prompts),
+        "--ifeval-max-tokens",
+        "4",
+    ]
     assert main([*argv[:5], "--no-ifeval"]) == 0  # an earlier eval without the yardstick
     before = json.loads((cfg.run_path / "eval.json").read_text())["base"]
     assert "ifeval" not in before
@@ -172,13 +216,19 @@ def test_cli_eval_reports_ifeval_beside_the_audit(tmp_path, tiny_model_dir, caps
     rc = main(argv)
     out = capsys.readouterr()
     assert rc == 0, out.err
-    summary = json.JSONDecoder().raw_decode(out.out[out.out.index("{"):])[0]
+    summary = json.JSONDecoder().raw_decode(out.out[out.out.index("{") :])[0]
     assert summary["ifeval"]["n_prompts"] == 2 and 0.0 <= summary["ifeval"]["prompt_strict"] <= 1.0
     saved = json.loads((cfg.run_path / "eval.json").read_text())
     for label in ("trained", "base"):  # both models, greedy, with the settings that produced them
         ife = saved[label]["ifeval"]
         assert {k: v for k, v in ife["settings"].items() if k != "prompts_sha256"} == {
-            "prompts_file": "ifeval.jsonl", "n_prompts": 2, "k": 1, "seed": 1234, "max_tokens": 4, "temperature": 0.0}
+            "prompts_file": "ifeval.jsonl",
+            "n_prompts": 2,
+            "k": 1,
+            "seed": 1234,
+            "max_tokens": 4,
+            "temperature": 0.0,
+        }
         assert len(ife["settings"]["prompts_sha256"]) == 64 and set(ife["prompts"]) == {"a", "b"}
     # The base's rubric and audit result was reused (same settings); only its yardstick was added.
     assert saved["base"]["seconds"] == before["seconds"] and saved["base"]["tasks"] == before["tasks"]
@@ -192,8 +242,9 @@ def test_cli_eval_reports_ifeval_beside_the_audit(tmp_path, tiny_model_dir, caps
 
 
 def test_cli_eval_bad_ifeval_prompts_fail_before_any_model(tmp_path, capsys):
-    bad = _ifeval_file(tmp_path, [{"key": "a", "prompt": "x", "instruction_id_list": ["keywords:existence"],
-                                   "kwargs": [{}]}])
+    bad = _ifeval_file(
+        tmp_path, [{"key": "a", "prompt": "x", "instruction_id_list": ["keywords:existence"], "kwargs": [{}]}]
+    )
     suite = Path(__file__).resolve().parents[1] / "data" / "rubric-mix-lite"
     rc = main(["eval", "--model", "tiny", "--suite", str(suite), "--ifeval-prompts", str(bad)])
     err = capsys.readouterr().err

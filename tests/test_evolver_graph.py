@@ -23,8 +23,9 @@ HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 
 def _run(g, events, key, thread="t", **ctx):
     context = {"services_key": key, "sample_k": 4, **ctx}
-    return g.invoke({"events": events, "harness_version": 0, "step": 10}, {"configurable": {"thread_id": thread}},
-                    context=context)
+    return g.invoke(
+        {"events": events, "harness_version": 0, "step": 10}, {"configurable": {"thread_id": thread}}, context=context
+    )
 
 
 def _check_numbers(report):
@@ -76,7 +77,12 @@ CASES = [
     (event("e-low", "collapse_low", "med-1", mean=0.0, std=0.0), _policy_hints_help, "accepted", "hint"),
     (event("e-high", "collapse_high", "med-1", mean=1.0, std=0.0), _policy_saturated, "accepted", "variant:bullets3"),
     (event("e-stuff", "stuffing", "med-1", criterion_id="water"), _policy_stuffing, "accepted", "tighten_repeat"),
-    (event("e-blind", "blind_criterion", "med-1", criterion_id="len", pass_rate=1.0), _policy_blind, "accepted", "blind_edit"),
+    (
+        event("e-blind", "blind_criterion", "med-1", criterion_id="len", pass_rate=1.0),
+        _policy_blind,
+        "accepted",
+        "blind_edit",
+    ),
     (event("e-low2", "collapse_low", "med-1", mean=0.0, std=0.0), lambda p, i: "I am not sure.", "fallback", "hint"),
 ]
 
@@ -113,7 +119,9 @@ def test_a_dead_group_the_frozen_policy_does_not_reproduce_changes_no_sampling(t
     out = _run(graph, [event("e-false-low", "collapse_low", "med-1", mean=0.0, std=0.0)], key)
     (report,) = out["reports"]
     assert report["decision"] == "rejected" and out["accepted"] == []
-    assert report["fallback"]["applied"] is False and "not reproduced on the frozen policy" in report["fallback"]["reason"]
+    assert (
+        report["fallback"]["applied"] is False and "not reproduced on the frozen policy" in report["fallback"]["reason"]
+    )
     assert report["fallback"]["probe"]["per_task"]["med-1"]["control"]["dead"] is False
     assert svc.store.latest().version == 0
 
@@ -125,12 +133,16 @@ def test_a_false_blind_event_on_a_discriminating_criterion_is_not_accepted(tmp_p
     out = _run(graph, [event("e-false-blind", "blind_criterion", "med-1", criterion_id="len", pass_rate=1.0)], key)
     (report,) = out["reports"]
     assert report["decision"] != "accepted" and out["accepted"] == []
-    assert any("already discriminating" in r for a in report["attempts"] for r in (a["critique"] or {}).get("reasons", []))
+    assert any(
+        "already discriminating" in r for a in report["attempts"] for r in (a["critique"] or {}).get("reasons", [])
+    )
 
 
 @pytest.mark.parametrize("etype", ["flat", "spurious_length", "spurious_audit", "guidance_leak"])
 def test_other_failure_types_end_with_a_decision(tmp_path, etype):
-    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: [HONEST, "water water water", "Rest.", "no idea at all"][i % 4]))
+    key, svc = make_run(
+        tmp_path, PromptPolicy(lambda p, i: [HONEST, "water water water", "Rest.", "no idea at all"][i % 4])
+    )
     out = _run(graph, [event(f"e-{etype}", etype, "med-2")], key)
     (report,) = out["reports"]
     assert report["decision"] in ("accepted", "fallback", "rejected")
@@ -148,13 +160,20 @@ def test_revisions_use_feedback_and_are_bounded(tmp_path):
     assert len(templates) == 2 and len(set(templates)) == 2 and all(t.startswith("variant:") for t in templates)
     # No harder variant was accepted, so the saturated task is not retired: it stays in training at half weight.
     assert report["decision"] == "fallback" and svc.store.latest().sampling["med-1"].model_dump() == {
-        "weight": 0.5, "status": "active", "quarantined_until": None}
+        "weight": 0.5,
+        "status": "active",
+        "quarantined_until": None,
+    }
 
 
 def test_events_fan_out_per_task_and_serialise_within_a_task(tmp_path):
     key, svc = make_run(tmp_path, PromptPolicy(_policy_stuffing))
-    events = [event("a1", "stuffing", "med-1", criterion_id="water"), event("b1", "collapse_low", "med-2"),
-              event("a2", "blind_criterion", "med-1", criterion_id="len", pass_rate=1.0), event("z", "flat", "nope")]
+    events = [
+        event("a1", "stuffing", "med-1", criterion_id="water"),
+        event("b1", "collapse_low", "med-2"),
+        event("a2", "blind_criterion", "med-1", criterion_id="len", pass_rate=1.0),
+        event("z", "flat", "nope"),
+    ]
     out = _run(graph, events, key)
     by_id = {r["event_id"]: r for r in out["reports"]}
     assert set(by_id) == {"a1", "b1", "a2", "z"}
@@ -170,8 +189,11 @@ def test_approval_interrupt_and_resume(tmp_path, answer, decision):
     g = builder.compile(checkpointer=InMemorySaver())
     cfg = {"configurable": {"thread_id": "approve"}}
     ctx = {"services_key": key, "sample_k": 4, "require_approval": True}
-    first = g.invoke({"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10},
-                     cfg, context=ctx)
+    first = g.invoke(
+        {"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10},
+        cfg,
+        context=ctx,
+    )
     assert "__interrupt__" in first and svc.store.latest().version == 0
     payload = first["__interrupt__"][0].value
     assert payload["critique"]["measured_ok"] is True and payload["proposal"]["template"] == "tighten_repeat"
@@ -224,20 +246,45 @@ def test_interrupted_run_resumes_from_sqlite_checkpoint(tmp_path):
     assert len(history) >= 3
 
 
-@pytest.mark.parametrize("bad, why", [
-    ("sorry, I cannot produce JSON today", "no JSON object"),
-    (json.dumps({"update": {"interface": "criteria", "ops": [{"op": "edit_criterion", "task_id": "med-1",
-                                                               "criterion_id": "water",
-                                                               "check": {"type": "python", "code": "1"}}]},
-                 "rationale": "r"}), "ProposalOut.update"),
-])
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("sorry, I cannot produce JSON today", "no JSON object"),
+        (
+            json.dumps(
+                {
+                    "update": {
+                        "interface": "criteria",
+                        "ops": [
+                            {
+                                "op": "edit_criterion",
+                                "task_id": "med-1",
+                                "criterion_id": "water",
+                                "check": {"type": "python", "code": "1"},
+                            }
+                        ],
+                    },
+                    "rationale": "r",
+                }
+            ),
+            "ProposalOut.update",
+        ),
+    ],
+)
 def test_llm_proposer_over_http_bad_outputs_fall_back_to_the_rules_not_the_harness(tmp_path, openai_stub, bad, why):
     """An LLM answer that is no valid proposal (after its retries) hands the decision to the rule brain (issue 20
     item 3): the attempt says so, costs no invalid revision, and the rule template repairs the harness."""
     key, svc = make_run(tmp_path, PromptPolicy(_policy_stuffing))
     openai_stub.script([bad] * 3)
-    out = _run(graph, [event("e1", "stuffing", "med-1", criterion_id="water")], key, proposer_model="openai:stub",
-               base_url=openai_stub.base_url, llm_timeout_s=5, max_tool_rounds=0)
+    out = _run(
+        graph,
+        [event("e1", "stuffing", "med-1", criterion_id="water")],
+        key,
+        proposer_model="openai:stub",
+        base_url=openai_stub.base_url,
+        llm_timeout_s=5,
+        max_tool_rounds=0,
+    )
     (report,) = out["reports"]
     (attempt,) = report["attempts"]
     assert attempt["source"] == "llm_fallback" and why in attempt["llm_error"] and attempt["error"] is None

@@ -43,7 +43,9 @@ def test_planted_defects_have_the_promised_shape(suite):
     blind = next(c for c in by["blind"].task.criteria if c.id == "evq_blind")
     assert blind.check.evaluate("x") and not blind.check.evaluate("")
     positive = [c for c in by["impossible"].task.criteria if c.weight > 0]
-    assert [c.id for c in positive] == ["evq_term"] and not positive[0].check.evaluate(suite["sci-0010"].reference_answer)
+    assert [c.id for c in positive] == ["evq_term"] and not positive[0].check.evaluate(
+        suite["sci-0010"].reference_answer
+    )
     assert [c.id for c in by["saturated"].task.criteria if c.weight > 0] == ["evq_easy"]
     state = evq_cases.initial_state(cases)
     assert state.guidance_for(by["leak"].task.id).hints[0].text == by["leak"].task.reference_answer
@@ -86,17 +88,23 @@ def test_gaming_overlay_only_touches_gaming_tasks_and_every_second_rollout(suite
     stuff, leak, control, pad = cases
     policy = eq.ProbeEndpoint(evq_cases.GamingOverlay(_Echo(), cases))
     ref = leak.task.reference_answer
-    convs = [[{"role": "user", "content": stuff.task.user_prompt}],
-             [{"role": "user", "content": f"{leak.task.user_prompt}\n\nHint: {ref}"}],
-             [{"role": "user", "content": f"{leak.task.user_prompt}\n\nHint: Answer in your own words."}],
-             [{"role": "user", "content": control.task.user_prompt}]]
+    convs = [
+        [{"role": "user", "content": stuff.task.user_prompt}],
+        [{"role": "user", "content": f"{leak.task.user_prompt}\n\nHint: {ref}"}],
+        [{"role": "user", "content": f"{leak.task.user_prompt}\n\nHint: Answer in your own words."}],
+        [{"role": "user", "content": control.task.user_prompt}],
+    ]
     convs.append([{"role": "user", "content": pad.task.user_prompt}])
     out = policy.sample(convs, n=4, seed=1)
     assert out[0][0].endswith(" ".join([stuff.stuff_word] * evq_cases.STUFF_REPEAT)) and out[0][1] == "plain answer 1"
     assert out[1][0] == ref and out[1][1] == "plain answer 1"  # a hint that gives the answer is copied
     assert out[2] == out[3] == [f"plain answer {i}" for i in range(4)]  # an abstract hint, a healthy task: untouched
-    assert out[4] == [f"plain answer 0 {evq_cases.PADDING}", "plain answer 1", f"plain answer 2 {evq_cases.PADDING}",
-                      "plain answer 3"]
+    assert out[4] == [
+        f"plain answer 0 {evq_cases.PADDING}",
+        "plain answer 1",
+        f"plain answer 2 {evq_cases.PADDING}",
+        "plain answer 3",
+    ]
     again = policy.sample(convs, n=4, seed=1)  # identical request: served from the cache, still counted
     assert again == out and policy.count.requested == 40 and policy.count.generated == 20
 
@@ -105,8 +113,21 @@ def test_gaming_overlay_only_touches_gaming_tasks_and_every_second_rollout(suite
 def test_quick_run_on_the_tiny_model(tmp_path, tiny_model_dir):
     out_json = tmp_path / "result.json"
     report = tmp_path / "EVOLVER.md"
-    res = eq.main(["--quick", "--model", str(tiny_model_dir), "--label", "smoke", "--out", str(tmp_path / "runs"),
-                   "--json", str(out_json), "--report", str(report)])
+    res = eq.main(
+        [
+            "--quick",
+            "--model",
+            str(tiny_model_dir),
+            "--label",
+            "smoke",
+            "--out",
+            str(tmp_path / "runs"),
+            "--json",
+            str(out_json),
+            "--report",
+            str(report),
+        ]
+    )
     assert json.loads(out_json.read_text()) == json.loads(json.dumps(res, default=str))
     arms = list(eq.ARMS)
     assert {(r["arm"], r["defect"]) for r in res["cases"]} == {(a, d) for a in arms for d in evq_cases.DEFECTS}
@@ -115,7 +136,9 @@ def test_quick_run_on_the_tiny_model(tmp_path, tiny_model_dir):
     graded = 0
     for r in res["cases"]:
         assert r["rounds_planned"] == 2 and len(r["rounds"]) == (1 if r["second_round_skipped"] else 2), r
-        assert r["decisions"] == len(r["rounds"]) and r["probe_rollouts"] == sum(x["probe_rollouts"] for x in r["rounds"])
+        assert r["decisions"] == len(r["rounds"]) and r["probe_rollouts"] == sum(
+            x["probe_rollouts"] for x in r["rounds"]
+        )
         for x in r["rounds"]:
             assert x["decision"] in decisions, x
             assert x["harness_changed"] == (x["decision"] in ("accepted", "fallback")), x

@@ -17,10 +17,10 @@ from graphs.services import RunServices, register_services
 from harness.detector import GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import FailureEvent, HarnessState, Message, Task
+from measure.judge import Judge
 from memory.records import EventRecord, GroupSummary
 from memory.store import TrainingMemory
 from tests.fakes.evolver_fakes import PromptPolicy, crit, event
-from measure.judge import Judge
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 STUFFED = "water water water water water rest dark"
@@ -30,10 +30,17 @@ _keys = itertools.count()
 
 
 def _task(tid: str, prompt: str, *, domain: str = "medical", water: dict | None = None, split: str = "train") -> Task:
-    return Task(id=tid, domain=domain, split=split, prompt=[Message(role="user", content=prompt)],  # type: ignore[arg-type]
-                criteria=[crit("water", 5, water or WATER, text="Recommends drinking water"),
-                          crit("len", 1, {"type": "word_count", "min": 3}, "optional", text="Gives a real answer")],
-                audit_criteria=AUDIT)
+    return Task(
+        id=tid,
+        domain=domain,
+        split=split,
+        prompt=[Message(role="user", content=prompt)],  # type: ignore[arg-type]
+        criteria=[
+            crit("water", 5, water or WATER, text="Recommends drinking water"),
+            crit("len", 1, {"type": "word_count", "min": 3}, "optional", text="Gives a real answer"),
+        ],
+        audit_criteria=AUDIT,
+    )
 
 
 TASKS = [
@@ -41,7 +48,9 @@ TASKS = [
     _task("med-b", "What helps after a long run in the heat?"),
     _task("med-c", "What helps with a hangover?"),
     _task("sci-d", "What should a plant get every day?", domain="science"),  # another domain
-    _task("med-e", "What helps a dry throat?", water={"type": "contains_all", "phrases": ["water", "warm"]}),  # other check
+    _task(
+        "med-e", "What helps a dry throat?", water={"type": "contains_all", "phrases": ["water", "warm"]}
+    ),  # other check
     _task("med-t", "What helps a sore muscle?", split="test"),  # held out: never touched
 ]
 STUFFERS = {"headache", "heat", "hangover", "plant", "throat", "muscle"}
@@ -49,9 +58,11 @@ STUFFERS = {"headache", "heat", "hangover", "plant", "throat", "muscle"}
 
 def _policy(stuff_targets: bool):
     """Half the rollouts of a stuffing task stuff the keyword; with stuff_targets=False only med-a's do."""
+
     def reply(prompt: str, i: int) -> str:
         stuffs = "headache" in prompt or (stuff_targets and any(w in prompt for w in STUFFERS))
         return STUFFED if stuffs and i % 2 == 0 else HONEST
+
     return PromptPolicy(reply)
 
 
@@ -61,8 +72,12 @@ def _setup(tmp_path, policy, sightings=("med-b", "med-c", "sci-d", "med-e", "med
     mem = TrainingMemory.ephemeral(embedding="hash")
     for step, tid in enumerate(sightings, start=3):  # the later, the newer: med-t newest, med-b oldest
         domain = next(t.domain for t in TASKS if t.id == tid)
-        mem.add_event(EventRecord(event=FailureEvent.model_validate(event(f"stuffing:{tid}:{step}", "stuffing", tid, "water", step=step)),
-                                  domain=domain))
+        mem.add_event(
+            EventRecord(
+                event=FailureEvent.model_validate(event(f"stuffing:{tid}:{step}", "stuffing", tid, "water", step=step)),
+                domain=domain,
+            )
+        )
     svc = RunServices(store=store, endpoint=policy, judge=Judge(None), memory=mem)
     key = f"generalise-test-{next(_keys)}"
     register_services(key, svc)
@@ -71,8 +86,9 @@ def _setup(tmp_path, policy, sightings=("med-b", "med-c", "sci-d", "med-e", "med
 
 def _run(key, version=0, step=10, **ctx):
     ev = event(f"e-a{'' if step == 10 else step}", "stuffing", "med-a", criterion_id="water", step=step)
-    return graph.invoke({"events": [ev], "harness_version": version, "step": step},
-                        context={"services_key": key, "sample_k": 4, **ctx})
+    return graph.invoke(
+        {"events": [ev], "harness_version": version, "step": step}, context={"services_key": key, "sample_k": 4, **ctx}
+    )
 
 
 def _water(svc, tid: str, version: int | None = None) -> dict:
@@ -129,7 +145,10 @@ def test_batch_is_rejected_on_its_numbers(tmp_path):
 
 def test_tasks_with_events_of_their_own_this_round_are_left_to_their_lanes(tmp_path):
     key, svc = _setup(tmp_path, _policy(stuff_targets=True))
-    evs = [event("e-a", "stuffing", "med-a", criterion_id="water"), event("e-b", "stuffing", "med-b", criterion_id="water")]
+    evs = [
+        event("e-a", "stuffing", "med-a", criterion_id="water"),
+        event("e-b", "stuffing", "med-b", criterion_id="water"),
+    ]
     out = graph.invoke({"events": evs, "harness_version": 0, "step": 10}, context={"services_key": key, "sample_k": 4})
     by_task = {r["task_id"]: r for r in out["reports"]}
     gen = by_task["med-a"]["generalised"]
@@ -152,7 +171,9 @@ def test_already_repaired_task_is_not_repaired_again(tmp_path):
 def test_task_flagged_by_its_latest_groups_is_found_without_a_memory_event(tmp_path):
     key, svc = _setup(tmp_path, _policy(stuff_targets=True), sightings=())
     crits = TASKS[1].criteria
-    rollouts = [RolloutRecord(text=STUFFED if i % 2 == 0 else HONEST, reward=1.0, verdicts={"water": True}) for i in range(4)]
+    rollouts = [
+        RolloutRecord(text=STUFFED if i % 2 == 0 else HONEST, reward=1.0, verdicts={"water": True}) for i in range(4)
+    ]
     stats = GroupStats.from_rollouts("med-b", 9, rollouts, criteria=crits)
     svc.memory.add_group(GroupSummary.from_stats(stats, domain="medical"))
     gen = _run(key)["reports"][0]["generalised"]
@@ -170,14 +191,40 @@ TIGHT = {"type": "all_of", "checks": [WATER, {"type": "word_count", "min": 8}]}
 FLUIDS = {"type": "contains_any", "phrases": ["fluids", "drink"]}  # med-b's own phrases in this table
 LLM_CASES = [
     # (ops of the accepted LLM update on med-a, what med-b gets or None, the reason when it is skipped)
-    ([{"op": "edit_criterion", "task_id": "med-a", "criterion_id": "water", "check": TIGHT}],
-     [{"op": "edit_criterion", "task_id": "med-b", "criterion_id": "water",
-       "check": {"type": "all_of", "checks": [FLUIDS, {"type": "word_count", "min": 8}]}}], ""),
-    ([{"op": "reweight_criterion", "task_id": "med-a", "criterion_id": "water", "weight": 2.5}],
-     [{"op": "reweight_criterion", "task_id": "med-b", "criterion_id": "water", "weight": 2.5}], ""),
-    ([{"op": "edit_criterion", "task_id": "med-a", "criterion_id": "water", "check": {"type": "contains_any", "phrases": ["fluids"]}}],
-     None, "specific to its check"),
-    ([{"op": "add_hint", "task_id": "med-a", "hint": {"id": "h1", "text": "Mention water."}}], None, "add_hint is specific"),
+    (
+        [{"op": "edit_criterion", "task_id": "med-a", "criterion_id": "water", "check": TIGHT}],
+        [
+            {
+                "op": "edit_criterion",
+                "task_id": "med-b",
+                "criterion_id": "water",
+                "check": {"type": "all_of", "checks": [FLUIDS, {"type": "word_count", "min": 8}]},
+            }
+        ],
+        "",
+    ),
+    (
+        [{"op": "reweight_criterion", "task_id": "med-a", "criterion_id": "water", "weight": 2.5}],
+        [{"op": "reweight_criterion", "task_id": "med-b", "criterion_id": "water", "weight": 2.5}],
+        "",
+    ),
+    (
+        [
+            {
+                "op": "edit_criterion",
+                "task_id": "med-a",
+                "criterion_id": "water",
+                "check": {"type": "contains_any", "phrases": ["fluids"]},
+            }
+        ],
+        None,
+        "specific to its check",
+    ),
+    (
+        [{"op": "add_hint", "task_id": "med-a", "hint": {"id": "h1", "text": "Mention water."}}],
+        None,
+        "add_hint is specific",
+    ),
 ]
 
 
@@ -186,7 +233,9 @@ def test_llm_update_maps_op_by_op(ops, expected, why):
     from agents.generalise import Sighting, retarget
     from harness.types import HarnessUpdate
 
-    state = HarnessState.from_tasks([TASKS[0], _task("med-b", "What helps after a long run in the heat?", water=FLUIDS)])
+    state = HarnessState.from_tasks(
+        [TASKS[0], _task("med-b", "What helps after a long run in the heat?", water=FLUIDS)]
+    )
     interface = "guidance" if ops[0]["op"] == "add_hint" else "criteria"
     update = HarnessUpdate.model_validate({"interface": interface, "ops": ops})
     ev = FailureEvent.model_validate(event("e-b", "stuffing", "med-b", "water"))

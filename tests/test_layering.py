@@ -122,12 +122,23 @@ def check_source(rel_path: str, source: str) -> list[Violation]:
 def top_level_packages(root: Path) -> list[str]:
     """Top-level folders of the repo that hold Python code (see the module docstring). Git-ignored folders
     (run outputs such as a benchmark's frozen code copy under runs/) are not part of the repository."""
-    ignored = set(subprocess.run(["git", "check-ignore", *[d.name for d in root.iterdir() if d.is_dir()]],
-                                 cwd=root, capture_output=True, text=True).stdout.split())
+    ignored = set(
+        subprocess.run(
+            ["git", "check-ignore", *[d.name for d in root.iterdir() if d.is_dir()]],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+    )
     return sorted(
-        d.name for d in root.iterdir()
-        if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_PACKAGES and not d.name.endswith(".egg-info")
-        and d.name not in ignored and any(f for f in d.rglob("*.py") if "__pycache__" not in f.parts)
+        d.name
+        for d in root.iterdir()
+        if d.is_dir()
+        and not d.name.startswith(".")
+        and d.name not in NOT_PACKAGES
+        and not d.name.endswith(".egg-info")
+        and d.name not in ignored
+        and any(f for f in d.rglob("*.py") if "__pycache__" not in f.parts)
     )
 
 
@@ -160,17 +171,27 @@ def test_imports_point_down_and_private_names_stay_home() -> None:
 
 # -- the checker itself can fail -----------------------------------------------------------------------------
 SYNTHETIC: list[tuple[str, str, str]] = [
-    ("harness/x.py", "from trainer.harness_run import main\n", "harness (layer 0) imports trainer.harness_run (layer 5)"),
+    (
+        "harness/x.py",
+        "from trainer.harness_run import main\n",
+        "harness (layer 0) imports trainer.harness_run (layer 5)",
+    ),
     ("measure/x.py", "def f():\n    import agents.llm\n", "measure (layer 2) imports agents.llm"),  # lazy import
-    ("memory/x.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from graphs.state import S\n",
-     "memory (layer 1) imports graphs.state"),
+    (
+        "memory/x.py",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from graphs.state import S\n",
+        "memory (layer 1) imports graphs.state",
+    ),
     ("memory/x.py", "import suitegen.generate\n", "memory (layer 1) imports suitegen.generate (layer 1)"),  # same rank
     ("trainer/x.py", "import benchmarks.compare\n", "trainer (layer 5) imports benchmarks.compare (layer 6)"),
     ("agents/x.py", "from measure.judge import _from_obj\n", "private name _from_obj of measure.judge"),
     ("agents/x.py", "import measure._secret as s\n", "private module measure._secret"),
     ("benchmarks/x.py", "from trainer.evaluate import _load_model\n", "private name _load_model of trainer.evaluate"),
-    ("benchmarks/x.py", "import trainer.evaluate\ntrainer.evaluate._load_model('m')\n",
-     "private name trainer.evaluate._load_model of trainer"),
+    (
+        "benchmarks/x.py",
+        "import trainer.evaluate\ntrainer.evaluate._load_model('m')\n",
+        "private name trainer.evaluate._load_model of trainer",
+    ),
     ("graphs/x.py", "from measure import judge as j\nj._balanced(1)\n", "private name j._balanced of measure.judge"),
 ]
 
@@ -184,12 +205,18 @@ def test_checker_catches_a_bad_import(path: str, source: str, why: str) -> None:
     assert problems[0].statement in source
 
 
-@pytest.mark.parametrize(("path", "source"), [
-    ("trainer/x.py", "import harness.types\nfrom agents.llm import ask\nfrom trainer._private import x\n"),
-    ("agents/x.py", "from .schemas import _helper\nimport json\nfrom pydantic import BaseModel\n"),
-    ("benchmarks/x.py", "import trainer.evaluate\ntrainer.evaluate.load_model('m')\nfrom harness import __version__\n"),
-    ("measure/x.py", "import measure.judge\nmeasure.judge._from_obj({})\nx = obj._private\n"),
-])
+@pytest.mark.parametrize(
+    ("path", "source"),
+    [
+        ("trainer/x.py", "import harness.types\nfrom agents.llm import ask\nfrom trainer._private import x\n"),
+        ("agents/x.py", "from .schemas import _helper\nimport json\nfrom pydantic import BaseModel\n"),
+        (
+            "benchmarks/x.py",
+            "import trainer.evaluate\ntrainer.evaluate.load_model('m')\nfrom harness import __version__\n",
+        ),
+        ("measure/x.py", "import measure.judge\nmeasure.judge._from_obj({})\nx = obj._private\n"),
+    ],
+)
 def test_checker_allows_downward_and_own_package_imports(path: str, source: str) -> None:
     assert check_source(path, source) == []
 

@@ -19,7 +19,10 @@ OBJECTS: list[tuple[str, list[dict]]] = [
     ('prose {"b": 2} then ```\n{"a": 1}\n```', [{"a": 1}, {"b": 2}, {"a": 1}]),  # fenced blocks first
     ('{"other": 1} then {"met": false}', [{"other": 1}, {"met": False}]),
     ('{"outer": {"met": true}}', [{"outer": {"met": True}}, {"met": True}]),  # looks inside decoded objects
-    ('{"reason": "a } brace and a { in a string", "met": true}', [{"reason": "a } brace and a { in a string", "met": True}]),
+    (
+        '{"reason": "a } brace and a { in a string", "met": true}',
+        [{"reason": "a } brace and a { in a string", "met": True}],
+    ),
     ('{"x": {"met": true}', [{"met": True}]),  # unbalanced outer object: the inner one still decodes
     ('{"a": 1} trailing garbage }}}', [{"a": 1}]),
     ("[1, 2] and 3", []),  # only objects count
@@ -33,13 +36,16 @@ def test_json_objects(text: str, expected: list[dict]) -> None:
     assert list(json_objects(text)) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("no fence", []),
-    ("```json\nA\n```", ["\nA\n"]),
-    ("```\nA\n``` and ```\nB\n```", ["\nA\n", "\nB\n"]),
-    ("```\nA", ["\nA"]),
-    ("```A```", ["A"]),  # "A" is a body, not a language tag: no newline after it
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("no fence", []),
+        ("```json\nA\n```", ["\nA\n"]),
+        ("```\nA\n``` and ```\nB\n```", ["\nA\n", "\nB\n"]),
+        ("```\nA", ["\nA"]),
+        ("```A```", ["A"]),  # "A" is a body, not a language tag: no newline after it
+    ],
+)
 def test_fenced_blocks(text: str, expected: list[str]) -> None:
     assert fenced_blocks(text) == expected
 

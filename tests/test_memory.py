@@ -48,9 +48,16 @@ def _hint_update(task: str, text: str) -> HarnessUpdate:
     )
 
 
-def _proposal(pid: str, task: str, step: int, outcome: str = "accepted", interface: str = "guidance",
-              failure_type: str = "collapse_low", text: str = "Name the drug interaction", **deltas: float,
-              ) -> ProposalRecord:
+def _proposal(
+    pid: str,
+    task: str,
+    step: int,
+    outcome: str = "accepted",
+    interface: str = "guidance",
+    failure_type: str = "collapse_low",
+    text: str = "Name the drug interaction",
+    **deltas: float,
+) -> ProposalRecord:
     if interface == "guidance":
         update = _hint_update(task, text)
     else:
@@ -58,9 +65,17 @@ def _proposal(pid: str, task: str, step: int, outcome: str = "accepted", interfa
             {"interface": "sampling", "ops": [{"op": "reweight", "task_id": task, "weight": 0.2}]}
         )
     return ProposalRecord(
-        proposal_id=pid, event_id=f"ev-{pid}", task_id=task, failure_type=failure_type, interface=interface,
-        update=update, outcome=outcome, deltas=deltas or {"std": 0.1}, step=step,
-        measurements={"candidate": {"std": 0.2}, "control": {"std": 0.1}}, reasons=[f"{outcome} by critic"],
+        proposal_id=pid,
+        event_id=f"ev-{pid}",
+        task_id=task,
+        failure_type=failure_type,
+        interface=interface,
+        update=update,
+        outcome=outcome,
+        deltas=deltas or {"std": 0.1},
+        step=step,
+        measurements={"candidate": {"std": 0.2}, "control": {"std": 0.1}},
+        reasons=[f"{outcome} by critic"],
     )
 
 
@@ -100,8 +115,13 @@ def test_hash_embedding_is_stable_across_processes():
     assert len(outs) == 1 and json.loads(outs.pop()) == pytest.approx(here)
 
 
-@pytest.mark.parametrize("kind,name,config", [("hash", "harnessrl-hash", {"dim": 256}),
-                                              ("minilm", "harnessrl-minilm", {"model": "all-MiniLM-L6-v2", "batch_size": 64})])
+@pytest.mark.parametrize(
+    "kind,name,config",
+    [
+        ("hash", "harnessrl-hash", {"dim": 256}),
+        ("minilm", "harnessrl-minilm", {"model": "all-MiniLM-L6-v2", "batch_size": 64}),
+    ],
+)
 def test_embedding_config_round_trips(kind, name, config):
     ef = make_embedding(kind)
     assert ef.name() == name and ef.get_config() == config
@@ -123,15 +143,32 @@ def test_import_memory_does_not_import_torch():
 # -- records ----------------------------------------------------------------------------------------------------
 RECORDS = [
     GroupSummary.from_stats(
-        {"task_id": "med-1", "step": 4, "n": 8, "mean": 0.0, "std": 0.0, "lengths": [3, 4], "audit_mean": None,
-         "pass_rates": {"c1": 0.0, "c2": 0.25}},
+        {
+            "task_id": "med-1",
+            "step": 4,
+            "n": 8,
+            "mean": 0.0,
+            "std": 0.0,
+            "lengths": [3, 4],
+            "audit_mean": None,
+            "pass_rates": {"c1": 0.0, "c2": 0.25},
+        },
         best={"text": "Take it with food.", "reward": 0.2, "verdicts": {"c1": False, "c2": True}, "hinted": False},
-        worst={"text": "What?", "reward": 0.0, "verdicts": {"c1": False, "c2": False}}, harness_version=2,
+        worst={"text": "What?", "reward": 0.0, "verdicts": {"c1": False, "c2": False}},
+        harness_version=2,
         domain="medical",
     ),
     EventRecord(event=_event("e1", "med-1", 4, std=0.0), domain="medical", harness_version=2),
-    AttributionRecord(event_id="e1", task_id="med-1", interface="guidance", diagnosis="never names the interaction",
-                      confidence=0.8, evidence_ids=["grp:med-1:4:0"], failure_type="collapse_low", step=4),
+    AttributionRecord(
+        event_id="e1",
+        task_id="med-1",
+        interface="guidance",
+        diagnosis="never names the interaction",
+        confidence=0.8,
+        evidence_ids=["grp:med-1:4:0"],
+        failure_type="collapse_low",
+        step=4,
+    ),
     _proposal("p1", "med-1", 4, "rejected", std=0.05, dead_share=-0.5),
 ]
 
@@ -167,13 +204,19 @@ def test_group_summary_accepts_dataclass_stats_and_caps_response_text():
 def test_add_group_takes_the_detectors_real_stats_and_rollouts(mem):
     from harness.detector import GroupStats, RolloutRecord
 
-    rollouts = [RolloutRecord(text="What?", reward=0.0, verdicts={"c1": False}, hinted=True, hint_texts=["h"]),
-                RolloutRecord(text="Warfarin raises bleeding risk.", reward=1.0, verdicts={"c1": True})]
+    rollouts = [
+        RolloutRecord(text="What?", reward=0.0, verdicts={"c1": False}, hinted=True, hint_texts=["h"]),
+        RolloutRecord(text="Warfarin raises bleeding risk.", reward=1.0, verdicts={"c1": True}),
+    ]
     stats = GroupStats.from_rollouts("med-3", 12, rollouts, harness_version=1)
     rid = mem.add_group(stats, best=rollouts[1], worst=rollouts[0], harness_version=1, domain="medical", group_index=1)
     (got,) = mem.task_history("med-3")
     assert rid == got.record_id == "grp:med-3:12:1"
-    assert got.stats["rewards"] == [0.0, 1.0] and got.best.text.startswith("Warfarin") and got.worst.verdicts == {"c1": False}
+    assert (
+        got.stats["rewards"] == [0.0, 1.0]
+        and got.best.text.startswith("Warfarin")
+        and got.worst.verdicts == {"c1": False}
+    )
     assert "best (1.00, met c1; unmet -)" in got.document()
 
 
@@ -208,12 +251,14 @@ def test_rerecording_is_idempotent(mem):
 
 
 def test_similar_cases_filters_and_returns_outcomes_and_deltas(mem):
-    mem.add_proposals([
-        _proposal("acc", "med-1", 5, "accepted", text="Name the warfarin drug interaction", std=0.12),
-        _proposal("rej", "med-2", 6, "rejected", text="Mention warfarin and aspirin interaction", std=-0.01),
-        _proposal("samp", "poem-1", 7, "accepted", interface="sampling", failure_type="collapse_high", std=0.3),
-        _proposal("other", "sci-1", 8, "fallback", text="Explain photosynthesis light reactions", std=0.0),
-    ])
+    mem.add_proposals(
+        [
+            _proposal("acc", "med-1", 5, "accepted", text="Name the warfarin drug interaction", std=0.12),
+            _proposal("rej", "med-2", 6, "rejected", text="Mention warfarin and aspirin interaction", std=-0.01),
+            _proposal("samp", "poem-1", 7, "accepted", interface="sampling", failure_type="collapse_high", std=0.3),
+            _proposal("other", "sci-1", 8, "fallback", text="Explain photosynthesis light reactions", std=0.0),
+        ]
+    )
     hits = mem.similar_cases("warfarin interaction hint", k=5, failure_type="collapse_low")
     assert {h.id for h in hits} == {"acc", "rej", "other"}  # both accepted and rejected come back
     assert hits[-1].id == "other"  # no shared words: farthest
@@ -224,7 +269,9 @@ def test_similar_cases_filters_and_returns_outcomes_and_deltas(mem):
     assert [h.id for h in mem.similar_cases("warfarin", interface="sampling")] == ["samp"]
     assert [h.id for h in mem.similar_cases("warfarin", outcome="rejected")] == ["rej"]
     assert {h.id for h in mem.similar_cases("warfarin", failure_type="collapse_low", exclude_task="med-1")} == {
-        "rej", "other"}
+        "rej",
+        "other",
+    }
     assert mem.similar_cases("warfarin", failure_type="stuffing") == []
     assert len(mem.similar_cases("warfarin", k=2)) == 2
 
@@ -278,11 +325,14 @@ def _under_a_file(tmp: Path) -> Path:
     return tmp / "f" / "memory"
 
 
-@pytest.mark.parametrize("make,match", [
-    (_file, "is not a folder"),
-    (_garbage_sqlite, "cannot be opened by Chroma.*file is not a database.*move the folder aside"),
-    (_under_a_file, "cannot create the folder"),
-])
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (_file, "is not a folder"),
+        (_garbage_sqlite, "cannot be opened by Chroma.*file is not a database.*move the folder aside"),
+        (_under_a_file, "cannot create the folder"),
+    ],
+)
 def test_bad_folder_gives_clear_error_naming_the_path(tmp_path, make, match):
     path = make(tmp_path)
     with pytest.raises(MemoryStoreError, match=match) as exc:
@@ -352,10 +402,13 @@ def test_locked_folder_gives_clear_error_in_this_and_another_process(tmp_path):
     TrainingMemory.persistent(path, embedding="hash").close()  # released on close
 
 
-@pytest.mark.parametrize("other,match", [
-    ("minilm", "Embedding function conflict.*harnessrl-hash"),
-    (HashEmbedding(dim=128), 'built with embedding harnessrl-hash {"dim": 256}'),
-])
+@pytest.mark.parametrize(
+    "other,match",
+    [
+        ("minilm", "Embedding function conflict.*harnessrl-hash"),
+        (HashEmbedding(dim=128), 'built with embedding harnessrl-hash {"dim": 256}'),
+    ],
+)
 def test_reopening_with_another_embedding_is_an_error(tmp_path, other, match):
     path = tmp_path / "memory"
     with TrainingMemory.persistent(path, embedding="hash") as m:
@@ -407,7 +460,8 @@ def test_snapshot_restore_round_trip(tmp_path, mem):
         assert other.restore(snap) == {k: 1 for k in KINDS}
         assert other.count() == mem.count()
         assert [r.record_id for r in other.task_history("med-1", kinds=KINDS)] == [
-            r.record_id for r in mem.task_history("med-1", kinds=KINDS)]
+            r.record_id for r in mem.task_history("med-1", kinds=KINDS)
+        ]
     finally:
         other.close()
 

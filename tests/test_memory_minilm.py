@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory import MiniLMEmbedding, ProposalRecord, TrainingMemory, make_embedding
-from memory import minilm_onnx
+from memory import MiniLMEmbedding, ProposalRecord, TrainingMemory, make_embedding, minilm_onnx
 from memory.embeddings import MINILM_NAME, load_minilm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,10 +35,18 @@ def test_minilm_semantic_query_ranks_the_relevant_record_first():
     ]
     with TrainingMemory.ephemeral(embedding="minilm") as m:
         for i, (task, text) in enumerate(records):
-            m.add_proposal(ProposalRecord(
-                proposal_id=task, event_id=f"e{i}", task_id=task, failure_type="collapse_low", interface="guidance",
-                outcome="accepted", reasons=[text], step=i,
-            ))
+            m.add_proposal(
+                ProposalRecord(
+                    proposal_id=task,
+                    event_id=f"e{i}",
+                    task_id=task,
+                    failure_type="collapse_low",
+                    interface="guidance",
+                    outcome="accepted",
+                    reasons=[text],
+                    step=i,
+                )
+            )
         # No word in common with the medical record: only meaning connects them.
         hits = m.similar_cases("anticoagulant medication combined with analgesics is dangerous", k=3)
         assert [h.id for h in hits][0] == "med"
@@ -109,14 +116,24 @@ def test_bad_backend_env_fails_when_the_store_opens(monkeypatch):
 
 @pytest.mark.slow  # both backends embed the records
 def test_store_written_with_torch_backend_is_read_with_onnx(tmp_path):
-    cases = [("med", "warfarin and ibuprofen together raise the bleeding risk"),
-             ("poem", "the haiku task is saturated and should be sampled less")]
+    cases = [
+        ("med", "warfarin and ibuprofen together raise the bleeding risk"),
+        ("poem", "the haiku task is saturated and should be sampled less"),
+    ]
     with TrainingMemory.persistent(tmp_path / "mem", embedding="minilm-torch") as m:
         for i, (task, text) in enumerate(cases):
-            m.add_proposal(ProposalRecord(
-                proposal_id=task, event_id=f"e{i}", task_id=task, failure_type="collapse_low", interface="guidance",
-                outcome="accepted", reasons=[text], step=i,
-            ))
+            m.add_proposal(
+                ProposalRecord(
+                    proposal_id=task,
+                    event_id=f"e{i}",
+                    task_id=task,
+                    failure_type="collapse_low",
+                    interface="guidance",
+                    outcome="accepted",
+                    reasons=[text],
+                    step=i,
+                )
+            )
     with TrainingMemory.persistent(tmp_path / "mem", embedding="minilm-onnx") as m:
         assert m.embedding.backend == "onnx"
         hits = m.similar_cases("anticoagulant combined with an analgesic", k=2)

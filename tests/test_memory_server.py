@@ -24,8 +24,9 @@ CHROMA = Path(sys.executable).parent / "chroma"  # the Rust CLI shipped with the
 def chroma_server(tmp_path):
     port = free_port()
     cmd = [str(CHROMA), "run", "--path", str(tmp_path / "db"), "--host", "127.0.0.1", "--port", str(port)]
-    with running_server(cmd, ready_url=f"http://127.0.0.1:{port}/api/v2/heartbeat",
-                        log_path=tmp_path / "chroma.log", timeout_s=30):
+    with running_server(
+        cmd, ready_url=f"http://127.0.0.1:{port}/api/v2/heartbeat", log_path=tmp_path / "chroma.log", timeout_s=30
+    ):
         yield port
 
 

@@ -13,23 +13,25 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_trainer_support import tiny_config
 
 from harness.types import FailureEvent
 from memory import AttributionRecord, EventRecord, TrainingMemory
-from test_trainer_support import tiny_config
 from tests.server_process import free_port, running_server
 
 CHROMA = Path(sys.executable).parent / "chroma"  # the Rust CLI shipped with the chromadb wheel
 
 
 def _event(i: str, task: str, step: int, domain: str = "writing") -> EventRecord:
-    return EventRecord(event=FailureEvent(id=i, type="collapse_high", task_id=task, step=step), domain=domain,
-                       step=step)
+    return EventRecord(
+        event=FailureEvent(id=i, type="collapse_high", task_id=task, step=step), domain=domain, step=step
+    )
 
 
 def _attribution(event_id: str, task: str, interface: str) -> AttributionRecord:
-    return AttributionRecord(event_id=event_id, task_id=task, interface=interface, diagnosis="d", confidence=0.5,
-                             step=2)
+    return AttributionRecord(
+        event_id=event_id, task_id=task, interface=interface, diagnosis="d", confidence=0.5, step=2
+    )
 
 
 def _records(mem: TrainingMemory, tmp: Path) -> list[str]:
@@ -61,8 +63,9 @@ def test_restore_exactly_leaves_only_the_snapshot(tmp_path):
 def chroma_url(tmp_path):
     port = free_port()
     cmd = [str(CHROMA), "run", "--path", str(tmp_path / "db"), "--host", "127.0.0.1", "--port", str(port)]
-    with running_server(cmd, ready_url=f"http://127.0.0.1:{port}/api/v2/heartbeat",
-                        log_path=tmp_path / "chroma.log", timeout_s=30):
+    with running_server(
+        cmd, ready_url=f"http://127.0.0.1:{port}/api/v2/heartbeat", log_path=tmp_path / "chroma.log", timeout_s=30
+    ):
         yield f"http://127.0.0.1:{port}"
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from test_trainer_support import tiny_config
 
 from harness.store import HarnessStore
 from harness.types import HarnessUpdate, Reweight
 from memory.store import TrainingMemory
-from test_trainer_support import tiny_config
-from trainer.io import read_jsonl
 from trainer.harness_run import HarnessRun
+from trainer.io import read_jsonl
 from trainer.sampler import HarnessSampler, make_dataset
 
 STEPS = 6  # rounds after steps 2 and 4 (evolve_every=2), none after the last step
@@ -31,11 +31,21 @@ def stub_round(cfg, events, version, step, context, thread_id):
     """A round that commits a reweight, whatever the events say (the real graph is not under test here)."""
     task_id, weight = ROUND_WEIGHTS[step]
     store = HarnessStore(cfg.run_path / "harness")
-    state = store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id=task_id, weight=weight)]),
-                         step=step)
-    return {"thread_id": thread_id, "accepted": [{"event_id": events[0].id}], "reports": [
-        {"event_id": events[0].id, "task_id": task_id, "decision": "accepted", "interface": "sampling",
-         "committed_version": state.version, "attempts": []}]}
+    state = store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id=task_id, weight=weight)]), step=step)
+    return {
+        "thread_id": thread_id,
+        "accepted": [{"event_id": events[0].id}],
+        "reports": [
+            {
+                "event_id": events[0].id,
+                "task_id": task_id,
+                "decision": "accepted",
+                "interface": "sampling",
+                "committed_version": state.version,
+                "attempts": [],
+            }
+        ],
+    }
 
 
 def _draws(metrics: list[dict]) -> dict[int, list[str]]:
@@ -73,13 +83,14 @@ def test_fill_draws_at_step_time_under_the_current_version(run):
     assert len(filled) == 8 and {r["harness_version"] for r in filled} == {run.state.version}
     assert {r["sample_step"] for r in filled} == {3} and run.sampler.step == 3
     for g in range(2):
-        group = filled[4 * g:4 * g + 4]
+        group = filled[4 * g : 4 * g + 4]
         assert len({r["task_id"] for r in group}) == 1 and group[0] is not group[1]  # independent copies
 
 
 def test_fill_shards_one_global_draw_by_rank(tmp_path):
     """Every rank draws the whole global batch (same seed, same state) and keeps its own contiguous slice,
     as accelerate's IterableDatasetShard slices the stream: together the ranks see one draw, no duplicates."""
+
     def ranks(world: int) -> list[list[str]]:
         out = []
         for rank in range(world):
@@ -113,12 +124,19 @@ def test_generation_buffering_that_spans_steps_is_refused():
 
     from trainer.grpo import check_one_generation_per_step
 
-    ok = GRPOConfig(output_dir="/tmp/unused", per_device_train_batch_size=8, num_generations=4, use_cpu=True,
-                    report_to="none")
+    ok = GRPOConfig(
+        output_dir="/tmp/unused", per_device_train_batch_size=8, num_generations=4, use_cpu=True, report_to="none"
+    )
     check_one_generation_per_step(ok)
     for kwargs in ({"steps_per_generation": 2}, {"num_iterations": 2}, {"gradient_accumulation_steps": 2}):
-        args = GRPOConfig(output_dir="/tmp/unused", per_device_train_batch_size=8, num_generations=4,
-                          use_cpu=True, report_to="none", **kwargs)
+        args = GRPOConfig(
+            output_dir="/tmp/unused",
+            per_device_train_batch_size=8,
+            num_generations=4,
+            use_cpu=True,
+            report_to="none",
+            **kwargs,
+        )
         with pytest.raises(ValueError, match="next step"):
             check_one_generation_per_step(args)
 

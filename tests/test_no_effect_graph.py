@@ -17,8 +17,11 @@ def test_a_no_effect_attempt_is_not_written_to_memory_as_a_failure(tmp_path):
     recs = [RolloutRecord(text=t, reward=0.0) for t in texts]
     svc.memory.add_group(GroupStats.from_rollouts("med-1", 9, recs), harness_version=0, texts=texts)
     ev = event("e-b", "blind_criterion", "med-1", criterion_id="water", pass_rate=1.0)
-    out = graph.invoke({"events": [ev], "harness_version": 0, "step": 10}, {"configurable": {"thread_id": "t"}},
-                       context={"services_key": key, "sample_k": 4, "interfaces": ["criteria"]})
+    out = graph.invoke(
+        {"events": [ev], "harness_version": 0, "step": 10},
+        {"configurable": {"thread_id": "t"}},
+        context={"services_key": key, "sample_k": 4, "interfaces": ["criteria"]},
+    )
     (report,) = out["reports"]
     free = [a for a in report["attempts"] if a["critique"]["no_effect"]]
     assert len(free) >= 2, [a["critique"]["reasons"][-1] for a in report["attempts"]]

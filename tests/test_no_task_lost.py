@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import itertools
 
-
 from graphs.evolver import graph
 from harness.sampling import TaskSampler
 from harness.types import HarnessState
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
-GARBAGE = ["I would tighten the rubric so that stuffing no longer pays off.",
-           '```json\n{"update": {"interface": "criteria", "ops": [{"op": "edit_criterion", "task_id": ',
-           "Sure! Here is my proposal: make the water criterion stricter."]
+GARBAGE = [
+    "I would tighten the rubric so that stuffing no longer pays off.",
+    '```json\n{"update": {"interface": "criteria", "ops": [{"op": "edit_criterion", "task_id": ',
+    "Sure! Here is my proposal: make the water criterion stricter.",
+]
 
 
 def _stuffing(prompt: str, i: int) -> str:
@@ -27,18 +28,26 @@ def _stuffing(prompt: str, i: int) -> str:
 
 
 def _events() -> list[dict]:
-    unconfirmed = {**event("e-med2", "stuffing", "med-2", criterion_id="cool"), "window": [10], "window_hits": 1,
-                   "confirmed": False}
-    return [event("e-med1", "stuffing", "med-1", criterion_id="water"), unconfirmed,
-            event("e-geo1", "flat", "geo-1", mean=0.5, std=0.0)]
+    unconfirmed = {
+        **event("e-med2", "stuffing", "med-2", criterion_id="cool"),
+        "window": [10],
+        "window_hits": 1,
+        "confirmed": False,
+    }
+    return [
+        event("e-med1", "stuffing", "med-1", criterion_id="water"),
+        unconfirmed,
+        event("e-geo1", "flat", "geo-1", mean=0.5, std=0.0),
+    ]
 
 
 def _run(key: str, stub=None, **ctx) -> dict:
     context = {"services_key": key, "sample_k": 4, **ctx}
     if stub is not None:
         context |= {"proposer_model": "openai:stub", "base_url": stub.base_url, "llm_timeout_s": 5}
-    return graph.invoke({"events": _events(), "harness_version": 0, "step": 10}, {"configurable": {"thread_id": "t"}},
-                        context=context)
+    return graph.invoke(
+        {"events": _events(), "harness_version": 0, "step": 10}, {"configurable": {"thread_id": "t"}}, context=context
+    )
 
 
 def _assert_all_in_training(before: HarnessState, after: HarnessState) -> None:
@@ -85,8 +94,11 @@ def test_unconfirmed_event_never_changes_sampling_with_rule_brains(tmp_path):
     key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: "I am not sure."))
     before = svc.store.latest()
     ev = {**event("e-low", "collapse_low", "med-1", mean=0.0, std=0.0), "window": [10]}  # one group: noise
-    out = graph.invoke({"events": [ev], "harness_version": 0, "step": 10}, {"configurable": {"thread_id": "t"}},
-                       context={"services_key": key, "sample_k": 4})
+    out = graph.invoke(
+        {"events": [ev], "harness_version": 0, "step": 10},
+        {"configurable": {"thread_id": "t"}},
+        context={"services_key": key, "sample_k": 4},
+    )
     (report,) = out["reports"]
     assert report["decision"] == "rejected" and report["fallback"]["applied"] is False
     assert "not confirmed" in report["fallback"]["reason"]
@@ -95,8 +107,11 @@ def test_unconfirmed_event_never_changes_sampling_with_rule_brains(tmp_path):
 
 def test_fallback_is_recorded_as_a_proposal_with_its_reason(tmp_path):
     key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: "I am not sure."))
-    out = graph.invoke({"events": [event("e-low", "collapse_low", "med-1", mean=0.0, std=0.0)], "harness_version": 0,
-                        "step": 10}, {"configurable": {"thread_id": "t"}}, context={"services_key": key, "sample_k": 4})
+    out = graph.invoke(
+        {"events": [event("e-low", "collapse_low", "med-1", mean=0.0, std=0.0)], "harness_version": 0, "step": 10},
+        {"configurable": {"thread_id": "t"}},
+        context={"services_key": key, "sample_k": 4},
+    )
     (report,) = out["reports"]
     assert report["decision"] == "fallback"
     (record,) = [p for p in svc.memory.proposals_for("med-1") if p.outcome == "fallback"]

@@ -32,16 +32,25 @@ def redeclared_in_sections(sections: dict[str, type]) -> list[str]:
     """`section.field` for each context field another config section declares too.
 
     Allowed only where the trainer fills the context field from exactly that field (`train.seed` -> `seed`)."""
-    return [f"{s}.{f.name}" for s, cls in sections.items() if cls is not EvolverContext
-            for f in dataclasses.fields(cls) if f.name in KNOBS and SET_BY_TRAINER.get(f.name) != f"{s}.{f.name}"]
+    return [
+        f"{s}.{f.name}"
+        for s, cls in sections.items()
+        if cls is not EvolverContext
+        for f in dataclasses.fields(cls)
+        if f.name in KNOBS and SET_BY_TRAINER.get(f.name) != f"{s}.{f.name}"
+    ]
 
 
 def handwritten_flags(source: str) -> list[str]:
     """Literal `add_argument("--x-y", ...)` flags whose field is a context knob (per-run fields are the caller's)."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "add_argument" and node.args):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+            and node.args
+        ):
             continue
         if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
             name = node.args[0].value.removeprefix("--").replace("-", "_")
@@ -58,14 +67,23 @@ def literal_defaults(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             a = node.args
-            positional = a.args[len(a.args) - len(a.defaults):]
+            positional = a.args[len(a.args) - len(a.defaults) :]
             pairs = list(zip(positional, a.defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
-            found += [f"{node.name}({arg.arg}=...)" for arg, d in pairs
-                      if arg.arg in KNOBS and isinstance(d, ast.Constant) and d.value is not None]
+            found += [
+                f"{node.name}({arg.arg}=...)"
+                for arg, d in pairs
+                if arg.arg in KNOBS and isinstance(d, ast.Constant) and d.value is not None
+            ]
         if isinstance(node, ast.ClassDef):
-            found += [f"{node.name}.{st.target.id}" for st in node.body
-                      if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id in KNOBS
-                      and isinstance(st.value, ast.Constant) and st.value.value is not None]
+            found += [
+                f"{node.name}.{st.target.id}"
+                for st in node.body
+                if isinstance(st, ast.AnnAssign)
+                and isinstance(st.target, ast.Name)
+                and st.target.id in KNOBS
+                and isinstance(st.value, ast.Constant)
+                and st.value.value is not None
+            ]
     return found
 
 
@@ -91,12 +109,18 @@ def test_services_copy_no_context_default():
     assert literal_defaults((REPO / "graphs" / "services.py").read_text(encoding="utf-8")) == []
 
 
-@pytest.mark.parametrize("check, text_or_sections, expect", [
-    ("sections", None, ["harness.sample_k"]),
-    ("flags", 'p.add_argument("--sample-k", type=int)\np.add_argument("--run-dir")', ["--sample-k"]),
-    ("services", "def f(*, sample_k: int = 8, policy: str): ...\nclass S:\n    seed: int = 0\n",
-     ["f(sample_k=...)", "S.seed"]),
-])
+@pytest.mark.parametrize(
+    "check, text_or_sections, expect",
+    [
+        ("sections", None, ["harness.sample_k"]),
+        ("flags", 'p.add_argument("--sample-k", type=int)\np.add_argument("--run-dir")', ["--sample-k"]),
+        (
+            "services",
+            "def f(*, sample_k: int = 8, policy: str): ...\nclass S:\n    seed: int = 0\n",
+            ["f(sample_k=...)", "S.seed"],
+        ),
+    ],
+)
 def test_a_second_declaration_is_found(check, text_or_sections, expect):
     if check == "sections":
         extra = dataclasses.make_dataclass("Harness", [("sample_k", int, dataclasses.field(default=8))])

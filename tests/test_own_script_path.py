@@ -8,8 +8,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
 from test_trainer_support import tiny_config
+
 from trainer.config import ConfigError
 
 
@@ -33,10 +33,19 @@ def _args(tmp_path, parts, **kw):
     from trl import GRPOConfig
 
     t = parts.cfg.train
-    base = dict(output_dir=str(tmp_path / "ck"), max_steps=t.max_steps, per_device_train_batch_size=t.batch_size,
-                num_generations=t.num_generations, max_completion_length=t.max_completion_length,
-                temperature=t.temperature, save_steps=t.save_steps, shuffle_dataset=False, use_cpu=True, bf16=False,
-                report_to="none")
+    base = dict(
+        output_dir=str(tmp_path / "ck"),
+        max_steps=t.max_steps,
+        per_device_train_batch_size=t.batch_size,
+        num_generations=t.num_generations,
+        max_completion_length=t.max_completion_length,
+        temperature=t.temperature,
+        save_steps=t.save_steps,
+        shuffle_dataset=False,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+    )
     return GRPOConfig(**{**base, **kw})
 
 
@@ -47,14 +56,19 @@ def test_matching_args_attach(tmp_path, make_parts):
     assert parts.callback.trainer is trainer
 
 
-@pytest.mark.parametrize("kw, expect", [
-    ({"temperature": 0.7}, "temperature=0.7 but the critic samples the frozen policy at train.temperature=1.0"),
-    ({"max_completion_length": 256}, "max_completion_length=256 but the critic's rollouts are "
-                                     "train.max_completion_length=16 tokens"),
-    ({"top_p": 0.9}, "top_p=0.9 but the critic samples untruncated"),
-    ({"top_k": 50}, "top_k=50 but the critic samples untruncated"),
-    ({"min_p": 0.1}, "min_p=0.1 but the critic samples untruncated"),
-])
+@pytest.mark.parametrize(
+    "kw, expect",
+    [
+        ({"temperature": 0.7}, "temperature=0.7 but the critic samples the frozen policy at train.temperature=1.0"),
+        (
+            {"max_completion_length": 256},
+            "max_completion_length=256 but the critic's rollouts are train.max_completion_length=16 tokens",
+        ),
+        ({"top_p": 0.9}, "top_p=0.9 but the critic samples untruncated"),
+        ({"top_k": 50}, "top_k=50 but the critic samples untruncated"),
+        ({"min_p": 0.1}, "min_p=0.1 but the critic samples untruncated"),
+    ],
+)
 def test_generation_settings_the_critic_does_not_use_are_refused(tmp_path, make_parts, kw, expect):
     parts = make_parts()
     with pytest.raises(ConfigError, match="GRPOConfig does not fit") as err:
@@ -66,7 +80,9 @@ def test_dynamic_sampling_is_applied_and_checked(tmp_path, make_parts):
     from trainer.dynamic_sampling import DynamicSamplingReward
 
     parts = make_parts("harness.dynamic_sampling=2")
-    assert isinstance(parts.reward, DynamicSamplingReward) and parts.trainer_kwargs()["dynamic_sampling"] is parts.reward
+    assert (
+        isinstance(parts.reward, DynamicSamplingReward) and parts.trainer_kwargs()["dynamic_sampling"] is parts.reward
+    )
     assert parts.trainer_kwargs()["reward_funcs"] == [parts.reward]
     with pytest.raises(ConfigError) as err:
         parts.attach(SimpleNamespace(args=_args(tmp_path, parts, beta=0.04)))  # batch_size 8, not 8 x 2

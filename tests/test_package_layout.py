@@ -29,8 +29,12 @@ def test_packages_listed_explicitly_in_pyproject():
     listed = config["tool"]["setuptools"]["packages"]
     assert sorted(p for p in listed if "." not in p) == sorted(PACKAGES)
     # Subpackages must be listed too, or a wheel install silently drops them.
-    on_disk = {str(d.relative_to(REPO)).replace("/", ".") for p in PACKAGES for d in (REPO / p).rglob("*")
-               if d.is_dir() and (d / "__init__.py").exists()}
+    on_disk = {
+        str(d.relative_to(REPO)).replace("/", ".")
+        for p in PACKAGES
+        for d in (REPO / p).rglob("*")
+        if d.is_dir() and (d / "__init__.py").exists()
+    }
     assert on_disk <= set(listed)
 
 
@@ -63,7 +67,10 @@ def test_packages_resolve_from_another_working_directory(tmp_path):
 
 
 def test_evolver_side_imports_without_torch():
-    code = ("import sys, " + ", ".join(LIGHT) +
-            "; print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys, "
+        + ", ".join(LIGHT)
+        + "; print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

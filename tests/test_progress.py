@@ -17,35 +17,84 @@ def test_step_line_has_the_four_numbers_and_no_raw_keys():
 
 
 def test_round_lines_say_what_was_accepted_on_which_task_and_why():
-    summary = {"reports": [
-        {"task_id": "wri-0015", "failure_type": "collapse_high", "decision": "accepted", "interface": "sampling",
-         "attempts": [{"template": "variant: 3 bullets", "reasons": ["fail std_gain"]},
-                      {"template": "variant: numbered list of 2", "reasons": ["std 0.000 -> 0.197"]}]},
-        {"task_id": "med-0036", "failure_type": "flat", "decision": "rejected", "interface": None, "attempts": []},
-    ]}
+    summary = {
+        "reports": [
+            {
+                "task_id": "wri-0015",
+                "failure_type": "collapse_high",
+                "decision": "accepted",
+                "interface": "sampling",
+                "attempts": [
+                    {"template": "variant: 3 bullets", "reasons": ["fail std_gain"]},
+                    {"template": "variant: numbered list of 2", "reasons": ["std 0.000 -> 0.197"]},
+                ],
+            },
+            {"task_id": "med-0036", "failure_type": "flat", "decision": "rejected", "interface": None, "attempts": []},
+        ]
+    }
     lines = round_lines(4, summary, 0, 3, 61.04, 2)
     assert lines[0] == "evolver round after step 4: 2 event(s), harness v0 -> v3, pause 61.0 s"
-    assert lines[1] == "  wri-0015: collapse_high -> accepted on sampling: variant: numbered list of 2 (std 0.000 -> 0.197)"
+    assert (
+        lines[1]
+        == "  wri-0015: collapse_high -> accepted on sampling: variant: numbered list of 2 (std 0.000 -> 0.197)"
+    )
     assert lines[2] == "  med-0036: flat -> rejected on -: no candidate"
 
 
 def test_round_lines_read_without_none_and_show_provisional_verdicts_and_batches():
-    summary = {"provisional": {"window": 2, "waiting": 1, "verdicts": [
-        {"line": "med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead (std 0.00, 0.00) -> revert v4"}]},
+    summary = {
+        "provisional": {
+            "window": 2,
+            "waiting": 1,
+            "verdicts": [
+                {
+                    "line": "med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead (std 0.00, 0.00) -> revert v4"
+                }
+            ],
+        },
         "reports": [
-            {"task_id": "med-2", "failure_type": "spurious_length", "decision": "rejected", "interface": "criteria",
-             "attempts": [{"template": "pitfall_padding", "reasons": ["corr(reward, length) None -> None (drop None)"]}]},
-            {"task_id": "med-3", "failure_type": "stuffing", "decision": "accepted", "interface": "criteria",
-             "committed_version": 5, "attempts": [{"template": "tighten_repeat", "reasons": ["raw"],
-                                                   "decision": {"verdict": "accept", "reasons": ["gamed drop 0.50"]}}],
-             "generalised": {"decision": "accepted", "targets": ["med-4"], "version": 6,
-                             "verdict": {"verdict": "accept", "reasons": ["1 of 1 targets held"]}}},
-        ], "error": None}
+            {
+                "task_id": "med-2",
+                "failure_type": "spurious_length",
+                "decision": "rejected",
+                "interface": "criteria",
+                "attempts": [
+                    {"template": "pitfall_padding", "reasons": ["corr(reward, length) None -> None (drop None)"]}
+                ],
+            },
+            {
+                "task_id": "med-3",
+                "failure_type": "stuffing",
+                "decision": "accepted",
+                "interface": "criteria",
+                "committed_version": 5,
+                "attempts": [
+                    {
+                        "template": "tighten_repeat",
+                        "reasons": ["raw"],
+                        "decision": {"verdict": "accept", "reasons": ["gamed drop 0.50"]},
+                    }
+                ],
+                "generalised": {
+                    "decision": "accepted",
+                    "targets": ["med-4"],
+                    "version": 6,
+                    "verdict": {"verdict": "accept", "reasons": ["1 of 1 targets held"]},
+                },
+            },
+        ],
+        "error": None,
+    }
     lines = round_lines(8, summary, 3, 6, 2.0, 2)
-    assert lines[1] == ("  provisional med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead "
-                        "(std 0.00, 0.00) -> revert v4")
+    assert lines[1] == (
+        "  provisional med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead "
+        "(std 0.00, 0.00) -> revert v4"
+    )
     assert lines[2] == "  provisional: 1 accepted update target(s) wait for 2 training groups"
-    assert lines[3] == "  med-2: spurious_length -> rejected on criteria: pitfall_padding (corr(reward, length) n/a -> n/a (drop n/a))"
+    assert (
+        lines[3]
+        == "  med-2: spurious_length -> rejected on criteria: pitfall_padding (corr(reward, length) n/a -> n/a (drop n/a))"
+    )
     assert lines[4] == "  med-3: stuffing -> accepted v5 on criteria: tighten_repeat (gamed drop 0.50)"
     assert lines[5] == "    batched to med-4: accepted v6 (1 of 1 targets held)"
     assert not any("None" in line for line in lines)

@@ -21,26 +21,58 @@ STATE = HarnessState.from_tasks(suite())
 
 
 def _ev(etype: str, *, hits: int = 3, task_id: str = "med-1", step: int = 10) -> FailureEvent:
-    return FailureEvent(id=f"e-{etype}", type=etype, task_id=task_id, step=step, window=list(range(step - hits + 1, step + 1)),
-                        window_hits=hits, confirmed=hits >= 2,
-                        criterion_id={"stuffing": "water", "blind_criterion": "len"}.get(etype))
+    return FailureEvent(
+        id=f"e-{etype}",
+        type=etype,
+        task_id=task_id,
+        step=step,
+        window=list(range(step - hits + 1, step + 1)),
+        window_hits=hits,
+        confirmed=hits >= 2,
+        criterion_id={"stuffing": "water", "blind_criterion": "len"}.get(etype),
+    )
 
 
 def _rejected(source: str = "rules") -> dict:
     """An attempt as the graph records it: a measured candidate the critic rejected."""
-    return {"revision": 0, "template": "t", "source": source, "update": {"interface": "criteria", "ops": []}, "error": None,
-            "critique": {"failure_type": "stuffing", "measured_ok": False, "measured": True, "invalid": False,
-                         "numbers": {}, "reasons": ["FAIL: gamed_drop"]}, "measurement": {}}
+    return {
+        "revision": 0,
+        "template": "t",
+        "source": source,
+        "update": {"interface": "criteria", "ops": []},
+        "error": None,
+        "critique": {
+            "failure_type": "stuffing",
+            "measured_ok": False,
+            "measured": True,
+            "invalid": False,
+            "numbers": {},
+            "reasons": ["FAIL: gamed_drop"],
+        },
+        "measurement": {},
+    }
 
 
 def _garbage(event: FailureEvent, revision: int = 0) -> dict:
     """An attempt whose LLM answer was unusable, recorded as the graph does (invalid critique, no measurement)."""
-    prop = proposer.llm_proposal(scripted("I would tighten the rubric somehow.", "Sure! Here you go: {not json"),
-                                 event, Attribution(interface="criteria", diagnosis="d"), STATE, [])
+    prop = proposer.llm_proposal(
+        scripted("I would tighten the rubric somehow.", "Sure! Here you go: {not json"),
+        event,
+        Attribution(interface="criteria", diagnosis="d"),
+        STATE,
+        [],
+    )
     assert prop.update is None and prop.source == "llm"
     crit = critic.invalid_critique(event, [prop.error or ""])
-    return {"revision": revision, "template": prop.template, "source": prop.source, "update": None, "error": prop.error,
-            "critique": crit.model_dump(mode="json"), "measurement": None}
+    return {
+        "revision": revision,
+        "template": prop.template,
+        "source": prop.source,
+        "update": None,
+        "error": prop.error,
+        "critique": crit.model_dump(mode="json"),
+        "measurement": None,
+    }
 
 
 def _in_training(state: HarnessState, task_id: str) -> bool:
@@ -89,13 +121,30 @@ def test_repeated_fallbacks_never_reach_weight_zero():
 def test_a_saturated_task_is_retired_only_while_a_harder_variant_is_active():
     fb = fallback.fallback_decision(_ev("collapse_high"), STATE, [_rejected()])
     assert fb.update.ops[0].op == "reweight"  # no variant: stays in training at half weight
-    with_variant = apply(STATE, HarnessUpdate(interface="sampling", ops=[{
-        "op": "add_variant", "task_id": "med-1", "variant_id": "med-1.v1",
-        "prompt": [{"role": "user", "content": "What helps a mild headache? Answer in three bullet points."}]}]))
+    with_variant = apply(
+        STATE,
+        HarnessUpdate(
+            interface="sampling",
+            ops=[
+                {
+                    "op": "add_variant",
+                    "task_id": "med-1",
+                    "variant_id": "med-1.v1",
+                    "prompt": [
+                        {"role": "user", "content": "What helps a mild headache? Answer in three bullet points."}
+                    ],
+                }
+            ],
+        ),
+    )
     fb = fallback.fallback_decision(_ev("collapse_high"), with_variant, [_rejected()])
     assert fb.update.ops[0].op == "retire" and "'med-1.v1'" in fb.reason
-    variant_retired = apply(with_variant, HarnessUpdate(interface="sampling", ops=[{"op": "retire", "task_id": "med-1.v1"}]))
-    assert fallback.fallback_decision(_ev("collapse_high"), variant_retired, [_rejected()]).update.ops[0].op == "reweight"
+    variant_retired = apply(
+        with_variant, HarnessUpdate(interface="sampling", ops=[{"op": "retire", "task_id": "med-1.v1"}])
+    )
+    assert (
+        fallback.fallback_decision(_ev("collapse_high"), variant_retired, [_rejected()]).update.ops[0].op == "reweight"
+    )
 
 
 def test_garbage_llm_answers_cost_revisions_never_a_sampling_change():

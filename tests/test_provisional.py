@@ -32,16 +32,28 @@ def _ev(kind="collapse_low", task="med-001", step=4, cid=None) -> FailureEvent:
 
 
 def _group(task, step, version, rewards, *, audits=None, hinted=True, texts=None, verdicts=None) -> GroupStats:
-    rolls = [RolloutRecord(text=(texts[i] if texts else f"reply number {i}"), reward=r,
-                           audit=None if audits is None else audits[i], hinted=hinted, hint_texts=["Mention water."] if hinted else [],
-                           verdicts=(verdicts[i] if verdicts else {}))
-             for i, r in enumerate(rewards)]
+    rolls = [
+        RolloutRecord(
+            text=(texts[i] if texts else f"reply number {i}"),
+            reward=r,
+            audit=None if audits is None else audits[i],
+            hinted=hinted,
+            hint_texts=["Mention water."] if hinted else [],
+            verdicts=(verdicts[i] if verdicts else {}),
+        )
+        for i, r in enumerate(rewards)
+    ]
     return GroupStats.from_rollouts(task, step, rolls, harness_version=version)
 
 
 def _hint(task="med-001") -> HarnessUpdate:
-    return HarnessUpdate(interface="guidance", ops=[AddHint(task_id=task, hint=Hint(id="h1", text="Mention water.")),
-                                                    SetSchedule(task_id=task, schedule=Schedule(mode="constant"))])
+    return HarnessUpdate(
+        interface="guidance",
+        ops=[
+            AddHint(task_id=task, hint=Hint(id="h1", text="Mention water.")),
+            SetSchedule(task_id=task, schedule=Schedule(mode="constant")),
+        ],
+    )
 
 
 def _world(tmp_path, update=None, event=None, step=4):
@@ -51,8 +63,16 @@ def _world(tmp_path, update=None, event=None, step=4):
     mem = TrainingMemory.ephemeral(embedding="hash")
     event = event or _ev(step=step)
     update = update or _hint(event.task_id)
-    store.commit(update, step=step, meta={"event_id": event.id, "template": "hint_strong", "source": "rules",
-                                          **decisions.provisional_meta([event], update, f"{event.id}:r0")})
+    store.commit(
+        update,
+        step=step,
+        meta={
+            "event_id": event.id,
+            "template": "hint_strong",
+            "source": "rules",
+            **decisions.provisional_meta([event], update, f"{event.id}:r0"),
+        },
+    )
     for s in (1, 2, 3):
         mem.add_group(_group(event.task_id, s, 0, [0.0] * 4, hinted=False), harness_version=0)
     return store, mem
@@ -67,41 +87,103 @@ MIXED = [0.0, 1.0, 0.0, 1.0]
 DEAD = [0.0] * 4
 
 
-@pytest.mark.parametrize(("kind", "cid", "post", "verdict", "why"), [
-    ("collapse_low", None, [dict(rewards=DEAD), dict(rewards=DEAD)], "revert", "2 of 2 groups dead"),
-    ("collapse_low", None, [dict(rewards=DEAD), dict(rewards=MIXED)], "confirm", "1 of 2 groups dead"),
-    ("collapse_low", None, [dict(rewards=DEAD)], "wait", "1 of 2 groups"),
-    # a guidance repair is graded on the visits that see the hint: unhinted visits of a fade plan do not count
-    ("collapse_low", None, [dict(rewards=MIXED, hinted=False), dict(rewards=DEAD), dict(rewards=DEAD)], "revert", "2 of 2"),
-    ("collapse_high", None, [dict(rewards=[1.0] * 4), dict(rewards=[1.0] * 4)], "revert", "dead"),
-    ("flat", None, [dict(rewards=[0.5, 0.5, 0.5, 1.0]), dict(rewards=[0.5] * 4)], "confirm", "1 of 2"),
-    # the gamed signal: rollouts the audit fails still earn as much as the ones it passes
-    ("spurious_audit", None, [dict(rewards=[1.0, 1.0, 1.0, 0.0], audits=[0.0, 0.0, 1.0, 1.0])] * 2, "revert", "persists"),
-    ("spurious_audit", None, [dict(rewards=[0.0, 0.0, 1.0, 1.0], audits=[0.0, 0.0, 1.0, 1.0])] * 2, "confirm", "held off"),
-    ("spurious_length", None, [dict(rewards=[0.0, 0.3, 0.6, 1.0], texts=["a", "a b c", "a b c d e f", "a " * 12])] * 2,
-     "revert", "corr(length, reward) 1.00"),
-    ("stuffing", None, [dict(rewards=[1.0, 1.0, 0.0, 0.0], texts=["water " * 8] * 2 + ["no"] * 2)] * 2,
-     "revert", "4 of 8 rollouts stuff, reward 1.00 vs the others 0.00"),
-    ("stuffing", None, [dict(rewards=[1.0, 1.0, 0.0, 0.0], texts=["water and rest"] * 2 + ["water " * 8] * 2)] * 2,
-     "confirm", "reward 0.00 vs the others 1.00"),
-    # still stuffing as often, but the repaired reward pays it less than the honest rollouts: held off
-    ("stuffing", None, [dict(rewards=[0.5, 0.5, 1.0, 1.0], texts=["water " * 8] * 2 + ["water and rest"] * 2)] * 2,
-     "confirm", "4 of 8 rollouts stuff, reward 0.50 vs the others 1.00"),
-    # every rollout stuffs and still earns: persists
-    ("stuffing", None, [dict(rewards=[0.5, 0.5, 1.0, 1.0], texts=["water " * 8] * 4)] * 2, "revert", "vs the others -"),
-    ("blind_criterion", "c1", [dict(rewards=MIXED, verdicts=[{"c1": True}] * 4)] * 2, "revert", "1 of 1 watched"),
-    ("blind_criterion", "c1", [dict(rewards=MIXED, verdicts=[{"c1": i % 2 == 0} for i in range(4)])] * 2, "confirm", "0 of 1"),
-])
+@pytest.mark.parametrize(
+    ("kind", "cid", "post", "verdict", "why"),
+    [
+        ("collapse_low", None, [dict(rewards=DEAD), dict(rewards=DEAD)], "revert", "2 of 2 groups dead"),
+        ("collapse_low", None, [dict(rewards=DEAD), dict(rewards=MIXED)], "confirm", "1 of 2 groups dead"),
+        ("collapse_low", None, [dict(rewards=DEAD)], "wait", "1 of 2 groups"),
+        # a guidance repair is graded on the visits that see the hint: unhinted visits of a fade plan do not count
+        (
+            "collapse_low",
+            None,
+            [dict(rewards=MIXED, hinted=False), dict(rewards=DEAD), dict(rewards=DEAD)],
+            "revert",
+            "2 of 2",
+        ),
+        ("collapse_high", None, [dict(rewards=[1.0] * 4), dict(rewards=[1.0] * 4)], "revert", "dead"),
+        ("flat", None, [dict(rewards=[0.5, 0.5, 0.5, 1.0]), dict(rewards=[0.5] * 4)], "confirm", "1 of 2"),
+        # the gamed signal: rollouts the audit fails still earn as much as the ones it passes
+        (
+            "spurious_audit",
+            None,
+            [dict(rewards=[1.0, 1.0, 1.0, 0.0], audits=[0.0, 0.0, 1.0, 1.0])] * 2,
+            "revert",
+            "persists",
+        ),
+        (
+            "spurious_audit",
+            None,
+            [dict(rewards=[0.0, 0.0, 1.0, 1.0], audits=[0.0, 0.0, 1.0, 1.0])] * 2,
+            "confirm",
+            "held off",
+        ),
+        (
+            "spurious_length",
+            None,
+            [dict(rewards=[0.0, 0.3, 0.6, 1.0], texts=["a", "a b c", "a b c d e f", "a " * 12])] * 2,
+            "revert",
+            "corr(length, reward) 1.00",
+        ),
+        (
+            "stuffing",
+            None,
+            [dict(rewards=[1.0, 1.0, 0.0, 0.0], texts=["water " * 8] * 2 + ["no"] * 2)] * 2,
+            "revert",
+            "4 of 8 rollouts stuff, reward 1.00 vs the others 0.00",
+        ),
+        (
+            "stuffing",
+            None,
+            [dict(rewards=[1.0, 1.0, 0.0, 0.0], texts=["water and rest"] * 2 + ["water " * 8] * 2)] * 2,
+            "confirm",
+            "reward 0.00 vs the others 1.00",
+        ),
+        # still stuffing as often, but the repaired reward pays it less than the honest rollouts: held off
+        (
+            "stuffing",
+            None,
+            [dict(rewards=[0.5, 0.5, 1.0, 1.0], texts=["water " * 8] * 2 + ["water and rest"] * 2)] * 2,
+            "confirm",
+            "4 of 8 rollouts stuff, reward 0.50 vs the others 1.00",
+        ),
+        # every rollout stuffs and still earns: persists
+        (
+            "stuffing",
+            None,
+            [dict(rewards=[0.5, 0.5, 1.0, 1.0], texts=["water " * 8] * 4)] * 2,
+            "revert",
+            "vs the others -",
+        ),
+        ("blind_criterion", "c1", [dict(rewards=MIXED, verdicts=[{"c1": True}] * 4)] * 2, "revert", "1 of 1 watched"),
+        (
+            "blind_criterion",
+            "c1",
+            [dict(rewards=MIXED, verdicts=[{"c1": i % 2 == 0} for i in range(4)])] * 2,
+            "confirm",
+            "0 of 1",
+        ),
+    ],
+)
 def test_target_failure_persisting_over_the_window_reverts(kind, cid, post, verdict, why):
-    t = decisions.Target(task_id="med-001", graded_on="med-001", failure_type=kind, event_id="e", criterion_id=cid,
-                         watch=[cid] if cid else [], restore=["med-001"])
+    t = decisions.Target(
+        task_id="med-001",
+        graded_on="med-001",
+        failure_type=kind,
+        event_id="e",
+        criterion_id=cid,
+        watch=[cid] if cid else [],
+        restore=["med-001"],
+    )
     groups = [_group("med-001", 5 + i, 1, **g) for i, g in enumerate(post)]
     d = decisions.grade(t, "guidance", [], groups, window=2, ctx=CTX, detector=CFG)
     assert d.verdict == verdict and why in " ".join(d.reasons), d
 
 
 def test_guard_reverts_a_repair_whose_honest_rollouts_lose_reward_beyond_noise():
-    t = decisions.Target(task_id="med-001", graded_on="med-001", failure_type="spurious_audit", event_id="e", restore=["med-001"])
+    t = decisions.Target(
+        task_id="med-001", graded_on="med-001", failure_type="spurious_audit", event_id="e", restore=["med-001"]
+    )
     pre = [_group("med-001", s, 0, [1.0, 1.0, 0.9, 1.0], audits=[1.0] * 4) for s in (1, 2)]
     fell = [_group("med-001", s, 1, [0.0, 0.1, 0.0, 0.1], audits=[1.0] * 4) for s in (5, 6)]
     d = decisions.grade(t, "criteria", pre, fell, window=2, ctx=CTX, detector=CFG)
@@ -113,7 +195,7 @@ def test_guard_reverts_a_repair_whose_honest_rollouts_lose_reward_beyond_noise()
 def test_false_revert_rate_in_the_docstring_is_the_formula():
     """((1-p)^G + p^G)^W for a true dead-group repair, as agents/decisions.py states it."""
     for p, g, w, stated in ((0.33, 4, 2, 0.046), (0.33, 8, 2, 0.0017), (0.25, 4, 2, 0.10), (0.06, 4, 2, 0.61)):
-        assert ((1 - p) ** g + p ** g) ** w == pytest.approx(stated, rel=0.05)
+        assert ((1 - p) ** g + p**g) ** w == pytest.approx(stated, rel=0.05)
         assert f"{stated}" in decisions.__doc__
 
 
@@ -153,7 +235,9 @@ def test_update_that_holds_is_confirmed_and_left_in_place(tmp_path):
 def test_a_later_update_on_the_task_supersedes_the_grading(tmp_path):
     store, mem = _world(tmp_path)
     mem.add_group(_group("med-001", 5, 1, DEAD), harness_version=1)
-    store.commit(HarnessUpdate(interface="guidance", ops=[AddHint(task_id="med-001", hint=Hint(id="h2", text="Rest."))]), step=6)
+    store.commit(
+        HarnessUpdate(interface="guidance", ops=[AddHint(task_id="med-001", hint=Hint(id="h2", text="Rest."))]), step=6
+    )
     mem.add_group(_group("med-001", 7, 2, DEAD), harness_version=2)
     out = _review(store, mem)
     assert out["n_superseded"] == 1 and out["revert_versions"] == [] and store.latest().version == 2
@@ -162,9 +246,18 @@ def test_a_later_update_on_the_task_supersedes_the_grading(tmp_path):
 
 def test_harder_variant_still_saturated_is_retired_and_the_parent_weight_restored(tmp_path):
     ev = _ev("collapse_high", "med-002")
-    upd = HarnessUpdate(interface="sampling", ops=[AddVariant(
-        task_id="med-002", variant_id="med-002-v1", prompt=[Message(role="user", content="Answer in 3 bullets.")],
-        extra_criteria=[crit("b3", 2, "important")], parent_weight=0.5)])
+    upd = HarnessUpdate(
+        interface="sampling",
+        ops=[
+            AddVariant(
+                task_id="med-002",
+                variant_id="med-002-v1",
+                prompt=[Message(role="user", content="Answer in 3 bullets.")],
+                extra_criteria=[crit("b3", 2, "important")],
+                parent_weight=0.5,
+            )
+        ],
+    )
     store, mem = _world(tmp_path, update=upd, event=ev)
     for s in (5, 6):
         mem.add_group(_group("med-002-v1", s, 1, [1.0] * 4, hinted=False), harness_version=1)
@@ -178,25 +271,38 @@ def test_harder_variant_still_saturated_is_retired_and_the_parent_weight_restore
 def test_reweights_and_fallbacks_are_not_provisional():
     from harness.types import Reweight
 
-    assert decisions.provisional_meta([_ev()], HarnessUpdate(interface="sampling", ops=[Reweight(task_id="med-001", weight=0.5)]),
-                                      "p") == {}
+    assert (
+        decisions.provisional_meta(
+            [_ev()], HarnessUpdate(interface="sampling", ops=[Reweight(task_id="med-001", weight=0.5)]), "p"
+        )
+        == {}
+    )
 
 
 # -- one decision room: the lane's route and the batch's accept -------------------------------------------------
 def _crit(ok=False, **kw) -> Critique:
-    return Critique(failure_type="collapse_low", measured_ok=ok, primary="std_gain", numbers={"std_gain": 0.2},
-                    reasons=["std 0.00 -> 0.20"], **kw)
+    return Critique(
+        failure_type="collapse_low",
+        measured_ok=ok,
+        primary="std_gain",
+        numbers={"std_gain": 0.2},
+        reasons=["std 0.00 -> 0.20"],
+        **kw,
+    )
 
 
-@pytest.mark.parametrize(("crit_kw", "attempts", "verdict"), [
-    (dict(ok=True), [{}], "accept"),
-    (dict(ok=True, veto=True), [{}], "revise"),
-    (dict(), [{}, {}], "revise"),
-    (dict(), [{}, {}, {}], "fallback"),  # R = 2 revisions charged: the third rejection falls back
-    # no-effect candidates are refused for free: not charged, so the lane may try again
-    (dict(), [{}, {}, {"critique": {"no_effect": True}}], "revise"),
-    (dict(), [{"critique": {"no_effect": True}}] * (decisions.FREE_RETRIES + 1), "fallback"),
-])
+@pytest.mark.parametrize(
+    ("crit_kw", "attempts", "verdict"),
+    [
+        (dict(ok=True), [{}], "accept"),
+        (dict(ok=True, veto=True), [{}], "revise"),
+        (dict(), [{}, {}], "revise"),
+        (dict(), [{}, {}, {}], "fallback"),  # R = 2 revisions charged: the third rejection falls back
+        # no-effect candidates are refused for free: not charged, so the lane may try again
+        (dict(), [{}, {}, {"critique": {"no_effect": True}}], "revise"),
+        (dict(), [{"critique": {"no_effect": True}}] * (decisions.FREE_RETRIES + 1), "fallback"),
+    ],
+)
 def test_after_critique_counts_charged_revisions(crit_kw, attempts, verdict):
     prop = Proposal(update=_hint(), template="hint_strong")
     d = decisions.after_critique(_crit(**crit_kw), prop, attempts, CTX)
@@ -204,19 +310,39 @@ def test_after_critique_counts_charged_revisions(crit_kw, attempts, verdict):
 
 
 def test_a_refusal_names_what_refused_it_first():
-    crit = Critique(failure_type="collapse_high", measured_ok=False, primary="std_gain", numbers={"std_gain": 0.24},
-                    reasons=["focus group t-any (paired=True)", "std 0.000 -> 0.242 (gain +0.242, need >= 0.05)",
-                             "PASS: std_gain", "guard failed: sequential test undecided at k=8", "corr None -> None"])
+    crit = Critique(
+        failure_type="collapse_high",
+        measured_ok=False,
+        primary="std_gain",
+        numbers={"std_gain": 0.24},
+        reasons=[
+            "focus group t-any (paired=True)",
+            "std 0.000 -> 0.242 (gain +0.242, need >= 0.05)",
+            "PASS: std_gain",
+            "guard failed: sequential test undecided at k=8",
+            "corr None -> None",
+        ],
+    )
     d = decisions.after_critique(crit, Proposal(update=_hint()), [{}, {}, {}], CTX)
     assert d.verdict == "fallback"
-    assert d.reasons[:2] == ("guard failed: sequential test undecided at k=8", "std 0.000 -> 0.242 (gain +0.242, need >= 0.05)")
-    ok = decisions.after_critique(crit.model_copy(update={"measured_ok": True, "reasons": ["corr None -> None", "PASS: x"]}),
-                                  Proposal(update=_hint()), [{}], CTX)
+    assert d.reasons[:2] == (
+        "guard failed: sequential test undecided at k=8",
+        "std 0.000 -> 0.242 (gain +0.242, need >= 0.05)",
+    )
+    ok = decisions.after_critique(
+        crit.model_copy(update={"measured_ok": True, "reasons": ["corr None -> None", "PASS: x"]}),
+        Proposal(update=_hint()),
+        [{}],
+        CTX,
+    )
     assert ok.verdict == "accept" and ok.reasons == ("corr n/a -> n/a",)
 
 
 def test_rules_out_of_templates_falls_back():
-    assert decisions.after_critique(_crit(), Proposal(update=None, error="no template left"), [{}], CTX).verdict == "fallback"
+    assert (
+        decisions.after_critique(_crit(), Proposal(update=None, error="no template left"), [{}], CTX).verdict
+        == "fallback"
+    )
 
 
 def test_route_after_critique_asks_the_decision_room(monkeypatch):
@@ -229,17 +355,24 @@ def test_route_after_critique_asks_the_decision_room(monkeypatch):
         return decisions.Decision("revise")
 
     monkeypatch.setattr(decisions, "after_critique", fake)
-    st = {"critique": _crit(ok=True).model_dump(mode="json"), "proposal": Proposal(update=_hint()).model_dump(mode="json"),
-          "attempts": [{}], "revision": 0}
+    st = {
+        "critique": _crit(ok=True).model_dump(mode="json"),
+        "proposal": Proposal(update=_hint()).model_dump(mode="json"),
+        "attempts": [{}],
+        "revision": 0,
+    }
     assert evolver.route_after_critique(st, SimpleNamespace(context=EvolverContext())) == "revise" and seen == [1]
 
 
-@pytest.mark.parametrize("verdict, batch, route", [
-    ("accept", {"decision": "pending"}, "commit"),
-    ("reject", {"decision": "rejected"}, "record"),
-    ("accept", None, "record"),  # generalise did nothing (the lane's commit went stale, or it is off)
-    ("accept", {"decision": "none", "note": "no similar task qualified", "critique": None}, "record"),
-])
+@pytest.mark.parametrize(
+    "verdict, batch, route",
+    [
+        ("accept", {"decision": "pending"}, "commit"),
+        ("reject", {"decision": "rejected"}, "record"),
+        ("accept", None, "record"),  # generalise did nothing (the lane's commit went stale, or it is off)
+        ("accept", {"decision": "none", "note": "no similar task qualified", "critique": None}, "record"),
+    ],
+)
 def test_route_after_generalise_asks_the_decision_room(monkeypatch, verdict, batch, route):
     """The batch's accept is a route, like the lane's: it asks `batch_accept` and sends an accepted batch to the one
     commit node."""
@@ -280,17 +413,27 @@ def test_generalise_batch_accept_goes_through_the_decision_room(tmp_path, monkey
 # -- the trainer: a pause grades, reverts before the round, survives a resume ----------------------------------
 def _score(reward, run, task, texts, version, step):
     n = len(texts)
-    return asyncio.run(reward(
-        prompts=[[{"role": "user", "content": "x"}]] * n, completions=[[{"role": "assistant", "content": t}] for t in texts],
-        task_id=[task] * n, harness_version=[version] * n, hinted=[True] * n, hint_text=["The answer is a city."] * n,
-        trainer_state=SimpleNamespace(global_step=step), log_extra=lambda *a: None, log_metric=lambda k, v: None))
+    return asyncio.run(
+        reward(
+            prompts=[[{"role": "user", "content": "x"}]] * n,
+            completions=[[{"role": "assistant", "content": t}] for t in texts],
+            task_id=[task] * n,
+            harness_version=[version] * n,
+            hinted=[True] * n,
+            hint_text=["The answer is a city."] * n,
+            trainer_state=SimpleNamespace(global_step=step),
+            log_extra=lambda *a: None,
+            log_metric=lambda k, v: None,
+        )
+    )
 
 
 def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path, caplog):
     from test_trainer_support import tiny_config
+
     from trainer.callback import HarnessCallback
-    from trainer.reward import RubricReward
     from trainer.harness_run import HarnessRun
+    from trainer.reward import RubricReward
     from trainer.sampler import HarnessSampler
 
     run = HarnessRun(tiny_config(tmp_path), memory=TrainingMemory.ephemeral())
@@ -302,8 +445,11 @@ def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path
         calls.append((step, version, [e.id for e in events]))
         if step == 2:
             upd = _hint("t-paris")
-            run.store.commit(upd, step=step, meta={"event_id": event.id, "template": "hint_strong",
-                                                   **decisions.provisional_meta([event], upd, "p")})
+            run.store.commit(
+                upd,
+                step=step,
+                meta={"event_id": event.id, "template": "hint_strong", **decisions.provisional_meta([event], upd, "p")},
+            )
         return {"accepted": [], "reports": []}
 
     cb = HarnessCallback(run, run_graph=graph)
@@ -331,6 +477,7 @@ def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path
 
 def test_provisional_updates_survive_a_resume(tmp_path):
     from test_trainer_support import tiny_config
+
     from trainer.checkpoint import restore, write_checkpoint_state
     from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler
@@ -362,20 +509,46 @@ def test_report_counts_confirmed_reverted_and_provisional_updates():
     from trainer.report import summary, summary_sentences
 
     def upd(version, meta, op="add_hint"):
-        return {"version": version, "step": 2 * version, "meta": meta,
-                "update": {"interface": "guidance", "ops": [{"op": op, "task_id": f"t{version}"}]}}
+        return {
+            "version": version,
+            "step": 2 * version,
+            "meta": meta,
+            "update": {"interface": "guidance", "ops": [{"op": op, "task_id": f"t{version}"}]},
+        }
 
     prov = {"provisional": {"targets": [{"task_id": "t"}]}}
-    data = {"metrics": [], "events": [], "eval": {}, "updates": [
-        upd(1, prov), upd(2, prov), upd(3, prov), upd(4, {"source": "revert", "revert_of": 2}, "restore_guidance"),
-        upd(5, {"fallback": True})],
-        "rounds": [{"step": 8, "provisional": {"verdicts": [{"version": 1, "verdict": "confirm"},
-                                                             {"version": 2, "verdict": "revert"}],
-                                                "n_confirmed": 1, "n_reverted": 1}}]}
+    data = {
+        "metrics": [],
+        "events": [],
+        "eval": {},
+        "updates": [
+            upd(1, prov),
+            upd(2, prov),
+            upd(3, prov),
+            upd(4, {"source": "revert", "revert_of": 2}, "restore_guidance"),
+            upd(5, {"fallback": True}),
+        ],
+        "rounds": [
+            {
+                "step": 8,
+                "provisional": {
+                    "verdicts": [{"version": 1, "verdict": "confirm"}, {"version": 2, "verdict": "revert"}],
+                    "n_confirmed": 1,
+                    "n_reverted": 1,
+                },
+            }
+        ],
+    }
     s = summary(data)
     assert (s["confirmed_total"], s["reverted_total"], s["provisional_total"], s["revert_total"]) == (1, 1, 1, 1)
     assert s["accepted_total"] == 3 and s["fallback_total"] == 1  # a revert is not an accept
-    assert [r["outcome"] for r in update_effect_rows(data)] == ["confirmed", "reverted", "provisional", "revert", "fallback"]
+    assert [r["outcome"] for r in update_effect_rows(data)] == [
+        "confirmed",
+        "reverted",
+        "provisional",
+        "revert",
+        "fallback",
+    ]
     assert any(line.startswith("Training confirmed 1 accepted update and reverted 1") for line in summary_sentences(s))
     from trainer.report import verdict_rows
 
@@ -390,8 +563,9 @@ def test_a_reverted_spurious_repair_is_remembered_without_audit_numbers_for_the_
     upd = HarnessUpdate(interface="criteria", ops=[AddPitfall(task_id="med-001", criterion=crit("p9", -2))])
     store, mem = _world(tmp_path, update=upd, event=ev)
     for s in (5, 6):  # the audit-failing rollouts are still paid as well as the passing ones
-        mem.add_group(_group("med-001", s, 1, [1.0, 1.0, 1.0, 0.0], audits=[0.0, 0.0, 1.0, 1.0], hinted=False),
-                      harness_version=1)
+        mem.add_group(
+            _group("med-001", s, 1, [1.0, 1.0, 1.0, 0.0], audits=[0.0, 0.0, 1.0, 1.0], hinted=False), harness_version=1
+        )
     out = _review(store, mem)
     assert out["revert_versions"] == [2] and store.latest().criteria("med-001") == store.load(0).criteria("med-001")
     rec = mem.get("proposals", graded_id(1, "med-001"))
@@ -407,8 +581,17 @@ def test_a_task_whose_repair_training_reverted_counts_as_unrepaired_for_generali
 
     key, svc = _setup(tmp_path, _policy(stuff_targets=True))
     _run(key)  # med-b and med-c repaired by the batch at step 10
-    svc.memory.add_proposal(ProposalRecord(proposal_id=graded_id(2, "med-b"), event_id="e", task_id="med-b", step=12,
-                                           failure_type="stuffing", interface="criteria", outcome="reverted"))
+    svc.memory.add_proposal(
+        ProposalRecord(
+            proposal_id=graded_id(2, "med-b"),
+            event_id="e",
+            task_id="med-b",
+            step=12,
+            failure_type="stuffing",
+            interface="criteria",
+            outcome="reverted",
+        )
+    )
     skipped = dict(s.split(": ", 1) for s in _run(key, version=2, step=14)["reports"][0]["generalised"]["skipped"])
     assert "already repaired" in skipped["med-c"] and "already repaired" not in skipped.get("med-b", "")
 
@@ -420,17 +603,29 @@ def test_the_real_rule_reverts_as_often_as_the_stated_rate(p, stated):
     import numpy as np
 
     rng = np.random.default_rng(0)
-    t = decisions.Target(task_id="med-001", graded_on="med-001", failure_type="collapse_low", event_id="e", restore=["med-001"])
+    t = decisions.Target(
+        task_id="med-001", graded_on="med-001", failure_type="collapse_low", event_id="e", restore=["med-001"]
+    )
     n = 600
     reverted = sum(
-        decisions.grade(t, "criteria", [], [_group("med-001", 5 + k, 1, [float(x) for x in rng.random(4) < p], hinted=False)
-                                             for k in range(2)], window=2, ctx=CTX, detector=CFG).verdict == "revert"
-        for _ in range(n))
+        decisions.grade(
+            t,
+            "criteria",
+            [],
+            [_group("med-001", 5 + k, 1, [float(x) for x in rng.random(4) < p], hinted=False) for k in range(2)],
+            window=2,
+            ctx=CTX,
+            detector=CFG,
+        ).verdict
+        == "revert"
+        for _ in range(n)
+    )
     assert abs(reverted / n - stated) < 4 * (stated * (1 - stated) / n) ** 0.5
 
 
 def test_a_failing_review_is_logged_and_training_goes_on(tmp_path, monkeypatch):
     from test_trainer_support import tiny_config
+
     from trainer import evolver_round
     from trainer.callback import HarnessCallback
     from trainer.harness_run import HarnessRun
@@ -456,13 +651,35 @@ def test_the_trace_page_shows_the_batch_and_its_decision():
 
     from graphs.trace_html import _decisions
 
-    attempt = {"revision": 0, "template": "tighten_repeat", "critique": {"measured_ok": True, "reasons": ["ok"], "numbers": {}},
-               "decision": {"verdict": "accept", "reasons": ["ok"], "numbers": {}}}
-    report = {"event_id": "e", "task_id": "med-a", "failure_type": "stuffing", "interface": "criteria", "decision": "accepted",
-              "committed_version": 1, "attempts": [attempt], "fallback": None, "tool_calls": [], "note": None,
-              "generalised": {"targets": ["med-b", "med-c"], "decision": "rejected", "version": None,
-                              "verdict": {"verdict": "reject", "reasons": ["batch rule held on 0 of 2 targets"]}}}
+    attempt = {
+        "revision": 0,
+        "template": "tighten_repeat",
+        "critique": {"measured_ok": True, "reasons": ["ok"], "numbers": {}},
+        "decision": {"verdict": "accept", "reasons": ["ok"], "numbers": {}},
+    }
+    report = {
+        "event_id": "e",
+        "task_id": "med-a",
+        "failure_type": "stuffing",
+        "interface": "criteria",
+        "decision": "accepted",
+        "committed_version": 1,
+        "attempts": [attempt],
+        "fallback": None,
+        "tool_calls": [],
+        "note": None,
+        "generalised": {
+            "targets": ["med-b", "med-c"],
+            "decision": "rejected",
+            "version": None,
+            "verdict": {"verdict": "reject", "reasons": ["batch rule held on 0 of 2 targets"]},
+        },
+    }
     rows = re.findall(r"<tr>(.*?)</tr>", _decisions({"reports": [report]}))[1:]
     assert len(rows) == 2 and 'rowspan="2"' in rows[0]
-    assert "batched" in rows[1] and "med-b, med-c" in rows[1] and "batch rule held on 0 of 2" in rows[1] and ">rejected<" in rows[1]
-
+    assert (
+        "batched" in rows[1]
+        and "med-b, med-c" in rows[1]
+        and "batch rule held on 0 of 2" in rows[1]
+        and ">rejected<" in rows[1]
+    )

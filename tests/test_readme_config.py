@@ -19,7 +19,7 @@ def listed(text: str) -> dict[str, list[str]]:
     """Section -> field names of the README block (`- top level:` is the `RunConfig` field outside the sections)."""
     if START not in text or END not in text:
         raise AssertionError(f"README.md has no config-fields block ({START} ... {END})")
-    block = text[text.index(START):text.index(END)]
+    block = text[text.index(START) : text.index(END)]
     out: dict[str, list[str]] = {}
     for line in block.splitlines()[1:]:
         m = re.match(r"- (?:`(\w+)`|top level):(.*)$", line.strip())
@@ -47,10 +47,13 @@ def test_readme_lists_every_config_field_and_no_other():
     assert not problems, "README.md config-fields block differs from trainer/config.py: " + "; ".join(problems)
 
 
-@pytest.mark.parametrize("edit, expect", [
-    (lambda t: t.replace("`max_failed_rounds`", "`max_failed_round`"), "README lacks ['max_failed_rounds']"),
-    (lambda t: t.replace("`dtype`", "`dtype`, `precision`"), "README lists ['precision']"),
-])
+@pytest.mark.parametrize(
+    "edit, expect",
+    [
+        (lambda t: t.replace("`max_failed_rounds`", "`max_failed_round`"), "README lacks ['max_failed_rounds']"),
+        (lambda t: t.replace("`dtype`", "`dtype`, `precision`"), "README lists ['precision']"),
+    ],
+)
 def test_a_drifted_list_fails(edit, expect):
     got, want = listed(edit(README.read_text(encoding="utf-8"))), config_fields()
     missing = [f for s in want for f in want[s] if f not in got.get(s, [])]

@@ -24,7 +24,6 @@ from types import SimpleNamespace
 
 import pytest
 from langchain_openai import ChatOpenAI
-
 from test_trainer_support import tiny_config
 
 SNAPSHOT = Path(__file__).parent / "fixtures" / "evolver_snapshot"
@@ -33,14 +32,27 @@ MODEL = "smollm"
 # Three RaR-style tasks (text-only criteria: only an LLM judge can score them), short prompts so a step
 # costs few judge calls.
 RAR_TASKS = [
-    {"question": "Why does ice float on water?", "reference_answer": "Ice is less dense than liquid water.",
-     "rubric": [{"title": "Density", "description": "States that ice is less dense than liquid water.", "weight": 5},
-                {"title": "Air bubbles", "description": "Claims ice floats because of air bubbles.", "weight": -1}]},
-    {"question": "What gas do plants take in for photosynthesis?", "reference_answer": "Carbon dioxide.",
-     "rubric": [{"title": "CO2", "description": "Names carbon dioxide.", "weight": 5},
-                {"title": "Brief", "description": "Answers in one or two sentences.", "weight": 1}]},
-    {"question": "Name the largest planet of the solar system.", "reference_answer": "Jupiter.",
-     "rubric": [{"title": "Jupiter", "description": "Names Jupiter.", "weight": 5}]},
+    {
+        "question": "Why does ice float on water?",
+        "reference_answer": "Ice is less dense than liquid water.",
+        "rubric": [
+            {"title": "Density", "description": "States that ice is less dense than liquid water.", "weight": 5},
+            {"title": "Air bubbles", "description": "Claims ice floats because of air bubbles.", "weight": -1},
+        ],
+    },
+    {
+        "question": "What gas do plants take in for photosynthesis?",
+        "reference_answer": "Carbon dioxide.",
+        "rubric": [
+            {"title": "CO2", "description": "Names carbon dioxide.", "weight": 5},
+            {"title": "Brief", "description": "Answers in one or two sentences.", "weight": 1},
+        ],
+    },
+    {
+        "question": "Name the largest planet of the solar system.",
+        "reference_answer": "Jupiter.",
+        "rubric": [{"title": "Jupiter", "description": "Names Jupiter.", "weight": 5}],
+    },
 ]
 
 
@@ -71,10 +83,14 @@ def smollm(tmp_path_factory):
     # 4096 tokens: the proposer's prompt (task, rubric, feedback) plus its answer; no LoRA (faster decoding).
     # Compact guided JSON (no free whitespace between tokens): a 135M model otherwise spends its answer's token
     # budget on indentation and is cut at the limit (README: serving small models behind the brains).
-    with VLLMServer(resolve_model("smollm2"), served_name=MODEL, enable_lora=False, max_model_len=4096,
-                    log_path=logs / "vllm.log", extra_args=("--structured-outputs-config",
-                                                            '{"backend": "xgrammar", "disable_any_whitespace": true}'),
-                    ) as server:
+    with VLLMServer(
+        resolve_model("smollm2"),
+        served_name=MODEL,
+        enable_lora=False,
+        max_model_len=4096,
+        log_path=logs / "vllm.log",
+        extra_args=("--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}'),
+    ) as server:
         yield server
 
 
@@ -91,10 +107,24 @@ def test_every_evolver_role_runs_on_the_real_server(smollm, tmp_path):
     run_dir = tmp_path / "run"
     prepare_run_dir(SNAPSHOT, run_dir)
     ctx = EvolverContext(
-        attributor_model=llm, proposer_model=llm, critic_model=llm, judge_model=llm, base_url=smollm.base_url,
-        llm_timeout_s=240, llm_max_tokens=384, max_tool_rounds=2, run_dir=str(run_dir),
-        memory_location=str(tmp_path / "memory"), memory_embedding="hash", policy=f"openai:{smollm.base_url}#{MODEL}",
-        sample_k=2, sample_k_max=2, max_tokens=16, max_revisions=0, generalise_max_tasks=0)
+        attributor_model=llm,
+        proposer_model=llm,
+        critic_model=llm,
+        judge_model=llm,
+        base_url=smollm.base_url,
+        llm_timeout_s=240,
+        llm_max_tokens=384,
+        max_tool_rounds=2,
+        run_dir=str(run_dir),
+        memory_location=str(tmp_path / "memory"),
+        memory_embedding="hash",
+        policy=f"openai:{smollm.base_url}#{MODEL}",
+        sample_k=2,
+        sample_k_max=2,
+        max_tokens=16,
+        max_revisions=0,
+        generalise_max_tasks=0,
+    )
     t0 = time.monotonic()
     out = run_in_process(load_snapshot(SNAPSHOT), ctx, run_dir / "evolver.sqlite", "smollm")
     seconds = time.monotonic() - t0
@@ -105,7 +135,9 @@ def test_every_evolver_role_runs_on_the_real_server(smollm, tmp_path):
         assert r["decision"] in ("accepted", "rejected", "fallback"), r
         # Each brain went to the server and answered without tools, saying so in the trace.
         skipped = [c for c in r["tool_calls"] if c["name"] == "(tools skipped)"]
-        assert skipped and all("server has no tool calling" in c["result"] and c["error"] for c in skipped), r["tool_calls"]
+        assert skipped and all("server has no tool calling" in c["result"] and c["error"] for c in skipped), r[
+            "tool_calls"
+        ]
         assert {c["agent"] for c in skipped} >= {"attributor", "proposer"}
         # Guided decoding: the attribution is the model's, schema-valid (a rule fallback would say "llm_fallback").
         att = r["attribution"]
@@ -115,8 +147,10 @@ def test_every_evolver_role_runs_on_the_real_server(smollm, tmp_path):
             # What the proposer said is in the record: its valid update, or, when the rule brain answered instead,
             # the error quoting its answer.
             assert (a["source"] == "llm" and a.get("update")) or "the model said: " in (a.get("llm_error") or ""), a
-    print(f"evolver round with every role on SmolLM2: {seconds:.0f} s; decisions "
-          f"{[(r['event_id'], r['decision']) for r in reports]}")
+    print(
+        f"evolver round with every role on SmolLM2: {seconds:.0f} s; decisions "
+        f"{[(r['event_id'], r['decision']) for r in reports]}"
+    )
 
 
 @pytest.mark.vllm
@@ -128,10 +162,18 @@ def test_training_rewards_come_from_the_llm_judge(smollm, tmp_path):
     from trainer.io import read_jsonl
 
     suite = write_rar_suite(tmp_path / "rar")
-    cfg = tiny_config(tmp_path, f"data.suite={suite}", "train.max_steps=2", "train.batch_size=4",
-                      "train.num_generations=2", "train.max_completion_length=8", "train.save_steps=1",
-                      "harness.evolver=false", f"evolver.judge_model=openai:{MODEL}",
-                      f"evolver.base_url={smollm.base_url}")
+    cfg = tiny_config(
+        tmp_path,
+        f"data.suite={suite}",
+        "train.max_steps=2",
+        "train.batch_size=4",
+        "train.num_generations=2",
+        "train.max_completion_length=8",
+        "train.save_steps=1",
+        "harness.evolver=false",
+        f"evolver.judge_model=openai:{MODEL}",
+        f"evolver.base_url={smollm.base_url}",
+    )
     t0 = time.monotonic()
     summary = train(cfg, progress=False)
     seconds = time.monotonic() - t0
@@ -160,8 +202,8 @@ def test_the_proposer_answers_schema_valid_proposals_on_vllm(smollm, caplog):
     calls return a schema-valid proposal (validity, not quality); the rate is printed. Measured on a shared 2-core
     box: 10/10 in 210 s (before: 0/10 with the plain schema, which the server refuses; 3/10 with the guided form
     alone and 7/10 without the list caps, the rest looping until the token limit or mixing interfaces)."""
-    from agents.context import EvolverContext
     from agents.chat_models import brain_model
+    from agents.context import EvolverContext
     from agents.proposer import llm_proposal
     from agents.schemas import Attribution
     from harness.store import HarnessStore
@@ -169,29 +211,46 @@ def test_the_proposer_answers_schema_valid_proposals_on_vllm(smollm, caplog):
 
     state = HarnessStore(SNAPSHOT / "harness").latest()
     events = [FailureEvent.model_validate(e) for e in json.loads((SNAPSHOT / "events.json").read_text())["events"]]
-    llm = brain_model(EvolverContext(proposer_model=f"openai:{MODEL}", base_url=smollm.base_url, llm_timeout_s=240,
-                                     llm_max_tokens=384, llm_temperature=0.8), "proposer")
+    llm = brain_model(
+        EvolverContext(
+            proposer_model=f"openai:{MODEL}",
+            base_url=smollm.base_url,
+            llm_timeout_s=240,
+            llm_max_tokens=384,
+            llm_temperature=0.8,
+        ),
+        "proposer",
+    )
     calls = [(ev, iface) for ev in events for iface in ("criteria", "guidance", "sampling")] + [(events[0], "criteria")]
     valid, said = 0, []
     t0 = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="agents.llm"):
         for ev, iface in calls:
-            prop = llm_proposal(llm, ev, Attribution(interface=iface, diagnosis="the group's rewards do not separate"),
-                                state, [])
+            prop = llm_proposal(
+                llm, ev, Attribution(interface=iface, diagnosis="the group's rewards do not separate"), state, []
+            )
             valid += prop.update is not None  # decoded and validated as a ProposalOut on the attributed interface
             if prop.update is None:
                 said.append((prop.error or "")[:200])
     rate = valid / len(calls)
-    print(f"SmolLM2 proposer under guided decoding: {valid}/{len(calls)} schema-valid ({rate:.0%}) in "
-          f"{time.monotonic() - t0:.0f} s; invalid: {said}")
+    print(
+        f"SmolLM2 proposer under guided decoding: {valid}/{len(calls)} schema-valid ({rate:.0%}) in "
+        f"{time.monotonic() - t0:.0f} s; invalid: {said}"
+    )
     assert "cannot decode with the" not in caplog.text  # the server compiled the proposal schema
     assert rate >= VALID_SHARE, said
 
 
 # -- per-role endpoints: the proposer on one server, critic and judge on another -----------------------------
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
-TIGHT = {"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 8},
-                                      {"type": "max_repeated_ngram", "n": 1, "max_count": 3}]}
+TIGHT = {
+    "type": "all_of",
+    "checks": [
+        {"type": "contains_any", "phrases": ["water"]},
+        {"type": "word_count", "min": 8},
+        {"type": "max_repeated_ngram", "n": 1, "max_count": 3},
+    ],
+}
 
 
 def _vllm_finished(base_url: str) -> float:
@@ -199,8 +258,9 @@ def _vllm_finished(base_url: str) -> float:
     import httpx
 
     text = httpx.get(base_url.removesuffix("/v1") + "/metrics", timeout=10).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("vllm:request_success_total"))
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:request_success_total")
+    )
 
 
 @pytest.mark.vllm
@@ -223,9 +283,15 @@ def test_each_role_reaches_its_own_server(smollm, openai_stub, tmp_path):
 
     def respond(request):
         if "response_format" in request:  # the proposer's structured answer
-            return json.dumps({"update": {"interface": "criteria", "ops": [
-                {"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": TIGHT}]},
-                "rationale": "tighten the water check"})
+            return json.dumps(
+                {
+                    "update": {
+                        "interface": "criteria",
+                        "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": TIGHT}],
+                    },
+                    "rationale": "tighten the water check",
+                }
+            )
         if request.get("tools"):  # the proposer's tool turn: answer without tools
             return "no tools needed"
         return "water water water water water rest" if next(counter) % 2 else HONEST  # the frozen policy
@@ -239,11 +305,26 @@ def test_each_role_reaches_its_own_server(smollm, openai_stub, tmp_path):
     HarnessStore(run_dir / "harness").init(state)
     llm = f"openai:{MODEL}"
     ctx = EvolverContext(
-        proposer_model="openai:stub", critic_model=llm, judge_model=llm, base_url="http://127.0.0.1:9/v1",
-        proposer_base_url=openai_stub.base_url, critic_base_url=smollm.base_url, judge_base_url=smollm.base_url,
-        proposer_api_key_env="HARNESSRL_TEST_PROPOSER_KEY", llm_timeout_s=240, llm_max_tokens=128, max_tool_rounds=1,
-        run_dir=str(run_dir), memory_location="none", policy=f"openai:{openai_stub.base_url}#stub",
-        sample_k=4, sample_k_max=4, max_tokens=16, max_revisions=0, generalise_max_tasks=0)
+        proposer_model="openai:stub",
+        critic_model=llm,
+        judge_model=llm,
+        base_url="http://127.0.0.1:9/v1",
+        proposer_base_url=openai_stub.base_url,
+        critic_base_url=smollm.base_url,
+        judge_base_url=smollm.base_url,
+        proposer_api_key_env="HARNESSRL_TEST_PROPOSER_KEY",
+        llm_timeout_s=240,
+        llm_max_tokens=128,
+        max_tool_rounds=1,
+        run_dir=str(run_dir),
+        memory_location="none",
+        policy=f"openai:{openai_stub.base_url}#stub",
+        sample_k=4,
+        sample_k_max=4,
+        max_tokens=16,
+        max_revisions=0,
+        generalise_max_tasks=0,
+    )
     events = json.loads((SNAPSHOT / "events.json").read_text())["events"]
     inp = {"events": [e for e in events if e["id"] == "snap-stuffing-med-1"], "harness_version": 0, "step": 10}
     before = _vllm_finished(smollm.base_url)
@@ -267,8 +348,8 @@ def test_each_role_reaches_its_own_server(smollm, openai_stub, tmp_path):
 
 # -- judge outage: left out, counted, flagged (no server) -----------------------------------------------------
 def _rar_run(tmp_path, stub, *overrides):
-    from memory.store import TrainingMemory
     from measure.judge import Judge
+    from memory.store import TrainingMemory
     from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler
 
@@ -286,14 +367,22 @@ def _reward_step(run, texts_per_task: dict[str, list[str]]) -> tuple[list[float]
     texts = [x for xs in texts_per_task.values() for x in xs]
     n = len(texts)
     reward = RubricReward(run, num_generations=2)
-    out = asyncio.run(reward(
-        prompts=[[{"role": "user", "content": "x"}]] * n, completions=[[{"role": "assistant", "content": t}] for t in texts],
-        task_id=task_ids, harness_version=[0] * n, trainer_state=SimpleNamespace(global_step=0)))
+    out = asyncio.run(
+        reward(
+            prompts=[[{"role": "user", "content": "x"}]] * n,
+            completions=[[{"role": "assistant", "content": t}] for t in texts],
+            task_id=task_ids,
+            harness_version=[0] * n,
+            trainer_state=SimpleNamespace(global_step=0),
+        )
+    )
     return out, run.pop_step(1)
 
 
-GROUPS = {"train-00001": ["Ice is less dense than water.", "Air bubbles."],
-          "train-00002": ["Carbon dioxide.", "Oxygen."]}  # 2 + 2 criteria per response: 8 verdicts
+GROUPS = {
+    "train-00001": ["Ice is less dense than water.", "Air bubbles."],
+    "train-00002": ["Carbon dioxide.", "Oxygen."],
+}  # 2 + 2 criteria per response: 8 verdicts
 
 
 def test_a_judge_outage_leaves_criteria_out_counts_them_and_flags_the_step(tmp_path, openai_stub):
@@ -342,7 +431,13 @@ def test_the_flag_follows_the_configured_share(tmp_path, openai_stub):
 def test_the_console_warns_on_a_flagged_step(caplog):
     from trainer.progress import ConsoleProgress, judge_flag_line, step_line
 
-    flagged = {"reward": 0.1, "dead_share": 0.5, "judge_left_out": 6, "judge_left_out_share": 0.375, "judge_flagged": True}
+    flagged = {
+        "reward": 0.1,
+        "dead_share": 0.5,
+        "judge_left_out": 6,
+        "judge_left_out_share": 0.375,
+        "judge_flagged": True,
+    }
     assert step_line(3, 4, flagged, 0, 1.0).endswith("JUDGE FLAGGED")
     assert judge_flag_line(3, {**flagged, "judge_flagged": False}) is None
     progress = ConsoleProgress(SimpleNamespace(last_record=flagged, state=SimpleNamespace(version=0)))
@@ -350,5 +445,7 @@ def test_the_console_warns_on_a_flagged_step(caplog):
     with caplog.at_level(logging.INFO, logger="harnessrl"):
         progress.on_step_end(None, state, None)
     warnings = [r.message for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["step 3: judge failed on 6 verdict(s) (38% of the step's, over harness.max_judge_failure_share): "
-                        "they are left out, so this step's rewards rest on fewer criteria; check the judge server"]
+    assert warnings == [
+        "step 3: judge failed on 6 verdict(s) (38% of the step's, over harness.max_judge_failure_share): "
+        "they are left out, so this step's rewards rest on fewer criteria; check the judge server"
+    ]

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 
 import pytest
+from test_trainer_support import tiny_config
 
 from harness.store import HarnessStore
 from harness.types import HarnessState, HarnessUpdate
-from test_trainer_support import tiny_config
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
 from trainer.cli import main
 from trainer.io import read_jsonl
@@ -27,8 +27,11 @@ LLM_ANSWER = '{"update": null, "rationale": "the stub brain has no idea"}'
 
 def tree_hashes(root: Path) -> dict[str, str]:
     """sha256 of every file under `root` (and the set of paths): what "byte for byte unchanged" compares."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def brain_responder(policy_text: str = HONEST):
@@ -44,8 +47,14 @@ def tiny_run(request, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp(f"replay-{request.param}")
     # As in test_trainer_e2e: t-long's loosened check is measurably better, so the round at step 2 commits.
-    cfg = tiny_config(tmp, "train.max_steps=4", "data.tasks=[t-long,t-any]", "evolver.interfaces=[sampling,criteria]",
-                      "evolver.sample_k=8", f"model.lora={str(request.param == 'lora').lower()}")
+    cfg = tiny_config(
+        tmp,
+        "train.max_steps=4",
+        "data.tasks=[t-long,t-any]",
+        "evolver.interfaces=[sampling,criteria]",
+        "evolver.sample_k=8",
+        f"model.lora={str(request.param == 'lora').lower()}",
+    )
     train(cfg, progress=False)
     return cfg.run_path
 
@@ -61,8 +70,24 @@ def test_replay_tiny_run_with_rules_and_llm_brain(tiny_run, tmp_path, openai_stu
     openai_stub.responder = brain_responder()
     out = tmp_path / "cmp"
     monkeypatch.chdir(tmp_path)
-    rc = main(["evolve", str(tiny_run), "--step", "2", "--proposer-model", "rules", "--proposer-model", "openai:brain",
-               "--base-url", openai_stub.base_url, "--out", str(out), "--json", str(tmp_path / "cmp.json")])
+    rc = main(
+        [
+            "evolve",
+            str(tiny_run),
+            "--step",
+            "2",
+            "--proposer-model",
+            "rules",
+            "--proposer-model",
+            "openai:brain",
+            "--base-url",
+            openai_stub.base_url,
+            "--out",
+            str(out),
+            "--json",
+            str(tmp_path / "cmp.json"),
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert tree_hashes(tiny_run) == hashes  # the original run is byte-for-byte unchanged
@@ -96,7 +121,7 @@ def test_replay_tiny_run_with_rules_and_llm_brain(tiny_run, tmp_path, openai_stu
         assert (out / s["folder"] / "trace.html").is_file()
     assert "rules" in printed and "openai:brain" in printed and "recorded in the run" in printed
     page = (out / "comparison.html").read_text()
-    assert page.count('href="') >= 4 and f'{sets[1]["folder"]}/trace.html' in page and "<script" not in page
+    assert page.count('href="') >= 4 and f"{sets[1]['folder']}/trace.html" in page and "<script" not in page
     for eid in rnd["event_ids"]:
         assert eid in page
 
@@ -127,31 +152,59 @@ def _fake_run(root: Path, *, event_ids: bool, reports: bool) -> tuple[Path, list
     store = HarnessStore(run / "harness")
     store.init(HarnessState.from_tasks(suite()))
     save_config(cfg, run / "config.yaml")
-    evs = [event("stuffing:med-1:10", "stuffing", "med-1", criterion_id="water"),
-           event("collapse_low:med-2:9", "collapse_low", "med-2", step=9, mean=0.0, std=0.0)]
+    evs = [
+        event("stuffing:med-1:10", "stuffing", "med-1", criterion_id="water"),
+        event("collapse_low:med-2:9", "collapse_low", "med-2", step=9, mean=0.0, std=0.0),
+    ]
     early = event("flat:geo-1:3", "flat", "geo-1", step=3)
     (run / "events.jsonl").write_text("".join(json.dumps({"harness_version": 0, **e}) + "\n" for e in [early, *evs]))
     for w in (0.5, 0.25):  # the round's later commits: the replay must not start from them
-        store.commit(HarnessUpdate.model_validate({"interface": "sampling", "ops": [
-            {"op": "reweight", "task_id": "med-2", "weight": w}]}), step=10)
+        store.commit(
+            HarnessUpdate.model_validate(
+                {"interface": "sampling", "ops": [{"op": "reweight", "task_id": "med-2", "weight": w}]}
+            ),
+            step=10,
+        )
     line = {"step": 10, "version_before": 0, "version_after": 2, "n_events": 2, "thread_id": "orig"}
     if event_ids:
         line["event_ids"] = [e["id"] for e in evs]
     if reports:
-        line["reports"] = [{"event_id": e["id"], "task_id": e["task_id"], "decision": "rejected", "attempts": []}
-                           for e in evs]
-    (run / "rounds.jsonl").write_text(json.dumps({"step": 4, "n_events": 1, "version_before": 0}) + "\n" +
-                                      json.dumps(line) + "\n")
+        line["reports"] = [
+            {"event_id": e["id"], "task_id": e["task_id"], "decision": "rejected", "attempts": []} for e in evs
+        ]
+    (run / "rounds.jsonl").write_text(
+        json.dumps({"step": 4, "n_events": 1, "version_before": 0}) + "\n" + json.dumps(line) + "\n"
+    )
     ckpt = run / "checkpoints" / "checkpoint-10"
     ckpt.mkdir(parents=True)
-    (ckpt / "harness_version.json").write_text(json.dumps({"harness_version": 2, "step": 10, "memory_snapshot": "memory.jsonl"}))
+    (ckpt / "harness_version.json").write_text(
+        json.dumps({"harness_version": 2, "step": 10, "memory_snapshot": "memory.jsonl"})
+    )
     with TrainingMemory.persistent(root / "orig-memory", embedding="hash") as mem:
         for e in [early, *evs]:
             mem.add_event(event_record(e))
-        mem.add_attribution(AttributionRecord(event_id=evs[0]["id"], task_id="med-1", step=10, interface="criteria",
-                                              diagnosis="the round's own", confidence=0.5, failure_type="stuffing"))
-        mem.add_attribution(AttributionRecord(event_id=early["id"], task_id="geo-1", step=4, interface="sampling",
-                                              diagnosis="an earlier round's", confidence=0.5, failure_type="flat"))
+        mem.add_attribution(
+            AttributionRecord(
+                event_id=evs[0]["id"],
+                task_id="med-1",
+                step=10,
+                interface="criteria",
+                diagnosis="the round's own",
+                confidence=0.5,
+                failure_type="stuffing",
+            )
+        )
+        mem.add_attribution(
+            AttributionRecord(
+                event_id=early["id"],
+                task_id="geo-1",
+                step=4,
+                interface="sampling",
+                diagnosis="an earlier round's",
+                confidence=0.5,
+                failure_type="flat",
+            )
+        )
         mem.snapshot(ckpt / "memory.jsonl")
     return run, evs
 
@@ -163,11 +216,14 @@ def event_record(e: dict):
     return EventRecord(event=FailureEvent.model_validate(e), domain="medical", harness_version=0)
 
 
-@pytest.mark.parametrize("event_ids, reports, source", [
-    (True, True, "rounds.jsonl event_ids"),
-    (False, True, "rounds.jsonl reports"),
-    (False, False, "events.jsonl lines of steps 5..10"),
-])
+@pytest.mark.parametrize(
+    "event_ids, reports, source",
+    [
+        (True, True, "rounds.jsonl event_ids"),
+        (False, True, "rounds.jsonl reports"),
+        (False, False, "events.jsonl lines of steps 5..10"),
+    ],
+)
 def test_round_events_come_from_the_best_record_available(tmp_path, event_ids, reports, source):
     from trainer.replay import load_round
 
@@ -186,9 +242,26 @@ def test_replay_fake_run_two_brain_sets_from_the_given_version(tmp_path, openai_
     hashes = tree_hashes(run)
     openai_stub.responder = brain_responder("water water water water water rest dark")
     out = tmp_path / "cmp"
-    rc = main(["evolve", str(run), "--step", "10", "--policy", f"openai:{openai_stub.base_url}#policy",
-               "--proposer-model", "rules,openai:brain", "--base-url", openai_stub.base_url, "--sample-k", "4",
-               "--max-revisions", "0", "--out", str(out)])
+    rc = main(
+        [
+            "evolve",
+            str(run),
+            "--step",
+            "10",
+            "--policy",
+            f"openai:{openai_stub.base_url}#policy",
+            "--proposer-model",
+            "rules,openai:brain",
+            "--base-url",
+            openai_stub.base_url,
+            "--sample-k",
+            "4",
+            "--max-revisions",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert tree_hashes(run) == hashes
     data = json.loads((out / "comparison.json").read_text())
@@ -218,9 +291,16 @@ def test_graph_refuses_a_round_whose_store_moved_past_its_version(tmp_path):
     from graphs.evolver import graph
 
     key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: HONEST))
-    svc.store.commit(HarnessUpdate.model_validate({"interface": "sampling", "ops": [
-        {"op": "reweight", "task_id": "med-2", "weight": 0.5}]}), step=3)
+    svc.store.commit(
+        HarnessUpdate.model_validate(
+            {"interface": "sampling", "ops": [{"op": "reweight", "task_id": "med-2", "weight": 0.5}]}
+        ),
+        step=3,
+    )
     with pytest.raises(ValueError, match=r"harness_version=0, but the harness store .* is at v1"):
-        graph.invoke({"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10},
-                     {"configurable": {"thread_id": "t"}}, context={"services_key": key, "sample_k": 4})
+        graph.invoke(
+            {"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10},
+            {"configurable": {"thread_id": "t"}},
+            context={"services_key": key, "sample_k": 4},
+        )
     assert svc.store.latest().version == 1  # nothing committed

@@ -22,14 +22,29 @@ def _jsonl(path: Path, rows: list[dict]) -> None:
 
 def _update(version: int, step: int, interface: str, *, fallback: bool = False) -> dict:
     meta = {"event_id": f"e{version}", "fallback": True} if fallback else {"event_id": f"e{version}", "revision": 0}
-    return {"version": version, "parent_version": version - 1, "step": step, "meta": meta,
-            "update": {"interface": interface, "rationale": f"r{version}",
-                       "ops": [{"op": "reweight" if interface == "sampling" else "add_hint", "task_id": f"t{version}"}]}}
+    return {
+        "version": version,
+        "parent_version": version - 1,
+        "step": step,
+        "meta": meta,
+        "update": {
+            "interface": interface,
+            "rationale": f"r{version}",
+            "ops": [{"op": "reweight" if interface == "sampling" else "add_hint", "task_id": f"t{version}"}],
+        },
+    }
 
 
 def _rep(event_id: str, ftype: str, interface: str | None, decision: str, version: int | None = None) -> dict:
-    return {"event_id": event_id, "task_id": "t", "failure_type": ftype, "interface": interface,
-            "decision": decision, "committed_version": version, "attempts": []}
+    return {
+        "event_id": event_id,
+        "task_id": "t",
+        "failure_type": ftype,
+        "interface": interface,
+        "decision": decision,
+        "committed_version": version,
+        "attempts": [],
+    }
 
 
 @pytest.fixture()
@@ -38,26 +53,61 @@ def run_dir(tmp_path: Path) -> Path:
     v3 sampling accepted, v4 sampling fallback (attributed to sampling); not committed: one guidance
     rejection, one stale, one skipped batch-level event (no interface)."""
     root = tmp_path / "run"
-    _jsonl(root / "metrics.jsonl", [{"step": s, "reward": 0.1 * s, "reward_std": 0.1, "dead_share": 0.5,
-                                     "time": 10.0 * s, "pause_s": 2.0 if s in (4, 8) else 0.0, "judge_warnings": 0}
-                                    for s in range(1, 9)])
+    _jsonl(
+        root / "metrics.jsonl",
+        [
+            {
+                "step": s,
+                "reward": 0.1 * s,
+                "reward_std": 0.1,
+                "dead_share": 0.5,
+                "time": 10.0 * s,
+                "pause_s": 2.0 if s in (4, 8) else 0.0,
+                "judge_warnings": 0,
+            }
+            for s in range(1, 9)
+        ],
+    )
     types = ["flat", "flat", "collapse_high", "collapse_high", "collapse_low", "collapse_low", "flat", "stuffing"]
     _jsonl(root / "events.jsonl", [{"id": f"ev{i}", "type": t, "task_id": "t", "step": i} for i, t in enumerate(types)])
-    _jsonl(root / "rounds.jsonl", [
-        {"step": 4, "thread_id": "a", "event_types": ["flat", "collapse_low"], "outcomes": {"accepted": 1, "fallback": 1,
-                                                                                             "rejected": 1},
-         "reports": [_rep("ev0", "flat", "criteria", "accepted", 1), _rep("ev1", "flat", "criteria", "fallback", 2),
-                     _rep("ev4", "collapse_low", "guidance", "rejected")]},
-        {"step": 8, "thread_id": "b", "event_types": ["collapse_high", "collapse_low", "flat"],
-         "outcomes": {"accepted": 1, "fallback": 1, "rejected_stale": 1, "skipped": 1},
-         "reports": [_rep("ev2", "collapse_high", "sampling", "accepted", 3),
-                     _rep("ev3", "collapse_high", "sampling", "fallback", 4),
-                     _rep("ev5", "collapse_low", "guidance", "rejected_stale"),
-                     _rep("ev6", "flat", None, "skipped")]},
-    ])
-    _jsonl(root / "harness" / "updates.jsonl", [{"version": 0, "step": 0, "update": None},
-                                                _update(1, 4, "criteria"), _update(2, 4, "sampling", fallback=True),
-                                                _update(3, 8, "sampling"), _update(4, 8, "sampling", fallback=True)])
+    _jsonl(
+        root / "rounds.jsonl",
+        [
+            {
+                "step": 4,
+                "thread_id": "a",
+                "event_types": ["flat", "collapse_low"],
+                "outcomes": {"accepted": 1, "fallback": 1, "rejected": 1},
+                "reports": [
+                    _rep("ev0", "flat", "criteria", "accepted", 1),
+                    _rep("ev1", "flat", "criteria", "fallback", 2),
+                    _rep("ev4", "collapse_low", "guidance", "rejected"),
+                ],
+            },
+            {
+                "step": 8,
+                "thread_id": "b",
+                "event_types": ["collapse_high", "collapse_low", "flat"],
+                "outcomes": {"accepted": 1, "fallback": 1, "rejected_stale": 1, "skipped": 1},
+                "reports": [
+                    _rep("ev2", "collapse_high", "sampling", "accepted", 3),
+                    _rep("ev3", "collapse_high", "sampling", "fallback", 4),
+                    _rep("ev5", "collapse_low", "guidance", "rejected_stale"),
+                    _rep("ev6", "flat", None, "skipped"),
+                ],
+            },
+        ],
+    )
+    _jsonl(
+        root / "harness" / "updates.jsonl",
+        [
+            {"version": 0, "step": 0, "update": None},
+            _update(1, 4, "criteria"),
+            _update(2, 4, "sampling", fallback=True),
+            _update(3, 8, "sampling"),
+            _update(4, 8, "sampling", fallback=True),
+        ],
+    )
     return root
 
 
@@ -91,7 +141,7 @@ class _Tables(HTMLParser):
 
 def _table_after(page: str, heading: str) -> list[list[str]]:
     parser = _Tables()
-    parser.feed(page[page.index(f"<h2>{heading}</h2>"):])
+    parser.feed(page[page.index(f"<h2>{heading}</h2>") :])
     return parser.tables[0]
 
 
@@ -112,13 +162,21 @@ def test_update_points_and_plot_legend_count_each_outcome(run_dir, monkeypatch):
     for _step, iface, outcome, _label in pts:
         counts[(iface, outcome)] = counts.get((iface, outcome), 0) + 1
     # the fallback attributed to criteria changed sampling: it sits on the sampling row, as a fallback
-    assert counts == {("criteria", "accepted"): 1, ("sampling", "accepted"): 1, ("sampling", "fallback"): 2,
-                      ("guidance", "not accepted"): 2}
+    assert counts == {
+        ("criteria", "accepted"): 1,
+        ("sampling", "accepted"): 1,
+        ("sampling", "fallback"): 2,
+        ("guidance", "not accepted"): 2,
+    }
     monkeypatch.setattr(report, "_png", lambda fig: fig)  # keep the figure to read its legend
     fig = report._updates_plot(data, [x["step"] for x in data["metrics"]])
     legend = sorted(t.get_text() for t in fig.axes[0].get_legend().get_texts())
-    assert legend == ["criteria accepted (1)", "guidance not accepted (2)", "sampling accepted (1)",
-                      "sampling fallback (2)"]
+    assert legend == [
+        "criteria accepted (1)",
+        "guidance not accepted (2)",
+        "sampling accepted (1)",
+        "sampling fallback (2)",
+    ]
     markers = {c.get_label(): c for c in fig.axes[0].collections}
     assert markers["sampling fallback (2)"].get_facecolors().size == 0  # hollow: committed without acceptance
     assert markers["sampling accepted (1)"].get_facecolors().size > 0
@@ -145,8 +203,14 @@ def test_page_tables_match_the_run(run_dir):
     assert types["total"] == ["8", "7", "2", "2", "3"]
 
     ifaces = {row[0]: row[1:] for row in _table_after(page, "Proposals and updates by interface")}
-    assert ifaces["interface"] == ["proposals", "accepted", "fallback", "rejected", "committed (accepted)",
-                                   "committed (fallback)"]
+    assert ifaces["interface"] == [
+        "proposals",
+        "accepted",
+        "fallback",
+        "rejected",
+        "committed (accepted)",
+        "committed (fallback)",
+    ]
     assert ifaces["criteria"] == ["2", "1", "1", "0", "1", "0"]
     assert ifaces["sampling"] == ["2", "1", "1", "0", "1", "2"]
     assert ifaces["guidance"] == ["2", "0", "0", "2", "0", "0"]
@@ -154,8 +218,12 @@ def test_page_tables_match_the_run(run_dir):
     assert ifaces["total"] == ["7", "2", "2", "3", "2", "2"]
 
     updates = _table_after(page, "Harness updates")
-    assert [(r[0], r[2], r[3]) for r in updates[1:]] == [("1", "criteria", "accepted"), ("2", "sampling", "fallback"),
-                                                          ("3", "sampling", "accepted"), ("4", "sampling", "fallback")]
+    assert [(r[0], r[2], r[3]) for r in updates[1:]] == [
+        ("1", "criteria", "accepted"),
+        ("2", "sampling", "fallback"),
+        ("3", "sampling", "accepted"),
+        ("4", "sampling", "fallback"),
+    ]
     rounds = _table_after(page, "Evolver rounds")
     assert rounds[1][rounds[0].index("outcomes")] == "accepted: 1, fallback: 1, rejected: 1"
 
@@ -171,19 +239,42 @@ def _costed(event_id: str, interface: str, attempts: list[dict]) -> dict:
 
 def test_cost_table_sums_each_proposals_measurement_per_interface(run_dir):
     """Every attempt's `cost_*` numbers (critic) are summed under the attributed interface; revisions count."""
+
     def nums(probes, tokens, calls, secs, reused=0):
-        return {"numbers": {"cost_probe_rollouts": probes, "cost_probe_tokens": tokens, "cost_judge_calls": calls,
-                            "cost_seconds": secs, "cost_reused_rollouts": reused, "std_gain": 0.1}}
+        return {
+            "numbers": {
+                "cost_probe_rollouts": probes,
+                "cost_probe_tokens": tokens,
+                "cost_judge_calls": calls,
+                "cost_seconds": secs,
+                "cost_reused_rollouts": reused,
+                "std_gain": 0.1,
+            }
+        }
 
     rounds = read_jsonl(run_dir / "rounds.jsonl")
-    rounds.append({"step": 9, "thread_id": "c", "outcomes": {"rejected": 2}, "reports": [
-        _costed("ev8", "guidance", [nums(8, 96, 0, 1.5), nums(16, 200, 2, 2.25)]),
-        _costed("ev9", "criteria", [nums(0, 0, 1, 0.5, reused=8), {"numbers": None}]),  # unmeasured revision
-    ]})
+    rounds.append(
+        {
+            "step": 9,
+            "thread_id": "c",
+            "outcomes": {"rejected": 2},
+            "reports": [
+                _costed("ev8", "guidance", [nums(8, 96, 0, 1.5), nums(16, 200, 2, 2.25)]),
+                _costed("ev9", "criteria", [nums(0, 0, 1, 0.5, reused=8), {"numbers": None}]),  # unmeasured revision
+            ],
+        }
+    )
     _jsonl(run_dir / "rounds.jsonl", rounds)
     rows = {r["interface"]: r for r in report.cost_rows(report.collect(run_dir))}
-    assert rows["guidance"] == {"interface": "guidance", "proposals": 2, "probe rollouts": 24, "reused rollouts": 0,
-                                "tokens": 296, "judge calls": 2, "seconds": 3.75}
+    assert rows["guidance"] == {
+        "interface": "guidance",
+        "proposals": 2,
+        "probe rollouts": 24,
+        "reused rollouts": 0,
+        "tokens": 296,
+        "judge calls": 2,
+        "seconds": 3.75,
+    }
     assert rows["criteria"]["proposals"] == 2 and rows["criteria"]["reused rollouts"] == 8
     assert rows["criteria"]["probe rollouts"] == 0 and rows["sampling"]["proposals"] == 0
     assert rows["total"]["probe rollouts"] == 24 and rows["total"]["seconds"] == 4.25
@@ -199,9 +290,11 @@ def test_update_effect_rows_split_each_tasks_groups_at_the_update(run_dir):
 
     data = report.collect(run_dir)
     # t1 (v1 at step 4): groups at steps 2 and 4 before, 6 after; one dead before, none after.
-    data["metrics"] = [{"step": 2, "tasks": ["t1", "x"], "group_means": [0.0, 0.5], "group_stds": [0.0, 0.2]},
-                       {"step": 4, "tasks": ["t1"], "group_means": [0.5], "group_stds": [0.3]},
-                       {"step": 6, "tasks": ["t1"], "group_means": [0.7], "group_stds": [0.25]}]
+    data["metrics"] = [
+        {"step": 2, "tasks": ["t1", "x"], "group_means": [0.0, 0.5], "group_stds": [0.0, 0.2]},
+        {"step": 4, "tasks": ["t1"], "group_means": [0.5], "group_stds": [0.3]},
+        {"step": 6, "tasks": ["t1"], "group_means": [0.7], "group_stds": [0.25]},
+    ]
     rows = {r["version"]: r for r in update_effect_rows(data)}
     r1 = rows[1]
     assert (r1["groups before"], r1["groups after"]) == (2, 1)
@@ -209,8 +302,17 @@ def test_update_effect_rows_split_each_tasks_groups_at_the_update(run_dir):
     assert r1["mean after"] == pytest.approx(0.7) and r1["dead after"] == 0.0 and r1["outcome"] == "accepted"
     assert rows[2]["groups before"] == 0 and rows[2]["mean after"] is None and rows[2]["outcome"] == "fallback"
     # A harder variant an update added is the task's "after": its groups count there.
-    data["updates"] = [{"version": 9, "step": 4, "meta": {}, "update": {"interface": "sampling", "ops": [
-        {"op": "add_variant", "task_id": "t1", "variant_id": "t1.v9-hard"}]}}]
+    data["updates"] = [
+        {
+            "version": 9,
+            "step": 4,
+            "meta": {},
+            "update": {
+                "interface": "sampling",
+                "ops": [{"op": "add_variant", "task_id": "t1", "variant_id": "t1.v9-hard"}],
+            },
+        }
+    ]
     data["metrics"].append({"step": 7, "tasks": ["t1.v9-hard"], "group_means": [0.4], "group_stds": [0.2]})
     (v9,) = update_effect_rows(data)
     assert v9["tasks"] == ["t1", "t1.v9-hard"] and v9["groups after"] == 2 and v9["mean after"] == pytest.approx(0.55)
@@ -221,12 +323,25 @@ def test_eval_domains_side_by_side_and_summary_sentences(run_dir):
 
     data = report.collect(run_dir)
     data["eval"] = {
-        "base": {"n_tasks": 2, "avg_at_k": 0.4, "audit": 0.5,
-                 "domains": {"med": {"n_tasks": 1, "avg_at_k": 0.3, "audit": 0.5},
-                             "sci": {"n_tasks": 1, "avg_at_k": 0.5, "audit": None}}},
-        "trained": {"n_tasks": 2, "avg_at_k": 0.5, "audit": 0.6,
-                    "domains": {"med": {"n_tasks": 1, "avg_at_k": 0.45, "audit": 0.6},
-                                "sci": {"n_tasks": 1, "avg_at_k": 0.55, "audit": None}}}}
+        "base": {
+            "n_tasks": 2,
+            "avg_at_k": 0.4,
+            "audit": 0.5,
+            "domains": {
+                "med": {"n_tasks": 1, "avg_at_k": 0.3, "audit": 0.5},
+                "sci": {"n_tasks": 1, "avg_at_k": 0.5, "audit": None},
+            },
+        },
+        "trained": {
+            "n_tasks": 2,
+            "avg_at_k": 0.5,
+            "audit": 0.6,
+            "domains": {
+                "med": {"n_tasks": 1, "avg_at_k": 0.45, "audit": 0.6},
+                "sci": {"n_tasks": 1, "avg_at_k": 0.55, "audit": None},
+            },
+        },
+    }
     rows = {r["domain"]: r for r in eval_domain_rows(data)}
     assert rows["med"]["criteria change"] == pytest.approx(0.15) and rows["sci"]["audit change"] is None
     assert rows["all"]["audit change"] == pytest.approx(0.1)
@@ -243,12 +358,31 @@ def test_report_writes_a_trace_page_per_round_and_links_it(tmp_path, tiny_model_
 
     run = tmp_path / "run"
     snapshot = Path(__file__).parent / "fixtures" / "evolver_snapshot"
-    assert main(["evolve", str(snapshot), "--run-dir", str(run), "--policy", f"local:{tiny_model_dir}",
-                 "--sample-k", "2", "--max-revisions", "0", "--thread", "t1"]) == 0
+    assert (
+        main(
+            [
+                "evolve",
+                str(snapshot),
+                "--run-dir",
+                str(run),
+                "--policy",
+                f"local:{tiny_model_dir}",
+                "--sample-k",
+                "2",
+                "--max-revisions",
+                "0",
+                "--thread",
+                "t1",
+            ]
+        )
+        == 0
+    )
     _jsonl(run / "metrics.jsonl", [{"step": 1, "reward": 0.0, "dead_share": 1.0, "time": 1.0, "pause_s": 0.0}])
     _jsonl(run / "events.jsonl", [])
-    _jsonl(run / "rounds.jsonl", [{"step": 1, "thread_id": "t1", "reports": []},
-                                  {"step": 2, "thread_id": "on-server", "reports": []}])
+    _jsonl(
+        run / "rounds.jsonl",
+        [{"step": 1, "thread_id": "t1", "reports": []}, {"step": 2, "thread_id": "on-server", "reports": []}],
+    )
     page = report.build_report(run).read_text()
     assert (run / "traces" / "t1.html").is_file() and not (run / "traces" / "on-server.html").exists()
     assert '<a href="traces/t1.html">t1</a>' in page and "on-server</td>" in page

@@ -17,10 +17,22 @@ from tests.fakes.fake_chat import FunctionChatModel
 STATE = HarnessState.from_tasks(suite())
 
 
-def _group(texts: list[str], rewards: list[float], audits: list[float] | None = None,
-           verdicts: list[dict[str, bool]] | None = None, step: int = 1) -> GroupSummary:
-    rollouts = [RolloutRecord(text=t, reward=r, audit=None if audits is None else audits[i],
-                              verdicts={} if verdicts is None else verdicts[i]) for i, (t, r) in enumerate(zip(texts, rewards))]
+def _group(
+    texts: list[str],
+    rewards: list[float],
+    audits: list[float] | None = None,
+    verdicts: list[dict[str, bool]] | None = None,
+    step: int = 1,
+) -> GroupSummary:
+    rollouts = [
+        RolloutRecord(
+            text=t,
+            reward=r,
+            audit=None if audits is None else audits[i],
+            verdicts={} if verdicts is None else verdicts[i],
+        )
+        for i, (t, r) in enumerate(zip(texts, rewards))
+    ]
     stats = GroupStats.from_rollouts("med-1", step, rollouts)
     return GroupSummary.from_stats(stats, texts=texts)
 
@@ -30,8 +42,9 @@ def _words(n: int, word: str = "rest") -> str:
 
 
 def _ev(etype: str, **kw) -> FailureEvent:
-    return FailureEvent(id=f"e-{etype}", type=etype, task_id="med-1", step=10, window=[9, 10], window_hits=2,
-                        confirmed=True, **kw)
+    return FailureEvent(
+        id=f"e-{etype}", type=etype, task_id="med-1", step=10, window=[9, 10], window_hits=2, confirmed=True, **kw
+    )
 
 
 def test_signals_summarise_lengths_rewards_and_contrasts() -> None:
@@ -40,7 +53,12 @@ def test_signals_summarise_lengths_rewards_and_contrasts() -> None:
     assert (sig.n, sig.length_median, sig.low_reward_length, sig.high_reward_length) == (4, 25.0, 15.0, 35.0)
     assert sig.best is not None and sig.best.startswith("rest0") and sig.contrast_criteria == []
     # Gamed rollouts (audit < 0.5) meet "water" far more often than honest ones: its id, and only its id, is named.
-    verdicts = [{"water": True, "x": True}, {"water": True, "x": False}, {"water": False, "x": True}, {"water": False, "x": False}]
+    verdicts = [
+        {"water": True, "x": True},
+        {"water": True, "x": False},
+        {"water": False, "x": True},
+        {"water": False, "x": False},
+    ]
     sig = rollout_signals([_group(texts, [0.5] * 4, audits=[0.1, 0.2, 0.9, 0.8], verdicts=verdicts)])
     assert sig.contrast_criteria == ["water"]
     assert "audit" not in json.dumps(sig.public())
@@ -50,8 +68,9 @@ def test_signals_summarise_lengths_rewards_and_contrasts() -> None:
 def test_saturated_task_gets_a_variant_sized_to_its_rollouts() -> None:
     texts = [_words(12), _words(16), _words(24), _words(30)]
     sig = rollout_signals([_group(texts, [1.0] * 4)])
-    prop = proposer.rule_proposal(_ev("collapse_high"), Attribution(interface="sampling", diagnosis="d"), STATE, [],
-                                  step=10, signals=sig)
+    prop = proposer.rule_proposal(
+        _ev("collapse_high"), Attribution(interface="sampling", diagnosis="d"), STATE, [], step=10, signals=sig
+    )
     (op,) = prop.update.ops
     assert prop.template == "variant_sized" and "at most 20 words" in op.prompt[-1].content
     check = op.extra_criteria[0].check
@@ -59,7 +78,9 @@ def test_saturated_task_gets_a_variant_sized_to_its_rollouts() -> None:
     assert met == [True, True, False, False]  # the budget splits what the policy writes now
     assert validate(STATE, prop.update) == []
     # Without cached rollouts the bank's fixed constraints are used, as before.
-    plain = proposer.rule_proposal(_ev("collapse_high"), Attribution(interface="sampling", diagnosis="d"), STATE, [], step=10)
+    plain = proposer.rule_proposal(
+        _ev("collapse_high"), Attribution(interface="sampling", diagnosis="d"), STATE, [], step=10
+    )
     assert plain.template.startswith("variant:")
 
 
@@ -82,8 +103,9 @@ def test_spurious_repairs_target_the_contrast_criteria_with_a_sized_floor() -> N
     texts = [_words(6, "water"), _words(8, "water"), _words(30), _words(34)]
     verdicts = [{"water": True}, {"water": True}, {"water": False}, {"water": False}]
     sig = rollout_signals([_group(texts, [0.9, 0.9, 0.4, 0.4], audits=[0.0, 0.1, 0.9, 0.9], verdicts=verdicts)])
-    prop = proposer.rule_proposal(_ev("spurious_audit"), Attribution(interface="criteria", diagnosis="d"), STATE, [],
-                                  step=10, signals=sig)
+    prop = proposer.rule_proposal(
+        _ev("spurious_audit"), Attribution(interface="criteria", diagnosis="d"), STATE, [], step=10, signals=sig
+    )
     assert prop.template == "tighten_contrast"
     (op,) = prop.update.ops
     assert op.criterion_id == "water"
@@ -101,8 +123,14 @@ def test_llm_proposer_reads_the_rollouts_but_never_an_audit_score() -> None:
         seen.extend(str(m.content) for m in messages)
         return "not json"
 
-    proposer.llm_proposal(FunctionChatModel(respond=respond), _ev("spurious_audit"),
-                          Attribution(interface="criteria", diagnosis="d"), STATE, [], signals=sig)
+    proposer.llm_proposal(
+        FunctionChatModel(respond=respond),
+        _ev("spurious_audit"),
+        Attribution(interface="criteria", diagnosis="d"),
+        STATE,
+        [],
+        signals=sig,
+    )
     prompt = "\n".join(seen)
     assert '"contrast_criteria": [' in prompt and "water0 water1" in prompt  # ids and snippets reach the LLM
     rollouts = prompt.split('"rollouts"', 1)[1]

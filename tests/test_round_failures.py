@@ -16,20 +16,20 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from test_trainer_support import TINY_TASKS, _task, tiny_config, write_suite
 
 from agents.context import EvolverContext
 from graphs.runner import RoundTimeout, run_in_process, split_context
 from harness.types import FailureEvent
 from memory.store import TrainingMemory
-from test_trainer_support import TINY_TASKS, _task, tiny_config, write_suite
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
 from trainer.callback import HarnessCallback
 from trainer.evolver_round import EvolverStopped, server_setting_notes
+from trainer.harness_run import HarnessRun
 from trainer.progress import ConsoleProgress, scoring_flag_lines
 from trainer.report import summary, summary_sentences
 from trainer.reward import RubricReward
 from trainer.round_events import take_events
-from trainer.harness_run import HarnessRun
 from trainer.sampler import HarnessSampler
 
 
@@ -41,8 +41,13 @@ def _run(tmp_path, *overrides, tasks=TINY_TASKS):
 
 
 def _event(step):
-    return FailureEvent(id=f"collapse_low:t-paris:{step}", type="collapse_low", task_id="t-paris", step=step,
-                        stats={"harness_version": 0})
+    return FailureEvent(
+        id=f"collapse_low:t-paris:{step}",
+        type="collapse_low",
+        task_id="t-paris",
+        step=step,
+        stats={"harness_version": 0},
+    )
 
 
 def _callback(run, outcomes):
@@ -71,12 +76,15 @@ def _step(cb, run, step, *, events=True):
 
 
 # -- failed rounds in a row stop training -------------------------------------------------------------------
-@pytest.mark.parametrize("outcomes, limit, stops_at", [
-    ([True, True, True], 3, 6),             # three failures in a row: stop after the third
-    ([True, True, False, True, True], 3, None),  # a round that ran resets the count
-    ([True], 1, 2),
-    ([True] * 5, 0, None),                  # 0: never stop
-])
+@pytest.mark.parametrize(
+    "outcomes, limit, stops_at",
+    [
+        ([True, True, True], 3, 6),  # three failures in a row: stop after the third
+        ([True, True, False, True, True], 3, None),  # a round that ran resets the count
+        ([True], 1, 2),
+        ([True] * 5, 0, None),  # 0: never stop
+    ],
+)
 def test_failed_rounds_in_a_row_stop_training(tmp_path, outcomes, limit, stops_at, caplog):
     run = _run(tmp_path, f"harness.max_failed_rounds={limit}")
     try:
@@ -132,8 +140,9 @@ def test_harnessrl_train_exits_non_zero_with_the_reason(tmp_path, monkeypatch, c
     from trainer.cli import build_parser
 
     suite = write_suite(tmp_path / "suite")
-    args = build_parser().parse_args(["train", "--set", f"run_dir={tmp_path / 'run'}", "--set", f"data.suite={suite}",
-                                      "--no-progress"])
+    args = build_parser().parse_args(
+        ["train", "--set", f"run_dir={tmp_path / 'run'}", "--set", f"data.suite={suite}", "--no-progress"]
+    )
     assert train_cmd.run(args) == 1
     assert "rounds in a row failed" in capsys.readouterr().err
 
@@ -210,16 +219,21 @@ def test_the_trainer_rolls_back_a_round_over_its_pause_budget(tmp_path):
 
 
 # -- unscoreable responses and skipped criteria, per step ------------------------------------------------------
-TEXT_ONLY = _task("t-text", "Write a kind note.", [
-    {"id": "c1", "text": "Is kind", "weight": 5, "kind": "essential"}])
+TEXT_ONLY = _task("t-text", "Write a kind note.", [{"id": "c1", "text": "Is kind", "weight": 5, "kind": "essential"}])
 
 
 def _reward_step(run, task_ids, texts):
     reward = RubricReward(run, num_generations=4)
     n = len(texts)
-    asyncio.run(reward(prompts=[[{"role": "user", "content": "x"}]] * n,
-                       completions=[[{"role": "assistant", "content": t}] for t in texts], task_id=task_ids,
-                       harness_version=[0] * n, trainer_state=SimpleNamespace(global_step=0)))
+    asyncio.run(
+        reward(
+            prompts=[[{"role": "user", "content": "x"}]] * n,
+            completions=[[{"role": "assistant", "content": t}] for t in texts],
+            task_id=task_ids,
+            harness_version=[0] * n,
+            trainer_state=SimpleNamespace(global_step=0),
+        )
+    )
     return run.pop_step(1)
 
 
@@ -243,8 +257,12 @@ def test_a_clean_step_has_zero_counts(tmp_path):
         rec = _reward_step(run, ["t-paris"] * 4, ["Paris."] * 4)
     finally:
         run.close()
-    assert (rec["unscoreable"], rec["criteria_skipped"], rec["unscoreable_flagged"], rec["skipped_flagged"]) == \
-        (0, 0, False, False)
+    assert (rec["unscoreable"], rec["criteria_skipped"], rec["unscoreable_flagged"], rec["skipped_flagged"]) == (
+        0,
+        0,
+        False,
+        False,
+    )
 
 
 @pytest.mark.parametrize("allowed, skipped_lines", [(True, 1), (False, 3)])
@@ -254,10 +272,15 @@ def test_console_says_skipped_criteria_once_when_the_config_allows_them(tmp_path
         console = ConsoleProgress(run)
         with caplog.at_level(logging.WARNING, logger="harnessrl"):
             for step in (1, 2, 3):
-                run.last_record = {"unscoreable": 2, "unscoreable_flagged": True, "criteria_skipped": 4,
-                                   "skipped_flagged": True}
-                console.on_step_end(None, SimpleNamespace(global_step=step, max_steps=3, is_world_process_zero=True),
-                                    None)
+                run.last_record = {
+                    "unscoreable": 2,
+                    "unscoreable_flagged": True,
+                    "criteria_skipped": 4,
+                    "skipped_flagged": True,
+                }
+                console.on_step_end(
+                    None, SimpleNamespace(global_step=step, max_steps=3, is_world_process_zero=True), None
+                )
     finally:
         run.close()
     assert caplog.text.count("could not be scored") == 3  # never silenced
@@ -265,14 +288,19 @@ def test_console_says_skipped_criteria_once_when_the_config_allows_them(tmp_path
 
 
 def test_report_sums_the_scoring_counts():
-    data = {"rounds": [], "updates": [], "events": [], "metrics": [
-        {"step": 1, "unscoreable": 2, "criteria_skipped": 4, "judge_left_out": 0, "unscoreable_flagged": True},
-        {"step": 2, "unscoreable": 0, "criteria_skipped": 1, "judge_left_out": 3, "judge_flagged": True},
-        {"step": 3}]}  # a step written before these counts existed
+    data = {
+        "rounds": [],
+        "updates": [],
+        "events": [],
+        "metrics": [
+            {"step": 1, "unscoreable": 2, "criteria_skipped": 4, "judge_left_out": 0, "unscoreable_flagged": True},
+            {"step": 2, "unscoreable": 0, "criteria_skipped": 1, "judge_left_out": 3, "judge_flagged": True},
+            {"step": 3},
+        ],
+    }  # a step written before these counts existed
     s = summary(data)
     assert (s["unscoreable"], s["criteria_skipped"], s["judge_left_out"], s["steps_flagged"]) == (2, 5, 3, 2)
-    assert any("2 responses could not be scored" in line and "2 steps flagged" in line
-               for line in summary_sentences(s))
+    assert any("2 responses could not be scored" in line and "2 steps flagged" in line for line in summary_sentences(s))
 
 
 # -- what a LangGraph server round does not take from the config -------------------------------------------

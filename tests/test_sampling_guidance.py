@@ -38,9 +38,21 @@ def test_updates_show_up_on_next_draw() -> None:
     holder = {"s": state()}
     sampler = TaskSampler(lambda: holder["s"], seed=1)
     assert "med-002" in sampler.draw(200)
-    holder["s"] = apply(holder["s"], HarnessUpdate(interface="sampling", ops=[{"op": "retire", "task_id": "med-002"},
-                        {"op": "add_variant", "task_id": "med-001", "variant_id": "v1",
-                         "prompt": [{"role": "user", "content": "Harder?"}]}]))
+    holder["s"] = apply(
+        holder["s"],
+        HarnessUpdate(
+            interface="sampling",
+            ops=[
+                {"op": "retire", "task_id": "med-002"},
+                {
+                    "op": "add_variant",
+                    "task_id": "med-001",
+                    "variant_id": "v1",
+                    "prompt": [{"role": "user", "content": "Harder?"}],
+                },
+            ],
+        ),
+    )
     drawn = set(sampler.draw(300))
     assert "med-002" not in drawn and "v1" in drawn
 
@@ -71,8 +83,11 @@ def test_sampler_state_round_trip() -> None:
 
 
 def test_quarantined_task_is_skipped_until_its_expiry_step_then_drawn_again() -> None:
-    s = apply(state(), HarnessUpdate(interface="sampling", ops=[{"op": "quarantine", "task_id": "med-002", "until_step": 8}]),
-              step=4)
+    s = apply(
+        state(),
+        HarnessUpdate(interface="sampling", ops=[{"op": "quarantine", "task_id": "med-002", "until_step": 8}]),
+        step=4,
+    )
     sampler = TaskSampler(lambda: s, seed=2)
     for step in (4, 5, 7):
         assert set(sampler.weights(step)) == {"med-001", "med-003"}

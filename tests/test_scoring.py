@@ -31,7 +31,9 @@ def test_aggregate_never_exceeds_one() -> None:
     assert aggregate([crit("a", 10)], {"a": True}) == 1.0
 
 
-@pytest.mark.parametrize("met,msg", [({"e": True}, "missing"), ({**{c.id: True for c in CRITERIA}, "zz": True}, "unknown")])
+@pytest.mark.parametrize(
+    "met,msg", [({"e": True}, "missing"), ({**{c.id: True for c in CRITERIA}, "zz": True}, "unknown")]
+)
 def test_aggregate_refuses_mismatched_verdicts(met: dict[str, bool], msg: str) -> None:
     with pytest.raises(ValueError, match=msg):
         aggregate(CRITERIA, met)
@@ -61,8 +63,10 @@ STALLING_TEXT = "water " + "a" * 60_000
 
 @pytest.mark.parametrize("must_match", [True, False])
 def test_a_check_timeout_is_an_error_verdict_never_met_or_unmet(must_match: bool) -> None:
-    criteria = [crit("water", 5, check={"type": "contains_any", "phrases": ["water"]}),
-                crit("slow", -5, check={"type": "regex", "pattern": SLOW, "must_match": must_match})]
+    criteria = [
+        crit("water", 5, check={"type": "contains_any", "phrases": ["water"]}),
+        crit("slow", -5, check={"type": "regex", "pattern": SLOW, "must_match": must_match}),
+    ]
     verdicts = programmatic_verdicts(criteria, STALLING_TEXT)
     assert verdicts["slow"].source == "error" and not verdicts["slow"].decided
     assert "timed out" in verdicts["slow"].reason
@@ -73,6 +77,9 @@ def test_a_check_timeout_is_an_error_verdict_never_met_or_unmet(must_match: bool
 
 
 def test_score_programmatic_refuses_when_only_failed_checks_carry_weight() -> None:
-    criteria = [crit("slow", 5, check={"type": "regex", "pattern": SLOW}), crit("p", -1, check={"type": "word_count", "min": 1})]
+    criteria = [
+        crit("slow", 5, check={"type": "regex", "pattern": SLOW}),
+        crit("p", -1, check={"type": "word_count", "min": 1}),
+    ]
     with pytest.raises(ValueError, match="could be decided.*timed out"):
         score_programmatic(criteria, STALLING_TEXT)

@@ -13,13 +13,20 @@ import pytest
 
 from agents.context import EvolverContext
 from graphs.services import (
-    get_services, live_services, parse_policy, register_services, services_from_settings, unregister_services,
+    get_services,
+    live_services,
+    parse_policy,
+    register_services,
+    services_from_settings,
+    unregister_services,
 )
 from harness.detector import DetectorConfig
 from harness.store import HarnessStore
-from tests.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
-from tests.services_factories import mixed_answers as _mixed, tool_state as _state, tools_by_name as _tools
 from measure.judge import Judge
+from tests.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
+from tests.services_factories import mixed_answers as _mixed
+from tests.services_factories import tool_state as _state
+from tests.services_factories import tools_by_name as _tools
 
 SAMPLING = ("sample_k", "max_tokens", "temperature", "seed")
 
@@ -38,8 +45,16 @@ def test_register_and_get_services(services):
 def test_services_from_settings_over_real_http(tmp_path, openai_stub):
     HarnessStore(tmp_path / "harness").init(_state())
     openai_stub.responder = lambda req: "water and rest"
-    ctx = {"run_dir": str(tmp_path), "memory": "none", "policy": f"openai:{openai_stub.base_url}#stub",
-           "judge_model": "rules", "sample_k": 3, "max_tokens": 8, "seed": 1, "critic_model": "rules"}
+    ctx = {
+        "run_dir": str(tmp_path),
+        "memory": "none",
+        "policy": f"openai:{openai_stub.base_url}#stub",
+        "judge_model": "rules",
+        "sample_k": 3,
+        "max_tokens": 8,
+        "seed": 1,
+        "critic_model": "rules",
+    }
     s = get_services(ctx)
     assert get_services(dict(ctx)) is s  # built once per settings
     assert (s.sample_k, s.max_tokens, s.memory) == (3, 8, None)
@@ -91,8 +106,9 @@ def test_live_services_sample_like_the_context(tmp_path):
     store.init(_state())
     ctx = EvolverContext(sample_k=3, max_tokens=9, temperature=0.7, seed=11)
     policy = ScriptedPolicy(_mixed)
-    svc = live_services(ctx, store=store, endpoint=policy, judge=Judge(None), memory=None,
-                        detector_config=DetectorConfig())
+    svc = live_services(
+        ctx, store=store, endpoint=policy, judge=Judge(None), memory=None, detector_config=DetectorConfig()
+    )
     assert {k: getattr(svc, k) for k in SAMPLING} == {k: getattr(ctx, k) for k in SAMPLING}
     _tools(svc)["sample_policy"].invoke({"task_id": "a", "n": 2})
     assert policy.calls[-1]["seed"] == ctx.seed == 11
@@ -100,8 +116,14 @@ def test_live_services_sample_like_the_context(tmp_path):
 
 def test_services_from_context_settings_sample_like_the_context(tmp_path):
     HarnessStore(tmp_path / "harness").init(_state())
-    ctx = EvolverContext(run_dir=str(tmp_path), policy="openai:http://127.0.0.1:9/v1#m", sample_k=3, max_tokens=9,
-                         temperature=0.7, seed=11)
+    ctx = EvolverContext(
+        run_dir=str(tmp_path),
+        policy="openai:http://127.0.0.1:9/v1#m",
+        sample_k=3,
+        max_tokens=9,
+        temperature=0.7,
+        seed=11,
+    )
     svc = get_services(ctx.to_dict())
     assert {k: getattr(svc, k) for k in SAMPLING} == {k: getattr(ctx, k) for k in SAMPLING}
 
@@ -110,7 +132,9 @@ def test_graphs_services_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, graphs.services; "
-            "bad = [m for m in ('torch', 'chromadb', 'transformers', 'trl') if m in sys.modules]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, graphs.services; "
+        "bad = [m for m in ('torch', 'chromadb', 'transformers', 'trl') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -22,7 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def upd(*ops: dict) -> HarnessUpdate:
-    return HarnessUpdate.model_validate({"interface": OP_INTERFACE[ops[0]["op"]], "ops": list(ops), "rationale": "test"})
+    return HarnessUpdate.model_validate(
+        {"interface": OP_INTERFACE[ops[0]["op"]], "ops": list(ops), "rationale": "test"}
+    )
 
 
 @pytest.fixture
@@ -103,14 +105,31 @@ def test_orphaned_version_gets_a_recovery_record(store: HarnessStore) -> None:
 
 
 def test_diff_lines(store: HarnessStore) -> None:
-    store.commit(upd({"op": "reweight", "task_id": "med-001", "weight": 0.5}, {"op": "retire", "task_id": "med-002"},
-                     {"op": "add_variant", "task_id": "med-003", "variant_id": "med-003-v1",
-                      "prompt": [{"role": "user", "content": "Harder version?"}]}))
-    store.commit(upd({"op": "add_hint", "task_id": "med-001", "hint": {"id": "h1", "text": "Mention water."}},
-                     {"op": "set_schedule", "task_id": "med-001", "schedule": {"mode": "constant"}}))
-    store.commit(upd({"op": "remove_criterion", "task_id": "med-001", "criterion_id": "c2"},
-                     {"op": "reweight_criterion", "task_id": "med-001", "criterion_id": "p1", "weight": -5},
-                     {"op": "add_criterion", "task_id": "med-001", "criterion": crit("c7", 1, "optional").model_dump()}))
+    store.commit(
+        upd(
+            {"op": "reweight", "task_id": "med-001", "weight": 0.5},
+            {"op": "retire", "task_id": "med-002"},
+            {
+                "op": "add_variant",
+                "task_id": "med-003",
+                "variant_id": "med-003-v1",
+                "prompt": [{"role": "user", "content": "Harder version?"}],
+            },
+        )
+    )
+    store.commit(
+        upd(
+            {"op": "add_hint", "task_id": "med-001", "hint": {"id": "h1", "text": "Mention water."}},
+            {"op": "set_schedule", "task_id": "med-001", "schedule": {"mode": "constant"}},
+        )
+    )
+    store.commit(
+        upd(
+            {"op": "remove_criterion", "task_id": "med-001", "criterion_id": "c2"},
+            {"op": "reweight_criterion", "task_id": "med-001", "criterion_id": "p1", "weight": -5},
+            {"op": "add_criterion", "task_id": "med-001", "criterion": crit("c7", 1, "optional").model_dump()},
+        )
+    )
     d = store.diff(0, 3)
     assert "variants: + med-003-v1 (parent med-003, 3 criteria)" in d
     assert "sampling med-001: weight 1 -> 0.5" in d

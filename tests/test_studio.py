@@ -25,8 +25,14 @@ pytestmark = pytest.mark.studio
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT = REPO / "tests" / "fixtures" / "evolver_snapshot"
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
-TIGHT = {"type": "all_of", "checks": [{"type": "contains_any", "phrases": ["water"]}, {"type": "word_count", "min": 8},
-                                      {"type": "max_repeated_ngram", "n": 1, "max_count": 3}]}
+TIGHT = {
+    "type": "all_of",
+    "checks": [
+        {"type": "contains_any", "phrases": ["water"]},
+        {"type": "word_count", "min": 8},
+        {"type": "max_repeated_ngram", "n": 1, "max_count": 3},
+    ],
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +42,13 @@ def server(tmp_path_factory):
         pytest.fail(f"{langgraph} missing: install the dev extra (langgraph-cli[inmem])")
     port = free_port()
     log_path = tmp_path_factory.mktemp("studio") / "langgraph-dev.log"
-    env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1", "PYTHONPATH": str(REPO),
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "LANGSMITH_TRACING": "false",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+    }
     url = f"http://127.0.0.1:{port}"
     cmd = [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port), "--config", "langgraph.json"]
     with running_server(cmd, ready_url=f"{url}/ok", log_path=log_path, timeout_s=90, env=env, cwd=REPO):
@@ -51,8 +62,13 @@ def stub(openai_stub):
 
     def respond(request):
         if "response_format" in request:
-            return {"update": {"interface": "criteria", "ops": [
-                {"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": TIGHT}]}, "rationale": "llm"}
+            return {
+                "update": {
+                    "interface": "criteria",
+                    "ops": [{"op": "edit_criterion", "task_id": "med-1", "criterion_id": "water", "check": TIGHT}],
+                },
+                "rationale": "llm",
+            }
         return "water water water water water rest" if next(counter) % 2 else HONEST
 
     openai_stub.responder = respond
@@ -63,8 +79,15 @@ def _context(tmp_path, stub, name, **extra):
     run_dir = tmp_path / name
     shutil.copytree(SNAPSHOT / "harness", run_dir / "harness")
     # A fixed budget (sample_k_max = sample_k): the assertions read the group size the context chose.
-    return {"run_dir": str(run_dir), "policy": f"openai:{stub.base_url}#stub", "memory_location": "none",
-            "sample_k": 4, "sample_k_max": 4, "max_tokens": 16, **extra}
+    return {
+        "run_dir": str(run_dir),
+        "policy": f"openai:{stub.base_url}#stub",
+        "memory_location": "none",
+        "sample_k": 4,
+        "sample_k_max": 4,
+        "max_tokens": 16,
+        **extra,
+    }
 
 
 def _input(*event_ids):
@@ -90,13 +113,15 @@ def test_evolver_on_langgraph_dev(server, stub, tmp_path):
 
     # 2. Two assistants that differ only in the proposer brain.
     rules = client.assistants.create(graph_id="evolver", name="rules-brains", context={"proposer_model": "rules"})
-    llm = client.assistants.create(graph_id="evolver", name="llm-proposer",
-                                   context={"proposer_model": "openai:stub", "base_url": stub.base_url})
+    llm = client.assistants.create(
+        graph_id="evolver", name="llm-proposer", context={"proposer_model": "openai:stub", "base_url": stub.base_url}
+    )
     n_structured = sum("response_format" in r for r in stub.requests)
     for assistant, name in ((rules, "a-rules"), (llm, "a-llm")):
         t = client.threads.create()["thread_id"]
-        res = client.runs.wait(t, assistant["assistant_id"], input=_input("snap-stuffing-med-1"),
-                               context=_context(tmp_path, stub, name))
+        res = client.runs.wait(
+            t, assistant["assistant_id"], input=_input("snap-stuffing-med-1"), context=_context(tmp_path, stub, name)
+        )
         attempt = res["reports"][0]["attempts"][-1]
         assert res["reports"][0]["decision"] == "accepted"
         assert attempt["source"] == ("rules" if assistant is rules else "llm")
@@ -125,8 +150,15 @@ def test_project_runner_on_langgraph_dev_answers_the_approval(server, stub, tmp_
 
     ctx = EvolverContext(**_context(tmp_path, stub, "runner", require_approval=True))
     asked = []
-    run = run_on_server(server, _input("snap-stuffing-med-1"), ctx, timeout_s=120, assistant_name="runner-test",
-                        approve=lambda payload: asked.append(payload) or True, metadata={"test": "runner"})
+    run = run_on_server(
+        server,
+        _input("snap-stuffing-med-1"),
+        ctx,
+        timeout_s=120,
+        assistant_name="runner-test",
+        approve=lambda payload: asked.append(payload) or True,
+        metadata={"test": "runner"},
+    )
     assert len(asked) == 1 and asked[0]["critique"]["measured_ok"] is True
     assert run.output["reports"][0]["decision"] == "accepted"
     assert run.output["reports"][0]["attempts"][-1]["critique"]["numbers"]["k"] == 4  # ctx's k, via its assistant
@@ -143,9 +175,9 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     """Runs started by the trainer (`trainer.evolver_round.run_round`) and by `harnessrl evolve --server` send only
     the run-specific context: the assistant they name decides the proposer, whatever the caller's own settings."""
     from langgraph_sdk import get_sync_client
+    from test_trainer_support import tiny_config
 
     from harness.types import FailureEvent
-    from test_trainer_support import tiny_config
     from trainer.cli import main
     from trainer.evolver_round import evolver_context, run_round, summarize
 
@@ -154,10 +186,14 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     # Unique names: `langgraph dev` keeps its assistants between sessions (.langgraph_api/), and a name must
     # name exactly one.
     tag = uuid.uuid4().hex[:8]
-    rules = client.assistants.create(graph_id="evolver", name=f"studio-rules-{tag}",
-                                     context={"proposer_model": "rules", **limits})
-    llm = client.assistants.create(graph_id="evolver", name=f"studio-llm-{tag}",
-                                   context={"proposer_model": "openai:stub", "base_url": stub.base_url, **limits})
+    rules = client.assistants.create(
+        graph_id="evolver", name=f"studio-rules-{tag}", context={"proposer_model": "rules", **limits}
+    )
+    llm = client.assistants.create(
+        graph_id="evolver",
+        name=f"studio-llm-{tag}",
+        context={"proposer_model": "openai:stub", "base_url": stub.base_url, **limits},
+    )
     data = _input("snap-stuffing-med-1")
     events = [FailureEvent.model_validate(e) for e in data["events"]]
 
@@ -165,9 +201,12 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
         return sum("response_format" in r for r in stub.requests)
 
     def trainer_round(name: str, assistant: str | None, proposer: str) -> dict:
-        sets = [f"harness.langgraph_url={server}", "evolver.memory=false", f"evolver.proposer_model={proposer}",
-                f"evolver.base_url={stub.base_url}"] + (
-                    [f"harness.langgraph_assistant={assistant}"] if assistant else [])
+        sets = [
+            f"harness.langgraph_url={server}",
+            "evolver.memory=false",
+            f"evolver.proposer_model={proposer}",
+            f"evolver.base_url={stub.base_url}",
+        ] + ([f"harness.langgraph_assistant={assistant}"] if assistant else [])
         cfg = tiny_config(tmp_path / name, *sets)
         shutil.copytree(SNAPSHOT / "harness", cfg.run_path / "harness")
         ctx = evolver_context(cfg, services_key=None, policy_spec=f"openai:{stub.base_url}#stub")
@@ -202,14 +241,45 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     (snapshot / "events.json").write_text(json.dumps(data))
     for assistant, expected in ((llm["assistant_id"], "llm"), (f"studio-rules-{tag}", "rules")):
         run_dir, out_json = tmp_path / f"e-{expected}", tmp_path / f"e-{expected}.json"
-        rc = main(["evolve", str(snapshot), "--run-dir", str(run_dir), "--policy", policy, "--server", server,
-                   "--assistant", assistant, "--json", str(out_json)])
+        rc = main(
+            [
+                "evolve",
+                str(snapshot),
+                "--run-dir",
+                str(run_dir),
+                "--policy",
+                policy,
+                "--server",
+                server,
+                "--assistant",
+                assistant,
+                "--json",
+                str(out_json),
+            ]
+        )
         assert rc == 0
         assert source(json.loads(out_json.read_text())) == expected
     assert structured() == before + 3  # one more LLM proposal: the LLM assistant's evolve run
     capsys.readouterr()
-    assert main(["evolve", str(snapshot), "--run-dir", str(tmp_path / "e-bad"), "--policy", policy, "--server", server,
-                 "--assistant", f"studio-llm-{tag}", "--proposer-model", "rules"]) == 2
+    assert (
+        main(
+            [
+                "evolve",
+                str(snapshot),
+                "--run-dir",
+                str(tmp_path / "e-bad"),
+                "--policy",
+                policy,
+                "--server",
+                server,
+                "--assistant",
+                f"studio-llm-{tag}",
+                "--proposer-model",
+                "rules",
+            ]
+        )
+        == 2
+    )
     assert "--proposer-model" in capsys.readouterr().err
 
 
@@ -226,8 +296,9 @@ def _waiting_thread(client, round_id: str, timeout_s: float = 180.0) -> dict:
     raise AssertionError(f"round {round_id}: no thread waiting at an interrupt after {timeout_s:.0f} s")
 
 
-def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_rejection(server, stub, tmp_path, caplog,
-                                                                                       monkeypatch):
+def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_rejection(
+    server, stub, tmp_path, caplog, monkeypatch
+):
     """evolver.require_approval on a server round (issue 20 item 5): the trainer's round waits at the interrupt; a
     second client (what Studio and `harnessrl evolve --server --thread T --approve` do) approves it and the server
     commits; a round nobody answers is resumed with a rejection when harness.max_pause_s is spent: nothing committed,
@@ -237,9 +308,9 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
     import time
 
     from langgraph_sdk import get_sync_client
+    from test_trainer_support import tiny_config
 
     from harness.types import FailureEvent
-    from test_trainer_support import tiny_config
     from trainer.config import ConfigError
     from trainer.evolver_round import evolver_context, run_round, summarize
 
@@ -249,9 +320,16 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
     tag = uuid.uuid4().hex[:8]  # `langgraph dev` keeps threads between sessions: round names must be new
 
     def trainer_round(name: str, budget: int) -> tuple:
-        cfg = tiny_config(tmp_path / name, f"harness.langgraph_url={server}", "evolver.memory=false",
-                          "evolver.require_approval=true", f"harness.max_pause_s={budget}",
-                          f"evolver.base_url={stub.base_url}", "evolver.sample_k=4", "evolver.sample_k_max=4")
+        cfg = tiny_config(
+            tmp_path / name,
+            f"harness.langgraph_url={server}",
+            "evolver.memory=false",
+            "evolver.require_approval=true",
+            f"harness.max_pause_s={budget}",
+            f"evolver.base_url={stub.base_url}",
+            "evolver.sample_k=4",
+            "evolver.sample_k_max=4",
+        )
         shutil.copytree(SNAPSHOT / "harness", cfg.run_path / "harness")
         ctx = evolver_context(cfg, services_key=None, policy_spec=f"openai:{stub.base_url}#stub")
         assert ctx.require_approval
@@ -259,8 +337,9 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
 
         def go() -> None:
             try:
-                result["out"] = run_round(cfg, events, data["harness_version"], data["step"], ctx,
-                                          thread_id=f"{name}-{tag}")
+                result["out"] = run_round(
+                    cfg, events, data["harness_version"], data["step"], ctx, thread_id=f"{name}-{tag}"
+                )
             except Exception as e:  # noqa: BLE001 - the test thread reports it
                 result["error"] = e
 
@@ -280,14 +359,19 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
     interrupts = [i for task in state["tasks"] for i in task.get("interrupts", [])]
     assert len(interrupts) == 1 and interrupts[0]["value"]["event"]["id"] == "snap-stuffing-med-1"
     first = client.runs.list(waiting["thread_id"])[-1]  # the trainer's run: its assistant and run-specific context
-    client.runs.wait(waiting["thread_id"], first["assistant_id"], command={"resume": {"approve": True}},
-                     context=first["kwargs"]["context"])
+    client.runs.wait(
+        waiting["thread_id"],
+        first["assistant_id"],
+        command={"resume": {"approve": True}},
+        context=first["kwargs"]["context"],
+    )
     worker.join(120)
     assert not worker.is_alive() and "error" not in result, result
     summary = summarize(result["out"])
     assert summary["n_accepted"] == 1 and committed(cfg)
-    assert summary["approvals"] == [{"event_id": "snap-stuffing-med-1", "interrupt_id": interrupts[0]["id"],
-                                     "answer": "approved", "by": "person"}]
+    assert summary["approvals"] == [
+        {"event_id": "snap-stuffing-med-1", "interrupt_id": interrupts[0]["id"], "answer": "approved", "by": "person"}
+    ]
 
     # 2. Unanswered: at the budget the trainer resumes with a rejection; the candidate is never committed.
     caplog.set_level(logging.WARNING, logger="trainer.evolver_round")
@@ -302,9 +386,13 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
     assert summary["n_accepted"] == 0 and not committed(cfg)
     assert summary["outcomes"] == {"rejected_by_human": 1}
     assert [(a["event_id"], a["answer"], a["by"]) for a in summary["approvals"]] == [
-        ("snap-stuffing-med-1", "unanswered", "deadline")]
-    assert any("was not answered within harness.max_pause_s=25s" in r.getMessage() and "rejected, not committed"
-               in r.getMessage() for r in caplog.records)
+        ("snap-stuffing-med-1", "unanswered", "deadline")
+    ]
+    assert any(
+        "was not answered within harness.max_pause_s=25s" in r.getMessage()
+        and "rejected, not committed" in r.getMessage()
+        for r in caplog.records
+    )
     thread = client.threads.search(metadata={"round": f"unanswered-{tag}"})[0]
     assert thread["status"] == "idle"  # no interrupt left waiting on the server
 
@@ -319,8 +407,24 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
     (snapshot / "events.json").write_text(json.dumps(data))
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     monkeypatch.setattr("builtins.input", lambda prompt="": "y")
-    assert main(["evolve", str(snapshot), "--run-dir", str(cfg.run_path), "--policy", f"openai:{stub.base_url}#stub",
-                 "--server", server, "--thread", waiting["thread_id"], "--approve"]) == 0
+    assert (
+        main(
+            [
+                "evolve",
+                str(snapshot),
+                "--run-dir",
+                str(cfg.run_path),
+                "--policy",
+                f"openai:{stub.base_url}#stub",
+                "--server",
+                server,
+                "--thread",
+                waiting["thread_id"],
+                "--approve",
+            ]
+        )
+        == 0
+    )
     worker.join(120)
     assert not worker.is_alive() and "error" not in result, result
     summary = summarize(result["out"])

@@ -11,8 +11,8 @@ import pytest
 
 from harness.checks import parse_check
 from harness.data import load_suite
-from harness.suite_stats import suite_stats
 from harness.guidance import hint_leaks_reference
+from harness.suite_stats import suite_stats
 from suitegen.generate import build_tasks, write_suite
 
 SUITE = Path(__file__).resolve().parents[1] / "data" / "rubric-mix-lite"
@@ -61,8 +61,13 @@ def test_every_check_parses_from_its_json(tasks):
 
 
 def test_ids_meta_and_difficulty_spread(tasks):
-    prefixes = {"medical": "med-", "science": "sci-", "writing": "wri-", "roleplay": "rp-",
-                "instruction_following": "if-"}
+    prefixes = {
+        "medical": "med-",
+        "science": "sci-",
+        "writing": "wri-",
+        "roleplay": "rp-",
+        "instruction_following": "if-",
+    }
     assert len({t.id for t in tasks}) == len(tasks)
     for t in tasks:
         assert t.id.startswith(prefixes[t.domain]), t.id
@@ -93,7 +98,10 @@ def test_hints_can_name_key_terms_without_leaking_reference(tasks):
         for c in t.criteria:
             if c.kind in ("essential", "important") and c.check is not None and c.check.type == "contains_any":
                 for phrase in c.check.phrases:
-                    assert not hint_leaks_reference(f"Make sure to mention {phrase}.", t.reference_answer), (t.id, phrase)
+                    assert not hint_leaks_reference(f"Make sure to mention {phrase}.", t.reference_answer), (
+                        t.id,
+                        phrase,
+                    )
 
 
 def test_easy_tasks_pass_on_a_plausible_answer_and_lipograms_exist(tasks):

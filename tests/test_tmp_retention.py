@@ -10,14 +10,14 @@ from pathlib import Path
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
-MODULE = '''
+MODULE = """
 def test_passes(tmp_path):
     (tmp_path / "weights.bin").write_bytes(b"x" * 1000)
 
 def test_fails(tmp_path):
     (tmp_path / "weights.bin").write_bytes(b"x" * 1000)
     assert False, "kept for inspection"
-'''
+"""
 
 
 def test_passing_folder_goes_failing_folder_stays(tmp_path):
@@ -25,9 +25,27 @@ def test_passing_folder_goes_failing_folder_stays(tmp_path):
     (project / "tests").mkdir(parents=True)
     (project / "tests" / "test_two.py").write_text(MODULE)
     base = tmp_path / "base"
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(PYPROJECT),
-                          "--rootdir", str(project), "--basetemp", str(base), "tests"],
-                         cwd=project, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            str(PYPROJECT),
+            "--rootdir",
+            str(project),
+            "--basetemp",
+            str(base),
+            "tests",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "1 failed, 1 passed" in run.stdout, run.stdout + run.stderr
     assert not (base / "test_passes0").exists()
     assert (base / "test_fails0" / "weights.bin").stat().st_size == 1000

@@ -11,34 +11,73 @@ from graphs.trace_html import _decisions, attempt_outcome, final_decision
 
 
 def _attempt(revision: int, ok: bool, *, invalid: bool = False, veto: bool = False) -> dict:
-    return {"revision": revision, "template": f"tpl{revision}", "critique": {
-        "measured_ok": ok, "invalid": invalid, "veto": veto, "reasons": [f"reason {revision}"],
-        "numbers": {"control_std": 0.0, "candidate_std": 0.1 * revision}}}
+    return {
+        "revision": revision,
+        "template": f"tpl{revision}",
+        "critique": {
+            "measured_ok": ok,
+            "invalid": invalid,
+            "veto": veto,
+            "reasons": [f"reason {revision}"],
+            "numbers": {"control_std": 0.0, "candidate_std": 0.1 * revision},
+        },
+    }
 
 
-def _report(event_id: str, decision: str, attempts: list[dict], version: int | None = None, fallback: dict | None = None):
-    return {"event_id": event_id, "task_id": "t1", "failure_type": "flat", "interface": "criteria",
-            "decision": decision, "committed_version": version, "attempts": attempts, "fallback": fallback,
-            "tool_calls": [], "note": None}
+def _report(
+    event_id: str, decision: str, attempts: list[dict], version: int | None = None, fallback: dict | None = None
+):
+    return {
+        "event_id": event_id,
+        "task_id": "t1",
+        "failure_type": "flat",
+        "interface": "criteria",
+        "decision": decision,
+        "committed_version": version,
+        "attempts": attempts,
+        "fallback": fallback,
+        "tool_calls": [],
+        "note": None,
+    }
 
 
-FALLBACK = {"update": {"interface": "sampling", "rationale": "quarantine", "ops": [{"op": "reweight", "task_id": "t1"}]},
-            "applied": True, "version": 5}
+FALLBACK = {
+    "update": {"interface": "sampling", "rationale": "quarantine", "ops": [{"op": "reweight", "task_id": "t1"}]},
+    "applied": True,
+    "version": 5,
+}
 
 CASES = [  # (report, per-attempt outcomes, final decision)
-    (_report("acc-after-revise", "accepted", [_attempt(0, False), _attempt(1, True)], 3),
-     ["rejected → revised", "accepted v3"], "accepted v3"),
+    (
+        _report("acc-after-revise", "accepted", [_attempt(0, False), _attempt(1, True)], 3),
+        ["rejected → revised", "accepted v3"],
+        "accepted v3",
+    ),
     (_report("first-try", "accepted", [_attempt(0, True)], 2), ["accepted v2"], "accepted v2"),
-    (_report("fell-back", "fallback", [_attempt(0, False), _attempt(1, False, invalid=True), _attempt(2, False)], 5,
-             FALLBACK),
-     ["rejected → revised", "invalid → revised", "rejected → fallback v5"], "fallback v5"),
+    (
+        _report(
+            "fell-back",
+            "fallback",
+            [_attempt(0, False), _attempt(1, False, invalid=True), _attempt(2, False)],
+            5,
+            FALLBACK,
+        ),
+        ["rejected → revised", "invalid → revised", "rejected → fallback v5"],
+        "fallback v5",
+    ),
     (_report("no-change", "rejected", [_attempt(0, False)]), ["rejected → no change"], "rejected"),
-    (_report("fb-invalid", "rejected", [_attempt(0, False)], None, {**FALLBACK, "applied": False, "errors": ["e"]}),
-     ["rejected → fallback not applied"], "rejected"),
+    (
+        _report("fb-invalid", "rejected", [_attempt(0, False)], None, {**FALLBACK, "applied": False, "errors": ["e"]}),
+        ["rejected → fallback not applied"],
+        "rejected",
+    ),
     (_report("stale", "rejected_stale", [_attempt(0, True)]), ["passed → stale at commit"], "rejected_stale"),
     (_report("human", "rejected_by_human", [_attempt(0, True)]), ["passed → rejected by human"], "rejected_by_human"),
-    (_report("vetoed", "rejected", [_attempt(0, True, veto=True), _attempt(1, False)]),
-     ["vetoed → revised", "rejected → no change"], "rejected"),
+    (
+        _report("vetoed", "rejected", [_attempt(0, True, veto=True), _attempt(1, False)]),
+        ["vetoed → revised", "rejected → no change"],
+        "rejected",
+    ),
 ]
 
 

@@ -40,9 +40,21 @@ def test_a_few_steps_on_rar_and_healthbench_files(tmp_path, tiny_model_dir, open
         extra = ["--set", "data.test_share=0.5", "--set", "data.split_seed=3"]
     _judge(openai_stub)
     run_dir = tmp_path / "run"
-    rc = main(["train", "--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
-               "train.max_steps=2", "harness.evolver=false", "evolver.judge_model=openai:stub",
-               f"evolver.base_url={openai_stub.base_url}", "--no-progress", *extra])
+    rc = main(
+        [
+            "train",
+            "--config",
+            str(REPO / "configs" / "tiny.yaml"),
+            f"run_dir={run_dir}",
+            f"data.suite={suite}",
+            "train.max_steps=2",
+            "harness.evolver=false",
+            "evolver.judge_model=openai:stub",
+            f"evolver.base_url={openai_stub.base_url}",
+            "--no-progress",
+            *extra,
+        ]
+    )
     assert rc == 0
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]

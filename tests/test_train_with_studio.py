@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_trainer_support import tiny_config
+
 from tests.server_process import free_port, running_server
 from trainer.io import read_jsonl
 
@@ -44,14 +44,18 @@ def _sample(endpoint) -> list[list[str]]:
 def test_saved_frozen_policy_samples_like_the_live_one(tiny_policy, tmp_path, lora):
     from peft import LoraConfig, get_peft_model
 
-    from measure.local_endpoint import LocalEndpoint
     from graphs.services import parse_policy
+    from measure.local_endpoint import LocalEndpoint
     from trainer.frozen import save_frozen_policy
 
     model, tok, folder = tiny_policy
     if lora:
-        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                                 task_type="CAUSAL_LM", init_lora_weights=False))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM", init_lora_weights=False
+            ),
+        )
     try:
         saved = save_frozen_policy(model, tok, tmp_path / "frozen", step=2)
         assert saved.is_absolute() and saved.name.startswith("step-2-")
@@ -88,11 +92,12 @@ def test_adapter_without_its_base_model_is_a_clear_error(tmp_path):
 
 
 def test_server_side_cache_loads_each_folder_once_and_keeps_two(tiny_policy, tmp_path, monkeypatch):
+    from test_trainer_support import write_suite
+
     from graphs import services
     from harness.data import load_suite
     from harness.store import HarnessStore
     from harness.types import HarnessState
-    from test_trainer_support import write_suite
 
     tasks = load_suite(write_suite(tmp_path / "suite"))
     HarnessStore(tmp_path / "run" / "harness").init(HarnessState.from_tasks([t for t in tasks if t.split == "train"]))
@@ -133,39 +138,92 @@ def test_a_server_round_sends_only_the_run_specific_context(tmp_path):
     from graphs.runner import RUN_CONTEXT_KEYS, split_context
     from trainer.evolver_round import evolver_context
 
-    cfg = tiny_config(tmp_path, "harness.langgraph_url=http://127.0.0.1:1", "evolver.memory=false",
-                      "evolver.proposer_model=openai:m", "evolver.sample_k=6", "evolver.sample_k_max=6")
+    cfg = tiny_config(
+        tmp_path,
+        "harness.langgraph_url=http://127.0.0.1:1",
+        "evolver.memory=false",
+        "evolver.proposer_model=openai:m",
+        "evolver.sample_k=6",
+        "evolver.sample_k_max=6",
+    )
     sent, kept = split_context(evolver_context(cfg, services_key=None, policy_spec="local:/x"))
     assert set(RUN_CONTEXT_KEYS) <= {f.name for f in fields(EvolverContext)}
     assert set(sent) == {"run_dir", "memory_location", "memory_embedding", "policy", "services_key", "require_approval"}
     assert sent["policy"] == "local:/x" and sent["run_dir"] == str(cfg.run_path.resolve())
     assert kept["proposer_model"] == "openai:m" and kept["sample_k"] == 6 and not set(sent) & set(kept)
-    assert {"attributor_model", "critic_model", "judge_model", "base_url", "max_tokens", "min_std_gain",
-            "max_revisions", "interfaces"} <= set(kept)
+    assert {
+        "attributor_model",
+        "critic_model",
+        "judge_model",
+        "base_url",
+        "max_tokens",
+        "min_std_gain",
+        "max_revisions",
+        "interfaces",
+    } <= set(kept)
 
 
 # -- the real thing --------------------------------------------------------------------------------------------
 STEPS = 6
 # As in test_trainer_e2e: guidance off (a random model cannot follow hints), so t-long's collapse goes to the
 # criteria interface, where the loosened length check is measurably better on the frozen tiny model.
-OVERRIDES = (f"train.max_steps={STEPS}", "data.tasks=[t-long,t-any]", "evolver.interfaces=[sampling,criteria]",
-             "evolver.sample_k=8")
+OVERRIDES = (
+    f"train.max_steps={STEPS}",
+    "data.tasks=[t-long,t-any]",
+    "evolver.interfaces=[sampling,criteria]",
+    "evolver.sample_k=8",
+)
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
     logs = tmp_path_factory.mktemp("servers")  # outside the repo: `langgraph dev` watches the project
-    env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1", "PYTHONPATH": str(REPO),
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "LANGSMITH_TRACING": "false",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+    }
     cport, lport = free_port(), free_port()
-    chroma = [str(BIN / "chroma"), "run", "--path", str(logs / "chroma-db"), "--host", "127.0.0.1", "--port", str(cport)]
-    dev = [str(BIN / "langgraph"), "dev", "--no-browser", "--no-reload", "--port", str(lport), "--config", "langgraph.json"]
-    with running_server(chroma, ready_url=f"http://127.0.0.1:{cport}/api/v2/heartbeat", log_path=logs / "chroma.log",
-                        timeout_s=30), \
-         running_server(dev, ready_url=f"http://127.0.0.1:{lport}/ok", log_path=logs / "langgraph-dev.log",
-                        timeout_s=90, env=env, cwd=REPO):
-        yield {"memory_url": f"http://127.0.0.1:{cport}", "langgraph_url": f"http://127.0.0.1:{lport}",
-               "log": logs / "langgraph-dev.log"}
+    chroma = [
+        str(BIN / "chroma"),
+        "run",
+        "--path",
+        str(logs / "chroma-db"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(cport),
+    ]
+    dev = [
+        str(BIN / "langgraph"),
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--port",
+        str(lport),
+        "--config",
+        "langgraph.json",
+    ]
+    with (
+        running_server(
+            chroma, ready_url=f"http://127.0.0.1:{cport}/api/v2/heartbeat", log_path=logs / "chroma.log", timeout_s=30
+        ),
+        running_server(
+            dev,
+            ready_url=f"http://127.0.0.1:{lport}/ok",
+            log_path=logs / "langgraph-dev.log",
+            timeout_s=90,
+            env=env,
+            cwd=REPO,
+        ),
+    ):
+        yield {
+            "memory_url": f"http://127.0.0.1:{cport}",
+            "langgraph_url": f"http://127.0.0.1:{lport}",
+            "log": logs / "langgraph-dev.log",
+        }
 
 
 @pytest.mark.studio
@@ -176,8 +234,12 @@ def test_training_with_the_evolver_on_langgraph_dev(servers, tmp_path):
     from memory import TrainingMemory
     from trainer.grpo import train
 
-    cfg = tiny_config(tmp_path, *OVERRIDES, f"harness.langgraph_url={servers['langgraph_url']}",
-                      f"harness.memory_url={servers['memory_url']}")
+    cfg = tiny_config(
+        tmp_path,
+        *OVERRIDES,
+        f"harness.langgraph_url={servers['langgraph_url']}",
+        f"harness.memory_url={servers['memory_url']}",
+    )
     assert cfg.harness.policy_endpoint == "local"
     summary = train(cfg, progress=False)
     root = cfg.run_path
@@ -210,9 +272,18 @@ def test_training_with_the_evolver_on_langgraph_dev(servers, tmp_path):
     metrics = read_jsonl(root / "metrics.jsonl")
     assert next(m for m in metrics if m["step"] == step)["harness_version_after"] >= version
     assert summary["harness_version"] == store.latest().version >= version
-    before = [m for r in metrics for t, m in zip(r["tasks"], r["group_means"]) if t == "t-long" and r["harness_version"] < version]
-    after = [m for r in metrics for t, m in zip(r["tasks"], r["group_means"])
-             if t == "t-long" and r["harness_version"] >= version and r["step"] > step]
+    before = [
+        m
+        for r in metrics
+        for t, m in zip(r["tasks"], r["group_means"])
+        if t == "t-long" and r["harness_version"] < version
+    ]
+    after = [
+        m
+        for r in metrics
+        for t, m in zip(r["tasks"], r["group_means"])
+        if t == "t-long" and r["harness_version"] >= version and r["step"] > step
+    ]
     assert before and all(m == 0.0 for m in before)
     assert after and max(after) > 0.0
 

@@ -7,8 +7,8 @@ import json
 import shutil
 
 import pytest
-
 from test_trainer_support import tiny_config
+
 from trainer.checkpoint import read_state
 from trainer.io import read_jsonl
 
@@ -17,8 +17,12 @@ pytestmark = pytest.mark.slow
 STEPS = 6
 # guidance off: a random model cannot follow a hint, so collapse_low is routed to the criteria interface,
 # where the loosened length check is measurably better on the frozen policy (see test_trainer_support).
-OVERRIDES = (f"train.max_steps={STEPS}", "data.tasks=[t-long,t-any]", "evolver.interfaces=[sampling,criteria]",
-             "evolver.sample_k=8")
+OVERRIDES = (
+    f"train.max_steps={STEPS}",
+    "data.tasks=[t-long,t-any]",
+    "evolver.interfaces=[sampling,criteria]",
+    "evolver.sample_k=8",
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +52,18 @@ def test_rounds_accept_an_update_that_changes_following_rewards(trained):
     assert store.load(version).criteria("t-long")[0].check.min < 18
     # ... and rewards of t-long groups sampled under it are no longer all zero, while before they were.
     metrics = read_jsonl(cfg.run_path / "metrics.jsonl")
-    before = [m for r in metrics for t, m in zip(r["tasks"], r["group_means"]) if t == "t-long" and r["harness_version"] < version]
-    after = [m for r in metrics for t, m in zip(r["tasks"], r["group_means"])
-             if t == "t-long" and r["harness_version"] >= version and r["step"] > step]
+    before = [
+        m
+        for r in metrics
+        for t, m in zip(r["tasks"], r["group_means"])
+        if t == "t-long" and r["harness_version"] < version
+    ]
+    after = [
+        m
+        for r in metrics
+        for t, m in zip(r["tasks"], r["group_means"])
+        if t == "t-long" and r["harness_version"] >= version and r["step"] > step
+    ]
     assert before and all(m == 0.0 for m in before)
     assert after and max(after) > 0.0
     assert len(metrics) == STEPS and sum(m["pause_s"] > 0 for m in metrics) == 2
@@ -59,14 +72,25 @@ def test_rounds_accept_an_update_that_changes_following_rewards(trained):
 def test_run_folder_has_everything(trained):
     cfg, _ = trained
     root = cfg.run_path
-    for name in ("config.yaml", "harness/updates.jsonl", "events.jsonl", "metrics.jsonl", "rounds.jsonl",
-                 "evolver.sqlite", "memory", "final"):
+    for name in (
+        "config.yaml",
+        "harness/updates.jsonl",
+        "events.jsonl",
+        "metrics.jsonl",
+        "rounds.jsonl",
+        "evolver.sqlite",
+        "memory",
+        "final",
+    ):
         assert (root / name).exists(), name
     for n in (2, 4, 6):
         state = read_state(root / "checkpoints" / f"checkpoint-{n}")
         assert state["step"] == n and (root / "checkpoints" / f"checkpoint-{n}" / "memory.jsonl").is_file()
     # checkpoint-2 is written after the round at step 2: it carries the version that round produced
-    assert read_state(root / "checkpoints" / "checkpoint-2")["harness_version"] == read_jsonl(root / "rounds.jsonl")[0]["version_after"]
+    assert (
+        read_state(root / "checkpoints" / "checkpoint-2")["harness_version"]
+        == read_jsonl(root / "rounds.jsonl")[0]["version_after"]
+    )
 
 
 def test_report_renders(trained):
@@ -88,8 +112,9 @@ def test_resume_from_checkpoint_restores_harness_and_memory(trained, tmp_path):
     rcfg = tiny_config(tmp_path / "cfg", *OVERRIDES, f"run_dir={copy}")
     ckpt = copy / "checkpoints" / "checkpoint-2"
     state = read_state(ckpt)
-    snapshot_groups = sum(1 for line in (ckpt / "memory.jsonl").read_text().splitlines()[1:]
-                          if json.loads(line)["kind"] == "groups")
+    snapshot_groups = sum(
+        1 for line in (ckpt / "memory.jsonl").read_text().splitlines()[1:] if json.loads(line)["kind"] == "groups"
+    )
     trainer, run, _ = build_trainer(rcfg, resume_from=ckpt, progress=False)
     try:
         assert run.state.version == state["harness_version"] and run.store.versions()[-1] == state["harness_version"]

@@ -23,13 +23,16 @@ class CountingEndpoint:
         return [[f"call{self.calls}-{i}-{j}" for j in range(n)] for i in range(len(messages_batch))]
 
 
-@pytest.mark.parametrize("first,second,memoised", [
-    (dict(batch=[CONV], seed=0), dict(batch=[CONV], seed=0), True),  # the revision's control group
-    (dict(batch=[CONV], seed=0), dict(batch=[CONV], seed=1), False),
-    (dict(batch=[CONV], seed=None), dict(batch=[CONV], seed=None), False),  # unseeded: always fresh
-    (dict(batch=[CONV], seed=0), dict(batch=[CONV, OTHER], seed=0), False),  # another batch, other random numbers
-    (dict(batch=[CONV], seed=0, max_tokens=48), dict(batch=[CONV], seed=0, max_tokens=32), False),
-])
+@pytest.mark.parametrize(
+    "first,second,memoised",
+    [
+        (dict(batch=[CONV], seed=0), dict(batch=[CONV], seed=0), True),  # the revision's control group
+        (dict(batch=[CONV], seed=0), dict(batch=[CONV], seed=1), False),
+        (dict(batch=[CONV], seed=None), dict(batch=[CONV], seed=None), False),  # unseeded: always fresh
+        (dict(batch=[CONV], seed=0), dict(batch=[CONV, OTHER], seed=0), False),  # another batch, other random numbers
+        (dict(batch=[CONV], seed=0, max_tokens=48), dict(batch=[CONV], seed=0, max_tokens=32), False),
+    ],
+)
 def test_memo_answers_only_identical_seeded_requests(first, second, memoised):
     inner = CountingEndpoint()
     ep = MemoEndpoint(inner)

@@ -11,10 +11,22 @@ from trainer.config import RunConfig, load_config
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _task(tid: str, prompt: str, criteria: list[dict], split: str = "train", domain: str = "writing",
-          audit: list[dict] | None = None) -> dict:
-    return {"id": tid, "domain": domain, "split": split, "prompt": [{"role": "user", "content": prompt}],
-            "criteria": criteria, "audit_criteria": audit or []}
+def _task(
+    tid: str,
+    prompt: str,
+    criteria: list[dict],
+    split: str = "train",
+    domain: str = "writing",
+    audit: list[dict] | None = None,
+) -> dict:
+    return {
+        "id": tid,
+        "domain": domain,
+        "split": split,
+        "prompt": [{"role": "user", "content": prompt}],
+        "criteria": criteria,
+        "audit_criteria": audit or [],
+    }
 
 
 # A random 2M-parameter model never writes "Paris"/"photosynthesis" (collapse_low, all-0 groups) and
@@ -23,31 +35,118 @@ def _task(tid: str, prompt: str, criteria: list[dict], split: str = "train", dom
 # 18 words" is never met (collapse_low), while the rule proposer's loosened check (min 9) is met by about
 # half of the rollouts: with k=8 the critic measures a std gain on the frozen policy and accepts it.
 TINY_TASKS = [
-    _task("t-long", "Write a long essay about rivers.", [
-        {"id": "c1", "text": "At least 18 words", "weight": 5, "kind": "essential",
-         "check": {"type": "word_count", "min": 18}}]),
-    _task("t-paris", "What is the capital of France?", [
-        {"id": "c1", "text": "Names Paris", "weight": 5, "kind": "essential",
-         "check": {"type": "contains_any", "phrases": ["Paris"]}}], domain="science"),
-    _task("t-photo", "Explain photosynthesis in one sentence.", [
-        {"id": "c1", "text": "Mentions photosynthesis", "weight": 5, "kind": "essential",
-         "check": {"type": "contains_any", "phrases": ["photosynthesis"]}},
-        {"id": "c2", "text": "Mentions light", "weight": 3, "kind": "important",
-         "check": {"type": "contains_any", "phrases": ["light", "sun"]}}], domain="science"),
-    _task("t-any", "Say anything you like.", [
-        {"id": "c1", "text": "Under 10000 words", "weight": 1, "kind": "optional",
-         "check": {"type": "word_count", "max": 10000}}]),
-    _task("t-short", "Reply briefly.", [
-        {"id": "c1", "text": "At most 10000 words", "weight": 3, "kind": "important",
-         "check": {"type": "word_count", "max": 10000}}]),
-    _task("e-paris", "Name the capital of France.", [
-        {"id": "c1", "text": "Names Paris", "weight": 5, "kind": "essential",
-         "check": {"type": "contains_any", "phrases": ["Paris"]}}], split="test", domain="science",
-        audit=[{"id": "a1", "text": "Non-empty", "weight": 1, "kind": "optional",
-                "check": {"type": "word_count", "min": 1}}]),
-    _task("e-any", "Write something.", [
-        {"id": "c1", "text": "Under 10000 words", "weight": 1, "kind": "optional",
-         "check": {"type": "word_count", "max": 10000}}], split="test"),
+    _task(
+        "t-long",
+        "Write a long essay about rivers.",
+        [
+            {
+                "id": "c1",
+                "text": "At least 18 words",
+                "weight": 5,
+                "kind": "essential",
+                "check": {"type": "word_count", "min": 18},
+            }
+        ],
+    ),
+    _task(
+        "t-paris",
+        "What is the capital of France?",
+        [
+            {
+                "id": "c1",
+                "text": "Names Paris",
+                "weight": 5,
+                "kind": "essential",
+                "check": {"type": "contains_any", "phrases": ["Paris"]},
+            }
+        ],
+        domain="science",
+    ),
+    _task(
+        "t-photo",
+        "Explain photosynthesis in one sentence.",
+        [
+            {
+                "id": "c1",
+                "text": "Mentions photosynthesis",
+                "weight": 5,
+                "kind": "essential",
+                "check": {"type": "contains_any", "phrases": ["photosynthesis"]},
+            },
+            {
+                "id": "c2",
+                "text": "Mentions light",
+                "weight": 3,
+                "kind": "important",
+                "check": {"type": "contains_any", "phrases": ["light", "sun"]},
+            },
+        ],
+        domain="science",
+    ),
+    _task(
+        "t-any",
+        "Say anything you like.",
+        [
+            {
+                "id": "c1",
+                "text": "Under 10000 words",
+                "weight": 1,
+                "kind": "optional",
+                "check": {"type": "word_count", "max": 10000},
+            }
+        ],
+    ),
+    _task(
+        "t-short",
+        "Reply briefly.",
+        [
+            {
+                "id": "c1",
+                "text": "At most 10000 words",
+                "weight": 3,
+                "kind": "important",
+                "check": {"type": "word_count", "max": 10000},
+            }
+        ],
+    ),
+    _task(
+        "e-paris",
+        "Name the capital of France.",
+        [
+            {
+                "id": "c1",
+                "text": "Names Paris",
+                "weight": 5,
+                "kind": "essential",
+                "check": {"type": "contains_any", "phrases": ["Paris"]},
+            }
+        ],
+        split="test",
+        domain="science",
+        audit=[
+            {
+                "id": "a1",
+                "text": "Non-empty",
+                "weight": 1,
+                "kind": "optional",
+                "check": {"type": "word_count", "min": 1},
+            }
+        ],
+    ),
+    _task(
+        "e-any",
+        "Write something.",
+        [
+            {
+                "id": "c1",
+                "text": "Under 10000 words",
+                "weight": 1,
+                "kind": "optional",
+                "check": {"type": "word_count", "max": 10000},
+            }
+        ],
+        split="test",
+    ),
 ]
 
 
@@ -61,5 +160,6 @@ def write_suite(root: Path, tasks: list[dict] = TINY_TASKS) -> Path:
 
 def tiny_config(tmp_path: Path, *overrides: str) -> RunConfig:
     suite = write_suite(tmp_path / "suite")
-    return load_config(REPO / "configs" / "tiny.yaml",
-                       [f"run_dir={tmp_path / 'run'}", f"data.suite={suite}", *overrides])
+    return load_config(
+        REPO / "configs" / "tiny.yaml", [f"run_dir={tmp_path / 'run'}", f"data.suite={suite}", *overrides]
+    )

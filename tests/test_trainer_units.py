@@ -8,15 +8,15 @@ import pickle
 from types import SimpleNamespace
 
 import pytest
+from test_trainer_support import tiny_config
 
 from harness.types import AddHint, FailureEvent, HarnessUpdate, Hint, Reweight, Schedule, SetSchedule
 from memory.store import TrainingMemory
-from test_trainer_support import tiny_config
 from trainer.callback import HarnessCallback
 from trainer.checkpoint import read_state, restore, write_checkpoint_state
+from trainer.harness_run import HarnessRun
 from trainer.reward import RubricReward
 from trainer.round_events import stale_check, take_events
-from trainer.harness_run import HarnessRun
 from trainer.sampler import HarnessSampler, make_dataset
 
 
@@ -30,10 +30,13 @@ def run(tmp_path):
 
 
 def _hint_update(task_id="t-paris", text="The answer is a city on the Seine."):
-    return HarnessUpdate(interface="guidance", ops=[
-        AddHint(task_id=task_id, hint=Hint(id="h1", text=text)),
-        SetSchedule(task_id=task_id, schedule=Schedule(mode="constant")),
-    ])
+    return HarnessUpdate(
+        interface="guidance",
+        ops=[
+            AddHint(task_id=task_id, hint=Hint(id="h1", text=text)),
+            SetSchedule(task_id=task_id, schedule=Schedule(mode="constant")),
+        ],
+    )
 
 
 def _only(run, task_id):
@@ -61,7 +64,7 @@ def test_trl_repeats_each_row_into_one_group(run):
     ds = repeat_iterable_dataset(make_dataset(run.sampler), mini_repeat_count=4, batch_size=2)
     rows = [r for _, r in zip(range(16), ds)]
     for g in range(4):
-        group = rows[4 * g:4 * g + 4]
+        group = rows[4 * g : 4 * g + 4]
         assert len({(r["task_id"], r["harness_version"]) for r in group}) == 1
 
 
@@ -83,11 +86,19 @@ def test_dynamic_filtering_downweights_dead_tasks(tmp_path):
 def _call(reward, run, task_ids, texts, versions, step=0):
     n = len(texts)
     metrics: dict = {}
-    out = asyncio.run(reward(
-        prompts=[[{"role": "user", "content": "x"}]] * n, completions=[[{"role": "assistant", "content": t}] for t in texts],
-        task_id=task_ids, harness_version=versions, hinted=[False] * n, hint_text=[""] * n,
-        trainer_state=SimpleNamespace(global_step=step), log_extra=lambda *a: None,
-        log_metric=lambda k, v: metrics.setdefault(k, v)))
+    out = asyncio.run(
+        reward(
+            prompts=[[{"role": "user", "content": "x"}]] * n,
+            completions=[[{"role": "assistant", "content": t}] for t in texts],
+            task_id=task_ids,
+            harness_version=versions,
+            hinted=[False] * n,
+            hint_text=[""] * n,
+            trainer_state=SimpleNamespace(global_step=step),
+            log_extra=lambda *a: None,
+            log_metric=lambda k, v: metrics.setdefault(k, v),
+        )
+    )
     return out, metrics
 
 
@@ -108,8 +119,23 @@ def test_reward_scores_groups_feeds_detector_memory_and_metrics(run):
 def test_reward_uses_the_rubric_of_the_rows_version(run):
     from harness.types import AddCriterion, Criterion
 
-    run.store.commit(HarnessUpdate(interface="criteria", ops=[AddCriterion(task_id="t-paris", criterion=Criterion(
-        id="c9", text="Ends with !", weight=5, kind="essential", check={"type": "ends_with", "text": "!"}))]))
+    run.store.commit(
+        HarnessUpdate(
+            interface="criteria",
+            ops=[
+                AddCriterion(
+                    task_id="t-paris",
+                    criterion=Criterion(
+                        id="c9",
+                        text="Ends with !",
+                        weight=5,
+                        kind="essential",
+                        check={"type": "ends_with", "text": "!"},
+                    ),
+                )
+            ],
+        )
+    )
     run.refresh()
     reward = RubricReward(run, num_generations=2)
     old, _ = _call(reward, run, ["t-paris"] * 2, ["Paris.", "Paris."], [0, 0])
@@ -131,16 +157,31 @@ def test_reward_is_picklable_and_finds_the_live_run(run):
 
 # -- callback: pause, failures, broadcast ----------------------------------------------------------------------
 def _event(task_id="t-paris", step=2, version=0):
-    return FailureEvent(id=f"collapse_low:{task_id}:{step}", type="collapse_low", task_id=task_id, step=step,
-                        stats={"harness_version": version})
+    return FailureEvent(
+        id=f"collapse_low:{task_id}:{step}",
+        type="collapse_low",
+        task_id=task_id,
+        step=step,
+        stats={"harness_version": version},
+    )
 
 
 def test_round_applies_committed_update_and_records_pause(run):
     def graph(cfg, events, version, step, context, thread_id):
         assert context.services_key and "guidance" in context.interfaces and context.critic
         run.store.commit(_hint_update(), step=step)
-        return {"accepted": [{"event_id": events[0].id}], "reports": [
-            {"event_id": events[0].id, "task_id": "t-paris", "decision": "accepted", "interface": "guidance", "attempts": []}]}
+        return {
+            "accepted": [{"event_id": events[0].id}],
+            "reports": [
+                {
+                    "event_id": events[0].id,
+                    "task_id": "t-paris",
+                    "decision": "accepted",
+                    "interface": "guidance",
+                    "attempts": [],
+                }
+            ],
+        }
 
     cb = HarnessCallback(run, run_graph=graph)
     cb.pause.publish_policy = lambda step: (object(), "local")
@@ -160,8 +201,14 @@ def test_round_context_and_services_take_the_config_knobs(tmp_path):
     """One name per knob from the YAML to the graph, and the agents' tools sample with the run's seed, like the critic."""
     from graphs.services import get_services
 
-    cfg = tiny_config(tmp_path, "train.seed=7", "evolver.sample_k=3", "evolver.critic=false", "evolver.memory=false",
-                      "evolver.interfaces=[criteria]")
+    cfg = tiny_config(
+        tmp_path,
+        "train.seed=7",
+        "evolver.sample_k=3",
+        "evolver.critic=false",
+        "evolver.memory=false",
+        "evolver.interfaces=[criteria]",
+    )
     r = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
     seen = {}
 
@@ -233,28 +280,64 @@ def test_stale_events_are_dropped(run):
 
 
 def _typed(kind, task_id, step, confirmed=False):
-    return FailureEvent(id=f"{kind}:{task_id}:{step}", type=kind, task_id=task_id, step=step,
-                        stats={"harness_version": 0}, window=[step - 1, step] if confirmed else [step],
-                        window_hits=2 if confirmed else 1, confirmed=confirmed)
+    return FailureEvent(
+        id=f"{kind}:{task_id}:{step}",
+        type=kind,
+        task_id=task_id,
+        step=step,
+        stats={"harness_version": 0},
+        window=[step - 1, step] if confirmed else [step],
+        window_hits=2 if confirmed else 1,
+        confirmed=confirmed,
+    )
 
 
-@pytest.mark.parametrize("pending,limit,taken,superseded,waiting", [
-    # one event per task: the most valuable repair wins, the task's other events are superseded
-    ([("collapse_low", "a", 3), ("stuffing", "a", 1), ("flat", "a", 4)], 5, ["flat:a:4"], 2, 0),
-    # dead groups (low, high, flat) before hacks before diagnostics; within a class the most recent first
-    ([("blind_criterion", "e", 9), ("flat", "b", 9), ("collapse_low", "a", 2), ("collapse_high", "c", 5),
-      ("spurious_length", "d", 1)], 5,
-     ["flat:b:9", "collapse_high:c:5", "collapse_low:a:2", "spurious_length:d:1", "blind_criterion:e:9"], 0, 0),
-    # batch-level events go last; beyond the limit they wait for the next round
-    ([("collapse_low", "*", 9), ("collapse_low", "a", 1), ("flat", "b", 2)], 2, ["flat:b:2", "collapse_low:a:1"], 0, 1),
-    # a confirmed dead group gets a slot before a confirmed hack, and both before one-group events
-    ([("stuffing", "a", 9), ("spurious_length", "b", 8), ("collapse_low", "c", 2, True), ("spurious_audit", "d", 1, True)],
-     3, ["collapse_low:c:2", "spurious_audit:d:1", "stuffing:a:9"], 0, 1),
-    # any confirmed failure goes before an unconfirmed one, whatever its type
-    ([("collapse_low", "c", 9), ("stuffing", "a", 2, True)], 1, ["stuffing:a:2"], 0, 1),
-    # unconfirmed on both sides, the dead group still goes first
-    ([("stuffing", "a", 9), ("collapse_low", "c", 2)], 1, ["collapse_low:c:2"], 0, 1),
-])
+@pytest.mark.parametrize(
+    "pending,limit,taken,superseded,waiting",
+    [
+        # one event per task: the most valuable repair wins, the task's other events are superseded
+        ([("collapse_low", "a", 3), ("stuffing", "a", 1), ("flat", "a", 4)], 5, ["flat:a:4"], 2, 0),
+        # dead groups (low, high, flat) before hacks before diagnostics; within a class the most recent first
+        (
+            [
+                ("blind_criterion", "e", 9),
+                ("flat", "b", 9),
+                ("collapse_low", "a", 2),
+                ("collapse_high", "c", 5),
+                ("spurious_length", "d", 1),
+            ],
+            5,
+            ["flat:b:9", "collapse_high:c:5", "collapse_low:a:2", "spurious_length:d:1", "blind_criterion:e:9"],
+            0,
+            0,
+        ),
+        # batch-level events go last; beyond the limit they wait for the next round
+        (
+            [("collapse_low", "*", 9), ("collapse_low", "a", 1), ("flat", "b", 2)],
+            2,
+            ["flat:b:2", "collapse_low:a:1"],
+            0,
+            1,
+        ),
+        # a confirmed dead group gets a slot before a confirmed hack, and both before one-group events
+        (
+            [
+                ("stuffing", "a", 9),
+                ("spurious_length", "b", 8),
+                ("collapse_low", "c", 2, True),
+                ("spurious_audit", "d", 1, True),
+            ],
+            3,
+            ["collapse_low:c:2", "spurious_audit:d:1", "stuffing:a:9"],
+            0,
+            1,
+        ),
+        # any confirmed failure goes before an unconfirmed one, whatever its type
+        ([("collapse_low", "c", 9), ("stuffing", "a", 2, True)], 1, ["stuffing:a:2"], 0, 1),
+        # unconfirmed on both sides, the dead group still goes first
+        ([("stuffing", "a", 9), ("collapse_low", "c", 2)], 1, ["collapse_low:c:2"], 0, 1),
+    ],
+)
 def test_take_events_prioritises_and_dedupes(run, pending, limit, taken, superseded, waiting):
     with run.lock:
         run.pending_events = [_typed(*p) for p in pending]
@@ -307,4 +390,6 @@ def test_abandon_versions_after_keeps_log_consistent(run):
     moved = run.store.abandon_versions_after(1, run.paths.abandoned / "x")
     assert moved == [2] and run.store.versions() == [0, 1]
     assert [rec.version for rec in run.store.history()] == [1]
-    assert run.store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id="t-any", weight=3.0)])).version == 2
+    assert (
+        run.store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id="t-any", weight=3.0)])).version == 2
+    )

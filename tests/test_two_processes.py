@@ -23,14 +23,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from test_trainer_support import REPO, tiny_config, write_suite
 
 from memory.store import TrainingMemory
-from test_trainer_support import REPO, tiny_config, write_suite
 from trainer import reward as reward_module
 from trainer.checkpoint import restore, write_checkpoint_state
+from trainer.harness_run import HarnessRun
 from trainer.io import read_jsonl
 from trainer.reward import RubricReward
-from trainer.harness_run import HarnessRun
 from trainer.sampler import HarnessSampler
 
 ACCELERATE = Path(sys.executable).parent / "accelerate"
@@ -38,18 +38,33 @@ NUM_GENERATIONS = 4
 BATCH = 8  # per process: 2 groups per rank, 4 per step
 # As in test_trainer_e2e: the round at step 2 accepts a loosened t-long criterion (a new harness version).
 # Dynamic filtering on: its per-task multipliers change the draws, so they must be the same on both ranks.
-OVERRIDES = ("train.use_cpu=true", "data.tasks=[t-long,t-any]", "evolver.interfaces=[sampling,criteria]",
-             "evolver.sample_k=8", "harness.dynamic_filtering=true", f"train.batch_size={BATCH}",
-             f"train.num_generations={NUM_GENERATIONS}", "train.save_steps=2", "harness.evolve_every=2")
+OVERRIDES = (
+    "train.use_cpu=true",
+    "data.tasks=[t-long,t-any]",
+    "evolver.interfaces=[sampling,criteria]",
+    "evolver.sample_k=8",
+    "harness.dynamic_filtering=true",
+    f"train.batch_size={BATCH}",
+    f"train.num_generations={NUM_GENERATIONS}",
+    "train.save_steps=2",
+    "harness.evolve_every=2",
+)
 
 
 # -- one process plays each rank (fast): who writes, who observes what ------------------------------------------
 def _score(reward, run, task_id, texts, step=0):
     n = len(texts)
-    return asyncio.run(reward(
-        prompts=[[{"role": "user", "content": "x"}]] * n, completions=[[{"role": "assistant", "content": t}] for t in texts],
-        task_id=[task_id] * n, harness_version=[run.state.version] * n, hinted=[False] * n, hint_text=[""] * n,
-        trainer_state=SimpleNamespace(global_step=step)))
+    return asyncio.run(
+        reward(
+            prompts=[[{"role": "user", "content": "x"}]] * n,
+            completions=[[{"role": "assistant", "content": t}] for t in texts],
+            task_id=[task_id] * n,
+            harness_version=[run.state.version] * n,
+            hinted=[False] * n,
+            hint_text=[""] * n,
+            trainer_state=SimpleNamespace(global_step=step),
+        )
+    )
 
 
 @pytest.fixture
@@ -77,8 +92,10 @@ def test_every_rank_observes_every_group_and_only_the_main_one_writes(ranks, mon
     _score(RubricReward(main, num_generations=4), main, "t-paris", ["Paris."] * 2 + ["no"] * 2)
     record = main.pop_step(1)
     assert record["tasks"] == ["t-paris", "t-any"] and record["n_groups"] == 2
-    assert record["ranks"] == [{"tasks": ["t-paris"], "harness_versions": [0]},
-                               {"tasks": ["t-any"], "harness_versions": [0]}]
+    assert record["ranks"] == [
+        {"tasks": ["t-paris"], "harness_versions": [0]},
+        {"tasks": ["t-any"], "harness_versions": [0]},
+    ]
     assert main.detector.window("t-any"), "rank 1's group must reach rank 0's detector"
     assert [e.task_id for e in main.pending_events] == ["t-any"]  # its collapse_high event, for rank 0's round
     assert {r["task_id"] for r in read_jsonl(main.paths.events)} == {"t-any"}
@@ -88,8 +105,7 @@ def test_every_rank_observes_every_group_and_only_the_main_one_writes(ranks, mon
 
 def test_ranks_that_drew_from_different_sampler_states_stop_the_step(ranks, monkeypatch):
     main, _ = ranks
-    monkeypatch.setattr(reward_module, "all_ranks",
-                        lambda part: [part, dataclasses.replace(part, sampler="0" * 16)])
+    monkeypatch.setattr(reward_module, "all_ranks", lambda part: [part, dataclasses.replace(part, sampler="0" * 16)])
     with pytest.raises(RuntimeError, match="different sampler states"):
         _score(RubricReward(main, num_generations=4), main, "t-paris", ["Paris."] * 4)
 
@@ -111,8 +127,16 @@ def test_other_ranks_resume_without_touching_the_run_folder(ranks, tmp_path):
 
 # -- the real launch (slow) ----------------------------------------------------------------------------------------
 def _launch(args: list[str], log: Path) -> subprocess.Popen:
-    cmd = [str(ACCELERATE), "launch", "--config_file", str(REPO / "configs" / "accelerate-cpu.yaml"),
-           "-m", "trainer.cli", "train", *args]
+    cmd = [
+        str(ACCELERATE),
+        "launch",
+        "--config_file",
+        str(REPO / "configs" / "accelerate-cpu.yaml"),
+        "-m",
+        "trainer.cli",
+        "train",
+        *args,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with open(log, "ab") as out:
         return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -173,8 +197,14 @@ def _replayed_draws(cfg, ckpt: Path, groups_after: list[list[float]], steps: lis
     run = HarnessRun(cfg, open_memory=False, main_process=False)  # reads the run folder, writes nothing
     try:
         h = cfg.harness
-        sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor, dynamic_filtering=True,
-                                 df_window=h.df_window, df_multiplier=h.df_multiplier)
+        sampler = HarnessSampler(
+            run,
+            seed=cfg.train.seed,
+            floor=h.sampler_floor,
+            dynamic_filtering=True,
+            df_window=h.df_window,
+            df_multiplier=h.df_multiplier,
+        )
         run.set_state(run.store.load(int(state["harness_version"])))
         sampler.load_state_dict(state["sampler"])
         out: dict[int, list[list[str]]] = {}
@@ -183,8 +213,13 @@ def _replayed_draws(cfg, ckpt: Path, groups_after: list[list[float]], steps: lis
             ranks = []
             for rank in (0, 1):
                 sampler.load_state_dict(saved)  # every rank draws the same global batch from the same state
-                rows = sampler.fill([placeholder_row() for _ in range(BATCH)], num_generations=NUM_GENERATIONS,
-                                    step=step - 1, process_index=rank, num_processes=2)
+                rows = sampler.fill(
+                    [placeholder_row() for _ in range(BATCH)],
+                    num_generations=NUM_GENERATIONS,
+                    step=step - 1,
+                    process_index=rank,
+                    num_processes=2,
+                )
                 ranks.append([r["task_id"] for r in rows[::NUM_GENERATIONS]])
             out[step] = ranks
             for tid, std in zip([t for r in ranks for t in r], stds):
@@ -201,8 +236,7 @@ def test_two_processes_round_broadcast_kill_and_resume(tmp_path, tiny_model_dir)
 
     suite = write_suite(tmp_path / "suite")
     run_dir = tmp_path / "run"
-    base = ["--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}",
-            *OVERRIDES]
+    base = ["--config", str(REPO / "configs" / "tiny.yaml"), f"run_dir={run_dir}", f"data.suite={suite}", *OVERRIDES]
     log = tmp_path / "launch.log"
 
     # -- run until step 5 is trained (a round at 2 and 4, checkpoints 2 and 4), then kill the pair --------------

@@ -16,12 +16,15 @@ from measure.vllm_cpu.serve import VLLMServer, venv_dir, venv_python
 
 pytestmark = [
     pytest.mark.vllm,
-    pytest.mark.skipif(not venv_python().is_file(),
-                       reason=f"no vllm-cpu venv at {venv_dir()}; create it with `make vllm-env`"),
+    pytest.mark.skipif(
+        not venv_python().is_file(), reason=f"no vllm-cpu venv at {venv_dir()}; create it with `make vllm-env`"
+    ),
 ]
 
-PROMPTS = [[{"role": "user", "content": "Write one sentence about the ocean."}],
-           [{"role": "user", "content": "def main():"}]]
+PROMPTS = [
+    [{"role": "user", "content": "Write one sentence about the ocean."}],
+    [{"role": "user", "content": "def main():"}],
+]
 
 
 def _make_adapter(model_dir, out_dir, seed):
@@ -31,8 +34,14 @@ def _make_adapter(model_dir, out_dir, seed):
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, init_lora_weights=False, task_type="CAUSAL_LM",
-                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    cfg = LoraConfig(
+        r=8,
+        lora_alpha=16,
+        lora_dropout=0.0,
+        init_lora_weights=False,
+        task_type="CAUSAL_LM",
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    )
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), cfg)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -45,8 +54,9 @@ def _make_adapter(model_dir, out_dir, seed):
 @pytest.mark.timeout(480)  # a loaded 2-core box has needed ~110 s just to start the server
 def test_vllm_cpu_serves_base_and_hot_loaded_lora(tiny_model_dir, tmp_path):
     adapter = _make_adapter(tiny_model_dir, tmp_path / "checkpoint-10" / "adapter", seed=10)
-    with VLLMServer(tiny_model_dir, served_name="tiny", enable_lora=True, max_lora_rank=8,
-                    log_path=tmp_path / "vllm.log") as server:
+    with VLLMServer(
+        tiny_model_dir, served_name="tiny", enable_lora=True, max_lora_rank=8, log_path=tmp_path / "vllm.log"
+    ) as server:
         ep = OpenAIEndpoint(server.base_url, model="tiny", timeout=60.0, retries=1)
         assert ep.models() == ["tiny"]
 

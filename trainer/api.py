@@ -30,12 +30,17 @@ def _override(name: str, value: Any) -> str:
         path = "run_dir"
     else:
         # The context fields the trainer fills are no `evolver` settings (`seed` is train's).
-        owners = [s for s, cls in SECTIONS.items() if name in {f.name for f in fields(cls)}
-                  and not (s == "evolver" and name in SET_BY_TRAINER)]
+        owners = [
+            s
+            for s, cls in SECTIONS.items()
+            if name in {f.name for f in fields(cls)} and not (s == "evolver" and name in SET_BY_TRAINER)
+        ]
         if len(owners) != 1:
             where = f"in {owners}" if owners else "in no section"
-            raise ConfigError(f"harness_parts({name}=...): the config field {name!r} is {where}; "
-                              f"write section__{name}=... (sections: {', '.join(SECTIONS)})")
+            raise ConfigError(
+                f"harness_parts({name}=...): the config field {name!r} is {where}; "
+                f"write section__{name}=... (sections: {', '.join(SECTIONS)})"
+            )
         path = f"{owners[0]}.{name}"
     return f"{path}={json.dumps(value) if not isinstance(value, str) else value}"
 
@@ -55,8 +60,13 @@ class HarnessParts:
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `trainer_class(...)` besides your model, tokenizer and args."""
-        return {"train_dataset": self.dataset, "reward_funcs": [self.reward], "callbacks": [self.callback],
-                "harness_sampler": self.sampler, "dynamic_sampling": self.dynamic_sampling}
+        return {
+            "train_dataset": self.dataset,
+            "reward_funcs": [self.reward],
+            "callbacks": [self.callback],
+            "harness_sampler": self.sampler,
+            "dynamic_sampling": self.dynamic_sampling,
+        }
 
     def attach(self, trainer: Any) -> None:
         """Hand the trainer to the callback (the frozen policy is its live model) after checking its args."""
@@ -64,16 +74,26 @@ class HarnessParts:
         t = self.cfg.train
         problems = []
         if args.num_generations != t.num_generations:
-            problems.append(f"num_generations={args.num_generations} but the run's reward groups are "
-                            f"train.num_generations={t.num_generations}")
+            problems.append(
+                f"num_generations={args.num_generations} but the run's reward groups are "
+                f"train.num_generations={t.num_generations}"
+            )
         if args.shuffle_dataset:
             problems.append("shuffle_dataset=True would pre-read rows and hide harness updates; set it to False")
         if args.max_steps != t.max_steps:
-            problems.append(f"max_steps={args.max_steps} but train.max_steps={t.max_steps} (the dataset never ends: "
-                            f"TRL needs max_steps, and the evolver's schedule uses the run's)")
-        if self.cfg.harness.evolver and args.save_strategy == "steps" and self.cfg.harness.evolve_every % args.save_steps:
-            problems.append(f"save_steps={args.save_steps} must divide harness.evolve_every="
-                            f"{self.cfg.harness.evolve_every} (the checkpoint after a round carries its harness)")
+            problems.append(
+                f"max_steps={args.max_steps} but train.max_steps={t.max_steps} (the dataset never ends: "
+                f"TRL needs max_steps, and the evolver's schedule uses the run's)"
+            )
+        if (
+            self.cfg.harness.evolver
+            and args.save_strategy == "steps"
+            and self.cfg.harness.evolve_every % args.save_steps
+        ):
+            problems.append(
+                f"save_steps={args.save_steps} must divide harness.evolve_every="
+                f"{self.cfg.harness.evolve_every} (the checkpoint after a round carries its harness)"
+            )
         problems += generation_mismatches(args, self.cfg)
         if problems:
             raise ConfigError("GRPOConfig does not fit the HarnessRL run: " + "; ".join(problems))
@@ -92,11 +112,15 @@ def generation_mismatches(args: Any, cfg: RunConfig) -> list[str]:
     t, ds = cfg.train, cfg.harness.dynamic_sampling
     problems = []
     if args.temperature != t.temperature:
-        problems.append(f"temperature={args.temperature} but the critic samples the frozen policy at "
-                        f"train.temperature={t.temperature}")
+        problems.append(
+            f"temperature={args.temperature} but the critic samples the frozen policy at "
+            f"train.temperature={t.temperature}"
+        )
     if args.max_completion_length != t.max_completion_length:
-        problems.append(f"max_completion_length={args.max_completion_length} but the critic's rollouts are "
-                        f"train.max_completion_length={t.max_completion_length} tokens")
+        problems.append(
+            f"max_completion_length={args.max_completion_length} but the critic's rollouts are "
+            f"train.max_completion_length={t.max_completion_length} tokens"
+        )
     if args.top_p != 1.0:
         problems.append(f"top_p={args.top_p} but the critic samples untruncated (top_p=1.0)")
     if args.top_k not in (None, 0):
@@ -105,16 +129,20 @@ def generation_mismatches(args: Any, cfg: RunConfig) -> list[str]:
         problems.append(f"min_p={args.min_p} but the critic samples untruncated (no min_p)")
     want = t.batch_size * max(1, ds)
     if ds and args.per_device_train_batch_size != want:
-        problems.append(f"per_device_train_batch_size={args.per_device_train_batch_size} but harness.dynamic_sampling="
-                        f"{ds} generates train.batch_size x {ds} = {want} rollouts per step")
+        problems.append(
+            f"per_device_train_batch_size={args.per_device_train_batch_size} but harness.dynamic_sampling="
+            f"{ds} generates train.batch_size x {ds} = {want} rollouts per step"
+        )
     if ds and args.beta != 0.0:
-        problems.append(f"beta={args.beta} but harness.dynamic_sampling needs beta=0 (the KL term would act on "
-                        f"the rows it drops)")
+        problems.append(
+            f"beta={args.beta} but harness.dynamic_sampling needs beta=0 (the KL term would act on the rows it drops)"
+        )
     return problems
 
 
-def harness_parts(config: str | Path | RunConfig | None = None, *, overrides: list[str] | None = None,
-                  **settings: Any) -> HarnessParts:
+def harness_parts(
+    config: str | Path | RunConfig | None = None, *, overrides: list[str] | None = None, **settings: Any
+) -> HarnessParts:
     """Build the run folder, harness, sampler dataset, reward and callback for a user's `GRPOTrainer`.
 
     `config`: a YAML file, a `RunConfig`, or None (the defaults); `overrides`: "section.key=value" strings;
@@ -126,8 +154,8 @@ def harness_parts(config: str | Path | RunConfig | None = None, *, overrides: li
     others read it (they open no memory and write nothing)."""
     from trainer.callback import HarnessCallback
     from trainer.grpo import harness_trainer_class
-    from trainer.reward import RubricReward
     from trainer.harness_run import HarnessRun
+    from trainer.reward import RubricReward
     from trainer.sampler import HarnessSampler, make_dataset
 
     extra = [*(overrides or []), *(_override(k, v) for k, v in settings.items())]
@@ -141,14 +169,29 @@ def harness_parts(config: str | Path | RunConfig | None = None, *, overrides: li
     if run.main_process:
         save_config(cfg, run.paths.config)
     h = cfg.harness
-    sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor, dynamic_filtering=h.dynamic_filtering,
-                             df_window=h.df_window, df_multiplier=h.df_multiplier)
+    sampler = HarnessSampler(
+        run,
+        seed=cfg.train.seed,
+        floor=h.sampler_floor,
+        dynamic_filtering=h.dynamic_filtering,
+        df_window=h.df_window,
+        df_multiplier=h.df_multiplier,
+    )
     reward: Any = RubricReward(run, cfg.train.num_generations)
     dynamic = None
     if h.dynamic_sampling:  # as trainer.grpo.build_trainer applies it
         from trainer.dynamic_sampling import DynamicSamplingReward
 
-        reward = dynamic = DynamicSamplingReward(reward, cfg.train.num_generations,
-                                                 cfg.train.batch_size // cfg.train.num_generations)
-    return HarnessParts(cfg=cfg, run=run, sampler=sampler, dataset=make_dataset(sampler), reward=reward,
-                        callback=HarnessCallback(run), trainer_class=harness_trainer_class(), dynamic_sampling=dynamic)
+        reward = dynamic = DynamicSamplingReward(
+            reward, cfg.train.num_generations, cfg.train.batch_size // cfg.train.num_generations
+        )
+    return HarnessParts(
+        cfg=cfg,
+        run=run,
+        sampler=sampler,
+        dataset=make_dataset(sampler),
+        reward=reward,
+        callback=HarnessCallback(run),
+        trainer_class=harness_trainer_class(),
+        dynamic_sampling=dynamic,
+    )

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 
 
 class HarnessCallback(TrainerCallback):
-    def __init__(self, run: HarnessRun, trainer: Trainer | None = None, *,
-                 run_graph: RoundRunner | None = None) -> None:
+    def __init__(
+        self, run: HarnessRun, trainer: Trainer | None = None, *, run_graph: RoundRunner | None = None
+    ) -> None:
         self.run = run
         self.cfg = run.cfg
         self.pause = EvolverPause(run, trainer, run_graph=run_graph)
@@ -40,14 +41,16 @@ class HarnessCallback(TrainerCallback):
     def trainer(self, trainer: Trainer | None) -> None:
         self.pause.trainer = trainer
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                       **kwargs: object) -> TrainerControl:
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
+    ) -> TrainerControl:
         if self.run.sampler is not None:
             self.run.sampler.step = state.global_step
         return control
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    **kwargs: object) -> TrainerControl:
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
+    ) -> TrainerControl:
         step = state.global_step
         if self.run.sampler is not None:
             self.run.sampler.step = step
@@ -59,16 +62,23 @@ class HarnessCallback(TrainerCallback):
             if self.pause.stop_reason is not None:
                 # The checkpoint of this step (evolve_every is a multiple of save_steps) is still written.
                 control.should_training_stop = True
-        record.update({"step": step, "pause_s": pause, "harness_version_after": self.run.state.version,
-                       "time": time.time(),
-                       "harness_overhead_s": record.get("sampler_s", 0.0) + record.get("reward_overhead_s", 0.0)})
+        record.update(
+            {
+                "step": step,
+                "pause_s": pause,
+                "harness_version_after": self.run.state.version,
+                "time": time.time(),
+                "harness_overhead_s": record.get("sampler_s", 0.0) + record.get("reward_overhead_s", 0.0),
+            }
+        )
         self.run.last_record = record
         if self.pause.is_main():
             append_jsonl(self.run.paths.metrics, record)
         return control
 
-    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                **kwargs: object) -> TrainerControl:
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
+    ) -> TrainerControl:
         ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         acc = self.pause.accelerator()
         if acc is not None and acc.num_processes > 1:

@@ -88,16 +88,19 @@ def write_checkpoint_state(ckpt_dir: Path, run: Any, step: int) -> None:
         run.memory.snapshot(ckpt_dir / MEMORY_FILE)
     with run.lock:
         pending = [e.model_dump(mode="json") for e in run.pending_events]
-    atomic_write_json(ckpt_dir / STATE_FILE, {
-        "harness_version": run.state.version,
-        "step": step,
-        "detector": run.detector.state_dict(),
-        "sampler": run.sampler.state_dict() if run.sampler is not None else None,
-        "pending_events": pending,
-        "rounds": run.rounds_done,
-        "memory_snapshot": MEMORY_FILE if run.memory is not None else None,
-        "written_at": time.time(),
-    })
+    atomic_write_json(
+        ckpt_dir / STATE_FILE,
+        {
+            "harness_version": run.state.version,
+            "step": step,
+            "detector": run.detector.state_dict(),
+            "sampler": run.sampler.state_dict() if run.sampler is not None else None,
+            "pending_events": pending,
+            "rounds": run.rounds_done,
+            "memory_snapshot": MEMORY_FILE if run.memory is not None else None,
+            "written_at": time.time(),
+        },
+    )
 
 
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
@@ -118,13 +121,16 @@ def find_checkpoint(run_dir: Path, given: str | None = None) -> Path:
         if not p.is_dir() and str(given).isdigit():
             p = Path(run_dir) / "checkpoints" / f"checkpoint-{given}"
         if not (p / STATE_FILE).is_file():
-            raise FileNotFoundError(f"--resume {given}: {p} is not a complete HarnessRL checkpoint (no {STATE_FILE}); "
-                                    f"complete ones: {[str(c) for _, c in _complete(run_dir)]}")
+            raise FileNotFoundError(
+                f"--resume {given}: {p} is not a complete HarnessRL checkpoint (no {STATE_FILE}); "
+                f"complete ones: {[str(c) for _, c in _complete(run_dir)]}"
+            )
         return p
     complete = [p for _, p in _complete(run_dir)]
     if not complete:
-        raise FileNotFoundError(f"--resume: no complete checkpoint under {Path(run_dir) / 'checkpoints'}; "
-                                f"start without --resume")
+        raise FileNotFoundError(
+            f"--resume: no complete checkpoint under {Path(run_dir) / 'checkpoints'}; start without --resume"
+        )
     return complete[-1]
 
 
@@ -156,15 +162,19 @@ def read_state(ckpt_dir: Path) -> dict[str, Any]:
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ResumeError(f"{path}: missing, so the checkpoint is incomplete (killed while saving); "
-                          f"{_earlier(ckpt_dir)}") from None
+        raise ResumeError(
+            f"{path}: missing, so the checkpoint is incomplete (killed while saving); {_earlier(ckpt_dir)}"
+        ) from None
     except (OSError, ValueError) as e:
-        raise ResumeError(f"{path}: not readable JSON ({e}); {_earlier(ckpt_dir)}, or move "
-                          f"{Path(ckpt_dir).name} aside") from None
+        raise ResumeError(
+            f"{path}: not readable JSON ({e}); {_earlier(ckpt_dir)}, or move {Path(ckpt_dir).name} aside"
+        ) from None
     missing = [k for k in _STATE_KEYS if not isinstance(state, dict) or k not in state]
     if missing:
-        raise ResumeError(f"{path}: not a HarnessRL checkpoint state (missing field(s) {missing}); "
-                          f"{_earlier(ckpt_dir)}, or move {Path(ckpt_dir).name} aside")
+        raise ResumeError(
+            f"{path}: not a HarnessRL checkpoint state (missing field(s) {missing}); "
+            f"{_earlier(ckpt_dir)}, or move {Path(ckpt_dir).name} aside"
+        )
     return state
 
 
@@ -204,11 +214,15 @@ def _plan_versions(store: HarnessStore, upto: int, seed: Any, ckpt_dir: Path) ->
             elif not how:
                 how = f" (updates.jsonl has {'no line' if rec is None else 'no update'} for version {v})"
         if state is None:
-            raise ResumeError(f"{problem}; it cannot be rebuilt exactly{how}. Put a good copy of {store.path(v).name} "
-                              f"back, or {_earlier(ckpt_dir, lambda s, v=v: int(s['harness_version']) < v)}")
+            raise ResumeError(
+                f"{problem}; it cannot be rebuilt exactly{how}. Put a good copy of {store.path(v).name} "
+                f"back, or {_earlier(ckpt_dir, lambda s, v=v: int(s['harness_version']) < v)}"
+            )
         if state.version != v:
-            raise ResumeError(f"{problem}; rebuilding it from {how} gave version {state.version}, not {v}; "
-                              f"{_earlier(ckpt_dir, lambda s, v=v: int(s['harness_version']) < v)}")
+            raise ResumeError(
+                f"{problem}; rebuilding it from {how} gave version {state.version}, not {v}; "
+                f"{_earlier(ckpt_dir, lambda s, v=v: int(s['harness_version']) < v)}"
+            )
         rebuilt[v] = state
         prev = state
     return rebuilt
@@ -227,8 +241,10 @@ def _check_snapshot(snap: Path, ckpt_dir: Path) -> None:
                 if lineno > 1 and (not isinstance(row, dict) or "kind" not in row or "record" not in row):
                     raise ValueError(f"line {lineno} is not a memory record")
     except (OSError, ValueError) as e:
-        raise ResumeError(f"{snap}: memory snapshot not readable ({e}); {_earlier(ckpt_dir)}, or pass --fresh-memory "
-                          f"to resume with an empty training memory") from None
+        raise ResumeError(
+            f"{snap}: memory snapshot not readable ({e}); {_earlier(ckpt_dir)}, or pass --fresh-memory "
+            f"to resume with an empty training memory"
+        ) from None
 
 
 def _snapshot(state: dict[str, Any], ckpt_dir: Path, fresh_memory: bool) -> Path | None:
@@ -244,9 +260,11 @@ def _snapshot(state: dict[str, Any], ckpt_dir: Path, fresh_memory: bool) -> Path
             log.warning("%s; --fresh-memory: resuming with an empty training memory", str(e).split("; ")[0])
             return None
     if not fresh_memory:
-        raise ResumeError(f"{snap}: the checkpoint's memory snapshot is missing, so the training memory cannot be "
-                          f"restored to step {state['step']}; {_earlier(ckpt_dir)}, or pass --fresh-memory to resume "
-                          f"with an empty training memory")
+        raise ResumeError(
+            f"{snap}: the checkpoint's memory snapshot is missing, so the training memory cannot be "
+            f"restored to step {state['step']}; {_earlier(ckpt_dir)}, or pass --fresh-memory to resume "
+            f"with an empty training memory"
+        )
     log.warning("%s: no memory snapshot; --fresh-memory: resuming with an empty training memory", snap)
     return None
 
@@ -264,8 +282,10 @@ def _build_memory(cfg: Any, root: Path, snap: Path | None, ckpt_dir: Path) -> tu
     except (MemoryStoreError, ValueError, KeyError) as e:
         mem.close()
         shutil.rmtree(folder, ignore_errors=True)
-        raise ResumeError(f"{snap}: memory snapshot cannot be restored ({e}); {_earlier(ckpt_dir)}, or pass "
-                          f"--fresh-memory to resume with an empty training memory") from None
+        raise ResumeError(
+            f"{snap}: memory snapshot cannot be restored ({e}); {_earlier(ckpt_dir)}, or pass "
+            f"--fresh-memory to resume with an empty training memory"
+        ) from None
     except BaseException:
         mem.close()
         shutil.rmtree(folder, ignore_errors=True)
@@ -281,8 +301,13 @@ def _logs(root: Path) -> list[Path]:
 
 def _sweep_temp_files(root: Path) -> list[str]:
     """Temp files of atomic writes a kill left behind (`.<name>.<random>.tmp`, never read): removed, named."""
-    found = [p for d in (root, root / "harness", root / "harness" / "versions") if d.is_dir()
-             for p in d.glob(".*.tmp") if p.is_file()]
+    found = [
+        p
+        for d in (root, root / "harness", root / "harness" / "versions")
+        if d.is_dir()
+        for p in d.glob(".*.tmp")
+        if p.is_file()
+    ]
     for p in found:
         p.unlink()
     return [p.relative_to(root).as_posix() for p in found]
@@ -318,8 +343,13 @@ def prepare_resume(cfg: Any, ckpt_dir: Path, *, fresh_memory: bool = False) -> d
             (aside / "versions").mkdir(parents=True, exist_ok=True)
             os.replace(path, aside / "versions" / f"{path.name}.corrupt")
         atomic_write_text(path, s.model_dump_json())
-        log.warning("harness version %d (%s) did not load; rebuilt it exactly from %s (the bad file is in %s)", v,
-                    path, "the run's suite" if v == 0 else f"version {v - 1} and its logged update", aside / "versions")
+        log.warning(
+            "harness version %d (%s) did not load; rebuilt it exactly from %s (the bad file is in %s)",
+            v,
+            path,
+            "the run's suite" if v == 0 else f"version {v - 1} and its logged update",
+            aside / "versions",
+        )
     unreadable: dict[str, list[int]] = {}
     dropped: dict[str, int] = {}
     for name in STEP_LOGS:
@@ -332,14 +362,25 @@ def prepare_resume(cfg: Any, ckpt_dir: Path, *, fresh_memory: bool = False) -> d
             aside.mkdir(parents=True, exist_ok=True)
             shutil.move(str(paths.memory), str(aside / "memory"))
         os.replace(built, paths.memory)
-    return {"checkpoint": str(ckpt_dir), "step": step, "harness_version": version, "abandoned_versions": moved,
-            "rebuilt_versions": sorted(rebuilt), "torn_lines": torn, "unreadable_lines": unreadable,
-            "dropped_lines": dropped, "memory_restored": counts if snap is not None else None,
-            "fresh_memory": snap is None, "temp_files_removed": swept, "aside": str(aside) if aside.exists() else None}
+    return {
+        "checkpoint": str(ckpt_dir),
+        "step": step,
+        "harness_version": version,
+        "abandoned_versions": moved,
+        "rebuilt_versions": sorted(rebuilt),
+        "torn_lines": torn,
+        "unreadable_lines": unreadable,
+        "dropped_lines": dropped,
+        "memory_restored": counts if snap is not None else None,
+        "fresh_memory": snap is None,
+        "temp_files_removed": swept,
+        "aside": str(aside) if aside.exists() else None,
+    }
 
 
-def restore(run: Any, ckpt_dir: Path, *, fresh_memory: bool = False,
-            prepared: dict[str, Any] | None = None) -> dict[str, Any]:
+def restore(
+    run: Any, ckpt_dir: Path, *, fresh_memory: bool = False, prepared: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Make `run` (opened with open_memory=False) match the checkpoint. Returns a summary for the log.
 
     `prepared`: the summary of a `prepare_resume` already run on the folder (else it is run here)."""
@@ -366,8 +407,11 @@ def restore(run: Any, ckpt_dir: Path, *, fresh_memory: bool = False,
             run.memory = run._open_memory()
         snap = _snapshot(state, ckpt_dir, fresh_memory)
         if snap is not None:
-            aside = Path(summary["aside"]) if summary.get("aside") else (
-                run.paths.abandoned / f"resume-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}")
+            aside = (
+                Path(summary["aside"])
+                if summary.get("aside")
+                else (run.paths.abandoned / f"resume-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}")
+            )
             aside.mkdir(parents=True, exist_ok=True)
             run.memory.snapshot(aside / MEMORY_FILE)  # what the server held, kept aside as the folder would be
             memory_dropped = run.memory.restore_exactly(snap)
@@ -417,6 +461,7 @@ def _restore_live_state(run: Any, state: dict[str, Any]) -> None:
     if run.sampler is not None and state.get("sampler"):
         run.sampler.load_state_dict(state["sampler"])
     with run.lock:
-        run.pending_events = ([FailureEvent.model_validate(e) for e in state["pending_events"]]
-                              if run.main_process else [])
+        run.pending_events = (
+            [FailureEvent.model_validate(e) for e in state["pending_events"]] if run.main_process else []
+        )
     run.rounds_done = list(state.get("rounds", []))

@@ -44,8 +44,11 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 @dataclass
 class ModelConfig:
-    name: str = _f("smollm2", "Policy: 'smollm2' (SmolLM2-135M-Instruct, prepared offline), 'tiny' (random test "
-                              "model) or a path / HF id of a causal LM.")
+    name: str = _f(
+        "smollm2",
+        "Policy: 'smollm2' (SmolLM2-135M-Instruct, prepared offline), 'tiny' (random test "
+        "model) or a path / HF id of a causal LM.",
+    )
     lora: bool = _f(True, "Train LoRA adapters (True) or all weights (False).")
     lora_r: int = _f(16, "LoRA rank.")
     lora_alpha: int = _f(32, "LoRA alpha.")
@@ -57,13 +60,18 @@ class ModelConfig:
         if self.lora and (self.lora_r < 1 or self.lora_alpha < 1):
             raise ConfigError(f"model.lora_r and model.lora_alpha must be >= 1 (got {self.lora_r}, {self.lora_alpha})")
         if self.lora and not self.lora_targets:
-            raise ConfigError("model.lora_targets is empty; list module names such as [q_proj, v_proj] or set model.lora=false")
+            raise ConfigError(
+                "model.lora_targets is empty; list module names such as [q_proj, v_proj] or set model.lora=false"
+            )
 
 
 @dataclass
 class DataConfig:
-    suite: str = _f("data/rubric-mix-lite", "Tasks: a folder with train.jsonl + test.jsonl (each in any supported "
-                                            "format: ours, RaR, HealthBench), a single JSONL file, or hf:<dataset id>.")
+    suite: str = _f(
+        "data/rubric-mix-lite",
+        "Tasks: a folder with train.jsonl + test.jsonl (each in any supported "
+        "format: ours, RaR, HealthBench), a single JSONL file, or hf:<dataset id>.",
+    )
     test_share: float = _f(0.2, "Single file or hf: suites whose rows carry no split: this share is held out for eval.")
     split_seed: int = _f(0, "Seed of that held-out pick (the same file and seed always give the same split).")
     tasks: list[str] = _f([], "Train task ids to use (empty: all train tasks).")
@@ -98,70 +106,117 @@ class TrainConfig:
     log_completions: bool = _f(False, "TRL completions parquet tables per step.")
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "batch_size", "num_generations", "max_completion_length", "save_steps",
-                     "logging_steps", "torch_threads"):
+        for name in (
+            "max_steps",
+            "batch_size",
+            "num_generations",
+            "max_completion_length",
+            "save_steps",
+            "logging_steps",
+            "torch_threads",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(self, name)}")
         if self.num_generations < 2:
             raise ConfigError(f"train.num_generations must be >= 2 (GRPO needs a group), got {self.num_generations}")
         if self.batch_size % self.num_generations:
             fix = self.num_generations * max(1, round(self.batch_size / self.num_generations))
-            raise ConfigError(f"train.batch_size ({self.batch_size}) must be a multiple of train.num_generations "
-                              f"({self.num_generations}); set train.batch_size={fix}")
+            raise ConfigError(
+                f"train.batch_size ({self.batch_size}) must be a multiple of train.num_generations "
+                f"({self.num_generations}); set train.batch_size={fix}"
+            )
         if self.use_vllm and self.vllm_mode == "server" and not self.vllm_server_base_url:
-            raise ConfigError("train.use_vllm with vllm_mode=server needs train.vllm_server_base_url "
-                              "(e.g. http://localhost:8000)")
+            raise ConfigError(
+                "train.use_vllm with vllm_mode=server needs train.vllm_server_base_url (e.g. http://localhost:8000)"
+            )
 
 
 @dataclass
 class HarnessConfig:
     evolver: bool = _f(True, "Run the harness evolver at checkpoints (False: fixed harness baseline).")
-    evolve_every: int = _f(4, "Steps between evolver rounds; a multiple of train.save_steps. The step right after "
-                              "a round trains on the harness it committed (prompts are drawn at step time).")
+    evolve_every: int = _f(
+        4,
+        "Steps between evolver rounds; a multiple of train.save_steps. The step right after "
+        "a round trains on the harness it committed (prompts are drawn at step time).",
+    )
     dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
-    df_window: int = _f(1, "Dynamic filtering: a task is down-weighted when its last N groups all had zero variance (1 = DAPO-like, act on the latest group).")
+    df_window: int = _f(
+        1,
+        "Dynamic filtering: a task is down-weighted when its last N groups all had zero variance (1 = DAPO-like, act on the latest group).",
+    )
     df_multiplier: float = _f(0.2, "Dynamic filtering: weight multiplier of a task whose recent visits were all dead.")
-    dynamic_sampling: int = _f(0, "DAPO dynamic sampling (over-sample, drop zero-variance groups, refill): generate "
-                                  "this many times train.batch_size rollouts per step and train on the first "
-                                  "batch_size/G groups with reward variance (trainer/dynamic_sampling.py); 0 = off.")
+    dynamic_sampling: int = _f(
+        0,
+        "DAPO dynamic sampling (over-sample, drop zero-variance groups, refill): generate "
+        "this many times train.batch_size rollouts per step and train on the first "
+        "batch_size/G groups with reward variance (trainer/dynamic_sampling.py); 0 = off.",
+    )
     sampler_floor: float = _f(0.1, "Uniform floor mixed into task sampling so every active task stays reachable.")
     detector: dict[str, Any] = _f({}, "harness.detector.DetectorConfig overrides (eps, tau_lo, tau_hi, window, ...).")
-    confirm_window: int = _f(2, "Training groups on its task that grade each accepted (provisional) update: it is "
-                                "reverted at the next pause when its failure persists on all of them, else confirmed "
-                                "(agents/decisions.py). 0: accepted updates are final.")
-    max_events: int = _f(8, "Events handed to one evolver round: one per task, confirmed before one-group events, "
-                            "dead groups before hacks before blind criteria, then most groups, then most recent first (each costs the critic fresh rollouts: this bounds the pause).")
-    max_judge_failure_share: float = _f(0.2, "Flag a step (metrics.jsonl judge_flagged, a console warning) when more "
-                                             "than this share of its verdicts were left out because the judge failed; "
-                                             "the same share of responses that could not be scored "
-                                             "(unscoreable_flagged) or of verdicts skipped for want of a judge "
-                                             "(skipped_flagged) flags it too.")
+    confirm_window: int = _f(
+        2,
+        "Training groups on its task that grade each accepted (provisional) update: it is "
+        "reverted at the next pause when its failure persists on all of them, else confirmed "
+        "(agents/decisions.py). 0: accepted updates are final.",
+    )
+    max_events: int = _f(
+        8,
+        "Events handed to one evolver round: one per task, confirmed before one-group events, "
+        "dead groups before hacks before blind criteria, then most groups, then most recent first (each costs the critic fresh rollouts: this bounds the pause).",
+    )
+    max_judge_failure_share: float = _f(
+        0.2,
+        "Flag a step (metrics.jsonl judge_flagged, a console warning) when more "
+        "than this share of its verdicts were left out because the judge failed; "
+        "the same share of responses that could not be scored "
+        "(unscoreable_flagged) or of verdicts skipped for want of a judge "
+        "(skipped_flagged) flags it too.",
+    )
     memory_url: str | None = _f(None, "Chroma server URL (scale-out); None: local folder in the run.")
-    langgraph_url: str | None = _f(None, "Run the evolver on a LangGraph server at this URL (Studio) instead of in process.")
-    langgraph_assistant: str = _f("evolver", "With langgraph_url: the assistant whose context chooses the evolver's "
-                                             "models, limits and thresholds (rounds send only run folder, memory and "
-                                             "frozen policy). A graph id ('evolver'): an assistant made from this "
-                                             "config; an assistant id or name (e.g. made in Studio): its context wins "
-                                             "over the config's evolver.* settings.")
-    policy_endpoint: str = _f("local", "Frozen policy for the critic: 'local' (the paused model; with langgraph_url "
-                                       "it is saved to run_dir/frozen/ at each pause and loaded by the server) or "
-                                       "an OpenAI-compatible base URL (vLLM).")
+    langgraph_url: str | None = _f(
+        None, "Run the evolver on a LangGraph server at this URL (Studio) instead of in process."
+    )
+    langgraph_assistant: str = _f(
+        "evolver",
+        "With langgraph_url: the assistant whose context chooses the evolver's "
+        "models, limits and thresholds (rounds send only run folder, memory and "
+        "frozen policy). A graph id ('evolver'): an assistant made from this "
+        "config; an assistant id or name (e.g. made in Studio): its context wins "
+        "over the config's evolver.* settings.",
+    )
+    policy_endpoint: str = _f(
+        "local",
+        "Frozen policy for the critic: 'local' (the paused model; with langgraph_url "
+        "it is saved to run_dir/frozen/ at each pause and loaded by the server) or "
+        "an OpenAI-compatible base URL (vLLM).",
+    )
     policy_model: str | None = _f(None, "Model name served at policy_endpoint (defaults to the adapter/model name).")
-    allow_unjudged_criteria: bool = _f(False, "Train although train tasks have text-only criteria (no programmatic "
-                                              "check) and no evolver.judge_model: those criteria are skipped, never "
-                                              "scored. "
-                                              "Off: such a run is refused at start, with the count.")
-    max_pause_s: int = _f(900, "Budget for one evolver pause (s); train.ddp_timeout must exceed it. A round that "
-                               "overruns it is cancelled and rolled back (in process and on a server).")
-    max_failed_rounds: int = _f(3, "Stop training (after the step's checkpoint, non-zero exit) when this many "
-                                   "evolver rounds in a row failed (endpoint or server down); 0: never stop.")
+    allow_unjudged_criteria: bool = _f(
+        False,
+        "Train although train tasks have text-only criteria (no programmatic "
+        "check) and no evolver.judge_model: those criteria are skipped, never "
+        "scored. "
+        "Off: such a run is refused at start, with the count.",
+    )
+    max_pause_s: int = _f(
+        900,
+        "Budget for one evolver pause (s); train.ddp_timeout must exceed it. A round that "
+        "overruns it is cancelled and rolled back (in process and on a server).",
+    )
+    max_failed_rounds: int = _f(
+        3,
+        "Stop training (after the step's checkpoint, non-zero exit) when this many "
+        "evolver rounds in a row failed (endpoint or server down); 0: never stop.",
+    )
 
     def __post_init__(self) -> None:
         if self.evolve_every < 1:
             raise ConfigError(f"harness.evolve_every must be >= 1, got {self.evolve_every}")
         if self.dynamic_sampling < 0:
-            raise ConfigError(f"harness.dynamic_sampling must be >= 0 (0 = off, N = generate N x batch_size), "
-                              f"got {self.dynamic_sampling}")
+            raise ConfigError(
+                f"harness.dynamic_sampling must be >= 0 (0 = off, N = generate N x batch_size), "
+                f"got {self.dynamic_sampling}"
+            )
         if not 0.0 <= self.df_multiplier <= 1.0:
             raise ConfigError(f"harness.df_multiplier must be in [0, 1], got {self.df_multiplier}")
         if not 0.0 <= self.sampler_floor <= 1.0:
@@ -171,7 +226,9 @@ class HarnessConfig:
         if self.max_failed_rounds < 0:
             raise ConfigError(f"harness.max_failed_rounds must be >= 0 (0 never stops), got {self.max_failed_rounds}")
         if self.confirm_window < 0:
-            raise ConfigError(f"harness.confirm_window must be >= 0 (0: accepted updates are final), got {self.confirm_window}")
+            raise ConfigError(
+                f"harness.confirm_window must be >= 0 (0: accepted updates are final), got {self.confirm_window}"
+            )
         if self.detector:
             from harness.detector import DetectorConfig
 
@@ -193,25 +250,32 @@ class RunConfig:
     def __post_init__(self) -> None:
         h, t, e = self.harness, self.train, self.evolver
         if e.require_approval and not h.langgraph_url:
-            raise ConfigError("evolver.require_approval needs harness.langgraph_url: only a round on a LangGraph "
-                              "server can wait for a person (Studio or `harnessrl evolve --server URL --thread T "
-                              "--approve`)")
+            raise ConfigError(
+                "evolver.require_approval needs harness.langgraph_url: only a round on a LangGraph "
+                "server can wait for a person (Studio or `harnessrl evolve --server URL --thread T "
+                "--approve`)"
+            )
         if h.langgraph_url and e.memory and not h.memory_url:
             # The trainer holds the exclusive lock of run_dir/memory (one Chroma writer per folder), so the
             # LangGraph server process could not open it: both must talk to one Chroma server instead.
-            raise ConfigError("harness.langgraph_url with evolver.memory=true needs a Chroma server both the trainer "
-                              "and the LangGraph server can reach (the trainer locks run_dir/memory): start "
-                              "`chroma run --path <folder> --port 8000` and set "
-                              "harness.memory_url=http://127.0.0.1:8000, or set evolver.memory=false")
+            raise ConfigError(
+                "harness.langgraph_url with evolver.memory=true needs a Chroma server both the trainer "
+                "and the LangGraph server can reach (the trainer locks run_dir/memory): start "
+                "`chroma run --path <folder> --port 8000` and set "
+                "harness.memory_url=http://127.0.0.1:8000, or set evolver.memory=false"
+            )
         if h.evolver and h.evolve_every % t.save_steps:
             raise ConfigError(
                 f"harness.evolve_every ({h.evolve_every}) must be a multiple of train.save_steps ({t.save_steps}) so "
                 f"every evolver round is followed by a checkpoint carrying the new harness; "
-                f"set train.save_steps={_largest_divisor(h.evolve_every, t.save_steps)}")
+                f"set train.save_steps={_largest_divisor(h.evolve_every, t.save_steps)}"
+            )
         if h.evolver and t.ddp_timeout <= h.max_pause_s:
-            raise ConfigError(f"train.ddp_timeout ({t.ddp_timeout}s) must exceed harness.max_pause_s ({h.max_pause_s}s) "
-                              f"or other ranks time out while rank 0 runs the evolver; set train.ddp_timeout="
-                              f"{h.max_pause_s * 2}")
+            raise ConfigError(
+                f"train.ddp_timeout ({t.ddp_timeout}s) must exceed harness.max_pause_s ({h.max_pause_s}s) "
+                f"or other ranks time out while rank 0 runs the evolver; set train.ddp_timeout="
+                f"{h.max_pause_s * 2}"
+            )
         if h.dynamic_sampling:
             from trainer.dynamic_sampling import LOSS_TYPES
 
@@ -219,25 +283,34 @@ class RunConfig:
             # tell a dropped row from a kept one whose advantage is 0: only the token-mean normaliser can be
             # corrected (trainer/dynamic_sampling.py), not a per-row term.
             if t.beta != 0.0:
-                raise ConfigError(f"harness.dynamic_sampling={h.dynamic_sampling} needs train.beta=0 (got {t.beta}): the "
-                                  f"KL term would still act on the rows dynamic sampling drops (the loss cannot tell "
-                                  f"them apart); set train.beta=0 or harness.dynamic_sampling=0")
+                raise ConfigError(
+                    f"harness.dynamic_sampling={h.dynamic_sampling} needs train.beta=0 (got {t.beta}): the "
+                    f"KL term would still act on the rows dynamic sampling drops (the loss cannot tell "
+                    f"them apart); set train.beta=0 or harness.dynamic_sampling=0"
+                )
             if t.loss_type not in LOSS_TYPES:
-                raise ConfigError(f"harness.dynamic_sampling={h.dynamic_sampling} needs a token-mean train.loss_type "
-                                  f"({' / '.join(LOSS_TYPES)}; got {t.loss_type!r}): only its normaliser is set to the "
-                                  f"kept rows, other losses would average the dropped rows in; set train.loss_type=dapo")
+                raise ConfigError(
+                    f"harness.dynamic_sampling={h.dynamic_sampling} needs a token-mean train.loss_type "
+                    f"({' / '.join(LOSS_TYPES)}; got {t.loss_type!r}): only its normaliser is set to the "
+                    f"kept rows, other losses would average the dropped rows in; set train.loss_type=dapo"
+                )
         if h.policy_endpoint != "local" and not h.policy_endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"harness.policy_endpoint must be 'local' or an http(s) URL, got {h.policy_endpoint!r}")
         if self.frozen_policy_source is None:
-            why = ("train.use_vllm=false" if not t.use_vllm else
-                   "train.vllm_mode=colocate (no server to push to)" if t.vllm_mode != "server" else
-                   f"it is not the training server train.vllm_server_base_url={t.vllm_server_base_url}")
+            why = (
+                "train.use_vllm=false"
+                if not t.use_vllm
+                else "train.vllm_mode=colocate (no server to push to)"
+                if t.vllm_mode != "server"
+                else f"it is not the training server train.vllm_server_base_url={t.vllm_server_base_url}"
+            )
             raise ConfigError(
                 f"harness.policy_endpoint={h.policy_endpoint} is a frozen policy nothing keeps in sync with the trained "
                 f"weights (model.lora=false, so no adapter to hot-load; {why}): the critic would measure the base "
                 f"model. Set harness.policy_endpoint=local, or model.lora=true (each round hot-loads the step's "
                 f"adapter there), or train.use_vllm=true with train.vllm_mode=server and "
-                f"harness.policy_endpoint=train.vllm_server_base_url (each round pushes the weights there)")
+                f"harness.policy_endpoint=train.vllm_server_base_url (each round pushes the weights there)"
+            )
 
     @property
     def frozen_policy_source(self) -> Literal["local", "training_server", "lora_adapter"] | None:
@@ -265,9 +338,11 @@ class RunConfig:
 
 def same_server(a: str, b: str | None) -> bool:
     """Whether two base URLs name one server ("http://h:8000", "http://h:8000/" and "http://h:8000/v1" do)."""
+
     def root(u: str) -> str:
         u = u.rstrip("/")
         return u[: -len("/v1")] if u.endswith("/v1") else u
+
     return b is not None and root(a) == root(b)
 
 
@@ -275,20 +350,46 @@ def _largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
 
-SECTIONS: dict[str, type] = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "harness": HarnessConfig,
-                             "evolver": EvolverContext}
+SECTIONS: dict[str, type] = {
+    "model": ModelConfig,
+    "data": DataConfig,
+    "train": TrainConfig,
+    "harness": HarnessConfig,
+    "evolver": EvolverContext,
+}
 
 # Context fields the trainer fills for each round, from where (an `evolver:` key naming one is refused).
-SET_BY_TRAINER = {"run_dir": "the top-level run_dir", "memory_location": "harness.memory_url (else run_dir/memory "
-                  "when evolver.memory)", "policy": "harness.policy_endpoint", "services_key": "the trainer itself",
-                  "max_tokens": "train.max_completion_length", "temperature": "train.temperature", "seed": "train.seed"}
+SET_BY_TRAINER = {
+    "run_dir": "the top-level run_dir",
+    "memory_location": "harness.memory_url (else run_dir/memory when evolver.memory)",
+    "policy": "harness.policy_endpoint",
+    "services_key": "the trainer itself",
+    "max_tokens": "train.max_completion_length",
+    "temperature": "train.temperature",
+    "seed": "train.seed",
+}
 assert set(PER_RUN) <= set(SET_BY_TRAINER)
 # Keys that moved from `harness:` to `evolver:` (issue 18); the old ones are read, with a warning, for one release.
-MOVED_TO_EVOLVER = {name: name for name in (
-    "interfaces", "memory", "critic", "sample_k", "sample_k_max", "critic_alpha", "max_revisions",
-    "generalise_max_tasks", "attributor_model", "proposer_model", "critic_model", "judge_model",
-    "memory_embedding", "require_approval",
-    *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")))}
+MOVED_TO_EVOLVER = {
+    name: name
+    for name in (
+        "interfaces",
+        "memory",
+        "critic",
+        "sample_k",
+        "sample_k_max",
+        "critic_alpha",
+        "max_revisions",
+        "generalise_max_tasks",
+        "attributor_model",
+        "proposer_model",
+        "critic_model",
+        "judge_model",
+        "memory_embedding",
+        "require_approval",
+        *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")),
+    )
+}
 MOVED_TO_EVOLVER |= {"llm_base_url": "base_url", "llm_api_key_env": "api_key_env"}
 # Context fields deleted (issue 18): a key naming one is refused with why and what to set instead.
 REMOVED_FROM_EVOLVER = {"dead_eps": "it was never read; a group is dead when its reward std < harness.detector.eps"}
@@ -350,8 +451,10 @@ def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if cls is EvolverContext and key in SET_BY_TRAINER:
-            raise ConfigError(f"{where}{prefix}{key} is not a config setting: the trainer sets it for each round "
-                              f"from {SET_BY_TRAINER[key]}")
+            raise ConfigError(
+                f"{where}{prefix}{key} is not a config setting: the trainer sets it for each round "
+                f"from {SET_BY_TRAINER[key]}"
+            )
         if cls is EvolverContext and key in REMOVED_FROM_EVOLVER:
             raise ConfigError(f"{where}{prefix}{key} was removed: {REMOVED_FROM_EVOLVER[key]}")
         if key not in names:
@@ -387,8 +490,11 @@ def _migrate(data: dict[str, Any], where: str) -> dict[str, Any]:
         if key == "judge_model" and value is None:  # the old "no LLM judge" is the rule judge's name now
             value = "rules"
         evolver[new] = value
-        warnings.warn(f"{where}harness.{key} is deprecated: it is evolver.{new} now (the old key is read until the "
-                      f"next release)", FutureWarning, stacklevel=3)
+        warnings.warn(
+            f"{where}harness.{key} is deprecated: it is evolver.{new} now (the old key is read until the next release)",
+            FutureWarning,
+            stacklevel=3,
+        )
     return {**data, "harness": harness, "evolver": evolver}
 
 
@@ -401,8 +507,12 @@ def _migrate_override(text: str) -> str:
     new = MOVED_TO_EVOLVER[name]
     if name == "judge_model" and value.strip() in ("", "null", "~", "None"):
         value = "rules"
-    warnings.warn(f"override {text!r}: harness.{name} is deprecated: it is evolver.{new} now (the old key is read "
-                  f"until the next release)", FutureWarning, stacklevel=3)
+    warnings.warn(
+        f"override {text!r}: harness.{name} is deprecated: it is evolver.{new} now (the old key is read "
+        f"until the next release)",
+        FutureWarning,
+        stacklevel=3,
+    )
     return f"evolver.{new}{sep}{value}"
 
 
@@ -486,6 +596,8 @@ def describe() -> str:
             if cls is EvolverContext and f.name in SET_BY_TRAINER:
                 continue
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-            lines.append(f"  {section}.{f.name} = {default!r}\n      "
-                         f"{f.metadata.get('help') or f.metadata.get('description', '')}")
+            lines.append(
+                f"  {section}.{f.name} = {default!r}\n      "
+                f"{f.metadata.get('help') or f.metadata.get('description', '')}"
+            )
     return "\n".join(lines)

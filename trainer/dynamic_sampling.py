@@ -55,9 +55,11 @@ def check_one_process(cfg: Any) -> None:
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.harness.dynamic_sampling and world > 1:
-        raise ConfigError(f"harness.dynamic_sampling={cfg.harness.dynamic_sampling} runs on one process only, but "
-                          f"WORLD_SIZE={world}: each rank's reward sees only its own rows, so the kept groups and the "
-                          f"loss normaliser would be per rank; launch one process or set harness.dynamic_sampling=0")
+        raise ConfigError(
+            f"harness.dynamic_sampling={cfg.harness.dynamic_sampling} runs on one process only, but "
+            f"WORLD_SIZE={world}: each rank's reward sees only its own rows, so the kept groups and the "
+            f"loss normaliser would be per rank; launch one process or set harness.dynamic_sampling=0"
+        )
 
 
 def zero_variance(rewards: list[float]) -> bool:
@@ -69,7 +71,7 @@ def select_groups(rewards: list[float], num_generations: int, keep: int) -> list
     """Indices of the kept groups: the first `keep` groups, in draw order, whose rewards vary."""
     if len(rewards) % num_generations:
         raise ValueError(f"select_groups: {len(rewards)} rewards are not groups of {num_generations}")
-    groups = [rewards[i:i + num_generations] for i in range(0, len(rewards), num_generations)]
+    groups = [rewards[i : i + num_generations] for i in range(0, len(rewards), num_generations)]
     return [g for g, rs in enumerate(groups) if not zero_variance(rs)][:keep]
 
 
@@ -90,10 +92,12 @@ class DynamicSamplingReward:
         self.keep_groups = keep_groups
         self.kept_tokens = 0  # completion tokens of the kept rows of the last call (the loss normaliser)
 
-    async def __call__(self, *, completions: list, completion_ids: list | None = None, trainer_state: Any = None,
-                       **kwargs: Any) -> list[float | None]:
-        rewards = await self.inner(completions=completions, completion_ids=completion_ids, trainer_state=trainer_state,
-                                   **kwargs)
+    async def __call__(
+        self, *, completions: list, completion_ids: list | None = None, trainer_state: Any = None, **kwargs: Any
+    ) -> list[float | None]:
+        rewards = await self.inner(
+            completions=completions, completion_ids=completion_ids, trainer_state=trainer_state, **kwargs
+        )
         g = self.num_generations
         kept = set(select_groups(rewards, g, self.keep_groups))
         out = [r if i // g in kept else None for i, r in enumerate(rewards)]
@@ -101,13 +105,21 @@ class DynamicSamplingReward:
             raise ValueError("DynamicSamplingReward needs TRL's completion_ids (to normalise the loss over kept rows)")
         self.kept_tokens = sum(len(completion_ids[i]) for i in range(len(rewards)) if i // g in kept)
         n_groups = len(rewards) // g
-        dead = sum(1 for s in range(0, len(rewards), g) if zero_variance(rewards[s:s + g]))
+        dead = sum(1 for s in range(0, len(rewards), g) if zero_variance(rewards[s : s + g]))
         run = self.inner.run
         eps = run.detector.config.eps  # the detector's "dead" (std < eps), as the step's dead_share counts it
-        kept_dead = sum(1 for k in kept if float(np.std(rewards[k * g:(k + 1) * g])) < eps)
+        kept_dead = sum(1 for k in kept if float(np.std(rewards[k * g : (k + 1) * g])) < eps)
         step = (trainer_state.global_step if trainer_state is not None else run.sampler.step if run.sampler else 0) + 1
-        run.record_step(step, {"ds_groups_generated": n_groups, "ds_groups_kept": len(kept),
-                               "ds_groups_dead": dead, "ds_kept_dead": kept_dead,
-                               "ds_short": self.keep_groups - len(kept),
-                               "ds_rollouts_generated": len(rewards), "ds_rollouts_trained": len(kept) * g})
+        run.record_step(
+            step,
+            {
+                "ds_groups_generated": n_groups,
+                "ds_groups_kept": len(kept),
+                "ds_groups_dead": dead,
+                "ds_kept_dead": kept_dead,
+                "ds_short": self.keep_groups - len(kept),
+                "ds_rollouts_generated": len(rewards),
+                "ds_rollouts_trained": len(kept) * g,
+            },
+        )
         return out

@@ -71,8 +71,9 @@ class EvolverStopped(RuntimeError):
 class EvolverPause:
     """The pauses of one training run: `evolve(step)` runs one, on every rank; the counters span the run."""
 
-    def __init__(self, run: HarnessRun, trainer: Trainer | None = None, *,
-                 run_graph: RoundRunner | None = None) -> None:
+    def __init__(
+        self, run: HarnessRun, trainer: Trainer | None = None, *, run_graph: RoundRunner | None = None
+    ) -> None:
         self.run = run
         self.cfg = run.cfg
         self.trainer = trainer  # set after the trainer is built (callbacks do not receive it)
@@ -110,15 +111,24 @@ class EvolverPause:
             before = run.store.latest().version
         # Only the main process holds events (trainer.harness_run.HarnessRun.add_events) and reads the store here: the
         # others wait in `sync_state` and must not read files the round is writing.
-        events, superseded, stale = (take_events(run, self.cfg.harness.max_events, is_stale=stale_check(run.store))
-                                     if self.is_main() else ([], [], []))
+        events, superseded, stale = (
+            take_events(run, self.cfg.harness.max_events, is_stale=stale_check(run.store))
+            if self.is_main()
+            else ([], [], [])
+        )
         self.push_weights_to_training_server()  # collective: every rank, before rank 0's round
         # `event_ids`: the round's exact input (full events in events.jsonl), for `harnessrl evolve RUN --step N`.
-        info: dict[str, Any] = {"step": step, "version_before": before, "n_events": len(events),
-                                "event_ids": [e.id for e in events],
-                                "event_types": sorted({e.type for e in events}), "n_stale": len(stale),
-                                "n_superseded": len(superseded), "n_waiting": len(run.pending_events),
-                                **({"provisional": graded} if graded else {})}
+        info: dict[str, Any] = {
+            "step": step,
+            "version_before": before,
+            "n_events": len(events),
+            "event_ids": [e.id for e in events],
+            "event_types": sorted({e.type for e in events}),
+            "n_stale": len(stale),
+            "n_superseded": len(superseded),
+            "n_waiting": len(run.pending_events),
+            **({"provisional": graded} if graded else {}),
+        }
         if self.is_main():
             if not events:
                 info.update(n_accepted=0, skipped="no failure events since the last round")
@@ -129,8 +139,10 @@ class EvolverPause:
         self.pause_s_total += pause
         info.update(version_after=new_state.version, pause_s=pause)
         if self.is_main():
-            append_jsonl(run.paths.rounds, {k: v for k, v in info.items() if k != "reports"} |
-                         {"reports": info.get("reports", [])})
+            append_jsonl(
+                run.paths.rounds,
+                {k: v for k, v in info.items() if k != "reports"} | {"reports": info.get("reports", [])},
+            )
         run.rounds_done.append({k: info.get(k) for k in ("step", "thread_id", "version_before", "version_after")})
         self._count_failure(step, info, new_state.version)
         if self.is_main():
@@ -149,12 +161,14 @@ class EvolverPause:
             elif not info.get("skipped"):
                 self.failed_in_a_row = 0
             if limit and self.failed_in_a_row >= limit:
-                reason = (f"{self.failed_in_a_row} evolver rounds in a row failed (harness.max_failed_rounds={limit}); "
-                          f"the last, after step {step}: {info['error']}. Training stopped after step {step} on "
-                          f"harness v{version}, which the failed rounds left unchanged; the step's checkpoint keeps "
-                          f"their events. Fix the cause (the LLM, judge or policy endpoint, or the LangGraph server: "
-                          f"see rounds.jsonl), then continue the run with `harnessrl train --config <your config> "
-                          f"--resume`; harness.max_failed_rounds=0 trains on without stopping.")
+                reason = (
+                    f"{self.failed_in_a_row} evolver rounds in a row failed (harness.max_failed_rounds={limit}); "
+                    f"the last, after step {step}: {info['error']}. Training stopped after step {step} on "
+                    f"harness v{version}, which the failed rounds left unchanged; the step's checkpoint keeps "
+                    f"their events. Fix the cause (the LLM, judge or policy endpoint, or the LangGraph server: "
+                    f"see rounds.jsonl), then continue the run with `harnessrl train --config <your config> "
+                    f"--resume`; harness.max_failed_rounds=0 trains on without stopping."
+                )
         if self._num_processes() > 1:
             from accelerate.utils import broadcast_object_list
 
@@ -200,15 +214,25 @@ class EvolverPause:
                 self._server_settings_named = True
                 for note in out.get("server_settings") or []:
                     log.warning("LangGraph server round: %s", note)
-            return {"thread_id": out.get("thread_id", thread_id), "policy": spec, "publish_s": round(publish_s, 2),
-                    **stats, **summarize(out)}
+            return {
+                "thread_id": out.get("thread_id", thread_id),
+                "policy": spec,
+                "publish_s": round(publish_s, 2),
+                **stats,
+                **summarize(out),
+            }
         except Exception as e:  # noqa: BLE001 - a failed round must not kill training; it is logged in full
             log.error("evolver round at step %d failed; harness left at v%d: %s", step, before, e)
             aside = run.paths.abandoned / f"failed-round-step{step}-{time.time_ns() % 10**6:06d}"
             moved = run.store.abandon_versions_after(before, aside)
             run.put_back_events(events)
-            return {"thread_id": thread_id, "n_accepted": 0, "error": f"{type(e).__name__}: {e}",
-                    "traceback": traceback.format_exc(limit=8), "rolled_back_versions": moved}
+            return {
+                "thread_id": thread_id,
+                "n_accepted": 0,
+                "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(limit=8),
+                "rolled_back_versions": moved,
+            }
         finally:
             # The frozen policy and its memo belong to this round only.
             unregister_services(key)
@@ -227,8 +251,14 @@ class EvolverPause:
         changed: list[str] = []
         if self.is_main():
             state = run.store.latest()
-            changed = sorted({tid for rec in run.store.history() if rec.version > before and rec.update is not None
-                              for tid in rec.update.task_ids})
+            changed = sorted(
+                {
+                    tid
+                    for rec in run.store.history()
+                    if rec.version > before and rec.update is not None
+                    for tid in rec.update.task_ids
+                }
+            )
         if self._num_processes() > 1:
             from accelerate.utils import broadcast_object_list
 
@@ -237,8 +267,9 @@ class EvolverPause:
             broadcast_object_list(payload, from_process=0)
             state, changed = HarnessState.model_validate_json(payload[0][0]), payload[0][1]
         if state is None:
-            raise RuntimeError("EvolverPause.sync_state: no harness state (neither read on the main process nor "
-                               "received by broadcast)")
+            raise RuntimeError(
+                "EvolverPause.sync_state: no harness state (neither read on the main process nor received by broadcast)"
+            )
         run.set_state(state)
         for tid in changed:
             run.detector.reset_task(tid)
@@ -253,9 +284,17 @@ class EvolverPause:
         if self._evolver_judge is None:
             # Own judge for the evolver: its stats must not leak into the training-reward metrics.
             self._evolver_judge = run.new_judge()
-        register_services(key, live_services(
-            context, store=run.store, memory=run.memory if self.cfg.evolver.memory else None, endpoint=endpoint,
-            judge=self._evolver_judge, detector_config=DetectorConfig(**h.detector)))
+        register_services(
+            key,
+            live_services(
+                context,
+                store=run.store,
+                memory=run.memory if self.cfg.evolver.memory else None,
+                endpoint=endpoint,
+                judge=self._evolver_judge,
+                detector_config=DetectorConfig(**h.detector),
+            ),
+        )
 
     # -- the frozen policy (trainer/frozen.py) ------------------------------------------------------------
     def push_weights_to_training_server(self) -> bool:
@@ -275,8 +314,14 @@ def review_run(run: HarnessRun, step: int) -> dict[str, Any]:
     h = run.cfg.harness
     if h.confirm_window <= 0 or run.memory is None:
         return {}
-    return provisional.review(run.store, run.memory, step, window=h.confirm_window,
-                              ctx=evolver_context(run.cfg, services_key=None), detector=run.detector.config)
+    return provisional.review(
+        run.store,
+        run.memory,
+        step,
+        window=h.confirm_window,
+        ctx=evolver_context(run.cfg, services_key=None),
+        detector=run.detector.config,
+    )
 
 
 def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: str = "") -> EvolverContext:
@@ -289,9 +334,16 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
     elif cfg.evolver.memory:
         memory_location = str(cfg.run_path / "memory")
     # run_dir absolute: a LangGraph server resolves paths against its own working directory.
-    return replace(cfg.evolver, run_dir=str(cfg.run_path.resolve()), memory_location=memory_location,
-                   policy=policy_spec, services_key=services_key, max_tokens=cfg.train.max_completion_length,
-                   temperature=cfg.train.temperature, seed=cfg.train.seed)
+    return replace(
+        cfg.evolver,
+        run_dir=str(cfg.run_path.resolve()),
+        memory_location=memory_location,
+        policy=policy_spec,
+        services_key=services_key,
+        max_tokens=cfg.train.max_completion_length,
+        temperature=cfg.train.temperature,
+        seed=cfg.train.seed,
+    )
 
 
 def judge_endpoint(cfg: RunConfig) -> tuple[str | None, str]:
@@ -307,8 +359,9 @@ def thread_id_for(cfg: RunConfig, step: int) -> str:
     return f"{cfg.run_path.name}-step{step:06d}-{time.time_ns() % 10**12:012d}"
 
 
-def run_round(cfg: RunConfig, events: list[FailureEvent], harness_version: int, step: int, context: EvolverContext,
-              thread_id: str) -> dict[str, Any]:
+def run_round(
+    cfg: RunConfig, events: list[FailureEvent], harness_version: int, step: int, context: EvolverContext, thread_id: str
+) -> dict[str, Any]:
     """Run one round through `graphs.runner`: on `harness.langgraph_url` if set, else in process.
 
     Returns the graph's output plus `thread_id` (a server names its own thread) and, on a server,
@@ -321,20 +374,40 @@ def run_round(cfg: RunConfig, events: list[FailureEvent], harness_version: int, 
         return {**out, "thread_id": thread_id}
     # The pause budget bounds the wait; if we give up, the server cancels the run (see graphs.runner). With
     # require_approval an interrupt waits for a person until the same budget is spent, then is answered "no".
-    run = run_on_server(h.langgraph_url, inp, context, assistant=h.langgraph_assistant,
-                        assistant_name=f"harnessrl train {cfg.run_path.name}", timeout_s=float(h.max_pause_s + 60),
-                        metadata={"run_dir": str(cfg.run_path), "step": step, "round": thread_id},
-                        person_deadline_s=float(h.max_pause_s) if context.require_approval else None)
-    log.info("evolver round at step %d: thread %s on %s, assistant %s", step, run.thread_id, h.langgraph_url,
-             run.assistant_id)
+    run = run_on_server(
+        h.langgraph_url,
+        inp,
+        context,
+        assistant=h.langgraph_assistant,
+        assistant_name=f"harnessrl train {cfg.run_path.name}",
+        timeout_s=float(h.max_pause_s + 60),
+        metadata={"run_dir": str(cfg.run_path), "step": step, "round": thread_id},
+        person_deadline_s=float(h.max_pause_s) if context.require_approval else None,
+    )
+    log.info(
+        "evolver round at step %d: thread %s on %s, assistant %s",
+        step,
+        run.thread_id,
+        h.langgraph_url,
+        run.assistant_id,
+    )
     for a in run.approvals:
         if a["answer"] == "unanswered":
-            log.warning("evolver round at step %d: the approval of event %s was not answered within "
-                        "harness.max_pause_s=%ds (thread %s): rejected, not committed", step, a["event_id"],
-                        h.max_pause_s, run.thread_id)
-    return {**run.output, "thread_id": run.thread_id, "assistant_id": run.assistant_id,
-            "server_settings": server_setting_notes(cfg, context, run.assistant_context),
-            **({"approvals": run.approvals} if context.require_approval else {})}
+            log.warning(
+                "evolver round at step %d: the approval of event %s was not answered within "
+                "harness.max_pause_s=%ds (thread %s): rejected, not committed",
+                step,
+                a["event_id"],
+                h.max_pause_s,
+                run.thread_id,
+            )
+    return {
+        **run.output,
+        "thread_id": run.thread_id,
+        "assistant_id": run.assistant_id,
+        "server_settings": server_setting_notes(cfg, context, run.assistant_context),
+        **({"approvals": run.approvals} if context.require_approval else {}),
+    }
 
 
 def server_setting_notes(cfg: RunConfig, context: EvolverContext, assistant_context: dict[str, Any]) -> list[str]:
@@ -345,8 +418,10 @@ def server_setting_notes(cfg: RunConfig, context: EvolverContext, assistant_cont
     """
     notes = []
     if cfg.harness.detector:
-        notes.append(f"harness.detector {cfg.harness.detector} is not sent to the LangGraph server: its rounds "
-                     f"measure with the detector defaults")
+        notes.append(
+            f"harness.detector {cfg.harness.detector} is not sent to the LangGraph server: its rounds "
+            f"measure with the detector defaults"
+        )
     _, mine = split_context(context)
     used = {**EvolverContext().to_dict(), **assistant_context}
     for key in sorted(mine):
@@ -365,19 +440,47 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
         key = str(r.get("decision", "unknown"))
         outcomes[key] = outcomes.get(key, 0) + 1
         # Keep the per-event essentials in rounds.jsonl; full attempts live in evolver.sqlite and memory.
-        slim.append({k: r.get(k) for k in ("event_id", "task_id", "failure_type", "decision", "interface",
-                                           "revisions", "committed_version", "note")} |
-                    {"generalised": _slim_generalised(r.get("generalised"))} | {"brains": brains(r)} |
-                    {"attempts": [{"template": a.get("template"), "numbers": (a.get("critique") or {}).get("numbers"),
-                                   "reasons": (a.get("critique") or {}).get("reasons"),
-                                   "evidence_used": a.get("evidence_used") or [], "decision": a.get("decision")}
-                                  for a in r.get("attempts") or [] if isinstance(a, dict)]})
+        slim.append(
+            {
+                k: r.get(k)
+                for k in (
+                    "event_id",
+                    "task_id",
+                    "failure_type",
+                    "decision",
+                    "interface",
+                    "revisions",
+                    "committed_version",
+                    "note",
+                )
+            }
+            | {"generalised": _slim_generalised(r.get("generalised"))}
+            | {"brains": brains(r)}
+            | {
+                "attempts": [
+                    {
+                        "template": a.get("template"),
+                        "numbers": (a.get("critique") or {}).get("numbers"),
+                        "reasons": (a.get("critique") or {}).get("reasons"),
+                        "evidence_used": a.get("evidence_used") or [],
+                        "decision": a.get("decision"),
+                    }
+                    for a in r.get("attempts") or []
+                    if isinstance(a, dict)
+                ]
+            }
+        )
     by_event = {r.get("event_id"): r.get("interface") for r in reports}
     interfaces = [by_event.get(a.get("event_id")) for a in accepted]
     # On a server the assistant chose models and limits: record which one (absent in process).
     where = {k: out[k] for k in ("assistant_id", "server_settings", "approvals") if k in out}
-    return {"n_accepted": len(accepted), "accepted_interfaces": interfaces, "outcomes": outcomes, "reports": slim,
-            **where}
+    return {
+        "n_accepted": len(accepted),
+        "accepted_interfaces": interfaces,
+        "outcomes": outcomes,
+        "reports": slim,
+        **where,
+    }
 
 
 def brains(report: dict[str, Any]) -> dict[str, Any]:
@@ -388,18 +491,28 @@ def brains(report: dict[str, Any]) -> dict[str, Any]:
     """
     att = report.get("attribution") or {}
     attempts = [a for a in report.get("attempts") or [] if isinstance(a, dict)]
-    errors = [n.removeprefix("LLM failed: ") for n in att.get("notes") or []
-              if att.get("source") == "llm_fallback" and str(n).startswith("LLM failed: ")]
+    errors = [
+        n.removeprefix("LLM failed: ")
+        for n in att.get("notes") or []
+        if att.get("source") == "llm_fallback" and str(n).startswith("LLM failed: ")
+    ]
     errors += [a["llm_error"] for a in attempts if a.get("llm_error")]
-    errors += [(a.get("critique") or {}).get("review", "") for a in attempts
-               if a.get("critic_source") == "llm_fallback"]
-    return {"attributor": att.get("source"), "proposer": [a.get("source") for a in attempts],
-            "critic": [a.get("critic_source") for a in attempts], "llm_errors": errors}
+    errors += [
+        (a.get("critique") or {}).get("review", "") for a in attempts if a.get("critic_source") == "llm_fallback"
+    ]
+    return {
+        "attributor": att.get("source"),
+        "proposer": [a.get("source") for a in attempts],
+        "critic": [a.get("critic_source") for a in attempts],
+        "llm_errors": errors,
+    }
 
 
 def _slim_generalised(gen: dict[str, Any] | None) -> dict[str, Any] | None:
     """The batched repair of an accepted one, as rounds.jsonl keeps it: targets, skips, decision, numbers."""
     if not gen:
         return None
-    return {**{k: gen.get(k) for k in ("decision", "targets", "skipped", "signature", "version", "note", "verdict")},
-            "numbers": (gen.get("critique") or {}).get("numbers")}
+    return {
+        **{k: gen.get(k) for k in ("decision", "targets", "skipped", "signature", "version", "note", "verdict")},
+        "numbers": (gen.get("critique") or {}).get("numbers"),
+    }

@@ -56,8 +56,14 @@ class MemoEndpoint:
         self._memo: dict[str, list[list[str]]] = {}
         self._lock = threading.Lock()
 
-    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
-               seed: int | None = None) -> list[list[str]]:
+    def sample(
+        self,
+        messages_batch: list[list[dict]],
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[str]]:
         with self._lock:
             self.requests += 1
         if seed is None:  # the caller wants fresh samples
@@ -129,8 +135,9 @@ def publish_policy(cfg: RunConfig, trainer: Trainer | None, step: int) -> tuple[
     # "training_server": `push_weights_to_training_server` ran on every rank before this round.
     if source == "lora_adapter":
         if trainer is None:
-            raise RuntimeError("hot-loading the step's LoRA adapter needs the trainer "
-                               "(HarnessCallback.trainer is None)")
+            raise RuntimeError(
+                "hot-loading the step's LoRA adapter needs the trainer (HarnessCallback.trainer is None)"
+            )
         endpoint = hot_load_adapter(endpoint, trainer, cfg.run_path / "adapters", step)
         name = endpoint.model
     return MemoEndpoint(endpoint), f"openai:{base}#{name}"
@@ -193,7 +200,7 @@ def save_frozen_policy(model: Any, tokenizer: Any, root: Path, step: int, keep: 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     saved = sorted((p for p in root.glob("step-*") if p.is_dir()), key=lambda p: p.stat().st_mtime_ns)
-    for old in saved[:-max(1, keep)]:  # never the folder just saved: the round is about to load it
+    for old in saved[: -max(1, keep)]:  # never the folder just saved: the round is about to load it
         shutil.rmtree(old)
     for stale in root.glob(".step-*.tmp"):  # a save killed before its rename
         shutil.rmtree(stale)

@@ -54,16 +54,33 @@ def grpo_args(cfg: RunConfig) -> Any:
     kwargs: dict[str, Any] = dict(
         output_dir=str(cfg.run_path / "checkpoints"),
         # DAPO dynamic sampling generates N x batch_size rollouts and trains on batch_size of them.
-        per_device_train_batch_size=t.batch_size * max(1, ds), num_generations=t.num_generations,
-        max_completion_length=t.max_completion_length, max_steps=t.max_steps, learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler_type, beta=t.beta, loss_type=t.loss_type, temperature=t.temperature,
-        top_k=0, top_p=1.0, seed=t.seed, logging_steps=t.logging_steps,
-        save_strategy="steps", save_steps=t.save_steps, save_total_limit=t.save_total_limit,
+        per_device_train_batch_size=t.batch_size * max(1, ds),
+        num_generations=t.num_generations,
+        max_completion_length=t.max_completion_length,
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler_type,
+        beta=t.beta,
+        loss_type=t.loss_type,
+        temperature=t.temperature,
+        top_k=0,
+        top_p=1.0,
+        seed=t.seed,
+        logging_steps=t.logging_steps,
+        save_strategy="steps",
+        save_steps=t.save_steps,
+        save_total_limit=t.save_total_limit,
         report_to=list(t.report_to) or "none",
-        use_cpu=use_cpu, bf16=t.bf16 and not use_cpu, gradient_checkpointing=t.gradient_checkpointing,
+        use_cpu=use_cpu,
+        bf16=t.bf16 and not use_cpu,
+        gradient_checkpointing=t.gradient_checkpointing,
         shuffle_dataset=False,  # the harness sampler owns randomness; a shuffle buffer would hide updates
-        dataloader_num_workers=0, ignore_data_skip=True, ddp_timeout=t.ddp_timeout, disable_tqdm=True,
-        log_completions=t.log_completions, use_vllm=t.use_vllm,
+        dataloader_num_workers=0,
+        ignore_data_skip=True,
+        ddp_timeout=t.ddp_timeout,
+        disable_tqdm=True,
+        log_completions=t.log_completions,
+        use_vllm=t.use_vllm,
         # Every parameter gets a gradient each step: skip DDP's extra graph pass and its per-run warning.
         ddp_find_unused_parameters=False,
     )
@@ -83,13 +100,18 @@ def check_one_generation_per_step(args: Any) -> None:
     between; with gradient accumulation a generation also covers several micro-steps. Any of them above 1
     would make a generation outlive the evolver round at the end of a step (the next step trains on
     prompts drawn before it), and `HarnessGRPOTrainer.training_step` draws once per micro-step."""
-    knobs = {"steps_per_generation": args.steps_per_generation, "num_iterations": args.num_iterations,
-             "gradient_accumulation_steps": args.gradient_accumulation_steps}
+    knobs = {
+        "steps_per_generation": args.steps_per_generation,
+        "num_iterations": args.num_iterations,
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+    }
     bad = {k: v for k, v in knobs.items() if v != 1}
     if bad:
-        raise ValueError(f"GRPOConfig {bad}: HarnessRL needs one generation per optimizer step (all of "
-                         f"{sorted(knobs)} = 1) so that a harness update reaches the next step; raise "
-                         f"train.batch_size instead")
+        raise ValueError(
+            f"GRPOConfig {bad}: HarnessRL needs one generation per optimizer step (all of "
+            f"{sorted(knobs)} = 1) so that a harness update reaches the next step; raise "
+            f"train.batch_size instead"
+        )
 
 
 @cache
@@ -105,8 +127,9 @@ def harness_trainer_class() -> type:
             # trainer.dynamic_sampling.DynamicSamplingReward when DAPO dynamic sampling is on (one process only).
             self.dynamic_sampling = dynamic_sampling
             if dynamic_sampling is not None and self.accelerator.num_processes > 1:
-                raise ValueError("harness.dynamic_sampling runs on one process only (its group selection sees one "
-                                 "rank's rows)")
+                raise ValueError(
+                    "harness.dynamic_sampling runs on one process only (its group selection sees one rank's rows)"
+                )
 
         def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
             # `inputs` are this rank's placeholder rows (read ahead by accelerate); the draw happens now,
@@ -114,14 +137,19 @@ def harness_trainer_class() -> type:
             t0 = time.perf_counter()
             started = time.time()
             acc = self.accelerator
-            rows = self.harness_sampler.fill(inputs, num_generations=self.args.num_generations,
-                                             step=self.state.global_step, process_index=acc.process_index,
-                                             num_processes=acc.num_processes)
+            rows = self.harness_sampler.fill(
+                inputs,
+                num_generations=self.args.num_generations,
+                step=self.state.global_step,
+                process_index=acc.process_index,
+                num_processes=acc.num_processes,
+            )
             out = super().training_step(model, rows, num_items_in_batch)
             # Step time (generation + reward + loss + backward; not the optimizer step or the pause) and the
             # step's wall-clock start: benchmarks add up per-step wall time from it, across resumes.
-            self.harness_sampler.run.record_step(self.state.global_step + 1, {
-                "train_step_s": time.perf_counter() - t0, "step_started": started})
+            self.harness_sampler.run.record_step(
+                self.state.global_step + 1, {"train_step_s": time.perf_counter() - t0, "step_started": started}
+            )
             return out
 
         def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None):
@@ -130,14 +158,22 @@ def harness_trainer_class() -> type:
                 # TRL's count spans the whole over-sampled generation batch.
                 kept = inputs["num_items_in_batch"].new_tensor(self.dynamic_sampling.kept_tokens)
                 inputs = {**inputs, "num_items_in_batch": kept}
-            return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                        num_items_in_batch=num_items_in_batch)
+            return super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
 
     return HarnessGRPOTrainer
 
 
-def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: bool = True,
-                  run_graph: Any = None, judge: Any = None, fresh_memory: bool = False) -> tuple[Any, Any, Any]:
+def build_trainer(
+    cfg: RunConfig,
+    *,
+    resume_from: Path | None = None,
+    progress: bool = True,
+    run_graph: Any = None,
+    judge: Any = None,
+    fresh_memory: bool = False,
+) -> tuple[Any, Any, Any]:
     """(trainer, run, harness_callback). `run_graph`/`judge` are injection points for tests.
 
     The main process holds the run folder's lock (`trainer.run_lock`) from before the folder is touched until
@@ -145,14 +181,13 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
     readable memory snapshot (`trainer.checkpoint.prepare_resume`)."""
     import torch
     from peft import LoraConfig
+    from transformers import PrinterCallback
 
     from trainer.callback import HarnessCallback
     from trainer.checkpoint import prepare_resume, restore, resume_lines
-    from transformers import PrinterCallback
-
+    from trainer.harness_run import HarnessRun
     from trainer.progress import ConsoleProgress
     from trainer.reward import RubricReward
-    from trainer.harness_run import HarnessRun
     from trainer.run_lock import RunLock
     from trainer.sampler import HarnessSampler, make_dataset
 
@@ -166,14 +201,22 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
         run = None
         try:
             # Files first (a corrupt later version must not stop HarnessRun from opening the folder).
-            prepared = prepare_resume(cfg, resume_from, fresh_memory=fresh_memory) if (
-                resume_from is not None and main) else None
+            prepared = (
+                prepare_resume(cfg, resume_from, fresh_memory=fresh_memory)
+                if (resume_from is not None and main)
+                else None
+            )
             run = HarnessRun(cfg, judge=judge, open_memory=resume_from is None, main_process=main)
             run.folder_lock = lock
             h = cfg.harness
-            sampler = HarnessSampler(run, seed=cfg.train.seed, floor=h.sampler_floor,
-                                     dynamic_filtering=h.dynamic_filtering, df_window=h.df_window,
-                                     df_multiplier=h.df_multiplier)
+            sampler = HarnessSampler(
+                run,
+                seed=cfg.train.seed,
+                floor=h.sampler_floor,
+                dynamic_filtering=h.dynamic_filtering,
+                df_window=h.df_window,
+                df_multiplier=h.df_multiplier,
+            )
             if resume_from is not None:
                 summary = restore(run, resume_from, fresh_memory=fresh_memory, prepared=prepared)
                 if main:
@@ -189,20 +232,31 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
             raise
     peft_config = None
     if cfg.model.lora:
-        peft_config = LoraConfig(r=cfg.model.lora_r, lora_alpha=cfg.model.lora_alpha, lora_dropout=cfg.model.lora_dropout,
-                                 target_modules=list(cfg.model.lora_targets), task_type="CAUSAL_LM")
+        peft_config = LoraConfig(
+            r=cfg.model.lora_r,
+            lora_alpha=cfg.model.lora_alpha,
+            lora_dropout=cfg.model.lora_dropout,
+            target_modules=list(cfg.model.lora_targets),
+            task_type="CAUSAL_LM",
+        )
     callback = HarnessCallback(run, run_graph=run_graph)
     reward: Any = RubricReward(run, cfg.train.num_generations)
     dynamic = None
     if cfg.harness.dynamic_sampling:
         from trainer.dynamic_sampling import DynamicSamplingReward
 
-        reward = dynamic = DynamicSamplingReward(reward, cfg.train.num_generations,
-                                                 cfg.train.batch_size // cfg.train.num_generations)
+        reward = dynamic = DynamicSamplingReward(
+            reward, cfg.train.num_generations, cfg.train.batch_size // cfg.train.num_generations
+        )
     trainer = harness_trainer_class()(
-        harness_sampler=sampler, dynamic_sampling=dynamic, model=model, processing_class=tokenizer,
+        harness_sampler=sampler,
+        dynamic_sampling=dynamic,
+        model=model,
+        processing_class=tokenizer,
         reward_funcs=[reward],
-        args=args, train_dataset=make_dataset(sampler), peft_config=peft_config,
+        args=args,
+        train_dataset=make_dataset(sampler),
+        peft_config=peft_config,
         callbacks=[callback, ConsoleProgress(run, enabled=progress)],
     )
     # The console prints one readable line per step (trainer.progress); TRL's raw log dicts go to
@@ -213,15 +267,33 @@ def build_trainer(cfg: RunConfig, *, resume_from: Path | None = None, progress: 
 
 
 # What `harnessrl train` writes into a run folder; `overwrite` only deletes folders made of these.
-RUN_ENTRIES = {"config.yaml", "harness", "events.jsonl", "metrics.jsonl", "rounds.jsonl", "memory", "evolver.sqlite",
-               "checkpoints", "abandoned", "adapters", "frozen", "final", "logs", "eval.json", "report.html",
-               "traces"}
+RUN_ENTRIES = {
+    "config.yaml",
+    "harness",
+    "events.jsonl",
+    "metrics.jsonl",
+    "rounds.jsonl",
+    "memory",
+    "evolver.sqlite",
+    "checkpoints",
+    "abandoned",
+    "adapters",
+    "frozen",
+    "final",
+    "logs",
+    "eval.json",
+    "report.html",
+    "traces",
+}
 
 
 def _written_by_a_run(name: str) -> bool:
     # `<log>.jsonl.torn`: what healing a torn log tail cut off (trainer.io.heal_jsonl).
-    return name in RUN_ENTRIES or name.startswith(".") or (name.endswith(".jsonl.torn") and
-                                                            name.removesuffix(".torn") in RUN_ENTRIES)
+    return (
+        name in RUN_ENTRIES
+        or name.startswith(".")
+        or (name.endswith(".jsonl.torn") and name.removesuffix(".torn") in RUN_ENTRIES)
+    )
 
 
 def clear_run_folder(run_dir: Path, *, keep: tuple[str, ...] = ()) -> None:
@@ -239,8 +311,10 @@ def clear_run_folder(run_dir: Path, *, keep: tuple[str, ...] = ()) -> None:
         raise FileExistsError(f"run_dir {run_dir} exists and is not a folder")
     foreign = sorted(p.name for p in run_dir.iterdir() if not _written_by_a_run(p.name))
     if foreign:
-        raise FileExistsError(f"refusing to overwrite {run_dir}: it holds {foreign[:5]}, which a harnessrl run does not "
-                              f"write; delete it yourself or choose another run_dir")
+        raise FileExistsError(
+            f"refusing to overwrite {run_dir}: it holds {foreign[:5]}, which a harnessrl run does not "
+            f"write; delete it yourself or choose another run_dir"
+        )
     if not keep:
         shutil.rmtree(run_dir)
         return
@@ -253,21 +327,30 @@ def clear_run_folder(run_dir: Path, *, keep: tuple[str, ...] = ()) -> None:
             p.unlink()
 
 
-def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, run_graph: Any = None,
-          judge: Any = None, overwrite: bool = False, fresh_memory: bool = False) -> dict[str, Any]:
+def train(
+    cfg: RunConfig,
+    resume: str | None = None,
+    *,
+    progress: bool = True,
+    run_graph: Any = None,
+    judge: Any = None,
+    overwrite: bool = False,
+    fresh_memory: bool = False,
+) -> dict[str, Any]:
     """Run GRPO with harness evolution; returns a summary (steps, versions, pause time).
 
     `overwrite=True` deletes a previous run in `cfg.run_dir` first (not with `resume`). The run folder's lock
     is held from before anything in it is touched (`trainer.run_lock`). A resume of a run whose checkpoint is
     at `train.max_steps` returns at once with `already_finished` (nothing trained, nothing changed)."""
     from trainer.checkpoint import find_checkpoint, run_reached
-    from trainer.policy_models import resolve_model
     from trainer.harness_run import is_main_rank
+    from trainer.policy_models import resolve_model
     from trainer.run_lock import LOCK_NAME, RunLock
 
     if overwrite and resume is not None:
-        raise ValueError("overwrite and resume exclude each other: resume continues the run in run_dir, "
-                         "overwrite deletes it")
+        raise ValueError(
+            "overwrite and resume exclude each other: resume continues the run in run_dir, overwrite deletes it"
+        )
     from trainer.dynamic_sampling import check_one_process
 
     check_one_process(cfg)  # before the model loads
@@ -284,13 +367,16 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
         ckpt = find_checkpoint(cfg.run_path, resume) if resume is not None else None
         if ckpt is None and (cfg.run_path / "harness" / "versions").is_dir():
             # A fresh run must start from harness v0 with an empty memory; never mix two runs in one folder.
-            raise FileExistsError(f"run folder {cfg.run_path} is already used by a run; pass --resume to continue it "
-                                  f"from its last checkpoint, --overwrite to delete it and start afresh, or choose "
-                                  f"another run_dir (e.g. --set run_dir={cfg.run_path}-2)")
+            raise FileExistsError(
+                f"run folder {cfg.run_path} is already used by a run; pass --resume to continue it "
+                f"from its last checkpoint, --overwrite to delete it and start afresh, or choose "
+                f"another run_dir (e.g. --set run_dir={cfg.run_path}-2)"
+            )
         if ckpt is not None and run_reached(ckpt) >= cfg.train.max_steps:
             return finished_summary(cfg, ckpt)
-        trainer, run, callback = build_trainer(cfg, resume_from=ckpt, progress=progress, run_graph=run_graph,
-                                               judge=judge, fresh_memory=fresh_memory)
+        trainer, run, callback = build_trainer(
+            cfg, resume_from=ckpt, progress=progress, run_graph=run_graph, judge=judge, fresh_memory=fresh_memory
+        )
         try:
             trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
             if callback.pause.stop_reason is not None:  # failed evolver rounds stopped training: no final model
@@ -299,8 +385,13 @@ def train(cfg: RunConfig, resume: str | None = None, *, progress: bool = True, r
                 raise EvolverStopped(callback.pause.stop_reason)
             final = cfg.run_path / "final"
             trainer.save_model(str(final))
-            return {"run_dir": str(cfg.run_path), "steps": trainer.state.global_step,
-                    "harness_version": run.state.version, "pause_s": callback.pause.pause_s_total, "final_model": str(final)}
+            return {
+                "run_dir": str(cfg.run_path),
+                "steps": trainer.state.global_step,
+                "harness_version": run.state.version,
+                "pause_s": callback.pause.pause_s_total,
+                "final_model": str(final),
+            }
         finally:
             run.close()
     finally:
@@ -335,14 +426,27 @@ def finished_summary(cfg: RunConfig, ckpt: Path) -> dict[str, Any]:
                 shutil.copy2(p, tmp / p.name)
         os.replace(tmp, final)
         rebuilt = True
-    log.warning("run in %s already finished: %s is at step %d and train.max_steps is %d, so --resume trains nothing "
-                "and changes nothing%s. To train further, raise train.max_steps (e.g. --set train.max_steps=%d) "
-                "and --resume again", cfg.run_path, ckpt.name, int(state["step"]), cfg.train.max_steps,
-                f" (final/ was missing: rebuilt from {ckpt.name})" if rebuilt else "",
-                2 * max(int(state["step"]), 1))
+    log.warning(
+        "run in %s already finished: %s is at step %d and train.max_steps is %d, so --resume trains nothing "
+        "and changes nothing%s. To train further, raise train.max_steps (e.g. --set train.max_steps=%d) "
+        "and --resume again",
+        cfg.run_path,
+        ckpt.name,
+        int(state["step"]),
+        cfg.train.max_steps,
+        f" (final/ was missing: rebuilt from {ckpt.name})" if rebuilt else "",
+        2 * max(int(state["step"]), 1),
+    )
     from trainer.io import read_jsonl
 
     # The pause total of the run as trained, from its step log (the finishing call counted only its own part).
     pause = sum(float(m.get("pause_s") or 0.0) for m in read_jsonl(cfg.run_path / "metrics.jsonl"))
-    return {"run_dir": str(cfg.run_path), "steps": int(state["step"]), "harness_version": int(state["harness_version"]),
-            "pause_s": pause, "final_model": str(final), "already_finished": True, "final_rebuilt": rebuilt}
+    return {
+        "run_dir": str(cfg.run_path),
+        "steps": int(state["step"]),
+        "harness_version": int(state["harness_version"]),
+        "pause_s": pause,
+        "final_model": str(final),
+        "already_finished": True,
+        "final_rebuilt": rebuilt,
+    }

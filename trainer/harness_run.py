@@ -54,21 +54,36 @@ class RunPaths:
     root: Path
 
     @property
-    def config(self) -> Path: return self.root / "config.yaml"
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
     @property
-    def harness(self) -> Path: return self.root / "harness"
+    def harness(self) -> Path:
+        return self.root / "harness"
+
     @property
-    def events(self) -> Path: return self.root / "events.jsonl"
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
     @property
-    def metrics(self) -> Path: return self.root / "metrics.jsonl"
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
     @property
-    def rounds(self) -> Path: return self.root / "rounds.jsonl"
+    def rounds(self) -> Path:
+        return self.root / "rounds.jsonl"
+
     @property
-    def memory(self) -> Path: return self.root / "memory"
+    def memory(self) -> Path:
+        return self.root / "memory"
+
     @property
-    def checkpoints(self) -> Path: return self.root / "checkpoints"
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
     @property
-    def abandoned(self) -> Path: return self.root / "abandoned"
+    def abandoned(self) -> Path:
+        return self.root / "abandoned"
 
 
 def suite_tasks(cfg: RunConfig) -> list:
@@ -77,8 +92,10 @@ def suite_tasks(cfg: RunConfig) -> list:
 
     suite = cfg.data.suite
     if not suite.startswith("hf:") and not Path(suite).exists():
-        raise FileNotFoundError(f"data.suite: {suite} not found (a folder with train.jsonl and test.jsonl, a JSONL "
-                                f"file, or hf:<dataset id>; the bundled suite is data/rubric-mix-lite)")
+        raise FileNotFoundError(
+            f"data.suite: {suite} not found (a folder with train.jsonl and test.jsonl, a JSONL "
+            f"file, or hf:<dataset id>; the bundled suite is data/rubric-mix-lite)"
+        )
     return load_suite(suite, test_share=cfg.data.test_share, split_seed=cfg.data.split_seed)
 
 
@@ -116,21 +133,31 @@ def check_criteria_are_judged(cfg: RunConfig, tasks: list) -> None:
     unjudged = {tid: n for tid, n in unjudged.items() if n}
     if not unjudged:
         return
-    blind = [t.id for t in train if t.id in unjudged and not any(c.check is not None and c.weight > 0 for c in t.criteria)]
+    blind = [
+        t.id for t in train if t.id in unjudged and not any(c.check is not None and c.weight > 0 for c in t.criteria)
+    ]
     raise ConfigError(
         f"evolver.judge_model is not set, but {sum(unjudged.values())} criteria in {len(unjudged)} of {len(train)} "
         f"train tasks of {cfg.data.suite} have no programmatic check and would be skipped (never scored)"
         f"{f'; {len(blind)} tasks would score 0 in every group' if blind else ''} "
         f"(e.g. {', '.join(sorted(unjudged)[:5])}). Set evolver.judge_model (e.g. openai:<model> with "
         f"evolver.base_url), or harness.allow_unjudged_criteria=true to train on the checked criteria only, "
-        f"or narrow data.tasks / data.domains")
+        f"or narrow data.tasks / data.domains"
+    )
 
 
 class HarnessRun:
     """Run folder + harness store + detector + memory + judge + the per-step/per-round buffers."""
 
-    def __init__(self, cfg: RunConfig, *, memory: Any = None, judge: Any = None, open_memory: bool = True,
-                 main_process: bool | None = None) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        *,
+        memory: Any = None,
+        judge: Any = None,
+        open_memory: bool = True,
+        main_process: bool | None = None,
+    ) -> None:
         self.cfg = cfg
         # Several processes (accelerate/torchrun): the main one owns every writer (harness store, memory, logs);
         # the others score their slice and follow its harness. None: rank from the launcher's RANK variable.
@@ -140,9 +167,11 @@ class HarnessRun:
         self.store = HarnessStore(self.paths.harness)
         if not self.store.versions():
             if not self.main_process:
-                raise RuntimeError(f"{self.paths.harness}: no harness version yet, and only the main process creates "
-                                   f"it; build the run on the main process first (trainer.grpo.build_trainer does "
-                                   f"this under `args.main_process_first()`)")
+                raise RuntimeError(
+                    f"{self.paths.harness}: no harness version yet, and only the main process creates "
+                    f"it; build the run on the main process first (trainer.grpo.build_trainer does "
+                    f"this under `args.main_process_first()`)"
+                )
             tasks = load_train_tasks(cfg)
             check_criteria_are_judged(cfg, tasks)  # a fresh run: refused at start, not discovered late
             self.store.init(HarnessState.from_tasks(tasks))
@@ -151,8 +180,9 @@ class HarnessRun:
         self._versions: OrderedDict[int, HarnessState] = OrderedDict()
         self.detector = Detector(DetectorConfig(**cfg.harness.detector))
         # Chroma's local folder admits one writer (a second process fails on its lock): main process only.
-        self.memory = memory if memory is not None else (
-            self._open_memory() if open_memory and self.main_process else None)
+        self.memory = (
+            memory if memory is not None else (self._open_memory() if open_memory and self.main_process else None)
+        )
         self.judge = judge if judge is not None else self.new_judge()
         # The reward runs on TRL's async-loop thread, the callback (and its pause) on the main one.
         self.lock = threading.Lock()

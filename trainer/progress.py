@@ -39,10 +39,13 @@ def step_line(step: int, max_steps: int, record: dict[str, Any], version: int, s
     """`step 5/10  reward 0.412  dead 0.50  harness v3  31.2 s` (+ the pause when a round ran)."""
     reward = record.get("reward")
     dead = record.get("dead_share")
-    parts = [f"step {step}/{max_steps}",
-             f"reward {reward:.3f}" if isinstance(reward, (int, float)) else "reward -",
-             f"dead {dead:.2f}" if isinstance(dead, (int, float)) else "dead -",
-             f"harness v{version}", f"{step_s:.1f} s"]
+    parts = [
+        f"step {step}/{max_steps}",
+        f"reward {reward:.3f}" if isinstance(reward, (int, float)) else "reward -",
+        f"dead {dead:.2f}" if isinstance(dead, (int, float)) else "dead -",
+        f"harness v{version}",
+        f"{step_s:.1f} s",
+    ]
     if record.get("judge_warnings"):
         parts.append(f"judge warnings {record['judge_warnings']}")
     if record.get("judge_flagged"):
@@ -58,12 +61,16 @@ def scoring_flag_lines(step: int, record: dict[str, Any]) -> dict[str, str]:
     """
     lines = {}
     if record.get("unscoreable_flagged"):
-        lines["unscoreable"] = (f"step {step}: {record.get('unscoreable', '?')} response(s) could not be scored "
-                                f"(no positive criterion decided: no judge, or the judge failed) and got reward 0; "
-                                f"check the judge")
+        lines["unscoreable"] = (
+            f"step {step}: {record.get('unscoreable', '?')} response(s) could not be scored "
+            f"(no positive criterion decided: no judge, or the judge failed) and got reward 0; "
+            f"check the judge"
+        )
     if record.get("skipped_flagged"):
-        lines["skipped"] = (f"step {step}: {record.get('criteria_skipped', '?')} verdict(s) skipped: text-only "
-                            f"criteria without an LLM judge (evolver.judge_model) are never scored")
+        lines["skipped"] = (
+            f"step {step}: {record.get('criteria_skipped', '?')} verdict(s) skipped: text-only "
+            f"criteria without an LLM judge (evolver.judge_model) are never scored"
+        )
     return lines
 
 
@@ -71,10 +78,12 @@ def judge_flag_line(step: int, record: dict[str, Any]) -> str | None:
     """The warning for a step flagged in `trainer/reward.py` (too many verdicts left out), else None."""
     if not record.get("judge_flagged"):
         return None
-    return (f"step {step}: judge failed on {record.get('judge_left_out', '?')} verdict(s) "
-            f"({float(record.get('judge_left_out_share') or 0.0):.0%} of the step's, over "
-            f"harness.max_judge_failure_share): they are left out, so this step's rewards rest on fewer criteria; "
-            f"check the judge server")
+    return (
+        f"step {step}: judge failed on {record.get('judge_left_out', '?')} verdict(s) "
+        f"({float(record.get('judge_left_out_share') or 0.0):.0%} of the step's, over "
+        f"harness.max_judge_failure_share): they are left out, so this step's rewards rest on fewer criteria; "
+        f"check the judge server"
+    )
 
 
 def _txt(x: Any) -> str:
@@ -90,33 +99,43 @@ def brain_line(brains: dict[str, Any]) -> str:
     The line reads like `attributor LLM, proposer LLM/rules (LLM failed), critic LLM`; "" when the rule brains
     made every decision (nothing to say) or nothing was recorded.
     """
-    roles = {"attributor": [brains.get("attributor")], "proposer": brains.get("proposer") or [],
-             "critic": brains.get("critic") or []}
+    roles = {
+        "attributor": [brains.get("attributor")],
+        "proposer": brains.get("proposer") or [],
+        "critic": brains.get("critic") or [],
+    }
     if all(s in (None, "rules") for seq in roles.values() for s in seq):
         return ""
-    line = ", ".join(f"{role} {'/'.join(BRAIN_WORDS.get(str(s), str(s)) for s in seq)}"
-                     for role, seq in roles.items() if any(s is not None for s in seq))
+    line = ", ".join(
+        f"{role} {'/'.join(BRAIN_WORDS.get(str(s), str(s)) for s in seq)}"
+        for role, seq in roles.items()
+        if any(s is not None for s in seq)
+    )
     errors = brains.get("llm_errors") or []
     return line + (f"; {errors[0][:160]}" if errors else "")
 
 
-def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pause_s: float,
-                n_events: int) -> list[str]:
+def round_lines(
+    step: int, summary: dict[str, Any], before: int, after: int, pause_s: float, n_events: int
+) -> list[str]:
     """A round as sentences.
 
     The verdicts on earlier rounds' provisional updates (agents/decisions.py), what happened to each event (and
     its batched repair), then a failed round's error. Missing values read "-".
     """
     reports = summary.get("reports") or []
-    lines = [f"evolver round after step {step}: {n_events} event(s), harness v{before} -> v{after}, "
-             f"pause {pause_s:.1f} s"]
+    lines = [
+        f"evolver round after step {step}: {n_events} event(s), harness v{before} -> v{after}, pause {pause_s:.1f} s"
+    ]
     prov = summary.get("provisional") or {}
     for v in prov.get("verdicts") or []:
         lines.append(f"  provisional {v['line']}")
     if prov.get("error"):
         lines.append(f"  provisional: grading failed, updates stay provisional: {prov['error']}")
     if prov.get("waiting"):
-        lines.append(f"  provisional: {prov['waiting']} accepted update target(s) wait for {prov['window']} training groups")
+        lines.append(
+            f"  provisional: {prov['waiting']} accepted update target(s) wait for {prov['window']} training groups"
+        )
     for r in reports:
         attempts = r.get("attempts") or []
         last = attempts[-1] if attempts else {}
@@ -126,16 +145,22 @@ def round_lines(step: int, summary: dict[str, Any], before: int, after: int, pau
         version = f" v{r['committed_version']}" if r.get("committed_version") is not None else ""
         # A fallback is a sampling change made after the attributed interface's candidates were all refused.
         how = f" (sampling) after {len(attempts)} candidate(s) on" if r.get("decision") == "fallback" else " on"
-        lines.append(f"  {_txt(r.get('task_id'))}: {_txt(r.get('failure_type'))} -> {_txt(r.get('decision'))}{version}{how} "
-                     f"{_txt(r.get('interface'))}: {what}{why}")
+        lines.append(
+            f"  {_txt(r.get('task_id'))}: {_txt(r.get('failure_type'))} -> {_txt(r.get('decision'))}{version}{how} "
+            f"{_txt(r.get('interface'))}: {what}{why}"
+        )
         if brains := brain_line(r.get("brains") or {}):
             lines.append(f"    brains: {brains}")
         gen = r.get("generalised") or {}
         if gen.get("targets"):
             at = f" v{gen['version']}" if gen.get("version") is not None else ""
-            why_gen = list((gen.get("verdict") or {}).get("reasons") or []) or ([gen["note"]] if gen.get("note") else [])
-            lines.append(f"    batched to {', '.join(gen['targets'])}: {_txt(gen.get('decision'))}{at}"
-                         + (f" ({'; '.join(str(x) for x in why_gen[:2])})" if why_gen else ""))
+            why_gen = list((gen.get("verdict") or {}).get("reasons") or []) or (
+                [gen["note"]] if gen.get("note") else []
+            )
+            lines.append(
+                f"    batched to {', '.join(gen['targets'])}: {_txt(gen.get('decision'))}{at}"
+                + (f" ({'; '.join(str(x) for x in why_gen[:2])})" if why_gen else "")
+            )
     if summary.get("error"):
         lines.append(f"  round failed, harness left at v{before}: {summary['error']}")
     elif summary.get("skipped"):
@@ -159,8 +184,11 @@ class ConsoleProgress(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self.enabled and state.is_world_process_zero:
             record = self.run.last_record
-            log.info(step_line(state.global_step, state.max_steps, record, self.run.state.version,
-                               time.perf_counter() - self._t0))
+            log.info(
+                step_line(
+                    state.global_step, state.max_steps, record, self.run.state.version, time.perf_counter() - self._t0
+                )
+            )
             if flag := judge_flag_line(state.global_step, record):
                 log.warning(flag)
             for kind, line in scoring_flag_lines(state.global_step, record).items():

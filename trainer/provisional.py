@@ -68,8 +68,15 @@ def _next_touch(history: list[UpdateRecord], rec: UpdateRecord, tasks: set[str])
     return None
 
 
-def review(store: HarnessStore, memory: TrainingMemory, step: int, *, window: int, ctx: EvolverContext,
-           detector: DetectorConfig) -> dict[str, Any]:
+def review(
+    store: HarnessStore,
+    memory: TrainingMemory,
+    step: int,
+    *,
+    window: int,
+    ctx: EvolverContext,
+    detector: DetectorConfig,
+) -> dict[str, Any]:
     """Grade the pending provisional updates; commit one revert per update with reverted targets.
 
     Returns rounds.jsonl's `provisional` entry: every verdict given now (with numbers and reasons), the revert
@@ -84,13 +91,22 @@ def review(store: HarnessStore, memory: TrainingMemory, step: int, *, window: in
         assert rec.update is not None  # pending() skips recovery records
         superseded_by = _next_touch(history, rec, {t.graded_on, *t.restore})
         groups = _groups(memory, t.graded_on)
-        post = [GroupStats.model_validate(g.stats) for g in groups if g.step > rec.step and g.harness_version >= rec.version
-                and (superseded_by is None or g.harness_version < superseded_by)]
+        post = [
+            GroupStats.model_validate(g.stats)
+            for g in groups
+            if g.step > rec.step
+            and g.harness_version >= rec.version
+            and (superseded_by is None or g.harness_version < superseded_by)
+        ]
         # The guards' baseline: the event's task before the commit (the parent of a new variant).
-        pre = [GroupStats.model_validate(g.stats) for g in _groups(memory, t.task_id)
-               if g.harness_version < rec.version and g.step <= rec.step][-window:]
-        d = decisions.grade(t, rec.update.interface, pre, post, window=window, ctx=ctx, detector=detector,
-                            superseded_by=superseded_by)
+        pre = [
+            GroupStats.model_validate(g.stats)
+            for g in _groups(memory, t.task_id)
+            if g.harness_version < rec.version and g.step <= rec.step
+        ][-window:]
+        d = decisions.grade(
+            t, rec.update.interface, pre, post, window=window, ctx=ctx, detector=detector, superseded_by=superseded_by
+        )
         if d.verdict == "wait":
             waiting += 1
             continue
@@ -105,17 +121,29 @@ def review(store: HarnessStore, memory: TrainingMemory, step: int, *, window: in
         if failed:
             tasks = list(dict.fromkeys(x for t, _ in failed for x in t.restore))
             reasons = "; ".join(d.reasons[0] for _, d in failed)
-            upd = decisions.revert_update(rec.update.interface, tasks, store.load(rec.parent_version or 0), store.latest(),
-                                          rationale=f"revert v{version} on {', '.join(tasks)}: {reasons}",
-                                          event_id=failed[0][0].event_id)
+            upd = decisions.revert_update(
+                rec.update.interface,
+                tasks,
+                store.load(rec.parent_version or 0),
+                store.latest(),
+                rationale=f"revert v{version} on {', '.join(tasks)}: {reasons}",
+                event_id=failed[0][0].event_id,
+            )
             if upd is None:
                 refused = "nothing to restore: the parts are already as the parent version had them"
             else:
                 try:
-                    new = store.commit(upd, step=step, meta={
-                        "source": "revert", "revert_of": version, "targets": [t.task_id for t, _ in failed],
-                        "reasons": [r for _, d in failed for r in d.reasons],
-                        "numbers": {t.task_id: d.numbers for t, d in failed}})
+                    new = store.commit(
+                        upd,
+                        step=step,
+                        meta={
+                            "source": "revert",
+                            "revert_of": version,
+                            "targets": [t.task_id for t, _ in failed],
+                            "reasons": [r for _, d in failed for r in d.reasons],
+                            "numbers": {t.task_id: d.numbers for t, d in failed},
+                        },
+                    )
                 except UpdateRejected as err:
                     refused = f"revert refused: {err}"
                 else:
@@ -124,25 +152,45 @@ def review(store: HarnessStore, memory: TrainingMemory, step: int, *, window: in
             if refused:
                 log.warning("provisional v%d: %s", version, refused)
         for t, d in graded:
-            entry = {"version": version, "task_id": t.task_id, "graded_on": t.graded_on, "failure_type": t.failure_type,
-                     "interface": rec.update.interface, "template": rec.meta.get("template", ""),
-                     "source": rec.meta.get("source", ""), **d.as_dict(),
-                     "revert_version": revert_version if d.verdict == "revert" else None,
-                     "line": d.line(f"{t.task_id} v{version} ({t.failure_type})")
-                     + (f" -> revert v{revert_version}" if d.verdict == "revert" and revert_version else "")
-                     + (f" ({refused})" if d.verdict == "revert" and refused else "")}
+            entry = {
+                "version": version,
+                "task_id": t.task_id,
+                "graded_on": t.graded_on,
+                "failure_type": t.failure_type,
+                "interface": rec.update.interface,
+                "template": rec.meta.get("template", ""),
+                "source": rec.meta.get("source", ""),
+                **d.as_dict(),
+                "revert_version": revert_version if d.verdict == "revert" else None,
+                "line": d.line(f"{t.task_id} v{version} ({t.failure_type})")
+                + (f" -> revert v{revert_version}" if d.verdict == "revert" and revert_version else "")
+                + (f" ({refused})" if d.verdict == "revert" and refused else ""),
+            }
             verdicts.append(entry)
             _remember(memory, rec, t, d, entry, step)
     counts = {k: sum(v["verdict"] == k for v in verdicts) for k in ("confirm", "revert", "superseded")}
-    return {"window": window, "verdicts": verdicts, "revert_versions": reverts, "waiting": waiting,
-            "n_confirmed": counts["confirm"], "n_reverted": counts["revert"], "n_superseded": counts["superseded"]}
+    return {
+        "window": window,
+        "verdicts": verdicts,
+        "revert_versions": reverts,
+        "waiting": waiting,
+        "n_confirmed": counts["confirm"],
+        "n_reverted": counts["revert"],
+        "n_superseded": counts["superseded"],
+    }
 
 
 OUTCOME = {"confirm": "confirmed", "revert": "reverted", "superseded": "superseded"}
 
 
-def _remember(memory: TrainingMemory, rec: UpdateRecord, t: decisions.Target, d: decisions.Decision,
-              entry: dict[str, Any], step: int) -> None:
+def _remember(
+    memory: TrainingMemory,
+    rec: UpdateRecord,
+    t: decisions.Target,
+    d: decisions.Decision,
+    entry: dict[str, Any],
+    step: int,
+) -> None:
     """The verdict as a memory record next to the proposal's "accepted" one.
 
     A reverted update is a negative case with its evidence, a confirmed one a positive case; a superseded one is
@@ -151,12 +199,21 @@ def _remember(memory: TrainingMemory, rec: UpdateRecord, t: decisions.Target, d:
     assert rec.update is not None
     ops = [op for op in rec.update.ops if op.task_id in t.restore] or list(rec.update.ops)
     prov = rec.meta.get("provisional") or {}
-    memory.add_proposal(ProposalRecord(
-        proposal_id=graded_id(rec.version, t.task_id), event_id=t.event_id, task_id=t.task_id, step=step,
-        failure_type=t.failure_type, interface=rec.update.interface,
-        update=HarnessUpdate(interface=rec.update.interface, ops=ops, rationale=rec.update.rationale),
-        measurements=dict(d.numbers), outcome=OUTCOME[d.verdict],  # type: ignore[arg-type]
-        reasons=[f"{d.verdict} after training: " + r for r in d.reasons]
-        + ([f"reverted by v{entry['revert_version']}"] if entry.get("revert_version") else []),
-        harness_version=rec.version, template=str(rec.meta.get("template", "")),
-        generalised_from=str(prov.get("proposal_id", "")) if rec.meta.get("source") == "generalise" else ""))
+    memory.add_proposal(
+        ProposalRecord(
+            proposal_id=graded_id(rec.version, t.task_id),
+            event_id=t.event_id,
+            task_id=t.task_id,
+            step=step,
+            failure_type=t.failure_type,
+            interface=rec.update.interface,
+            update=HarnessUpdate(interface=rec.update.interface, ops=ops, rationale=rec.update.rationale),
+            measurements=dict(d.numbers),
+            outcome=OUTCOME[d.verdict],  # type: ignore[arg-type]
+            reasons=[f"{d.verdict} after training: " + r for r in d.reasons]
+            + ([f"reverted by v{entry['revert_version']}"] if entry.get("revert_version") else []),
+            harness_version=rec.version,
+            template=str(rec.meta.get("template", "")),
+            generalised_from=str(prov.get("proposal_id", "")) if rec.meta.get("source") == "generalise" else "",
+        )
+    )

@@ -51,6 +51,7 @@ from trainer.io import read_jsonl
 
 log = logging.getLogger(__name__)
 
+
 # -- brain sets ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BrainSet:
@@ -114,24 +115,40 @@ def load_round(run_dir: str | Path, step: int) -> RecordedRound:
     here = [r for r in rounds if int(r.get("step", -1)) == step]
     done = [int(r["step"]) for r in rounds if r.get("n_events")]
     if not here:
-        raise ValueError(f"{run_dir / 'rounds.jsonl'}: no evolver round at step {step}; rounds with events ran at steps {done}")
+        raise ValueError(
+            f"{run_dir / 'rounds.jsonl'}: no evolver round at step {step}; rounds with events ran at steps {done}"
+        )
     record = here[-1]  # a resumed run truncates rounds after its checkpoint: one line per step remains
     if not record.get("n_events"):
-        raise ValueError(f"{run_dir / 'rounds.jsonl'}: the round at step {step} had no events "
-                         f"({record.get('skipped', 'skipped')}); rounds with events ran at steps {done}")
+        raise ValueError(
+            f"{run_dir / 'rounds.jsonl'}: the round at step {step} had no events "
+            f"({record.get('skipped', 'skipped')}); rounds with events ran at steps {done}"
+        )
     cfg = load_config(run_dir / "config.yaml")
     ckpt = run_dir / "checkpoints" / f"checkpoint-{step}"
     if not (ckpt / STATE_FILE).is_file():
         have = [n for n, p in checkpoints(run_dir) if (p / STATE_FILE).is_file()]
-        raise FileNotFoundError(f"{ckpt}: no complete checkpoint for step {step} (complete ones: steps {have}); "
-                                f"the round's policy is that checkpoint (train.save_total_limit may have deleted it), "
-                                f"or pass --policy")
+        raise FileNotFoundError(
+            f"{ckpt}: no complete checkpoint for step {step} (complete ones: steps {have}); "
+            f"the round's policy is that checkpoint (train.save_total_limit may have deleted it), "
+            f"or pass --policy"
+        )
     events, source = _round_events(run_dir, record, rounds)
-    return RecordedRound(run_dir=run_dir, step=step, cfg=cfg, version_before=int(record["version_before"]),
-                         events=events, events_source=source, checkpoint=ckpt, record=record)
+    return RecordedRound(
+        run_dir=run_dir,
+        step=step,
+        cfg=cfg,
+        version_before=int(record["version_before"]),
+        events=events,
+        events_source=source,
+        checkpoint=ckpt,
+        record=record,
+    )
 
 
-def _round_events(run_dir: Path, record: dict[str, Any], rounds: list[dict[str, Any]]) -> tuple[list[FailureEvent], str]:
+def _round_events(
+    run_dir: Path, record: dict[str, Any], rounds: list[dict[str, Any]]
+) -> tuple[list[FailureEvent], str]:
     step = int(record["step"])
     path = run_dir / "events.jsonl"
     lines = [r for r in read_jsonl(path) if int(r.get("step", 0)) <= step]
@@ -159,7 +176,9 @@ def copy_harness(src_root: Path, dest_root: Path, version: int) -> HarnessStore:
     src = HarnessStore(src_root)
     have = src.versions()
     if version not in have:
-        raise FileNotFoundError(f"{src.root}: harness version {version} (the round's start) is missing; store has {have}")
+        raise FileNotFoundError(
+            f"{src.root}: harness version {version} (the round's start) is missing; store has {have}"
+        )
     dest = HarnessStore(dest_root)
     dest.versions_dir.mkdir(parents=True, exist_ok=False)
     for v in have:
@@ -223,14 +242,23 @@ def check_out_dir(out: Path, run_dir: Path) -> None:
     """The scratch folder is new (or empty) and outside the run: the run folder is never written."""
     o, r = out.resolve(), run_dir.resolve()
     if o == r or r in o.parents:
-        raise ValueError(f"--out {out} is inside the run folder {run_dir}; a replay never writes into the run: "
-                         f"choose a folder outside it")
+        raise ValueError(
+            f"--out {out} is inside the run folder {run_dir}; a replay never writes into the run: "
+            f"choose a folder outside it"
+        )
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"--out {out} already holds files; choose a new folder or delete it")
 
 
-def replay_round(rr: RecordedRound, brains: list[BrainSet], out: Path, *, policy: str | None = None,
-                 base_url: str | None = None, overrides: dict[str, Any] | None = None) -> Replay:
+def replay_round(
+    rr: RecordedRound,
+    brains: list[BrainSet],
+    out: Path,
+    *,
+    policy: str | None = None,
+    base_url: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Replay:
     """Run the recorded round once per brain set in `out` (see the module docstring)."""
     from trainer.frozen import MemoEndpoint
 
@@ -240,8 +268,17 @@ def replay_round(rr: RecordedRound, brains: list[BrainSet], out: Path, *, policy
     endpoint = _load_policy(spec)
     result = Replay(round=rr, out=out, policy=spec)
     for i, b in enumerate(brains, 1):
-        result.runs.append(_run_one(rr, b, out / b.folder_name(i), MemoEndpoint(endpoint), spec,
-                                    base_url=base_url, overrides=overrides or {}))
+        result.runs.append(
+            _run_one(
+                rr,
+                b,
+                out / b.folder_name(i),
+                MemoEndpoint(endpoint),
+                spec,
+                base_url=base_url,
+                overrides=overrides or {},
+            )
+        )
     atomic_write_text(out / "comparison.json", json.dumps(comparison_json(result), indent=1, default=str))
     write_comparison_html(result, out / "comparison.html")
     return result
@@ -253,14 +290,22 @@ def _load_policy(spec: str) -> Any:
     return parse_policy(spec)
 
 
-def _run_one(rr: RecordedRound, brains: BrainSet, folder: Path, endpoint: Any, spec: str, *, base_url: str | None,
-             overrides: dict[str, Any]) -> BrainRun:
+def _run_one(
+    rr: RecordedRound,
+    brains: BrainSet,
+    folder: Path,
+    endpoint: Any,
+    spec: str,
+    *,
+    base_url: str | None,
+    overrides: dict[str, Any],
+) -> BrainRun:
+    from agents.chat_models import role_endpoint
     from graphs.runner import run_in_process
     from graphs.services import live_services, register_services, unregister_services
     from graphs.trace_html import write_trace
     from harness.detector import DetectorConfig
     from memory.store import TrainingMemory
-    from agents.chat_models import role_endpoint
     from trainer.evolver_round import evolver_context, judge_endpoint
     from trainer.harness_run import make_judge
 
@@ -275,17 +320,37 @@ def _run_one(rr: RecordedRound, brains: BrainSet, folder: Path, endpoint: Any, s
     key = f"replay:{folder.resolve()}"
     ctx = dataclasses.replace(
         evolver_context(rr.cfg, services_key=key, policy_spec=spec),
-        run_dir=str(folder.resolve()), memory_location=str((folder / "memory").resolve()) if memory else "none",
-        attributor_model=brains.attributor, proposer_model=brains.proposer, critic_model=brains.critic,
-        base_url=base_url or rr.cfg.evolver.base_url, **overrides)
+        run_dir=str(folder.resolve()),
+        memory_location=str((folder / "memory").resolve()) if memory else "none",
+        attributor_model=brains.attributor,
+        proposer_model=brains.proposer,
+        critic_model=brains.critic,
+        base_url=base_url or rr.cfg.evolver.base_url,
+        **overrides,
+    )
     # The run's judge scores the critic's rollouts unless --judge-model replaces it (then at the context's judge URL).
-    judge = (make_judge(rr.cfg.evolver.judge_model, *judge_endpoint(rr.cfg)) if "judge_model" not in overrides
-             else make_judge(ctx.judge_model, *role_endpoint(ctx, "judge")))
-    register_services(key, live_services(ctx, store=store, endpoint=endpoint, memory=memory, judge=judge,
-                                         detector_config=DetectorConfig(**h.detector)))
+    judge = (
+        make_judge(rr.cfg.evolver.judge_model, *judge_endpoint(rr.cfg))
+        if "judge_model" not in overrides
+        else make_judge(ctx.judge_model, *role_endpoint(ctx, "judge"))
+    )
+    register_services(
+        key,
+        live_services(
+            ctx,
+            store=store,
+            endpoint=endpoint,
+            memory=memory,
+            judge=judge,
+            detector_config=DetectorConfig(**h.detector),
+        ),
+    )
     thread_id = f"replay-{rr.run_dir.name}-step{rr.step}-{folder.name}"
-    inp = {"events": [e.model_dump(mode="json") for e in rr.events], "harness_version": rr.version_before,
-           "step": rr.step}
+    inp = {
+        "events": [e.model_dump(mode="json") for e in rr.events],
+        "harness_version": rr.version_before,
+        "step": rr.step,
+    }
     db = folder / "evolver.sqlite"
     t0 = time.monotonic()
     try:
@@ -295,11 +360,21 @@ def _run_one(rr: RecordedRound, brains: BrainSet, folder: Path, endpoint: Any, s
         if memory is not None:
             memory.close()
     seconds = time.monotonic() - t0
-    atomic_write_text(folder / "output.json", json.dumps({"thread_id": thread_id, "brains": dataclasses.asdict(brains),
-                                                           **out}, indent=1, default=str))
+    atomic_write_text(
+        folder / "output.json",
+        json.dumps({"thread_id": thread_id, "brains": dataclasses.asdict(brains), **out}, indent=1, default=str),
+    )
     trace = write_trace(db, thread_id, folder / "trace.html")
-    return BrainRun(brains=brains, folder=folder, thread_id=thread_id, output=out, seconds=seconds,
-                    event_seconds=event_seconds(db, thread_id), policy_stats=endpoint.stats(), trace=trace)
+    return BrainRun(
+        brains=brains,
+        folder=folder,
+        thread_id=thread_id,
+        output=out,
+        seconds=seconds,
+        event_seconds=event_seconds(db, thread_id),
+        policy_stats=endpoint.stats(),
+        trace=trace,
+    )
 
 
 def event_seconds(db: Path, thread_id: str) -> dict[str, float]:
@@ -342,7 +417,9 @@ def _answer(attempt: dict[str, Any]) -> str:
     """What the proposer produced: its rule template, or the LLM's ops (or why it had none)."""
     upd = attempt.get("update") or {}
     ops = ", ".join(f"{op.get('op')}({op.get('criterion_id') or op.get('task_id', '')})" for op in upd.get("ops", []))
-    if attempt.get("source") == "llm_fallback":  # the LLM gave nothing usable: the rule brain decided (agents/proposer.py)
+    if (
+        attempt.get("source") == "llm_fallback"
+    ):  # the LLM gave nothing usable: the rule brain decided (agents/proposer.py)
         return f"llm: unusable ({(attempt.get('llm_error') or '')[:60]}) -> rules {attempt.get('template') or '–'}"
     if attempt.get("source") == "llm" or attempt.get("template") == "llm":
         return f"llm: {ops}" if ops else f"llm: {(attempt.get('error') or 'no update')[:80]}"
@@ -353,8 +430,10 @@ def _numbers(attempt: dict[str, Any] | None) -> str:
     n = ((attempt or {}).get("critique") or {}).get("numbers") or (attempt or {}).get("numbers") or {}
     if not n:
         return "unmeasured"
-    return (f"mean {_f(n.get('control_mean'))}→{_f(n.get('candidate_mean'))}  "
-            f"std {_f(n.get('control_std'))}→{_f(n.get('candidate_std'))}")
+    return (
+        f"mean {_f(n.get('control_mean'))}→{_f(n.get('candidate_mean'))}  "
+        f"std {_f(n.get('control_std'))}→{_f(n.get('candidate_std'))}"
+    )
 
 
 def _cell(report: dict[str, Any] | None, seconds: float | None, recorded: bool = False) -> dict[str, str]:
@@ -365,8 +444,12 @@ def _cell(report: dict[str, Any] | None, seconds: float | None, recorded: bool =
     if report.get("committed_version"):
         decision += f" v{report['committed_version']}"
     gen = report.get("generalised") or {}
-    if gen.get("decision") == "accepted":  # the repair was also committed for similar tasks (graphs/nodes.py generalise)
-        decision += f" + generalised to {len(gen.get('per_task') or gen.get('events') or [])} tasks v{gen.get('version')}"
+    if (
+        gen.get("decision") == "accepted"
+    ):  # the repair was also committed for similar tasks (graphs/nodes.py generalise)
+        decision += (
+            f" + generalised to {len(gen.get('per_task') or gen.get('events') or [])} tasks v{gen.get('version')}"
+        )
     answers = " → ".join(_answer(a) for a in attempts) or (report.get("note") or "–")
     rollouts = tokens = 0
     for a in attempts:
@@ -377,8 +460,13 @@ def _cell(report: dict[str, Any] | None, seconds: float | None, recorded: bool =
         tokens += int(n.get("cost_probe_tokens") or cost.get("probe_tokens") or 0)
     tools = sum(1 for c in report.get("tool_calls") or [] if c.get("name") != ANSWER)
     cost = f"{rollouts} rollouts, {tokens} tokens" + (f", {tools} tool calls" if tools else "")
-    return {"decision": decision, "answer": answers, "numbers": _numbers(attempts[-1] if attempts else None),
-            "cost": cost, "seconds": "not recorded" if recorded else (f"{seconds:.1f} s" if seconds is not None else "–")}
+    return {
+        "decision": decision,
+        "answer": answers,
+        "numbers": _numbers(attempts[-1] if attempts else None),
+        "cost": cost,
+        "seconds": "not recorded" if recorded else (f"{seconds:.1f} s" if seconds is not None else "–"),
+    }
 
 
 def comparison_rows(result: Replay) -> list[dict[str, Any]]:
@@ -390,20 +478,40 @@ def comparison_rows(result: Replay) -> list[dict[str, Any]]:
         for run in result.runs:
             rep = next((r for r in run.output.get("reports", []) if r.get("event_id") == ev.id), None)
             runs.append(_cell(rep, run.event_seconds.get(ev.id)))
-        rows.append({"event_id": ev.id, "task_id": ev.task_id, "type": ev.type,
-                     "recorded": _cell(recorded.get(ev.id), None, recorded=True), "runs": runs})
+        rows.append(
+            {
+                "event_id": ev.id,
+                "task_id": ev.task_id,
+                "type": ev.type,
+                "recorded": _cell(recorded.get(ev.id), None, recorded=True),
+                "runs": runs,
+            }
+        )
     return rows
 
 
 def comparison_json(result: Replay) -> dict[str, Any]:
     rr = result.round
     return {
-        "run_dir": str(rr.run_dir), "step": rr.step, "harness_version": rr.version_before, "policy": result.policy,
-        "events_source": rr.events_source, "recorded_thread_id": rr.record.get("thread_id"),
-        "brain_sets": [{"brains": dataclasses.asdict(r.brains), "folder": r.folder.name, "thread_id": r.thread_id,
-                        "harness_version_after": r.output.get("harness_version"), "seconds": round(r.seconds, 2),
-                        "n_accepted": len(r.output.get("accepted") or []), "policy": r.policy_stats,
-                        "trace": str(r.trace.relative_to(result.out))} for r in result.runs],
+        "run_dir": str(rr.run_dir),
+        "step": rr.step,
+        "harness_version": rr.version_before,
+        "policy": result.policy,
+        "events_source": rr.events_source,
+        "recorded_thread_id": rr.record.get("thread_id"),
+        "brain_sets": [
+            {
+                "brains": dataclasses.asdict(r.brains),
+                "folder": r.folder.name,
+                "thread_id": r.thread_id,
+                "harness_version_after": r.output.get("harness_version"),
+                "seconds": round(r.seconds, 2),
+                "n_accepted": len(r.output.get("accepted") or []),
+                "policy": r.policy_stats,
+                "trace": str(r.trace.relative_to(result.out)),
+            }
+            for r in result.runs
+        ],
         "rows": comparison_rows(result),
     }
 
@@ -418,18 +526,27 @@ def print_comparison(result: Replay, console: Any = None) -> None:
 
     rr = result.round
     console = console or Console(width=220)
-    table = Table(title=f"round at step {rr.step} of {rr.run_dir.name}, from harness v{rr.version_before} "
-                        f"({len(rr.events)} events; policy {result.policy})", show_lines=True)
+    table = Table(
+        title=f"round at step {rr.step} of {rr.run_dir.name}, from harness v{rr.version_before} "
+        f"({len(rr.events)} events; policy {result.policy})",
+        show_lines=True,
+    )
     table.add_column("event")
     table.add_column("recorded in the run")
     for i, r in enumerate(result.runs, 1):
-        table.add_column(f"{i}: {r.brains.label()}\nv{rr.version_before}→v{r.output.get('harness_version')}, "
-                         f"{r.seconds:.0f} s")
+        table.add_column(
+            f"{i}: {r.brains.label()}\nv{rr.version_before}→v{r.output.get('harness_version')}, {r.seconds:.0f} s"
+        )
     for row in comparison_rows(result):
+
         def text(c: dict[str, str]) -> str:
             return "\n".join(f"[bold]{c['decision']}[/bold]" if k == "decision" else c[k] for k in _FIELDS if c[k])
-        table.add_row(f"{row['event_id']}\n{row['task_id']} · {row['type']}", text(row["recorded"]),
-                      *(text(c) for c in row["runs"]))
+
+        table.add_row(
+            f"{row['event_id']}\n{row['task_id']} · {row['type']}",
+            text(row["recorded"]),
+            *(text(c) for c in row["runs"]),
+        )
     console.print(table)
     console.print(f"events from {rr.events_source}")
     for i, r in enumerate(result.runs, 1):
@@ -449,19 +566,29 @@ def write_comparison_html(result: Replay, path: Path) -> Path:
     head = "".join(
         f"<th>{i}: {e(r.brains.label())}<br><span class=m>v{rr.version_before}→v{e(str(r.output.get('harness_version')))}, "
         f"{r.seconds:.0f} s, policy calls {r.policy_stats.get('policy_requests', 0)}</span><br>"
-        f"<a href=\"{e(r.trace.relative_to(result.out).as_posix())}\">trace</a> · "
-        f"<a href=\"{e((r.folder / 'output.json').relative_to(result.out).as_posix())}\">output.json</a></th>"
-        for i, r in enumerate(result.runs, 1))
+        f'<a href="{e(r.trace.relative_to(result.out).as_posix())}">trace</a> · '
+        f'<a href="{e((r.folder / "output.json").relative_to(result.out).as_posix())}">output.json</a></th>'
+        for i, r in enumerate(result.runs, 1)
+    )
 
     def cell(c: dict[str, str]) -> str:
-        return "<td>" + "".join(f"<div class={'d' if k == 'decision' else 'm'}>{e(c[k])}</div>" for k in _FIELDS if c[k]) + "</td>"
+        return (
+            "<td>"
+            + "".join(f"<div class={'d' if k == 'decision' else 'm'}>{e(c[k])}</div>" for k in _FIELDS if c[k])
+            + "</td>"
+        )
 
-    body = "".join(f"<tr><td><b>{e(row['event_id'])}</b><br>{e(row['task_id'])} · {e(row['type'])}</td>"
-                   f"{cell(row['recorded'])}{''.join(cell(c) for c in row['runs'])}</tr>" for row in comparison_rows(result))
-    page = (f"<!doctype html><html><head><meta charset=utf-8><title>replay step {rr.step}</title><style>{_CSS}</style>"
-            f"</head><body><h1>Replay of the round at step {rr.step}</h1>"
-            f"<p>Run <code>{e(str(rr.run_dir))}</code>, harness v{rr.version_before}, policy <code>{e(result.policy)}</code>, "
-            f"{len(rr.events)} events from {e(rr.events_source)}.</p>"
-            f"<table><tr><th>event</th><th>recorded in the run</th>{head}</tr>{body}</table></body></html>")
+    body = "".join(
+        f"<tr><td><b>{e(row['event_id'])}</b><br>{e(row['task_id'])} · {e(row['type'])}</td>"
+        f"{cell(row['recorded'])}{''.join(cell(c) for c in row['runs'])}</tr>"
+        for row in comparison_rows(result)
+    )
+    page = (
+        f"<!doctype html><html><head><meta charset=utf-8><title>replay step {rr.step}</title><style>{_CSS}</style>"
+        f"</head><body><h1>Replay of the round at step {rr.step}</h1>"
+        f"<p>Run <code>{e(str(rr.run_dir))}</code>, harness v{rr.version_before}, policy <code>{e(result.policy)}</code>, "
+        f"{len(rr.events)} events from {e(rr.events_source)}.</p>"
+        f"<table><tr><th>event</th><th>recorded in the run</th>{head}</tr>{body}</table></body></html>"
+    )
     atomic_write_text(path, page)
     return path

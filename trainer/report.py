@@ -94,21 +94,31 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
     total_pause = sum(float(x.get("pause_s", 0.0)) for x in m)
     span = (m[-1]["time"] - m[0]["time"]) if len(m) > 1 and "time" in m[0] else 0.0
     return {
-        "steps": len(m), "events": len(data["events"]),
+        "steps": len(m),
+        "events": len(data["events"]),
         "event_types": _count(e.get("type") for e in data["events"]),
-        "rounds": len(data["rounds"]), "rounds_failed": sum(1 for r in data["rounds"] if r.get("error")),
-        "outcomes": outcomes, "proposals_by_interface": proposals_by_interface,
-        "accepted_by_interface": accepted, "accepted_total": sum(accepted.values()),
-        "fallback_by_interface": fallback, "fallback_total": sum(fallback.values()),
-        "committed_by_interface": committed, "committed_total": len(data["updates"]),
-        "revert_total": sum(reverts.values()), "confirmed_total": fates.get("confirmed", 0),
-        "reverted_total": fates.get("reverted", 0), "provisional_total": fates.get("provisional", 0),
+        "rounds": len(data["rounds"]),
+        "rounds_failed": sum(1 for r in data["rounds"] if r.get("error")),
+        "outcomes": outcomes,
+        "proposals_by_interface": proposals_by_interface,
+        "accepted_by_interface": accepted,
+        "accepted_total": sum(accepted.values()),
+        "fallback_by_interface": fallback,
+        "fallback_total": sum(fallback.values()),
+        "committed_by_interface": committed,
+        "committed_total": len(data["updates"]),
+        "revert_total": sum(reverts.values()),
+        "confirmed_total": fates.get("confirmed", 0),
+        "reverted_total": fates.get("reverted", 0),
+        "provisional_total": fates.get("provisional", 0),
         "superseded_total": fates.get("superseded", 0),
-        "pause_s": total_pause, "pause_share": (total_pause / span) if span > 0 else None,
+        "pause_s": total_pause,
+        "pause_share": (total_pause / span) if span > 0 else None,
         "judge_warnings": sum(int(x.get("judge_warnings", 0)) for x in m),
         **{k: sum(int(x.get(k, 0)) for x in m) for k in ("unscoreable", "criteria_skipped", "judge_left_out")},
-        "steps_flagged": sum(1 for x in m if x.get("judge_flagged") or x.get("unscoreable_flagged")
-                             or x.get("skipped_flagged")),
+        "steps_flagged": sum(
+            1 for x in m if x.get("judge_flagged") or x.get("unscoreable_flagged") or x.get("skipped_flagged")
+        ),
         "brains": brain_counts(data),
     }
 
@@ -121,8 +131,11 @@ def brain_counts(data: dict[str, Any]) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for _step, rep in _reports(data):
         b = rep.get("brains") or {}
-        for role, seq in (("attributor", [b.get("attributor")]), ("proposer", b.get("proposer") or []),
-                          ("critic", b.get("critic") or [])):
+        for role, seq in (
+            ("attributor", [b.get("attributor")]),
+            ("proposer", b.get("proposer") or []),
+            ("critic", b.get("critic") or []),
+        ):
             for source in seq:
                 if source is not None:
                     counts.setdefault(role, {}).setdefault(str(source), 0)
@@ -160,8 +173,13 @@ def interface_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 # What each proposal's measurement cost, from the `cost_*` numbers the critic records on every attempt
 # (agents/critic.py `cost_numbers`); column -> number key.
-_COST_COLS = {"probe rollouts": "cost_probe_rollouts", "reused rollouts": "cost_reused_rollouts",
-              "tokens": "cost_probe_tokens", "judge calls": "cost_judge_calls", "seconds": "cost_seconds"}
+_COST_COLS = {
+    "probe rollouts": "cost_probe_rollouts",
+    "reused rollouts": "cost_reused_rollouts",
+    "tokens": "cost_probe_tokens",
+    "judge calls": "cost_judge_calls",
+    "seconds": "cost_seconds",
+}
 
 
 def cost_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -170,8 +188,9 @@ def cost_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     Proposals are the candidates the critic saw, every revision counted. Unmeasured attempts (invalid, critic
     off) cost 0.
     """
-    rows: dict[str, dict[str, Any]] = {i: {"interface": i, "proposals": 0, **dict.fromkeys(_COST_COLS, 0.0)}
-                                       for i in INTERFACES}
+    rows: dict[str, dict[str, Any]] = {
+        i: {"interface": i, "proposals": 0, **dict.fromkeys(_COST_COLS, 0.0)} for i in INTERFACES
+    }
     for _step, rep in _reports(data):
         iface = str(rep.get("interface") or "none")
         for a in rep.get("attempts") or []:
@@ -181,8 +200,13 @@ def cost_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
             for col, key in _COST_COLS.items():
                 r[col] += float(numbers.get(key) or 0.0)
     out = list(rows.values())
-    out.append({"interface": "total", "proposals": sum(r["proposals"] for r in out),
-                **{c: sum(r[c] for r in out) for c in _COST_COLS}})
+    out.append(
+        {
+            "interface": "total",
+            "proposals": sum(r["proposals"] for r in out),
+            **{c: sum(r[c] for r in out) for c in _COST_COLS},
+        }
+    )
     for r in out:  # counts are whole numbers; only seconds keep their fraction
         for c in ("probe rollouts", "reused rollouts", "tokens", "judge calls"):
             r[c] = int(r[c])
@@ -220,8 +244,12 @@ def _count(items: Any) -> dict[str, int]:
 
 
 # outcome -> (marker, filled, y offset within the interface's row); colour is the interface
-_OUTCOME_STYLE = {"accepted": ("o", True, 0.0), "fallback": ("s", False, 0.0), "revert": ("v", False, 0.14),
-                  "not accepted": ("x", True, 0.28)}
+_OUTCOME_STYLE = {
+    "accepted": ("o", True, 0.0),
+    "fallback": ("s", False, 0.0),
+    "revert": ("v", False, 0.14),
+    "not accepted": ("x", True, 0.28),
+}
 _IFACE_COLOR = {"sampling": "tab:blue", "guidance": "tab:orange", "criteria": "tab:purple"}
 
 
@@ -232,10 +260,20 @@ def update_points(data: dict[str, Any]) -> list[tuple[int, str, str, str]]:
     sampling change committed without the critic's acceptance); not accepted: one per event whose
     decision committed nothing, on the interface the attributor chose.
     """
-    pts = [(int(u["step"]), u["update"]["interface"], "fallback" if is_fallback(u) else
-            "revert" if update_outcome(u, {}) == "revert" else "accepted", f"v{u['version']}") for u in data["updates"]]
-    pts += [(step, rep["interface"], "not accepted", "") for step, rep in _reports(data)
-            if rep.get("decision") not in COMMITTING and rep.get("interface") in INTERFACES]
+    pts = [
+        (
+            int(u["step"]),
+            u["update"]["interface"],
+            "fallback" if is_fallback(u) else "revert" if update_outcome(u, {}) == "revert" else "accepted",
+            f"v{u['version']}",
+        )
+        for u in data["updates"]
+    ]
+    pts += [
+        (step, rep["interface"], "not accepted", "")
+        for step, rep in _reports(data)
+        if rep.get("decision") not in COMMITTING and rep.get("interface") in INTERFACES
+    ]
     return pts
 
 
@@ -266,13 +304,27 @@ def _updates_plot(data: dict[str, Any], steps: list[int]) -> str:
                     ax.annotate(pts[i][3], xy[i], textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7)
             color = _IFACE_COLOR[iface]
             kw = {"color": color} if filled else {"facecolors": "none", "edgecolors": color, "linewidths": 1.5}
-            ax.scatter([xy[i][0] for i in mine], [xy[i][1] for i in mine], s=60, marker=marker,
-                       label=f"{iface} {outcome} ({len(mine)})", **kw)
-    ax.set_yticks(range(len(INTERFACES))); ax.set_yticklabels(INTERFACES); ax.set_xlabel("step"); ax.set_ylim(-0.5, 2.7)
+            ax.scatter(
+                [xy[i][0] for i in mine],
+                [xy[i][1] for i in mine],
+                s=60,
+                marker=marker,
+                label=f"{iface} {outcome} ({len(mine)})",
+                **kw,
+            )
+    ax.set_yticks(range(len(INTERFACES)))
+    ax.set_yticklabels(INTERFACES)
+    ax.set_xlabel("step")
+    ax.set_ylim(-0.5, 2.7)
     if steps:
         ax.set_xlim(0, max(steps) + 1)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5),
-              title="● accepted  □ fallback  × not accepted", title_fontsize=7)
+    ax.legend(
+        fontsize=7,
+        loc="center left",
+        bbox_to_anchor=(1.01, 0.5),
+        title="● accepted  □ fallback  × not accepted",
+        title_fontsize=7,
+    )
     ax.set_title("Harness updates by interface and outcome")
     return _png(fig)
 
@@ -293,12 +345,17 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
     ax.plot(steps, [x.get("reward_std", float("nan")) for x in m], marker=".", label="reward std (within group)")
     for s in update_steps:
         ax.axvline(s, color="tab:green", ls="--", alpha=0.6)
-    ax.set_xlabel("step"); ax.set_ylim(-0.05, 1.05); ax.legend(fontsize=8); ax.set_title("Reward (dashed: harness updates)")
+    ax.set_xlabel("step")
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend(fontsize=8)
+    ax.set_title("Reward (dashed: harness updates)")
     out["reward"] = _png(fig)
 
     fig, ax = plt.subplots(figsize=(7, 2.6))
     ax.bar(steps, [x.get("dead_share", 0.0) for x in m], color="tab:red", alpha=0.7)
-    ax.set_ylim(0, 1); ax.set_xlabel("step"); ax.set_title("Dead-group share (zero reward variance)")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("step")
+    ax.set_title("Dead-group share (zero reward variance)")
     out["dead"] = _png(fig)
 
     out["updates"] = _updates_plot(data, steps)
@@ -310,13 +367,26 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
         width = 0.8 / max(1, len(labels))
         for j, lab in enumerate(labels):
             ev = data["eval"][lab]["domains"]
-            ax.bar([i + j * width for i in range(len(domains))], [ev.get(d, {}).get("avg_at_k", 0) for d in domains],
-                   width, label=f"{lab} (criteria)")
+            ax.bar(
+                [i + j * width for i in range(len(domains))],
+                [ev.get(d, {}).get("avg_at_k", 0) for d in domains],
+                width,
+                label=f"{lab} (criteria)",
+            )
             aud = [ev.get(d, {}).get("audit") for d in domains]
-            ax.scatter([i + j * width for i in range(len(domains))], [a if a is not None else float("nan") for a in aud],
-                       marker="D", color="black", zorder=3, label=f"{lab} (audit)" if j == 0 else None)
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(domains))]); ax.set_xticklabels(domains, fontsize=8)
-        ax.set_ylim(0, 1); ax.legend(fontsize=7); ax.set_title("Held-out Avg@k per domain")
+            ax.scatter(
+                [i + j * width for i in range(len(domains))],
+                [a if a is not None else float("nan") for a in aud],
+                marker="D",
+                color="black",
+                zorder=3,
+                label=f"{lab} (audit)" if j == 0 else None,
+            )
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(domains))])
+        ax.set_xticklabels(domains, fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=7)
+        ax.set_title("Held-out Avg@k per domain")
         out["eval"] = _png(fig)
 
     fig, ax = plt.subplots(figsize=(7, 2.6))
@@ -326,7 +396,9 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
         pause = [float(m[i].get("pause_s", 0.0)) for i in range(1, len(m))]
         ax.bar(steps[1:], [p / d for p, d in zip(pause, durations)], color="tab:gray", label="pause share of step")
     ax.plot(steps, [x.get("judge_warnings", 0) for x in m], color="tab:red", marker=".", label="judge warnings")
-    ax.set_xlabel("step"); ax.legend(fontsize=7); ax.set_title("Pause-time share and judge warnings")
+    ax.set_xlabel("step")
+    ax.legend(fontsize=7)
+    ax.set_title("Pause-time share and judge warnings")
     out["pause"] = _png(fig)
     return out
 
@@ -380,45 +452,69 @@ _BRAIN_WORDS = {"rules": "by rules", "llm": "by the LLM", "llm_fallback": "by ru
 
 def summary_sentences(s: dict[str, Any]) -> list[str]:
     """The summary as a person reads it."""
+
     def by_iface(d: dict[str, int]) -> str:
         return ", ".join(f"{n} {i}" for i, n in d.items()) or "none"
 
-    pause = f"{s['pause_s']:.0f} s" + (f" ({100 * s['pause_share']:.0f}% of training time)"
-                                       if s.get("pause_share") is not None else "")
-    lines = [f"{_n(s['steps'], 'training step')}; the detector reported {_n(s['events'], 'failure event')} "
-             f"({_fmt(s['event_types']) or 'none'}).",
-             f"{_n(s['rounds'], 'evolver round')} ({s['rounds_failed']} failed) paused training for {pause}.",
-             f"The critic accepted {_n(s['accepted_total'], 'update')} ({by_iface(s['accepted_by_interface'])}); "
-             f"{_n(s['fallback_total'], 'fallback')} changed sampling after every candidate was rejected; "
-             f"{_n(s['committed_total'], 'harness version')} committed in all."]
+    pause = f"{s['pause_s']:.0f} s" + (
+        f" ({100 * s['pause_share']:.0f}% of training time)" if s.get("pause_share") is not None else ""
+    )
+    lines = [
+        f"{_n(s['steps'], 'training step')}; the detector reported {_n(s['events'], 'failure event')} "
+        f"({_fmt(s['event_types']) or 'none'}).",
+        f"{_n(s['rounds'], 'evolver round')} ({s['rounds_failed']} failed) paused training for {pause}.",
+        f"The critic accepted {_n(s['accepted_total'], 'update')} ({by_iface(s['accepted_by_interface'])}); "
+        f"{_n(s['fallback_total'], 'fallback')} changed sampling after every candidate was rejected; "
+        f"{_n(s['committed_total'], 'harness version')} committed in all.",
+    ]
     if s.get("confirmed_total") or s.get("reverted_total") or s.get("provisional_total"):
-        lines.append(f"Training confirmed {_n(s['confirmed_total'], 'accepted update')} and reverted "
-                     f"{s['reverted_total']} (its failure persisted or a guard showed harm on the next training groups; "
-                     f"{_n(s['revert_total'], 'revert version')}); {s['provisional_total']} still provisional"
-                     + (f", {s['superseded_total']} superseded by a later update" if s.get("superseded_total") else "")
-                     + ".")
+        lines.append(
+            f"Training confirmed {_n(s['confirmed_total'], 'accepted update')} and reverted "
+            f"{s['reverted_total']} (its failure persisted or a guard showed harm on the next training groups; "
+            f"{_n(s['revert_total'], 'revert version')}); {s['provisional_total']} still provisional"
+            + (f", {s['superseded_total']} superseded by a later update" if s.get("superseded_total") else "")
+            + "."
+        )
     brains = s.get("brains") or {}
     if any(src != "rules" for per in brains.values() for src in per):
-        lines.append("Decisions by brain: " + "; ".join(
-            f"{role} " + ", ".join(f"{n} {_BRAIN_WORDS.get(src, src)}" for src, n in sorted(per.items()))
-            for role, per in brains.items()) + ".")
+        lines.append(
+            "Decisions by brain: "
+            + "; ".join(
+                f"{role} " + ", ".join(f"{n} {_BRAIN_WORDS.get(src, src)}" for src, n in sorted(per.items()))
+                for role, per in brains.items()
+            )
+            + "."
+        )
     if s.get("unscoreable") or s.get("criteria_skipped") or s.get("judge_left_out"):
-        lines.append(f"Scoring: {_n(s['unscoreable'], 'response')} could not be scored (reward 0), "
-                     f"{_n(s['criteria_skipped'], 'verdict')} skipped for want of a judge and "
-                     f"{_n(s['judge_left_out'], 'verdict')} left out because the judge failed; "
-                     f"{_n(s['steps_flagged'], 'step')} flagged (metrics.jsonl).")
+        lines.append(
+            f"Scoring: {_n(s['unscoreable'], 'response')} could not be scored (reward 0), "
+            f"{_n(s['criteria_skipped'], 'verdict')} skipped for want of a judge and "
+            f"{_n(s['judge_left_out'], 'verdict')} left out because the judge failed; "
+            f"{_n(s['steps_flagged'], 'step')} flagged (metrics.jsonl)."
+        )
     if s["judge_warnings"]:
-        lines.append(f"The judge reported {s['judge_warnings']} warnings (malformed answers, errors or checks that "
-                     "could not decide): see metrics.jsonl.")
+        lines.append(
+            f"The judge reported {s['judge_warnings']} warnings (malformed answers, errors or checks that "
+            "could not decide): see metrics.jsonl."
+        )
     return lines
 
 
 def verdict_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per verdict training gave a provisional update (rounds.jsonl `provisional`, trainer/provisional.py)."""
-    return [{"round": r.get("step"), "version": v.get("version"), "task": v.get("task_id"), "failure": v.get("failure_type"),
-             "verdict": v.get("verdict"), "why": "; ".join(v.get("reasons") or []),
-             "revert": f"v{v['revert_version']}" if v.get("revert_version") else ""}
-            for r in data["rounds"] for v in (r.get("provisional") or {}).get("verdicts") or []]
+    return [
+        {
+            "round": r.get("step"),
+            "version": v.get("version"),
+            "task": v.get("task_id"),
+            "failure": v.get("failure_type"),
+            "verdict": v.get("verdict"),
+            "why": "; ".join(v.get("reasons") or []),
+            "revert": f"v{v['revert_version']}" if v.get("revert_version") else "",
+        }
+        for r in data["rounds"]
+        for v in (r.get("provisional") or {}).get("verdicts") or []
+    ]
 
 
 def build_report(run_dir: Path) -> Path:
@@ -426,75 +522,121 @@ def build_report(run_dir: Path) -> Path:
     data = collect(run_dir)
     s = summary(data)
     imgs = plots(data)
-    upd_rows = [{"version": u["version"], "step": u["step"], "interface": u["update"]["interface"],
-                 "outcome": update_outcome(u, graded_verdicts(data)),
-                 "ops": ", ".join(f"{o['op']}({o.get('task_id', '')})" for o in u["update"]["ops"]),
-                 "rationale": u["update"].get("rationale", "")} for u in data["updates"]]
-    round_rows = [{**{k: r.get(k) for k in ("step", "n_events", "event_types", "outcomes", "n_accepted", "version_before",
-                                            "version_after", "pause_s", "error", "thread_id")},
-                   "confirmed / reverted": "{} / {}".format((r.get("provisional") or {}).get("n_confirmed", 0),
-                                                            (r.get("provisional") or {}).get("n_reverted", 0))}
-                  for r in data["rounds"]]
+    upd_rows = [
+        {
+            "version": u["version"],
+            "step": u["step"],
+            "interface": u["update"]["interface"],
+            "outcome": update_outcome(u, graded_verdicts(data)),
+            "ops": ", ".join(f"{o['op']}({o.get('task_id', '')})" for o in u["update"]["ops"]),
+            "rationale": u["update"].get("rationale", ""),
+        }
+        for u in data["updates"]
+    ]
+    round_rows = [
+        {
+            **{
+                k: r.get(k)
+                for k in (
+                    "step",
+                    "n_events",
+                    "event_types",
+                    "outcomes",
+                    "n_accepted",
+                    "version_before",
+                    "version_after",
+                    "pause_s",
+                    "error",
+                    "thread_id",
+                )
+            },
+            "confirmed / reverted": "{} / {}".format(
+                (r.get("provisional") or {}).get("n_confirmed", 0), (r.get("provisional") or {}).get("n_reverted", 0)
+            ),
+        }
+        for r in data["rounds"]
+    ]
     iface_rows = interface_rows(data)
     type_rows = event_type_rows(data)
     effect_rows = update_effect_rows(data)
     trace_links = write_trace_pages(run_dir, data)
-    sections = [f"<h1>HarnessRL run: {html.escape(run_dir.name)}</h1>",
-                "<h2>Summary</h2>", "".join(f"<p>{html.escape(line)}</p>" for line in summary_sentences(s)),
-                f"<details><summary>All counts</summary>{_kv_table(s)}</details>",
-                "<h2>Events by type</h2>",
-                _table(type_rows, list(type_rows[0])) if type_rows else "<p>No events detected.</p>",
-                "<p class=note>detected: events.jsonl; in rounds: events an evolver round decided on. accepted: the "
-                "critic measured an improvement and the update was committed; fallback: every candidate was rejected "
-                "and the safe sampling change was committed; rejected: nothing committed (rejected, stale, skipped, "
-                "or refused by a human).</p>",
-                "<h2>Proposals and updates by interface</h2>", _table(iface_rows, list(iface_rows[0])),
-                "<p class=note>proposals/accepted/fallback/rejected count events by the interface the attributor "
-                "chose; committed columns count harness versions by the interface they changed (a fallback is "
-                "always a sampling change).</p>",
-                "<h2>Critic cost by interface</h2>", _table(cost_rows(data), ["interface", "proposals", *_COST_COLS]),
-                "<p class=note>What measuring the proposals cost: probe rollouts generated on the frozen policy and "
-                "their tokens, rollouts re-scored at no generation cost (training groups, shared control probes), "
-                "judge LLM calls and wall-clock seconds of the measurements.</p>",
-                f'<h2>Reward</h2><img src="{imgs["reward"]}">', f'<h2>Dead groups</h2><img src="{imgs["dead"]}">',
-                f'<h2>Harness updates</h2><img src="{imgs["updates"]}">',
-                _table(upd_rows, ["version", "step", "interface", "outcome", "ops", "rationale"]) if upd_rows
-                else "<p>No committed updates.</p>",
-                "<h2>Did each update hold?</h2>",
-                _table(effect_rows, list(effect_rows[0])) if effect_rows else "<p>No committed updates.</p>",
-                "<p class=note>The training groups of each update's tasks (and of a variant it added) before and "
-                "after it: mean reward, mean within-group std, and the share of dead groups (std below the "
-                "detector's eps). No groups after an update: its tasks were not drawn again in this run.</p>",
-                "<h2>Training's verdicts on accepted updates</h2>",
-                _table(verdict_rows(data), ["round", "version", "task", "failure", "verdict", "why", "revert"])
-                if verdict_rows(data) else "<p>No accepted update has had its training groups yet.</p>",
-                "<p class=note>Every accepted update is provisional: its task's first training groups under it "
-                "confirm it, or revert it with a new version when its failure persists (agents/decisions.py).</p>"]
+    sections = [
+        f"<h1>HarnessRL run: {html.escape(run_dir.name)}</h1>",
+        "<h2>Summary</h2>",
+        "".join(f"<p>{html.escape(line)}</p>" for line in summary_sentences(s)),
+        f"<details><summary>All counts</summary>{_kv_table(s)}</details>",
+        "<h2>Events by type</h2>",
+        _table(type_rows, list(type_rows[0])) if type_rows else "<p>No events detected.</p>",
+        "<p class=note>detected: events.jsonl; in rounds: events an evolver round decided on. accepted: the "
+        "critic measured an improvement and the update was committed; fallback: every candidate was rejected "
+        "and the safe sampling change was committed; rejected: nothing committed (rejected, stale, skipped, "
+        "or refused by a human).</p>",
+        "<h2>Proposals and updates by interface</h2>",
+        _table(iface_rows, list(iface_rows[0])),
+        "<p class=note>proposals/accepted/fallback/rejected count events by the interface the attributor "
+        "chose; committed columns count harness versions by the interface they changed (a fallback is "
+        "always a sampling change).</p>",
+        "<h2>Critic cost by interface</h2>",
+        _table(cost_rows(data), ["interface", "proposals", *_COST_COLS]),
+        "<p class=note>What measuring the proposals cost: probe rollouts generated on the frozen policy and "
+        "their tokens, rollouts re-scored at no generation cost (training groups, shared control probes), "
+        "judge LLM calls and wall-clock seconds of the measurements.</p>",
+        f'<h2>Reward</h2><img src="{imgs["reward"]}">',
+        f'<h2>Dead groups</h2><img src="{imgs["dead"]}">',
+        f'<h2>Harness updates</h2><img src="{imgs["updates"]}">',
+        _table(upd_rows, ["version", "step", "interface", "outcome", "ops", "rationale"])
+        if upd_rows
+        else "<p>No committed updates.</p>",
+        "<h2>Did each update hold?</h2>",
+        _table(effect_rows, list(effect_rows[0])) if effect_rows else "<p>No committed updates.</p>",
+        "<p class=note>The training groups of each update's tasks (and of a variant it added) before and "
+        "after it: mean reward, mean within-group std, and the share of dead groups (std below the "
+        "detector's eps). No groups after an update: its tasks were not drawn again in this run.</p>",
+        "<h2>Training's verdicts on accepted updates</h2>",
+        _table(verdict_rows(data), ["round", "version", "task", "failure", "verdict", "why", "revert"])
+        if verdict_rows(data)
+        else "<p>No accepted update has had its training groups yet.</p>",
+        "<p class=note>Every accepted update is provisional: its task's first training groups under it "
+        "confirm it, or revert it with a new version when its failure persists (agents/decisions.py).</p>",
+    ]
     if "eval" in imgs:
         sections.append(f'<h2>Held-out evaluation</h2><img src="{imgs["eval"]}">')
-        sections.append(_table([{"model": k, "avg_at_k": v["avg_at_k"], "audit": v["audit"], "k": v["k"],
-                                 "n_tasks": v["n_tasks"]} for k, v in data["eval"].items()],
-                               ["model", "avg_at_k", "audit", "k", "n_tasks"]))
+        sections.append(
+            _table(
+                [
+                    {"model": k, "avg_at_k": v["avg_at_k"], "audit": v["audit"], "k": v["k"], "n_tasks": v["n_tasks"]}
+                    for k, v in data["eval"].items()
+                ],
+                ["model", "avg_at_k", "audit", "k", "n_tasks"],
+            )
+        )
         dom_rows = eval_domain_rows(data)
         if dom_rows:
-            sections += ["<h3>Base vs trained per domain (same tasks and seeds)</h3>",
-                         _table(dom_rows, list(dom_rows[0])),
-                         "<p class=note>criteria: the training rubric's score (Avg@k); audit: the hidden audit "
-                         "criteria, which no agent sees.</p>"]
+            sections += [
+                "<h3>Base vs trained per domain (same tasks and seeds)</h3>",
+                _table(dom_rows, list(dom_rows[0])),
+                "<p class=note>criteria: the training rubric's score (Avg@k); audit: the hidden audit "
+                "criteria, which no agent sees.</p>",
+            ]
     else:
-        sections.append("<h2>Held-out evaluation</h2><p>No eval.json yet: run <code>harnessrl eval --run "
-                        f"{html.escape(str(run_dir))}</code>.</p>")
-    sections += [f'<h2>Pause time and judge warnings</h2><img src="{imgs["pause"]}">',
-                 "<h2>Evolver rounds</h2>",
-                 _table(round_rows, list(round_rows[0]) if round_rows else ["step"], links={"thread_id": trace_links}),
-                 "<p class=note>Each thread id links to its trace page (traces/), written with this report; a round "
-                 "run on a LangGraph server is in Studio instead.</p>"]
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>HarnessRL report</title><style>"
-            "body{font-family:sans-serif;max-width:1000px;margin:auto}table{border-collapse:collapse;font-size:12px}"
-            "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}img{max-width:100%}"
-            "table.kv th{text-align:left;background:#f4f4f4;white-space:nowrap}table.kv ul{margin:0;padding-left:1.2em}"
-            ".note{font-size:12px;color:#555}</style></head><body>"
-            + "\n".join(sections) + "</body></html>")
+        sections.append(
+            "<h2>Held-out evaluation</h2><p>No eval.json yet: run <code>harnessrl eval --run "
+            f"{html.escape(str(run_dir))}</code>.</p>"
+        )
+    sections += [
+        f'<h2>Pause time and judge warnings</h2><img src="{imgs["pause"]}">',
+        "<h2>Evolver rounds</h2>",
+        _table(round_rows, list(round_rows[0]) if round_rows else ["step"], links={"thread_id": trace_links}),
+        "<p class=note>Each thread id links to its trace page (traces/), written with this report; a round "
+        "run on a LangGraph server is in Studio instead.</p>",
+    ]
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>HarnessRL report</title><style>"
+        "body{font-family:sans-serif;max-width:1000px;margin:auto}table{border-collapse:collapse;font-size:12px}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}img{max-width:100%}"
+        "table.kv th{text-align:left;background:#f4f4f4;white-space:nowrap}table.kv ul{margin:0;padding-left:1.2em}"
+        ".note{font-size:12px;color:#555}</style></head><body>" + "\n".join(sections) + "</body></html>"
+    )
     out = run_dir / "report.html"
     atomic_write_text(out, page)
     return out

@@ -121,10 +121,19 @@ class RubricReward:
         return self._run
 
     # -- the reward -----------------------------------------------------------------------------------
-    async def __call__(self, prompts: list, completions: list, task_id: list[str], harness_version: list[int],
-                       hinted: list[bool] | None = None, hint_text: list[str] | None = None,
-                       trainer_state: Any = None, log_extra: Any = None, log_metric: Any = None,
-                       **_: Any) -> list[float]:
+    async def __call__(
+        self,
+        prompts: list,
+        completions: list,
+        task_id: list[str],
+        harness_version: list[int],
+        hinted: list[bool] | None = None,
+        hint_text: list[str] | None = None,
+        trainer_state: Any = None,
+        log_extra: Any = None,
+        log_metric: Any = None,
+        **_: Any,
+    ) -> list[float]:
         t_call = time.perf_counter()  # the harness's own work = this call minus the criteria scoring
         run = self.run
         n = len(completions)
@@ -167,15 +176,23 @@ class RubricReward:
             tids = {task_id[i] for i in idx}
             versions = {int(harness_version[i]) for i in idx}
             if len(tids) != 1 or len(versions) != 1:
-                raise ValueError(f"rows {start}..{start + g - 1} are not one group (tasks {tids}, versions {versions}); "
-                                 "is shuffle_dataset off and the sampler yielding one row per group?")
+                raise ValueError(
+                    f"rows {start}..{start + g - 1} are not one group (tasks {tids}, versions {versions}); "
+                    "is shuffle_dataset off and the sampler yielding one row per group?"
+                )
             groups.append((idx, tids.pop(), versions.pop()))
         return groups
 
     @staticmethod
-    def _rollout_records(run: Any, step: int, groups: list[tuple[list[int], str, int]], scored: list, texts: list[str],
-                         hinted: list[bool], hint_text: list[str],
-                         ) -> tuple[list[float], list[str], list[tuple[GroupStats, list[RolloutRecord]]]]:
+    def _rollout_records(
+        run: Any,
+        step: int,
+        groups: list[tuple[list[int], str, int]],
+        scored: list,
+        texts: list[str],
+        hinted: list[bool],
+        hint_text: list[str],
+    ) -> tuple[list[float], list[str], list[tuple[GroupStats, list[RolloutRecord]]]]:
         """Per row its reward and decided verdicts (JSON, for TRL's completion log); per group its statistics."""
         n = len(texts)
         rewards = [0.0] * n
@@ -190,14 +207,30 @@ class RubricReward:
                 rewards[i] = float(res.score)
                 met = {cid: v.met for cid, v in res.verdicts.items() if v.decided}
                 verdict_col[i] = json.dumps(met, sort_keys=True)
-                records.append(RolloutRecord(text=texts[i], reward=rewards[i], verdicts=met, audit=audits[j],
-                                             hinted=bool(hinted[i]), hint_texts=[h for h in hint_text[i].split("\n") if h]))
-            mine.append((GroupStats.from_rollouts(tid, step, records, criteria=criteria, harness_version=version),
-                         records))
+                records.append(
+                    RolloutRecord(
+                        text=texts[i],
+                        reward=rewards[i],
+                        verdicts=met,
+                        audit=audits[j],
+                        hinted=bool(hinted[i]),
+                        hint_texts=[h for h in hint_text[i].split("\n") if h],
+                    )
+                )
+            mine.append(
+                (GroupStats.from_rollouts(tid, step, records, criteria=criteria, harness_version=version), records)
+            )
         return rewards, verdict_col, mine
 
-    def _gather(self, run: Any, step: int, mine: list[tuple[GroupStats, list[RolloutRecord]]], rewards: list[float],
-                hinted: list[bool], all_results: list) -> list[StepPart]:
+    def _gather(
+        self,
+        run: Any,
+        step: int,
+        mine: list[tuple[GroupStats, list[RolloutRecord]]],
+        rewards: list[float],
+        hinted: list[bool],
+        all_results: list,
+    ) -> list[StepPart]:
         """Every process's part of the step in rank order; this one's carries the judge counts since the last step.
 
         Processes that drew from different sampler states are an error.
@@ -206,46 +239,73 @@ class RubricReward:
         new_warnings = {k: v - self._judge_seen.get(k, 0) for k, v in judge_metrics.items()}
         self._judge_seen = dict(judge_metrics)
         # Every rank's part of the step, in rank order (the global batch's order, trainer.sampler.fill).
-        parts = all_ranks(StepPart(
-            groups=mine, rewards=rewards, hinted=[bool(h) for h in hinted], judge_counts=new_warnings,
-            verdicts=sum(len(res.verdicts) for res in all_results),
-            left_out=sum(1 for res in all_results for v in res.verdicts.values() if v.source == "error"),
-            sampler=run.sampler.fingerprint() if run.sampler is not None else None))
+        parts = all_ranks(
+            StepPart(
+                groups=mine,
+                rewards=rewards,
+                hinted=[bool(h) for h in hinted],
+                judge_counts=new_warnings,
+                verdicts=sum(len(res.verdicts) for res in all_results),
+                left_out=sum(1 for res in all_results for v in res.verdicts.values() if v.source == "error"),
+                sampler=run.sampler.fingerprint() if run.sampler is not None else None,
+            )
+        )
         if len({p.sampler for p in parts}) > 1:
             # Every rank raises (all hold the same parts): a silent mismatch would train on overlapping slices.
-            raise RuntimeError(f"step {step}: the processes drew from different sampler states "
-                               f"({[p.sampler for p in parts]}); their batches are not slices of one draw")
+            raise RuntimeError(
+                f"step {step}: the processes drew from different sampler states "
+                f"({[p.sampler for p in parts]}); their batches are not slices of one draw"
+            )
         return parts
 
-    def _step_record(self, step: int, parts: list[StepPart], stats_list: list[GroupStats],
-                     batch: Any) -> dict[str, Any]:
+    def _step_record(
+        self, step: int, parts: list[StepPart], stats_list: list[GroupStats], batch: Any
+    ) -> dict[str, Any]:
         """The step's line of `metrics.jsonl`: rewards, dead share, versions, tasks, the judge's counts and flags."""
         warnings: dict[str, int] = {}
         for part in parts:
             for k, v in part.judge_counts.items():
                 warnings[k] = warnings.get(k, 0) + v
-        warn_count = sum(warnings[k] for k in ("judge/malformed", "judge/errors", "judge/llm_failures",
-                                               "judge/check_failures") if k in warnings)
-        left_out, share, flagged = self._judge_failure_share(sum(p.left_out for p in parts),
-                                                             sum(p.verdicts for p in parts))
-        scoring = self._scoring_counts(warnings, n_responses=sum(len(p.rewards) for p in parts),
-                                       n_verdicts=sum(p.verdicts for p in parts))
+        warn_count = sum(
+            warnings[k]
+            for k in ("judge/malformed", "judge/errors", "judge/llm_failures", "judge/check_failures")
+            if k in warnings
+        )
+        left_out, share, flagged = self._judge_failure_share(
+            sum(p.left_out for p in parts), sum(p.verdicts for p in parts)
+        )
+        scoring = self._scoring_counts(
+            warnings, n_responses=sum(len(p.rewards) for p in parts), n_verdicts=sum(p.verdicts for p in parts)
+        )
         versions = sorted({int(s.harness_version) for s in stats_list})
         record = {
-            "step": step, "reward": float(np.mean([r for p in parts for r in p.rewards])),
+            "step": step,
+            "reward": float(np.mean([r for p in parts for r in p.rewards])),
             "reward_std": float(np.mean([s.std for s in stats_list])),
-            "dead_share": batch.dead_share, "n_groups": batch.n_groups, "harness_version": versions[-1],
-            "harness_versions": versions, "hinted_share": float(np.mean([h for p in parts for h in p.hinted])),
-            "tasks": [s.task_id for s in stats_list], "group_means": [s.mean for s in stats_list],
+            "dead_share": batch.dead_share,
+            "n_groups": batch.n_groups,
+            "harness_version": versions[-1],
+            "harness_versions": versions,
+            "hinted_share": float(np.mean([h for p in parts for h in p.hinted])),
+            "tasks": [s.task_id for s in stats_list],
+            "group_means": [s.mean for s in stats_list],
             "group_stds": [s.std for s in stats_list],
-            "judge_warnings": warn_count, "judge_left_out": left_out, "judge_left_out_share": share,
-            "judge_flagged": flagged, **scoring, **{k: v for k, v in warnings.items() if v},
+            "judge_warnings": warn_count,
+            "judge_left_out": left_out,
+            "judge_left_out_share": share,
+            "judge_flagged": flagged,
+            **scoring,
+            **{k: v for k, v in warnings.items() if v},
         }
         if len(parts) > 1:
             # What each process trained on: its groups' tasks and the harness versions it drew them under.
-            record["ranks"] = [{"tasks": [s.task_id for s, _ in p.groups],
-                                "harness_versions": sorted({int(s.harness_version) for s, _ in p.groups})}
-                               for p in parts]
+            record["ranks"] = [
+                {
+                    "tasks": [s.task_id for s, _ in p.groups],
+                    "harness_versions": sorted({int(s.harness_version) for s, _ in p.groups}),
+                }
+                for p in parts
+            ]
         return record
 
     def _judge_failure_share(self, left_out: int, total: int) -> tuple[int, float, bool]:
@@ -259,8 +319,12 @@ class RubricReward:
         limit = self._cfg.harness.max_judge_failure_share
         unscoreable = int(warnings.get("judge/unscoreable", 0))
         skipped = int(warnings.get("judge/skipped", 0))
-        return {"unscoreable": unscoreable, "unscoreable_flagged": bool(n_responses) and unscoreable / n_responses > limit,
-                "criteria_skipped": skipped, "skipped_flagged": bool(n_verdicts) and skipped / n_verdicts > limit}
+        return {
+            "unscoreable": unscoreable,
+            "unscoreable_flagged": bool(n_responses) and unscoreable / n_responses > limit,
+            "criteria_skipped": skipped,
+            "skipped_flagged": bool(n_verdicts) and skipped / n_verdicts > limit,
+        }
 
     async def _score_group(self, run: Any, texts: list[str], idx: list[int], task_id: str, version: int):
         state = run.state_for(version)
@@ -278,8 +342,11 @@ class RubricReward:
         if not any(cid in positive for r in records for cid in r.verdicts):
             # The judge decided no positive criterion for any rollout (an outage): the group's 0 rewards say
             # nothing about the policy, so the detector, the filter and memory must not read it as a collapse.
-            log.warning("step %d: group of %s left unobserved: the judge decided none of its positive criteria",
-                        stats.step, stats.task_id)
+            log.warning(
+                "step %d: group of %s left unobserved: the judge decided none of its positive criteria",
+                stats.step,
+                stats.task_id,
+            )
             return
         events = run.detector.observe(stats)
         if events:
@@ -288,9 +355,15 @@ class RubricReward:
             run.sampler.observe_group(stats.task_id, run.detector.is_dead(stats))
         if run.memory is not None:
             order = sorted(range(len(records)), key=lambda i: records[i].reward)
-            run.memory.add_group(stats, best=records[order[-1]], worst=records[order[0]], harness_version=version,
-                                 domain=run.state_for(version).task(stats.task_id).domain,
-                                 group_index=self._group_index(run, stats), texts=[r.text for r in records])
+            run.memory.add_group(
+                stats,
+                best=records[order[-1]],
+                worst=records[order[0]],
+                harness_version=version,
+                domain=run.state_for(version).task(stats.task_id).domain,
+                group_index=self._group_index(run, stats),
+                texts=[r.text for r in records],
+            )
 
     @staticmethod
     def _group_index(run: Any, stats: GroupStats) -> int:
@@ -301,8 +374,15 @@ class RubricReward:
             return run.group_counts[key]
 
 
-def _log_step(record: dict[str, Any], stats_list: list[GroupStats], task_id: list[str], harness_version: list[int],
-              verdict_col: list[str], log_extra: Any, log_metric: Any) -> None:
+def _log_step(
+    record: dict[str, Any],
+    stats_list: list[GroupStats],
+    task_id: list[str],
+    harness_version: list[int],
+    verdict_col: list[str],
+    log_extra: Any,
+    log_metric: Any,
+) -> None:
     """TRL's per-row completion columns and the step's logged metrics (both callbacks are TRL's, optional)."""
     if log_extra is not None:
         log_extra("task_id", list(task_id))

@@ -25,8 +25,16 @@ if TYPE_CHECKING:
 # teach the wrong behaviour, but their repairs are judged on noisier contrasts), then blind criteria (the group
 # keeps signal from its other criteria). Batch-level events (task "*") come last: the evolver records them but
 # cannot update a task for them.
-EVENT_PRIORITY = {"collapse_low": 0, "collapse_high": 0, "flat": 0, "spurious_audit": 1, "stuffing": 1,
-                  "spurious_length": 1, "guidance_leak": 1, "blind_criterion": 2}
+EVENT_PRIORITY = {
+    "collapse_low": 0,
+    "collapse_high": 0,
+    "flat": 0,
+    "spurious_audit": 1,
+    "stuffing": 1,
+    "spurious_length": 1,
+    "guidance_leak": 1,
+    "blind_criterion": 2,
+}
 # An unconfirmed event (one group in the window: often noise) ranks below every confirmed one. Before this rule, on
 # SmolLM2 about 2 of 48 round slots went to dead groups while one-group spurious events took the rest.
 UNCONFIRMED_PENALTY = len(set(EVENT_PRIORITY.values()))

@@ -96,18 +96,29 @@ class RunLock:
                 raise RunFolderLocked(
                     f"run folder {root} is in use by another trainer: pid {pid}{since}{cmd} holds {root / LOCK_NAME}. "
                     f"One process writes a run folder at a time: wait for it to finish, stop it (kill {pid}) and "
-                    f"then `--resume`, or choose another run_dir (e.g. --set run_dir={root}-2)") from None
+                    f"then `--resume`, or choose another run_dir (e.g. --set run_dir={root}-2)"
+                ) from None
             except BaseException:
                 os.close(fd)
                 raise
             stale = _holder(fd)
             if stale.get("pid") not in (None, os.getpid()):
                 pid = stale["pid"]
-                state = "no longer running" if isinstance(pid, int) and not _alive(pid) else "it no longer holds the lock"
-                log.warning("run folder %s: took over a stale lock left by pid %s (%s; it stopped without releasing "
-                            "it, e.g. killed)", root, pid, state)
-            info = {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                    "command": " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:300]}
+                state = (
+                    "no longer running" if isinstance(pid, int) and not _alive(pid) else "it no longer holds the lock"
+                )
+                log.warning(
+                    "run folder %s: took over a stale lock left by pid %s (%s; it stopped without releasing "
+                    "it, e.g. killed)",
+                    root,
+                    pid,
+                    state,
+                )
+            info = {
+                "pid": os.getpid(),
+                "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "command": " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:300],
+            }
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(info) + "\n").encode("utf-8"), 0)
             os.fsync(fd)

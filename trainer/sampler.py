@@ -52,8 +52,16 @@ from harness.sampling import TaskSampler
 
 
 class HarnessSampler:
-    def __init__(self, run: Any, seed: int, *, floor: float = 0.1, dynamic_filtering: bool = False,
-                 df_window: int = 1, df_multiplier: float = 0.2) -> None:
+    def __init__(
+        self,
+        run: Any,
+        seed: int,
+        *,
+        floor: float = 0.1,
+        dynamic_filtering: bool = False,
+        df_window: int = 1,
+        df_multiplier: float = 0.2,
+    ) -> None:
         self.run = run
         self.core = TaskSampler(lambda: run.state, seed=seed, floor=floor)
         self.guidance_rng = random.Random(seed + 1)  # separate stream: hint draws never shift task draws
@@ -84,8 +92,15 @@ class HarnessSampler:
         while True:
             yield placeholder_row()
 
-    def fill(self, rows: list[dict[str, Any]], *, num_generations: int, step: int, process_index: int = 0,
-             num_processes: int = 1) -> list[dict[str, Any]]:
+    def fill(
+        self,
+        rows: list[dict[str, Any]],
+        *,
+        num_generations: int,
+        step: int,
+        process_index: int = 0,
+        num_processes: int = 1,
+    ) -> list[dict[str, Any]]:
         """This rank's batch for training step `step` (the global step before its update).
 
         The placeholder `rows` TRL hands to `training_step`, replaced by fresh groups drawn under the current
@@ -94,17 +109,21 @@ class HarnessSampler:
         Every rank draws the whole global batch (`num_processes` slices of `len(rows)` rows) in the same
         order and keeps slice `process_index`, as accelerate slices the stream by rank."""
         if not rows or len(rows) % num_generations:
-            raise ValueError(f"HarnessSampler.fill: got {len(rows)} rows, not a positive multiple of "
-                             f"num_generations={num_generations}")
+            raise ValueError(
+                f"HarnessSampler.fill: got {len(rows)} rows, not a positive multiple of "
+                f"num_generations={num_generations}"
+            )
         drawn_already = [r.get("task_id") for r in rows if not is_placeholder(r)]
         if drawn_already:
-            raise ValueError(f"HarnessSampler.fill: rows for {sorted(set(drawn_already))[:3]} are not placeholder "
-                             f"rows; the dataset must come from trainer.sampler.make_dataset (draws happen here)")
+            raise ValueError(
+                f"HarnessSampler.fill: rows for {sorted(set(drawn_already))[:3]} are not placeholder "
+                f"rows; the dataset must come from trainer.sampler.make_dataset (draws happen here)"
+            )
         t0 = time.perf_counter()
         self.step = step
         local = len(rows) // num_generations
         groups = [self.draw_row() for _ in range(local * num_processes)]
-        mine = groups[process_index * local:(process_index + 1) * local]
+        mine = groups[process_index * local : (process_index + 1) * local]
         # Independent copies per rollout, as TRL's own repeat makes them.
         out = [copy.deepcopy(row) for row in mine for _ in range(num_generations)]
         # The harness's own cost per step (benchmarks report it as a share of step time); labelled like the
@@ -124,8 +143,12 @@ class HarnessSampler:
     # -- resume ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         v, internal, gauss = self.guidance_rng.getstate()
-        return {"core": self.core.state_dict(), "guidance_rng": [v, list(internal), gauss], "step": self.step,
-                "dead": {t: list(d) for t, d in self._dead.items()}}
+        return {
+            "core": self.core.state_dict(),
+            "guidance_rng": [v, list(internal), gauss],
+            "step": self.step,
+            "dead": {t: list(d) for t, d in self._dead.items()},
+        }
 
     def fingerprint(self) -> str:
         """A digest of everything the next draw depends on besides the harness (rngs, multipliers, windows).
@@ -146,8 +169,14 @@ class HarnessSampler:
 
 # A placeholder has a real row's columns and types (the dataset's features are inferred from it) but names
 # no task: a row that reached the reward without `fill` fails there on the unknown task "".
-_PLACEHOLDER: dict[str, Any] = {"prompt": [{"role": "user", "content": ""}], "task_id": "", "harness_version": -1,
-                                "hinted": False, "hint_text": "", "sample_step": -1}
+_PLACEHOLDER: dict[str, Any] = {
+    "prompt": [{"role": "user", "content": ""}],
+    "task_id": "",
+    "harness_version": -1,
+    "hinted": False,
+    "hint_text": "",
+    "sample_step": -1,
+}
 
 
 def placeholder_row() -> dict[str, Any]:

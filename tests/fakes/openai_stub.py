@@ -41,8 +41,11 @@ Responder = Callable[[dict], Reply]
 
 def tool_call(name: str, args: dict, call_id: str | None = None) -> dict:
     """An OpenAI tool call entry for scripted replies."""
-    return {"id": call_id or f"call_{name}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        "id": call_id or f"call_{name}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 class OpenAIStub:
@@ -69,7 +72,9 @@ class OpenAIStub:
         with self._lock:
             self._replies.extend(replies)
 
-    def fail_next(self, status: int = 500, times: int = 1, body: str = '{"error": {"message": "stub failure"}}') -> None:
+    def fail_next(
+        self, status: int = 500, times: int = 1, body: str = '{"error": {"message": "stub failure"}}'
+    ) -> None:
         """The next ``times`` requests (any route) answer ``status`` with ``body``."""
         with self._lock:
             self._failures.extend([(status, body)] * times)
@@ -99,8 +104,9 @@ class OpenAIStub:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)  # port 0: the OS picks a free one
         self._server.daemon_threads = True  # a handler stuck in `delay` must not block shutdown
         # Short poll interval: shutdown() waits up to one interval, and tests start one stub each.
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="openai-stub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-stub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -142,10 +148,18 @@ class OpenAIStub:
             choices.append({"index": k, "message": message, "finish_reason": finish, "logprobs": None})
         prompt_words = sum(len(str(m.get("content") or "").split()) for m in request.get("messages", []))
         completion_words = sum(len(str(c["message"].get("content") or "").split()) for c in choices)
-        return {"id": f"chatcmpl-stub-{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
-                "model": request.get("model", self.model), "choices": choices,
-                "usage": {"prompt_tokens": prompt_words, "completion_tokens": completion_words,
-                          "total_tokens": prompt_words + completion_words}}
+        return {
+            "id": f"chatcmpl-stub-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", self.model),
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_words,
+                "completion_tokens": completion_words,
+                "total_tokens": prompt_words + completion_words,
+            },
+        }
 
 
 def _as_message(reply: Reply) -> dict:
@@ -203,8 +217,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/v1/models":
             return self._error(404, f"no route GET {self.path}")
         data = [{"id": self.stub.model, "object": "model", "owned_by": "stub", "root": self.stub.model, "parent": None}]
-        data += [{"id": name, "object": "model", "owned_by": "stub", "root": path, "parent": self.stub.model}
-                 for name, path in self.stub.lora_adapters.items()]
+        data += [
+            {"id": name, "object": "model", "owned_by": "stub", "root": path, "parent": self.stub.model}
+            for name, path in self.stub.lora_adapters.items()
+        ]
         self._send(200, json.dumps({"object": "list", "data": data}))
 
     def do_POST(self) -> None:
@@ -230,8 +246,11 @@ class _Handler(BaseHTTPRequestHandler):
             if not name or not path:
                 return self._error(400, "lora_name and lora_path are required")
             if name in self.stub.lora_adapters and not request.get("load_inplace"):
-                return self._error(400, f"The lora adapter '{name}' has already been loaded. If you want to load "
-                                        f"the adapter in place, set 'load_inplace' to True.")
+                return self._error(
+                    400,
+                    f"The lora adapter '{name}' has already been loaded. If you want to load "
+                    f"the adapter in place, set 'load_inplace' to True.",
+                )
             self.stub.lora_adapters[name] = path
             return self._send(200, f"Success: LoRA adapter '{name}' added successfully.", "text/plain")
         if route == "/v1/unload_lora_adapter":
@@ -243,13 +262,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, reply: dict) -> None:
         """Server-sent events: one delta chunk per choice, then a finish chunk and [DONE]."""
-        base = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"], "model": reply["model"]}
+        base = {
+            "id": reply["id"],
+            "object": "chat.completion.chunk",
+            "created": reply["created"],
+            "model": reply["model"],
+        }
         events = []
         for c in reply["choices"]:
             delta = {k: v for k, v in c["message"].items() if v is not None}
             if "tool_calls" in delta:
                 delta["tool_calls"] = [{**tc, "index": i} for i, tc in enumerate(delta["tool_calls"])]
             events.append({**base, "choices": [{"index": c["index"], "delta": delta, "finish_reason": None}]})
-            events.append({**base, "choices": [{"index": c["index"], "delta": {}, "finish_reason": c["finish_reason"]}]})
+            events.append(
+                {**base, "choices": [{"index": c["index"], "delta": {}, "finish_reason": c["finish_reason"]}]}
+            )
         body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
         self._send(200, body, "text/event-stream")

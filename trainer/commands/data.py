@@ -20,32 +20,44 @@ def default_suite_dir() -> Path:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("data", help="task suite statistics, validation and generation",
-                              description="Inspect, validate and generate rubric task data.")
+    p = subparsers.add_parser(
+        "data",
+        help="task suite statistics, validation and generation",
+        description="Inspect, validate and generate rubric task data.",
+    )
     sub = p.add_subparsers(dest="data_command", metavar="<action>", required=True)
 
     st = sub.add_parser("stats", help="counts by domain/split/kind, check share, audit coverage")
-    st.add_argument("--suite", default=None,
-                    help="suite folder with train.jsonl + test.jsonl, or one task file "
-                         f"(default: the bundled data/{SUITE_NAME})")
+    st.add_argument(
+        "--suite",
+        default=None,
+        help=f"suite folder with train.jsonl + test.jsonl, or one task file (default: the bundled data/{SUITE_NAME})",
+    )
     st.add_argument("--json", action="store_true", help="print JSON instead of a table")
     st.set_defaults(func=_stats)
 
-    va = sub.add_parser("validate", help="load task files and report every problem (file:line: field)",
-                        description="Loads each source and prints every problem as FILE:LINE: field 'PATH': "
-                                    "message. Exit code 1 when any problem is found; with --skip-invalid, row "
-                                    "problems are reported as skipped rows and only unreadable sources fail.")
+    va = sub.add_parser(
+        "validate",
+        help="load task files and report every problem (file:line: field)",
+        description="Loads each source and prints every problem as FILE:LINE: field 'PATH': "
+        "message. Exit code 1 when any problem is found; with --skip-invalid, row "
+        "problems are reported as skipped rows and only unreadable sources fail.",
+    )
     va.add_argument("files", nargs="+", metavar="FILE", help="JSONL files or hf:<dataset id>[:split]")
     va.add_argument("--format", dest="fmt", default="auto", choices=["auto", "harnessrl", "rar", "healthbench"])
-    va.add_argument("--skip-invalid", action="store_true",
-                    help="treat bad rows as skipped (still listed) instead of failing")
+    va.add_argument(
+        "--skip-invalid", action="store_true", help="treat bad rows as skipped (still listed) instead of failing"
+    )
     va.set_defaults(func=_validate)
 
-    co = sub.add_parser("convert", help="write tasks from any supported source in this project's own format",
-                        description="Load a suite folder, one task file (ours, RaR or HealthBench) or hf:<dataset id> "
-                                    "and write it as train.jsonl + test.jsonl in the project's format (a folder "
-                                    "`data.suite` can point at). Source ids and metadata are kept. A source whose "
-                                    "rows carry no split gets a seeded held-out share.")
+    co = sub.add_parser(
+        "convert",
+        help="write tasks from any supported source in this project's own format",
+        description="Load a suite folder, one task file (ours, RaR or HealthBench) or hf:<dataset id> "
+        "and write it as train.jsonl + test.jsonl in the project's format (a folder "
+        "`data.suite` can point at). Source ids and metadata are kept. A source whose "
+        "rows carry no split gets a seeded held-out share.",
+    )
     co.add_argument("source", help="suite folder, JSONL file or hf:<dataset id>[:split]")
     co.add_argument("--out", required=True, help="output folder (train.jsonl + test.jsonl); must be empty or new")
     co.add_argument("--test-share", type=float, default=0.2, help="held-out share when rows carry no split (0.2)")
@@ -108,10 +120,14 @@ def _print_tables(s: dict) -> None:
     k.add_row("[bold]total", str(c["total"]))
     console.print(k)
     a = s["audit"]
-    console.print(f"programmatic checks: {c['with_check']}/{c['total']} ({100 * c['check_share']:.1f}%)   "
-                  f"criteria per task: {c['mean_per_task']}")
-    console.print(f"audit coverage: {a['tasks_with_audit']}/{s['n_tasks']} tasks ({100 * a['coverage']:.0f}%), "
-                  f"{a['total']} audit criteria")
+    console.print(
+        f"programmatic checks: {c['with_check']}/{c['total']} ({100 * c['check_share']:.1f}%)   "
+        f"criteria per task: {c['mean_per_task']}"
+    )
+    console.print(
+        f"audit coverage: {a['tasks_with_audit']}/{s['n_tasks']} tasks ({100 * a['coverage']:.0f}%), "
+        f"{a['total']} audit criteria"
+    )
     console.print("difficulty: " + ", ".join(f"{d} {n}" for d, n in s["by_difficulty"].items()))
 
 
@@ -141,8 +157,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from harness.data import DataError, load_suite
     from harness.atomic import atomic_write_text
+    from harness.data import DataError, load_suite
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

