@@ -223,7 +223,8 @@ def _rule(
             corr_gain is not None and corr_gain >= ctx.min_audit_delta
         )
         reasons.append(
-            f"reward of gamed rollouts (audit < {AUDIT_PASS}) {g_c} -> {g_d} (drop {gamed_drop}, need >= {ctx.min_gamed_drop}); "
+            f"reward of gamed rollouts (audit < {AUDIT_PASS}) {g_c} -> {g_d} "
+            f"(drop {gamed_drop}, need >= {ctx.min_gamed_drop}); "
             f"corr(reward, audit) {ca} -> {da} (gain {corr_gain}, or need >= {ctx.min_audit_delta})"
         )
         if not gamed:

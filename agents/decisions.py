@@ -5,43 +5,51 @@ node keeps the same `Decision` in the attempt, so the trace shows it) and `batch
 the trainer asks `grade` for every provisional update at each pause (trainer/provisional.py) and commits the
 revert `revert_update` builds.
 
-| decision | rule |
-|---|---|
-| accept / revise / fallback | accept: the critic's rule held (`measured_ok`), no veto, valid. Else revise while the *charged* attempts are at most `max_revisions` and the proposer has something left; else fallback. An attempt whose critique says `no_effect` (a criteria candidate that changes no rollout's score) is refused for free: not charged, at most `FREE_RETRIES` of them per event |
-| batch accept / reject | the batch critique (`critic.judge_batch`: guards on every target, rule on a strict majority, the sequential test on the lead target) held and no veto |
-| confirm / revert / wait | on the first `window` training groups of the graded task after the commit: revert when the target failure persists (below) or a guard shows harm; confirm otherwise; wait while fewer groups exist; `superseded` when another update changed the task first |
+Decisions and their rules:
+
+- accept / revise / fallback: accept: the critic's rule held (`measured_ok`), no veto, valid. Else revise while
+  the *charged* attempts are at most `max_revisions` and the proposer has something left; else fallback. An
+  attempt whose critique says `no_effect` (a criteria candidate that changes no rollout's score) is refused for
+  free: not charged, at most `FREE_RETRIES` of them per event
+- batch accept / reject: the batch critique (`critic.judge_batch`: guards on every target, rule on a strict
+  majority, the sequential test on the lead target) held and no veto
+- confirm / revert / wait: on the first `window` training groups of the graded task after the commit: revert when
+  the target failure persists (below) or a guard shows harm; confirm otherwise; wait while fewer groups exist;
+  `superseded` when another update changed the task first
 
 **Provisional updates.** Every accepted update that changes what a visit of its task sees (guidance, criteria,
 a harder variant) is provisional: `provisional_meta` writes its graded targets into the store record's meta.
 Pure reweights, retirements and fallbacks are not graded (they change how often a task is drawn, not its
 groups). The target failure persists when, over the window:
 
-| failure type | persists when |
-|---|---|
-| collapse_low, collapse_high, flat | every group is dead (std < eps); for a guidance update only hinted groups count |
-| spurious_length | Spearman(length, reward) pooled over the groups >= `length_corr` |
-| spurious_audit | rollouts the audit fails are still credited: their mean reward >= that of audit-passing ones (> `tau_lo` when none passes) |
-| stuffing | rewarded rollouts that repeat a phrase >= `stuffing_repeat` times are still >= `stuffing_share` of the rewarded |
-| blind_criterion | the criterion and every criterion the update added are still met by all or by none in every group |
-| guidance_leak | hinted rollouts copying the hint are still >= `leak_share` of the hinted |
+- collapse_low, collapse_high, flat: every group is dead (std < eps); for a guidance update only hinted groups
+  count
+- spurious_length: Spearman(length, reward) pooled over the groups >= `length_corr`
+- spurious_audit: rollouts the audit fails are still credited: their mean reward >= that of audit-passing ones
+  (> `tau_lo` when none passes)
+- stuffing: rewarded rollouts that repeat a phrase >= `stuffing_repeat` times are still >= `stuffing_share` of
+  the rewarded
+- blind_criterion: the criterion and every criterion the update added are still met by all or by none in every
+  group
+- guidance_leak: hinted rollouts copying the hint are still >= `leak_share` of the hinted
 
 Guards (guidance and criteria updates): the audit mean, and the reward of audit-passing rollouts (not for
 collapse_high, whose repair lowers the reward on purpose), fall below the task's groups before the commit by more
 than `max_audit_drop` / `max_mean_drop` plus `GUARD_Z` standard errors (a one-sided non-inferiority bound on the
 pooled rollouts, so a few noisy rollouts cannot revert a repair).
 
-**False-revert rate.** A true dead-group repair with per-rollout hit rate p at group size G leaves a group dead
-with probability (1-p)^G + p^G (a rollout hits or misses; partial credit only makes a dead group rarer), so the
-dead rule reverts it with probability ((1-p)^G + p^G)^W (tests/test_provisional.py checks it on this code). At the default
+**False-revert rate.** A true dead-group repair with per-rollout hit rate p at group size G leaves a group dead with
+probability (1-p)^G + p^G (a rollout hits or misses; partial credit only makes a dead group rarer), so the dead rule
+reverts it with probability ((1-p)^G + p^G)^W (tests/test_provisional.py checks it on this code). At the default
 W = `CONFIRM_WINDOW` = 2: p = 0.33 -> 0.046 at G = 4, 0.0017 at G = 8; p = 0.25 -> 0.10 at G = 4 (W = 3: 0.010 and
-0.033 at G = 4). Each guard adds at most 2.5 % (z = 1.96, one-sided) when nothing really changed. A no-op
-(p = 0.06) is reverted with probability 0.61 at G = 4, W = 2 (0.37 at G = 8): the window catches most useless
-accepts without sampling anything beyond training. For spurious_length, a repair that removed the correlation
-entirely is still reverted with probability about 0.11 (a Spearman over 8 pooled rollouts reaches 0.5 by chance
-that often; G = 4, W = 2), 0.03 at G = 8. The detector forgets a task's window when an update changes
-it (`Detector.reset_task`), and W = 2 is also its `min_hits`: a repair that left the task dead raises its next
-collapse event just as the window closes; the revert, committed before the round takes its events, makes that
-event stale (trainer/round_events.py drops events about a task changed since), so the revert answers it.
+0.033 at G = 4). Each guard adds at most 2.5 % (z = 1.96, one-sided) when nothing really changed. A no-op (p = 0.06)
+is reverted with probability 0.61 at G = 4, W = 2 (0.37 at G = 8): the window catches most useless accepts without
+sampling anything beyond training. For spurious_length, a repair that removed the correlation entirely is still
+reverted with probability about 0.11 (a Spearman over 8 pooled rollouts reaches 0.5 by chance that often; G = 4,
+W = 2), 0.03 at G = 8. The detector forgets a task's window when an update changes it (`Detector.reset_task`), and
+W = 2 is also its `min_hits`: a repair that left the task dead raises its next collapse event just as the window
+closes; the revert, committed before the round takes its events, makes that event stale (trainer/round_events.py drops
+events about a task changed since), so the revert answers it.
 """
 
 from __future__ import annotations
@@ -156,8 +164,11 @@ def batch_accept(critique: Critique) -> Decision:
 
 # -- provisional updates ----------------------------------------------------------------------------------
 class Target(BaseModel):
-    """One task a provisional update is graded on: the event's task, the task whose groups grade it (the new
-    variant of an `add_variant`), the failure it answered, and the tasks whose parts a revert restores."""
+    """One task a provisional update is graded on.
+
+    It holds the event's task, the task whose groups grade it (the new variant of an `add_variant`), the failure
+    it answered, and the tasks whose parts a revert restores.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -399,8 +410,10 @@ def revert_update(
     rationale: str,
     event_id: str | None,
 ) -> HarnessUpdate | None:
-    """Restore `tasks`' part of `interface` from `parent` (the reverted update's parent version) on top of `now`;
-    None when every part is already as the parent had it."""
+    """Restore `tasks`' part of `interface` from `parent` on top of `now`.
+
+    `parent` is the reverted update's parent version. None when every part is already as the parent had it.
+    """
     ops: list[Any] = []
     for tid in tasks:
         if not now.has_task(tid):

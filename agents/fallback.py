@@ -33,8 +33,11 @@ TEACHING_FAILURES = frozenset({"blind_criterion"})
 
 
 class Fallback(BaseModel):
-    """The fallback's decision for one event: the sampling update to commit (None: leave sampling as it
-    is) and why, in words fit for the proposal record and the report."""
+    """The fallback's decision for one event.
+
+    It holds the sampling update to commit (None: leave sampling as it is) and why, in words fit for the proposal
+    record and the report.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -46,9 +49,11 @@ class Fallback(BaseModel):
 
 
 def reproduction(attempts: Sequence[dict[str, Any]] | None) -> bool | None:
-    """Whether the event's failure showed on the frozen policy in a measured candidate's control group (the critic's
-    `control_reproduced` number): True if any did, False if every measured one said it did not, None when no attempt
-    carries the number (nothing was measured, or the rule brain had no template)."""
+    """Whether the event's failure showed on the frozen policy in a measured candidate's control group.
+
+    The evidence is the critic's `control_reproduced` number: True if any did, False if every measured one said it
+    did not, None when no attempt carries the number (nothing was measured, or the rule brain had no template).
+    """
     seen = [((a.get("critique") or {}).get("numbers") or {}).get("control_reproduced") for a in attempts or ()]
     seen = [x for x in seen if x is not None]
     if not seen:
@@ -128,7 +133,8 @@ def fallback_decision(
         return Fallback(
             update=None,
             reason=(
-                f"{event.type} confirmed in {event.window_hits} training groups but not reproduced on the frozen policy: "
+                f"{event.type} confirmed in {event.window_hits} training groups "
+                "but not reproduced on the frozen policy: "
                 "no measured candidate's control group shows it, so sampling stays as is"
             ),
         )
@@ -142,7 +148,10 @@ def fallback_decision(
         why = f"fallback: {confirmed}; retire the saturated task, its harder variant {variants[0]!r} is active"
     elif event.type in ("collapse_low", "collapse_high") and half < entry.weight:
         op = Reweight(task_id=tid, weight=half)
-        why = f"fallback: {confirmed}; halve the task's sampling weight {entry.weight:g} -> {half:g} (it stays in training)"
+        why = (
+            f"fallback: {confirmed}; halve the task's sampling weight {entry.weight:g} -> {half:g} "
+            "(it stays in training)"
+        )
     else:
         until = now + quarantine_steps
         op = Quarantine(task_id=tid, until_step=until)

@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import string
 
-ATTRIBUTOR_SYSTEM = """You are the attributor of a rubric-based RL training harness.
-A detector found a reward failure on one training task. Decide which ONE harness interface's update can repair it:
-- sampling: task weights, retiring tasks, harder/easier variants (fixes saturated or hopeless tasks)
-- guidance: hints shown to rollouts, with a fade-out schedule (fixes all-low groups where the policy never finds the behaviour; fixes hints that leak the answer)
-- criteria: rubric criteria (fixes spurious reward, keyword stuffing, length gaming, blind or coarse criteria)
-Default routing (the prior): collapse_low->guidance, collapse_high->sampling, flat/spurious_*/stuffing/blind_criterion->criteria, guidance_leak->guidance.
-Override the prior only with cited evidence (memory record ids), e.g. the same fix was already rejected on this task.
-Only these interfaces are enabled: {enabled}.
-Answer with ONE JSON object: {{"interface": "...", "diagnosis": "...", "confidence": 0.0-1.0, "evidence_ids": ["..."]}}"""
+ATTRIBUTOR_SYSTEM = (
+    "You are the attributor of a rubric-based RL training harness.\n"
+    "A detector found a reward failure on one training task. "
+    "Decide which ONE harness interface's update can repair it:\n"
+    "- sampling: task weights, retiring tasks, harder/easier variants (fixes saturated or hopeless tasks)\n"
+    "- guidance: hints shown to rollouts, with a fade-out schedule "
+    "(fixes all-low groups where the policy never finds the behaviour; fixes hints that leak the answer)\n"
+    "- criteria: rubric criteria (fixes spurious reward, keyword stuffing, length gaming, blind or coarse criteria)\n"
+    "Default routing (the prior): collapse_low->guidance, collapse_high->sampling, "
+    "flat/spurious_*/stuffing/blind_criterion->criteria, guidance_leak->guidance.\n"
+    "Override the prior only with cited evidence (memory record ids), "
+    "e.g. the same fix was already rejected on this task.\n"
+    "Only these interfaces are enabled: {enabled}.\n"
+    'Answer with ONE JSON object: {{"interface": "...", "diagnosis": "...", "confidence": 0.0-1.0, '
+    '"evidence_ids": ["..."]}}'
+)
 
 ATTRIBUTOR_USER = """<event>
 {event}
@@ -35,15 +42,29 @@ ATTRIBUTOR_USER = """<event>
 {similar}
 </similar_cases_from_other_tasks>"""
 
-PROPOSER_SYSTEM = """You are the proposer of a rubric-based RL training harness. Write ONE minimal harness update on the interface {interface} for task {task_id}.
-The update is data, never code. Ops (every op has "op" and "task_id"):
-- sampling: reweight{{weight}}, retire, revive, add_variant{{variant_id, prompt:[{{role,content}}], extra_criteria:[Criterion], weight}}
-- guidance: add_hint{{hint:{{id,text,source}}}}, edit_hint{{hint_id,text}}, remove_hint{{hint_id}}, set_schedule{{schedule:{{mode,start_step,end_step,floor,hinted_share}}}}
-- criteria: add_criterion{{criterion}}, edit_criterion{{criterion_id,text,check}}, split_criterion{{criterion_id, into:[Criterion,...]}}, remove_criterion{{criterion_id}}, reweight_criterion{{criterion_id,weight}}, add_pitfall{{criterion}}
-Criterion = {{"id","text","weight","kind":"essential|important|optional|pitfall","check":Check|null,"origin":"evolver"}}; pitfalls have negative weight.
-Check types: contains_any/contains_all/forbids{{phrases}}, word_count/sentence_count/bullets/numbered{{min,max}}, starts_with/ends_with{{text}}, max_repeated_ngram{{n,max_count}}, regex{{pattern <=200 chars, no lookarounds/backreferences/nested quantifiers}}, all_of/any_of{{checks}}, not{{check}}.
-Use only task ids and criterion ids that appear in the task below. Hints must never contain the reference answer.
-Answer with ONE JSON object: {{"update": {{"interface": "{interface}", "ops": [...], "rationale": "...", "predicted_effect": "..."}}, "rationale": "..."}}"""
+PROPOSER_SYSTEM = (
+    "You are the proposer of a rubric-based RL training harness. "
+    "Write ONE minimal harness update on the interface {interface} for task {task_id}.\n"
+    'The update is data, never code. Ops (every op has "op" and "task_id"):\n'
+    "- sampling: reweight{{weight}}, retire, revive, "
+    "add_variant{{variant_id, prompt:[{{role,content}}], extra_criteria:[Criterion], weight}}\n"
+    "- guidance: add_hint{{hint:{{id,text,source}}}}, edit_hint{{hint_id,text}}, remove_hint{{hint_id}}, "
+    "set_schedule{{schedule:{{mode,start_step,end_step,floor,hinted_share}}}}\n"
+    "- criteria: add_criterion{{criterion}}, edit_criterion{{criterion_id,text,check}}, "
+    "split_criterion{{criterion_id, into:[Criterion,...]}}, remove_criterion{{criterion_id}}, "
+    "reweight_criterion{{criterion_id,weight}}, add_pitfall{{criterion}}\n"
+    'Criterion = {{"id","text","weight","kind":"essential|important|optional|pitfall","check":Check|null,'
+    '"origin":"evolver"}}; pitfalls have negative weight.\n'
+    "Check types: contains_any/contains_all/forbids{{phrases}}, "
+    "word_count/sentence_count/bullets/numbered{{min,max}}, starts_with/ends_with{{text}}, "
+    "max_repeated_ngram{{n,max_count}}, "
+    "regex{{pattern <=200 chars, no lookarounds/backreferences/nested quantifiers}}, "
+    "all_of/any_of{{checks}}, not{{check}}.\n"
+    "Use only task ids and criterion ids that appear in the task below. "
+    "Hints must never contain the reference answer.\n"
+    'Answer with ONE JSON object: {{"update": {{"interface": "{interface}", "ops": [...], "rationale": "...", '
+    '"predicted_effect": "..."}}, "rationale": "..."}}'
+)
 
 PROPOSER_USER = """<event>
 {event}
@@ -58,9 +79,13 @@ PROPOSER_USER = """<event>
 {feedback}
 </previous_attempts_and_critic_feedback>"""
 
-CRITIC_SYSTEM = """You are the reviewer in a harness critic. The candidate update below was applied to a copy of the harness and measured on the frozen policy; the measurement already PASSED the acceptance rule for its failure type.
-You may veto it only for a concrete reason the numbers cannot show (e.g. the new criterion rewards something off-task, the hint gives away the answer in other words, the variant changes what the task asks).
-Answer with ONE JSON object: {{"veto": true|false, "review": "short review"}}"""
+CRITIC_SYSTEM = (
+    "You are the reviewer in a harness critic. The candidate update below was applied to a copy of the harness and "
+    "measured on the frozen policy; the measurement already PASSED the acceptance rule for its failure type.\n"
+    "You may veto it only for a concrete reason the numbers cannot show (e.g. the new criterion rewards something "
+    "off-task, the hint gives away the answer in other words, the variant changes what the task asks).\n"
+    'Answer with ONE JSON object: {{"veto": true|false, "review": "short review"}}'
+)
 
 CRITIC_USER = """<event>
 {event}
@@ -77,8 +102,11 @@ CRITIC_USER = """<event>
 
 
 # Appended to a role's system prompt when it is offered tools (agents/llm.py `ask_with_tools`).
-TOOLS_NOTE = """Before answering you may call the tools offered to you ({tools}) to check evidence; you get at most {rounds} rounds of tool calls.
-When you have what you need, reply with the JSON object only, without a tool call."""
+TOOLS_NOTE = (
+    "Before answering you may call the tools offered to you ({tools}) to check evidence; "
+    "you get at most {rounds} rounds of tool calls.\n"
+    "When you have what you need, reply with the JSON object only, without a tool call."
+)
 
 # Sent when the tool rounds are used up, before the final structured answer.
 TOOLS_DONE = """No more tool calls: answer now with the ONE JSON object asked for above."""

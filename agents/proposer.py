@@ -156,9 +156,9 @@ def rule_proposal(
 
     `similar`: cross-task proposal records (memory, `gather_evidence`'s "cross_task"; empty with the memory
     ablation). `signals`: what the task's cached rollouts show (`agents.rollout_signals`); templates size word
-    budgets, floors and thresholds from it. A template accepted on a similar case (`similar_case`) is tried first; one rejected there
-    `SKIP_AFTER_FAILURES` times and never accepted is skipped. When that evidence changes the choice against the
-    default order, the proposal's `evidence_used` names the records that did."""
+    budgets, floors and thresholds from it. A template accepted on a similar case (`similar_case`) is tried first;
+    one rejected there `SKIP_AFTER_FAILURES` times and never accepted is skipped. When that evidence changes the
+    choice against the default order, the proposal's `evidence_used` names the records that did."""
     task = state.task(event.task_id)
     sig = signals or RolloutSignals()
     p = TemplateInput(event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [], signals=sig)

@@ -110,11 +110,11 @@ def guided_schema(model: type[BaseModel], depth: int = MAX_NESTING) -> dict[str,
     """`model`'s JSON schema with no recursive definition, for a server's guided decoding.
 
     Grammar backends differ on recursive `$defs` (the check union: `all_of`/`any_of` hold checks, `not` holds one),
-    so none is sent: each definition on a reference cycle is unrolled into `<Name>__1` .. `<Name>__<depth>`; references inside
-    level k point to level k+1, and the deepest level keeps only the non-recursive alternatives. With `depth` =
-    `harness.checks.MAX_NESTING` (combinators at nesting levels 1..3, leaves down to level 4) it admits exactly the
-    checks `parse_check` accepts. vLLM's xgrammar backend also refuses a string `pattern` beside `minLength`/
-    `maxLength` (our ids): `_fold_lengths` moves the bounds into the pattern. The union tags become required
+    so none is sent: each definition on a reference cycle is unrolled into `<Name>__1` .. `<Name>__<depth>`;
+    references inside level k point to level k+1, and the deepest level keeps only the non-recursive alternatives.
+    With `depth` = `harness.checks.MAX_NESTING` (combinators at nesting levels 1..3, leaves down to level 4) it
+    admits exactly the checks `parse_check` accepts. vLLM's xgrammar backend also refuses a string `pattern` beside
+    `minLength`/`maxLength` (our ids): `_fold_lengths` moves the bounds into the pattern. The union tags become required
     (`_require_tags`). Pydantic still validates the decoded answer against `model` itself."""
     schema = model.model_json_schema()
     defs: dict[str, Any] = schema.pop("$defs", {})

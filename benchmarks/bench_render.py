@@ -120,6 +120,11 @@ def render(results: dict[str, Any], report: Path) -> str:
         "",
     ]
     b = results["budget"]
+    pool = (
+        "all train tasks"
+        if not b.get("train_per_domain")
+        else str(b["train_per_domain"]) + " train tasks per domain, `" + b["train_pool"] + "`"
+    )
     lines += [
         "## Setup",
         "",
@@ -132,7 +137,7 @@ def render(results: dict[str, Any], report: Path) -> str:
         f"- Config `{b['config']}`; per arm: {b['steps']} steps x {b['batch']} completions "
         f"({b['batch'] // b['group']} prompts x G={b['group']}), evolver every {b['evolve_every']} steps, "
         f"held-out eval every {b['eval_every']} steps and at the last step.",
-        f"- Training pool: {'all train tasks' if not b.get('train_per_domain') else str(b['train_per_domain']) + ' train tasks per domain, `' + b['train_pool'] + '`'}.",
+        f"- Training pool: {pool}.",
         f"- Held-out eval: {eval_subset(b)}, "
         f"k={b['eval_k']} samples, {b['max_tokens']} tokens, training temperature, eval seed {b['eval_seed']} "
         f"(same random numbers for every model). Scores are Avg@k on 0-100.",
@@ -535,7 +540,8 @@ def _power_section(pw: dict[str, Any] | None) -> list[str]:
             f"pilot's eval; scaled: {_fmt(pw.get('eval_sd_paired_prev'), 2)} at the first sitting's eval, "
             f"{_fmt(pw.get('eval_sd_paired_new'), 2)} at this protocol's (used below when measured; else the "
             f"conservative 2·eval² of two independent evals).",
-            f"- Training noise (sd_d² − eval noise of the difference): {_fmt(pw.get('sd_train'), 2)}; projected sd_d at this "
+            f"- Training noise (sd_d² − eval noise of the difference): {_fmt(pw.get('sd_train'), 2)}; "
+            f"projected sd_d at this "
             f"protocol's eval: {_fmt(pw.get('sd_projected'), 2)} → **n = {pw['needed']['normal']} (normal) / "
             f"{pw['needed']['t']} (paired t) seeds per key arm**. Assumes the training noise of 8 steps; longer "
             f"runs may drift further apart (then the measured sd below takes over).",
@@ -556,10 +562,11 @@ def _power_section(pw: dict[str, Any] | None) -> list[str]:
             f"- Achieved: this report has {pw['n_seeds']} paired seed(s) of HarnessRL and fixed; power needs ≥ 2."
         ]
     if p.get("step_s") is not None:
+        overhead = None if p.get("overhead_share") is None else 100 * p["overhead_share"]
         lines += [
             f"- Pilot timing (this machine, shared): one step of {16} rollouts {_fmt(p['step_s'], 0)} s "
             f"(wall {_fmt(p['step_wall_s'], 0)} s, pause excluded); one checkpoint eval "
             f"{_fmt(p.get('eval_sampled_s'), 0)} s sampled (k={p['k']}) + {_fmt(p.get('eval_greedy_s'), 0)} s "
-            f"greedy; overhead share {_fmt(None if p.get('overhead_share') is None else 100 * p['overhead_share'], 2)}%."
+            f"greedy; overhead share {_fmt(overhead, 2)}%."
         ]
     return lines

@@ -5,10 +5,10 @@ same preset config, differing only in the `harness.*` overrides below; arms shar
 group size and step budget. Each run checkpoints at every evolver round and every `--eval-every` steps;
 afterwards the checkpoints at multiples of `--eval-every`, the last one and the base model (step 0) are
 scored on one fixed subset of held-out tasks with `trainer.evaluate.evaluate` (k samples, the training
-temperature, the same sampling seed for every model, so arms are compared with common random numbers). From the run folder (`metrics.jsonl`, `rounds.jsonl`,
-`events.jsonl`) it collects zero-variance share, pause time, evolver proposals per interface and judge
-warnings. The report (`--report`, Markdown) holds the tables, the targets check and the plots; the raw
-numbers go to `<out>/results.json`.
+temperature, the same sampling seed for every model, so arms are compared with common random numbers).
+From the run folder (`metrics.jsonl`, `rounds.jsonl`, `events.jsonl`) it collects zero-variance share, pause
+time, evolver proposals per interface and judge warnings. The report (`--report`, Markdown) holds the tables,
+the targets check and the plots; the raw numbers go to `<out>/results.json`.
 
 Arms (`--arms`, comma separated; `key` = fixed, dapo, harnessrl, harnessrl-dapo; `all` = every arm):
 

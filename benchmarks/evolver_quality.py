@@ -373,7 +373,8 @@ def run_case(
         step = grade_round(c, idx, row, step, store, grading_memory, endpoint, judge, cfg, ctx, args)
         rounds.append(row)
         print(
-            f"  [{arm.name}] {c.case_id} r{rnd}: {ev.type} -> {row['interface']} {row['templates']} => {row['decision']}"
+            f"  [{arm.name}] {c.case_id} r{rnd}: {ev.type} -> {row['interface']} {row['templates']} "
+            f"=> {row['decision']}"
             f" ({row['probe_rollouts']} rollouts, {row['seconds']:.1f}s)"
             + (
                 f"; graded on {row['followup_rollouts']} follow-up rollouts: {row['verdict']}" if row["verdict"] else ""
@@ -579,7 +580,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out_dir = Path(args.out or ROOT / "runs" / "evolver_quality" / f"{args.label}-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
     print(
-        f"{len(cases)} cases ({sum(c.rounds > 1 for c in cases)} with two rounds), policy {model_dir.name}, k={args.k}, "
+        f"{len(cases)} cases ({sum(c.rounds > 1 for c in cases)} with two rounds), policy {model_dir.name}, "
+        f"k={args.k}, "
         f"max_tokens={args.max_tokens}, W={args.window}, confirm window {args.confirm_window}, R={args.max_revisions}; "
         f"runs in {out_dir}",
         flush=True,

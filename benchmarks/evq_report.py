@@ -163,7 +163,8 @@ def _target_lines(doc: dict[str, Any]) -> list[str]:
     if not t:
         return []
     lines = [
-        "| arm | repaired (accepted, then confirmed) | target ≥ 80% | false accepts (controls + known-bad) | target ≤ 5% "
+        "| arm | repaired (accepted, then confirmed) | target ≥ 80% | false accepts (controls + known-bad) "
+        "| target ≤ 5% "
         "| false accepts the follow-up groups confirmed |",
         "|---|---|---|---|---|---|",
     ]
@@ -198,9 +199,11 @@ def render_markdown(before: dict[str, Any], after: dict[str, Any] | None) -> str
         "`rubric-mix-lite` tasks, whether its accepted repairs hold on the training groups that follow, what it costs,",
         "and how often it changes things it should leave alone. The frozen policy is",
         f"`{main['settings']['model']}`; everything else (detector, judge, graph, rule brains, critic, the trainer's",
-        "confirm/revert rule, store, Chroma memory) is the real code. Method, cases and the gaming overlay: the docstring",
+        "confirm/revert rule, store, Chroma memory) is the real code. Method, cases and the gaming overlay: "
+        "the docstring",
         f"of `benchmarks/evolver_quality.py`. Each cell reads **{before['label']} → "
-        f"{after['label'] if after else '…'}**; the result files are `benchmarks/results/evolver_quality_<label>.json`.",
+        f"{after['label'] if after else '…'}**; the result files are "
+        "`benchmarks/results/evolver_quality_<label>.json`.",
         "",
         "## Runs",
         "",
@@ -230,17 +233,16 @@ def render_markdown(before: dict[str, Any], after: dict[str, Any] | None) -> str
         if e is None and ea is None:
             continue
         planted = EXPECTED[d][0] or "none (false event fed)"
-        lines.append(
-            f"| {d} | {planted} | {_cell(_detected(e, d), _detected(ea, d) if a else None)} "
-            f"| {_cell(str(e['other_events']) if e else '–', (str(ea['other_events']) if ea else '–') if a else None)} |"
-        )
+        others = _cell(str(e["other_events"]) if e else "–", (str(ea["other_events"]) if ea else "–") if a else None)
+        lines.append(f"| {d} | {planted} | {_cell(_detected(e, d), _detected(ea, d) if a else None)} | {others} |")
     lines += [
         "",
         "For `control` the other-events column counts false positives of the detector on healthy tasks.",
         "",
         "## Evolver rounds per case",
         "",
-        "Counted per case (a two-round case counts once). `interface ok`: the attribution chose the expected interface;",
+        "Counted per case (a two-round case counts once). `interface ok`: the attribution chose the expected "
+        "interface;",
         "`accepted`: a measured repair was committed (for `control`: a false accept); `confirmed` / `reverted`: the",
         "trainer's rule graded it on the W follow-up groups of the task (sampled on the frozen policy under the",
         "committed harness); `fallback`: the safe sampling change was committed; `out of training`: after the case",
@@ -319,12 +321,16 @@ def render_markdown(before: dict[str, Any], after: dict[str, Any] | None) -> str
             if e is None and ea is None:
                 continue
             show = _bad_value
-            lines.append(
-                f"| {kind} | {arm} | {_cell(show(e, 'accepted'), show(ea, 'accepted') if a else None)} "
-                f"| {_cell(show(e, 'invalid'), show(ea, 'invalid') if a else None)} "
-                f"| {_cell(show(e, 'probe_rollouts_per_decision', False), show(ea, 'probe_rollouts_per_decision', False) if a else None)} "
-                f"| {_cell(show(e, 'seconds_per_decision', False), show(ea, 'seconds_per_decision', False) if a else None)} |"
+            accepted = _cell(show(e, "accepted"), show(ea, "accepted") if a else None)
+            invalid = _cell(show(e, "invalid"), show(ea, "invalid") if a else None)
+            probes = _cell(
+                show(e, "probe_rollouts_per_decision", False),
+                show(ea, "probe_rollouts_per_decision", False) if a else None,
             )
+            seconds = _cell(
+                show(e, "seconds_per_decision", False), show(ea, "seconds_per_decision", False) if a else None
+            )
+            lines.append(f"| {kind} | {arm} | {accepted} | {invalid} | {probes} | {seconds} |")
     lines += [
         "",
         f"## Per round ({main['label']})",

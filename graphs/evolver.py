@@ -41,8 +41,10 @@ from harness.types import FailureEvent
 
 # -- routes ----------------------------------------------------------------------------------------------
 def fan_out(state: EvolverState, runtime: Runtime[EvolverContext]) -> list[Send] | Literal["finalize"]:
-    """One lane per task; a task's events stay together, in input order. Runs once, before any lane: the
-    round must start from the store's latest version (`nodes.check_given_version`)."""
+    """One lane per task; a task's events stay together, in input order.
+
+    Runs once, before any lane: the round must start from the store's latest version (`nodes.check_given_version`).
+    """
     nodes.check_given_version(EvolverContext.from_any(runtime.context), state["harness_version"])
     by_task: dict[str, list[dict[str, Any]]] = {}
     for raw in state["events"]:
@@ -72,8 +74,10 @@ def route_after_evidence(state: LaneState) -> Literal["attribute", "record"]:
 def route_after_critique(
     state: LaneState, runtime: Runtime[EvolverContext]
 ) -> Literal["approve", "commit", "revise", "fallback"]:
-    """The lane's accept/revise/fallback, as `agents.decisions.after_critique` decides it (the critique node keeps
-    the same decision, with its numbers, in the attempt)."""
+    """The lane's accept/revise/fallback, as `agents.decisions.after_critique` decides it.
+
+    The critique node keeps the same decision, with its numbers, in the attempt.
+    """
     ctx = EvolverContext.from_any(runtime.context)
     d = decisions.after_critique(
         Critique.model_validate(state["critique"]), Proposal.model_validate(state["proposal"]), state["attempts"], ctx

@@ -61,8 +61,11 @@ ANSWER = "(answer)"  # a tool-log entry holding the model's raw answer rather th
 
 
 def _tool_log(state: LaneState, agent: str, box: ToolBox) -> list[dict[str, Any]]:
-    """The event's tool calls so far plus `box`'s tool calls and the model's raw answers, tagged with agent and
-    revision (trace and Studio): what an LLM role said is kept even when its answer was unusable."""
+    """The event's tool calls so far plus `box`'s tool calls and the model's raw answers.
+
+    Each is tagged with agent and revision (trace and Studio): what an LLM role said is kept even when its answer was
+    unusable.
+    """
     rev = state.get("revision", 0)
     return [
         *state.get("tool_calls", []),
@@ -95,9 +98,12 @@ def _harness(state: LaneState, svc: RunServices) -> HarnessState:
 
 
 def check_given_version(ctx: EvolverContext, given: int) -> None:
-    """A round starts from the store's latest version: commits go on top of the latest, so a round given an
-    older version would measure one harness and commit onto another. The trainer always passes the latest;
-    `harnessrl evolve RUN --step N` replays an older round in a scratch store cut at that round's version."""
+    """A round starts from the store's latest version.
+
+    Commits go on top of the latest, so a round given an older version would measure one harness and commit onto
+    another. The trainer always passes the latest; `harnessrl evolve RUN --step N` replays an older round in a
+    scratch store cut at that round's version.
+    """
     store = _services(ctx).store
     latest = store.latest().version
     if latest != given:
@@ -315,9 +321,11 @@ def validate(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
 def _cached_rollouts(
     svc: RunServices, update: HarnessUpdate, ctx: EvolverContext
 ) -> tuple[dict[str, list[str]] | None, dict[str, list[str]] | None]:
-    """The tasks' training rollouts in memory a measurement pools (no generation): every cached group for the paired
-    re-scoring of a criteria candidate; the unhinted groups (of the parent, for a new variant) as the exact test's
-    control pool otherwise."""
+    """The tasks' training rollouts in memory a measurement pools (no generation).
+
+    Every cached group for the paired re-scoring of a criteria candidate; the unhinted groups (of the parent, for a
+    new variant) as the exact test's control pool otherwise.
+    """
     if svc.memory is None or ctx.history_rollouts <= 0:
         return None, None
     if update.interface == "criteria":

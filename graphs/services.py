@@ -57,8 +57,11 @@ _DEFAULT = EvolverContext()
 
 @dataclass
 class RunServices:
-    """Everything an evolver run touches that is not a plain value, plus the context's sampling numbers
-    (the agents' tools read them from here; `live_services` and `get_services` copy them from the context)."""
+    """Everything an evolver run touches that is not a plain value, plus the context's sampling numbers.
+
+    The agents' tools read the sampling numbers from here; `live_services` and `get_services` copy them from the
+    context.
+    """
 
     store: HarnessStore
     endpoint: PolicyEndpoint
@@ -176,8 +179,11 @@ def _open_memory(memory: str, embedding: str) -> TrainingMemory | None:
 
 
 def _shared_endpoint(policy: str) -> PolicyEndpoint:
-    """The endpoint for `policy`, built once; beyond `KEEP_LOCAL_POLICIES` local models the oldest is dropped
-    (with the cached services that hold it, so its weights are freed)."""
+    """The endpoint for `policy`, built once.
+
+    Beyond `KEEP_LOCAL_POLICIES` local models the oldest is dropped (with the cached services that hold it, so its
+    weights are freed).
+    """
     if policy in _ENDPOINTS:
         _ENDPOINTS.move_to_end(policy)
         return _ENDPOINTS[policy]
@@ -215,8 +221,10 @@ def services_from_settings(
     seed: int = _DEFAULT.seed,
     share: bool = False,
 ) -> RunServices:
-    """Build services from plain values. The harness store is `run_dir/harness` and must be initialised.
-    `base_url` and `api_key_env` are the judge's endpoint (`agents.chat_models.judge_settings`).
+    """Build services from plain values.
+
+    The harness store is `run_dir/harness` and must be initialised. `base_url` and `api_key_env` are the judge's
+    endpoint (`agents.chat_models.judge_settings`).
 
     `share=True` (what `get_services` uses; call it under `_LOCK`) reuses this process's endpoint and memory
     already built for the same policy spec / memory location instead of opening new ones.

@@ -116,7 +116,8 @@ def graph_svg(drawable: Any) -> str:
         return gx + c * (w + gx) + w / 2, gy / 2 + r * (h + gy) + h / 2
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="12">',
         '<defs><marker id="arr" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
         '<path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',
     ]
@@ -126,11 +127,13 @@ def graph_svg(drawable: Any) -> str:
         if (a, b) in back:  # loop back: route around the right side
             xr = width - 60
             parts.append(
-                f'<path d="M{x1 + w / 2},{y1} C{xr},{y1} {xr},{y2} {x2 + w / 2},{y2}" fill="none" stroke="#b55"{dash} marker-end="url(#arr)"/>'
+                f'<path d="M{x1 + w / 2},{y1} C{xr},{y1} {xr},{y2} {x2 + w / 2},{y2}" fill="none" '
+                f'stroke="#b55"{dash} marker-end="url(#arr)"/>'
             )
         else:
             parts.append(
-                f'<line x1="{x1}" y1="{y1 + h / 2}" x2="{x2}" y2="{y2 - h / 2}" stroke="#555"{dash} marker-end="url(#arr)"/>'
+                f'<line x1="{x1}" y1="{y1 + h / 2}" x2="{x2}" y2="{y2 - h / 2}" stroke="#555"{dash} '
+                'marker-end="url(#arr)"/>'
             )
     for n in nodes:
         cx, cy = center(n)
@@ -300,14 +303,16 @@ def render_html(trace: dict[str, Any], drawable: Any, mermaid: str) -> str:
         title = "run" if ns == "" else f"lane {ns}"
         sections.append(f"<h3>{html.escape(title)}</h3>{''.join(items)}")
     final = trace["final"]
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>evolver trace {html.escape(trace["thread_id"])}</title>
+    thread = html.escape(trace["thread_id"])
+    version = _fmt(final.get("harness_version"))
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>evolver trace {thread}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1400px}}pre{{background:#f6f6f6;padding:.5em;overflow:auto;max-height:30em;font-size:11px}}
 table{{border-collapse:collapse;font-size:12px}}td,th{{border:1px solid #ccc;padding:3px 6px;vertical-align:top}}
 .cols{{display:flex;gap:1em}}.cols>div{{flex:1;min-width:0}}details{{margin:.2em 0}}
 td.ok{{background:#e7f6e7}}td.no{{background:#fbecec}}td.fb{{background:#fff6dd}}
 td.final{{background:#f3f3fb}}</style></head><body>
-<h1>Evolver trace: thread {html.escape(trace["thread_id"])}</h1>
-<p>checkpoints from <code>{html.escape(trace["db"])}</code>; harness version after the run: <b>{_fmt(final.get("harness_version"))}</b>,
+<h1>Evolver trace: thread {thread}</h1>
+<p>checkpoints from <code>{html.escape(trace["db"])}</code>; harness version after the run: <b>{version}</b>,
 accepted updates: <b>{len(final.get("accepted", []))}</b>.</p>
 <h2>Graph</h2>{graph_svg(drawable)}
 <details><summary>Mermaid source</summary><pre>{html.escape(mermaid)}</pre></details>

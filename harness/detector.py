@@ -7,16 +7,20 @@ the failure events this visit supports. Defaults are documented in docs/DESIGN.m
 Event rules (thresholds on `DetectorConfig`; "zero variance" means std < eps, so a std of 1e-4 is
 dead while 0.06 is not):
 
-| type            | per visit                                                      | fires when                                  |
-|-----------------|----------------------------------------------------------------|---------------------------------------------|
-| collapse_low    | zero variance and max <= tau_lo                                | >= min_hits of last W visits, or first visit |
-| collapse_high   | zero variance and min >= tau_hi                                | same                                        |
-| flat            | zero variance and tau_lo < mean < tau_hi (constant partial credit) | >= min_hits of last W visits            |
-| spurious_length | Spearman(length, reward) pooled over the window >= length_corr | pooled n >= min_corr_n                      |
-| spurious_audit  | train-audit gap > audit_gap, or train up >= audit_rise while audit change <= audit_flat over the window | audit scores present |
-| stuffing        | share of rewarded rollouts repeating a required phrase (or a word 3-gram) >= stuffing_repeat times | share >= stuffing_share |
-| blind_criterion | a positive criterion with pass rate exactly 0 or 1 on each of the last W visits, group not dead | window full |
-| guidance_leak   | share of hinted rollouts whose response copies >= leak_overlap of the hint's word 4-grams | share >= leak_share |
+- collapse_low: per visit, zero variance and max <= tau_lo; fires when >= min_hits of last W visits, or first visit
+- collapse_high: per visit, zero variance and min >= tau_hi; fires when (same as collapse_low)
+- flat: per visit, zero variance and tau_lo < mean < tau_hi (constant partial credit); fires when >= min_hits of
+  last W visits
+- spurious_length: per visit, Spearman(length, reward) pooled over the window >= length_corr; fires when pooled
+  n >= min_corr_n
+- spurious_audit: per visit, train-audit gap > audit_gap, or train up >= audit_rise while audit change <=
+  audit_flat over the window; fires when audit scores present
+- stuffing: per visit, share of rewarded rollouts repeating a required phrase (or a word 3-gram) >=
+  stuffing_repeat times; fires when share >= stuffing_share
+- blind_criterion: per visit, a positive criterion with pass rate exactly 0 or 1 on each of the last W visits,
+  group not dead; fires when window full
+- guidance_leak: per visit, share of hinted rollouts whose response copies >= leak_overlap of the hint's word
+  4-grams; fires when share >= leak_share
 
 Spurious events (spurious_length, spurious_audit, stuffing) fire only when the window holds a rollout the
 hidden audit fails (audit < `audit_pass`) while the reward credits it (reward above tau_lo and no lower, by
@@ -165,8 +169,11 @@ def hint_overlap(response: str, hint_texts: Sequence[str]) -> float:
 
 
 class GroupStats(_Model):
-    """Statistics of one GRPO group (one visit of one task). Per-rollout lists keep thresholds in
-    the detector config, so stats recorded once can be re-judged under other settings."""
+    """Statistics of one GRPO group (one visit of one task).
+
+    Per-rollout lists keep thresholds in the detector config, so stats recorded once can be re-judged under other
+    settings.
+    """
 
     task_id: str
     step: int
@@ -314,8 +321,10 @@ class Detector:
         return s.audit_mean is not None and s.mean - s.audit_mean > self.config.audit_gap
 
     def _stuffing(self, s: GroupStats) -> tuple[float, str | None, int] | None:
-        """(share of rewarded rollouts that stuff, the most stuffed criterion, rewarded count), or None
-        when the group does not stuff."""
+        """Return (share of rewarded rollouts that stuff, the most stuffed criterion, rewarded count).
+
+        None when the group does not stuff.
+        """
         cfg = self.config
         rewarded = [i for i, r in enumerate(s.rewards) if r > 0]
         if not rewarded or len(s.phrase_repeats) != s.n or len(s.repeats) != s.n:
@@ -334,8 +343,11 @@ class Detector:
         return share, (cids.most_common(1)[0][0] if cids else None), len(rewarded)
 
     def _credited(self, rollouts: list[tuple[float, float]]) -> int:
-        """How many (reward, audit) pairs are gamed rollouts the reward credits: audit below `audit_pass`, reward
-        above tau_lo and no lower (by more than eps) than the mean reward of the audit-passing ones."""
+        """How many (reward, audit) pairs are gamed rollouts the reward credits.
+
+        Gamed and credited: audit below `audit_pass`, reward above tau_lo and no lower (by more than eps) than the
+        mean reward of the audit-passing ones.
+        """
         cfg = self.config
         honest = [r for r, a in rollouts if a >= cfg.audit_pass]
         bar = max(cfg.tau_lo, (sum(honest) / len(honest) - cfg.eps) if honest else cfg.tau_lo)
@@ -347,8 +359,11 @@ class Detector:
         return pairs if pairs else None
 
     def _credited_gamed(self, visits: Sequence[GroupStats]) -> int | None:
-        """Credited gamed rollouts in the window (`_credited`), or None when no visit has per-rollout audit scores
-        (a suite without audit criteria, or stats recorded before they were kept): then nothing is required."""
+        """Credited gamed rollouts in the window (`_credited`).
+
+        None when no visit has per-rollout audit scores (a suite without audit criteria, or stats recorded before
+        they were kept): then nothing is required.
+        """
         pairs = self._pairs(visits)
         return None if pairs is None else self._credited(pairs)
 

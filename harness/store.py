@@ -48,8 +48,10 @@ _VERSION_FILE = re.compile(r"^v(\d{6,})\.json$")
 
 
 class StoreCorrupt(ValueError):
-    """A file in the store cannot be read back; the message names the path (and line), what is wrong and the way
-    out, in one line (no pydantic dump)."""
+    """A file in the store cannot be read back.
+
+    The message names the path (and line), what is wrong and the way out, in one line (no pydantic dump).
+    """
 
 
 def _what(err: ValidationError) -> str:

@@ -106,7 +106,7 @@ def _memory_tools(services: ToolServices) -> list[BaseTool]:
                 spurious_audit, stuffing, blind_criterion, guidance_leak.
             interface: optional filter: sampling, guidance or criteria.
             k: number of cases (1-20).
-        """
+        """  # noqa: E501 (model-visible tool docstring: the Args line may not be rewrapped)
         if services.memory is None:
             return "error: training memory is disabled in this run; no cross-task evidence is available"
         cases = services.memory.similar_cases(

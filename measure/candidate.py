@@ -165,8 +165,11 @@ class _Stratum:
 
 
 class _HintedVisit(random.Random):
-    """The rng of a visit that is hinted whenever hinted_share > 0: `visible_hints` then returns what a
-    hinted visit sees, with the schedule logic kept in one place (`harness.guidance`)."""
+    """The rng of a visit that is hinted whenever hinted_share > 0.
+
+    `visible_hints` then returns what a hinted visit sees, with the schedule logic kept in one place
+    (`harness.guidance`).
+    """
 
     def random(self) -> float:
         return 0.0
@@ -591,9 +594,12 @@ def _exact_look(
     cfg: DetectorConfig,
     paired: bool,
 ) -> Decision:
-    """One look of the exact hit test (measure.sequential): the plan is fixed at the first look from the control pools
-    of the focus task and any pooled ones; each one's hits are counted against its own dead level, on the candidate
-    strata whose prompt its control does not share (else on all of them)."""
+    """One look of the exact hit test (measure.sequential).
+
+    The plan is fixed at the first look from the control pools of the focus task and any pooled ones; each one's hits
+    are counted against its own dead level, on the candidate strata whose prompt its control does not share (else on
+    all of them).
+    """
     assert rule.hits is not None
     test = rule.hits
     if j == 0:
@@ -622,7 +628,8 @@ def _exact_look(
     rec["tails"].append(round(null_tail(rec["x0"], rec["n0"], n, x), 6))
     decision = decide_hits(plan, j, x)
     if decision == "pass":
-        # Crossing the bound is not enough: the focus candidate must also meet the point rule (not dead, std gain, guards).
+        # Crossing the bound is not enough: the focus candidate must also meet the point rule
+        # (not dead, std gain, guards).
         c_rows, d_rows = rows[rule.task_id]
         gc = group_metrics(rule.task_id, versions[0], c_rows, cfg, full=False)
         gd = group_metrics(rule.task_id, versions[1], d_rows, cfg, full=False)

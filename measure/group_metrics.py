@@ -66,7 +66,10 @@ class GroupMetrics(_Model):
 
 
 class Summary(_Model):
-    """Weighted summary of one side over the affected groups (weights: see the module docstring of `measure.candidate`)."""
+    """Weighted summary of one side over the affected groups.
+
+    Weights: see the module docstring of `measure.candidate`.
+    """
 
     n_groups: int
     weight: float

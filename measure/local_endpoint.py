@@ -4,7 +4,8 @@ During a training pause the trainer passes its live model (plain or PEFT-wrapped
 the evolver runs, so sampling it under ``no_grad`` *is* the frozen checkpoint, with no copy and no server.
 A LangGraph server process gets the paused policy as a folder the trainer saved (`from_path`: a full
 model, or a LoRA adapter on its base model). Sampling follows TRL's GRPO defaults (``top_k=0``,
-``top_p=1``) so the critic sees the same distribution the trainer samples from. torch is imported lazily so ``import measure`` stays light.
+``top_p=1``) so the critic sees the same distribution the trainer samples from. torch is imported lazily so
+``import measure`` stays light.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ class LocalEndpoint:
 
     @classmethod
     def from_path(cls, path: str | Path, device: str = "cpu", dtype: str = "float32", **kwargs: Any) -> LocalEndpoint:
-        """Load a HF model folder (e.g. from `trainer.policy_models.resolve_model`) or a PEFT LoRA adapter folder and wrap it.
+        """Load a HF model folder or a PEFT LoRA adapter folder and wrap it.
+
+        A model folder is e.g. what `trainer.policy_models.resolve_model` returns.
 
         An adapter folder (it holds `adapter_config.json`, as the trainer's frozen LoRA policy does) is loaded
         onto its base model (`base_model_name_or_path`, a local folder: we are offline) and merged once, so

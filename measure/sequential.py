@@ -10,10 +10,10 @@ is the median reward of the control pool, and a rollout is a *hit* when its rewa
 ("up", collapse_low), below level - eps ("down", collapse_high) or at least eps away ("off", flat); eps is the
 detector's. The control pool (x0 hits of n0 rollouts) is fixed before the first look: the task's cached
 training rollouts, topped up with fresh control probes to twice `sample_k_max` when the history is shorter
-(`measure.candidate.CONTROL_FACTOR`). Under "no effect" a candidate rollout hits with the control's rate p0; p0 is unknown, so the
-null distribution of the candidate's hits is the binomial averaged over p0's posterior Beta(x0 + 1/2,
-n0 - x0 + 1/2) (Jeffreys prior; `exact_plan` integrates it on `P0_GRID` quantiles). At look j with N_j
-candidate rollouts (the strata whose prompt the control does not share) and X_j hits:
+(`measure.candidate.CONTROL_FACTOR`). Under "no effect" a candidate rollout hits with the control's rate p0;
+p0 is unknown, so the null distribution of the candidate's hits is the binomial averaged over p0's posterior
+Beta(x0 + 1/2, n0 - x0 + 1/2) (Jeffreys prior; `exact_plan` integrates it on `P0_GRID` quantiles). At look j
+with N_j candidate rollouts (the strata whose prompt the control does not share) and X_j hits:
 
 - pass when X_j >= a_j, the smallest bound such that the null chance of crossing any bound up to look j is
   at most alpha * N_j / N_L (linear alpha spending over the information; exact, computed by dynamic
@@ -93,7 +93,10 @@ class HitTest:
     min_rate_gain: float
 
     def is_hit(self, reward: float, level: float, eps: float) -> bool:
-        """Whether a rollout left the dead `level` in the repairing direction (eps: the detector's `DetectorConfig.eps`)."""
+        """Whether a rollout left the dead `level` in the repairing direction.
+
+        `eps` is the detector's `DetectorConfig.eps`.
+        """
         if self.direction == "up":
             return reward > level + eps
         if self.direction == "down":

@@ -2,12 +2,13 @@
 
 One record type per collection:
 
-| record | collection | stable id |
-|---|---|---|
-| `GroupSummary` (a GRPO group's stats at one step, best/worst response with verdicts) | groups | `grp:<task>:<step>:<group_index>` |
-| `EventRecord` (a detector `FailureEvent`) | events | the event id |
-| `AttributionRecord` (which interface an event is blamed on, and why) | attributions | `attr:<event id>` |
-| `ProposalRecord` (a candidate update, the critic's numbers and the outcome) | proposals | the proposal id |
+- `GroupSummary` (a GRPO group's stats at one step, best/worst response with verdicts): collection groups,
+  stable id `grp:<task>:<step>:<group_index>`
+- `EventRecord` (a detector `FailureEvent`): collection events, stable id the event id
+- `AttributionRecord` (which interface an event is blamed on, and why): collection attributions, stable id
+  `attr:<event id>`
+- `ProposalRecord` (a candidate update, the critic's numbers and the outcome): collection proposals, stable id
+  the proposal id
 
 `document()` is a compact natural-language summary: it is what the embedder sees, so cross-task search
 matches on failure type, domain, interface, the ops' text and the outcome. It is also what the evolver's
@@ -63,8 +64,10 @@ def _flat(meta: dict[str, Any]) -> dict[str, str | int | float | bool]:
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
-    """A plain dict from a pydantic model, a dataclass or a mapping (keeps `memory` decoupled from the
-    detector's concrete stats class)."""
+    """A plain dict from a pydantic model, a dataclass or a mapping.
+
+    It keeps `memory` decoupled from the detector's concrete stats class.
+    """
     if isinstance(obj, BaseModel):
         return obj.model_dump(mode="json")
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):

@@ -222,8 +222,11 @@ class TrainingMemory:
 
     @classmethod
     def ephemeral(cls, embedding: Any = "hash", run_id: str | None = None) -> TrainingMemory:
-        """In-memory store for tests. Chroma shares one in-memory system per process, so give each test its own
-        `run_id` (a fresh one is made when omitted) to keep their collections apart."""
+        """In-memory store for tests.
+
+        Chroma shares one in-memory system per process, so give each test its own `run_id` (a fresh one is made
+        when omitted) to keep their collections apart.
+        """
         if run_id is None:
             run_id = f"eph{time.time_ns()}{threading.get_ident() % 10_000}"
         client = chromadb.EphemeralClient(settings=_settings())
@@ -335,7 +338,9 @@ class TrainingMemory:
         self, task_id: str, last_n: int = 10, kinds: Iterable[Kind] = ("groups", "events", "proposals")
     ) -> list[Record]:
         """The last `last_n` records about one task across `kinds`, oldest first (by step, then insertion).
-        An unknown task id gives an empty list."""
+
+        An unknown task id gives an empty list.
+        """
         if last_n <= 0:
             return []
         rows: list[tuple[dict, Record]] = []
@@ -351,9 +356,12 @@ class TrainingMemory:
         return [rec for _, rec in rows if isinstance(rec, ProposalRecord)]
 
     def proposals_like(self, failure_type: str, exclude_task: str | None = None) -> list[ProposalRecord]:
-        """Cross-task outcomes by metadata, not by embedding: every proposal on `failure_type` made for another
-        task than `exclude_task`, oldest first. The rule brains count successes and failures per template and
-        interface over these; `similar_cases` is the semantic top-k the LLM brains read."""
+        """Cross-task outcomes by metadata, not by embedding.
+
+        Every proposal on `failure_type` made for another task than `exclude_task`, oldest first. The rule brains
+        count successes and failures per template and interface over these; `similar_cases` is the semantic top-k
+        the LLM brains read.
+        """
         where = _where(failure_type=failure_type)
         if exclude_task is not None:
             where = {"$and": [where, {"task_id": {"$ne": exclude_task}}]}
@@ -364,8 +372,10 @@ class TrainingMemory:
     def events_like(
         self, failure_type: str, domain: str | None = None, exclude_task: str | None = None
     ) -> list[EventRecord]:
-        """Failure events of one type (optionally of one domain) on tasks other than `exclude_task`, newest first:
-        where an accepted repair looks for other tasks with the same failure (`agents/generalise.py`)."""
+        """Failure events of one type (optionally of one domain) on tasks other than `exclude_task`, newest first.
+
+        It is where an accepted repair looks for other tasks with the same failure (`agents/generalise.py`).
+        """
         clauses = [{"failure_type": {"$eq": failure_type}}]
         if domain is not None:
             clauses.append({"domain": {"$eq": domain}})
@@ -415,8 +425,10 @@ class TrainingMemory:
         outcome: str | None = None,
         exclude_task: str | None = None,
     ) -> list[SimilarCase]:
-        """Cross-task evidence: the `k` proposals nearest to `query_text` that match the filters, nearest first,
-        each with its outcome and measured deltas. `exclude_task` drops the asking task's own proposals."""
+        """Cross-task evidence: the `k` proposals nearest to `query_text` that match the filters, nearest first.
+
+        Each comes with its outcome and measured deltas. `exclude_task` drops the asking task's own proposals.
+        """
         where = _where(failure_type=failure_type, interface=interface, outcome=outcome)
         if exclude_task is not None:
             clause = {"task_id": {"$ne": exclude_task}}
@@ -432,8 +444,11 @@ class TrainingMemory:
 
     # -- snapshots (engine-independent JSONL; resume restores the memory with the harness version) ------------
     def snapshot(self, dest: str | os.PathLike[str]) -> Path:
-        """Write every record to a JSONL file atomically (`atomic_write_text`). Embeddings are not stored:
-        `restore` recomputes them, which keeps the file small and portable across embedders of the same kind."""
+        """Write every record to a JSONL file atomically (`atomic_write_text`).
+
+        Embeddings are not stored: `restore` recomputes them, which keeps the file small and portable across
+        embedders of the same kind.
+        """
         dest = Path(dest)
         lines = [json.dumps({"format": SNAPSHOT_FORMAT, "embedding": self.embedding.name()})]
         for kind in KINDS:
@@ -454,9 +469,12 @@ class TrainingMemory:
         return {k: len(v) for k, v in by_kind.items()}
 
     def restore_exactly(self, src: str | os.PathLike[str]) -> dict[str, int]:
-        """Make this store hold exactly the records of a `snapshot` file: delete every record the snapshot lacks,
-        then `restore` (which also puts back the snapshot's version of a record re-recorded since). For a store
-        that cannot be swapped for a fresh one, as a run folder can: a Chroma server that other processes use. Returns how many records were deleted per kind."""
+        """Make this store hold exactly the records of a `snapshot` file.
+
+        Delete every record the snapshot lacks, then `restore` (which also puts back the snapshot's version of a
+        record re-recorded since). For a store that cannot be swapped for a fresh one, as a run folder can: a Chroma
+        server that other processes use. Returns how many records were deleted per kind.
+        """
         by_kind = _read_snapshot(Path(src))
         deleted: dict[str, int] = {}
         for kind, recs in by_kind.items():

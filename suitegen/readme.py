@@ -29,7 +29,10 @@ class of a task varies between visits, so treat it as a per-visit event."""
 
 
 def render_readme(tasks: list[Task], suite_name: str) -> str:
-    """The suite's README.md: what is in it, its numbers (from `harness.suite_stats.suite_stats`) and the measured profile."""
+    """The suite's README.md: what is in it, its numbers and the measured profile.
+
+    The numbers come from `harness.suite_stats.suite_stats`.
+    """
     s = suite_stats(tasks)
     dom_rows = "\n".join(
         f"| {d} | {v['train']} | {v['test']} | {v['train'] + v['test']} |" for d, v in s["by_domain_split"].items()

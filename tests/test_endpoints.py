@@ -29,7 +29,10 @@ def test_import_measure_does_not_import_torch():
     # `import measure.local_endpoint` must stay light: torch is imported inside the constructor only.
     import subprocess
 
-    code = "import measure, measure.endpoint, measure.openai_endpoint, measure.local_endpoint, sys; print('torch' in sys.modules)"
+    code = (
+        "import measure, measure.endpoint, measure.openai_endpoint, measure.local_endpoint, sys; "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

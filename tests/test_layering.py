@@ -2,8 +2,8 @@
 
 Rules (each check is a plain function, exercised on the real tree and on synthetic sources that must fail):
 
-- the layers, lowest first: harness < memory, suitegen < measure < agents < graphs < trainer < benchmarks, examples. A module
-  may import its own package and lower layers only; packages on the same rank may not import each other.
+- the layers, lowest first: harness < memory, suitegen < measure < agents < graphs < trainer < benchmarks, examples.
+  A module may import its own package and lower layers only; packages on the same rank may not import each other.
   Every import counts, wherever it is written: at the top, inside a function (lazy), under `TYPE_CHECKING`;
 - a *package* is a top-level folder of the repo holding `.py` files (`tests/` excluded). One that is not in
   `LAYERS` fails the test: a new package has to be placed in the order first;

@@ -437,7 +437,8 @@ def test_store_reopened_in_new_process_finds_everything(tmp_path):
         f"m = TrainingMemory.persistent({str(path)!r}, embedding='hash', run_id='r1')\n"
         "print(json.dumps({'count': m.count(), 'hist': [r.record_id for r in m.task_history('med-1', kinds=KINDS)],"
         " 'sim': [h.id for h in m.similar_cases('warfarin bleeding', k=1)]}))\n"
-        "m.add_event(__import__('harness.types', fromlist=['x']).FailureEvent(id='e-child', type='flat', task_id='med-1', step=99))\n"
+        "m.add_event(__import__('harness.types', fromlist=['x']).FailureEvent("
+        "id='e-child', type='flat', task_id='med-1', step=99))\n"
         "m.close()\n"
     )
     r = _run_py(code)

@@ -48,7 +48,8 @@ def test_round_lines_read_without_none_and_show_provisional_verdicts_and_batches
             "waiting": 1,
             "verdicts": [
                 {
-                    "line": "med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead (std 0.00, 0.00) -> revert v4"
+                    "line": "med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead "
+                    "(std 0.00, 0.00) -> revert v4"
                 }
             ],
         },
@@ -92,8 +93,8 @@ def test_round_lines_read_without_none_and_show_provisional_verdicts_and_batches
     )
     assert lines[2] == "  provisional: 1 accepted update target(s) wait for 2 training groups"
     assert (
-        lines[3]
-        == "  med-2: spurious_length -> rejected on criteria: pitfall_padding (corr(reward, length) n/a -> n/a (drop n/a))"
+        lines[3] == "  med-2: spurious_length -> rejected on criteria: pitfall_padding "
+        "(corr(reward, length) n/a -> n/a (drop n/a))"
     )
     assert lines[4] == "  med-3: stuffing -> accepted v5 on criteria: tighten_repeat (gamed drop 0.50)"
     assert lines[5] == "    batched to med-4: accepted v6 (1 of 1 targets held)"

@@ -153,7 +153,9 @@ i = 0
 while True:
     i += 1
     w = float(1 + i % 5)
-    store.commit(HarnessUpdate(interface="sampling", ops=[{"op": "reweight", "task_id": "med-001", "weight": w}]), step=i)
+    store.commit(
+        HarnessUpdate(interface="sampling", ops=[{"op": "reweight", "task_id": "med-001", "weight": w}]), step=i
+    )
 """
 
 

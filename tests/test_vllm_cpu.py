@@ -3,7 +3,8 @@
 Exercises the whole OpenAI-compatible frozen-policy path the trainer uses for LoRA runs: start the
 server with runtime LoRA updating, save a peft adapter, hot-load it under a per-step name through
 `OpenAIEndpoint.load_lora_adapter`, and sample base and adapter greedily through `OpenAIEndpoint`.
-Takes ~45 s on an idle 2-core box and ~95 s on a busy one (server start dominates). Skipped only when the venv does not exist.
+Takes ~45 s on an idle 2-core box and ~95 s on a busy one (server start dominates). Skipped only when the venv
+does not exist.
 """
 
 from __future__ import annotations

@@ -142,7 +142,8 @@ class HarnessConfig:
     dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
     df_window: int = _f(
         1,
-        "Dynamic filtering: a task is down-weighted when its last N groups all had zero variance (1 = DAPO-like, act on the latest group).",
+        "Dynamic filtering: a task is down-weighted when its last N groups all had zero variance "
+        "(1 = DAPO-like, act on the latest group).",
     )
     df_multiplier: float = _f(0.2, "Dynamic filtering: weight multiplier of a task whose recent visits were all dead.")
     dynamic_sampling: int = _f(
@@ -162,7 +163,8 @@ class HarnessConfig:
     max_events: int = _f(
         8,
         "Events handed to one evolver round: one per task, confirmed before one-group events, "
-        "dead groups before hacks before blind criteria, then most groups, then most recent first (each costs the critic fresh rollouts: this bounds the pause).",
+        "dead groups before hacks before blind criteria, then most groups, then most recent first "
+        "(each costs the critic fresh rollouts: this bounds the pause).",
     )
     max_judge_failure_share: float = _f(
         0.2,
@@ -305,9 +307,9 @@ class RunConfig:
                 else f"it is not the training server train.vllm_server_base_url={t.vllm_server_base_url}"
             )
             raise ConfigError(
-                f"harness.policy_endpoint={h.policy_endpoint} is a frozen policy nothing keeps in sync with the trained "
-                f"weights (model.lora=false, so no adapter to hot-load; {why}): the critic would measure the base "
-                f"model. Set harness.policy_endpoint=local, or model.lora=true (each round hot-loads the step's "
+                f"harness.policy_endpoint={h.policy_endpoint} is a frozen policy nothing keeps in sync with the "
+                f"trained weights (model.lora=false, so no adapter to hot-load; {why}): the critic would measure the "
+                f"base model. Set harness.policy_endpoint=local, or model.lora=true (each round hot-loads the step's "
                 f"adapter there), or train.use_vllm=true with train.vllm_mode=server and "
                 f"harness.policy_endpoint=train.vllm_server_base_url (each round pushes the weights there)"
             )

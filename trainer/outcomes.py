@@ -14,7 +14,10 @@ from harness.detector import DetectorConfig
 
 
 def graded_verdicts(data: dict[str, Any]) -> dict[int, list[str]]:
-    """Version -> the verdicts training gave its provisional targets (rounds.jsonl `provisional`, trainer/provisional.py)."""
+    """Version -> the verdicts training gave its provisional targets.
+
+    Read from rounds.jsonl `provisional` (see trainer/provisional.py).
+    """
     out: dict[int, list[str]] = {}
     for r in data["rounds"]:
         for v in (r.get("provisional") or {}).get("verdicts") or []:

@@ -564,7 +564,8 @@ def write_comparison_html(result: Replay, path: Path) -> Path:
     rr = result.round
     e = html.escape
     head = "".join(
-        f"<th>{i}: {e(r.brains.label())}<br><span class=m>v{rr.version_before}→v{e(str(r.output.get('harness_version')))}, "
+        f"<th>{i}: {e(r.brains.label())}<br>"
+        f"<span class=m>v{rr.version_before}→v{e(str(r.output.get('harness_version')))}, "
         f"{r.seconds:.0f} s, policy calls {r.policy_stats.get('policy_requests', 0)}</span><br>"
         f'<a href="{e(r.trace.relative_to(result.out).as_posix())}">trace</a> · '
         f'<a href="{e((r.folder / "output.json").relative_to(result.out).as_posix())}">output.json</a></th>'
@@ -586,7 +587,8 @@ def write_comparison_html(result: Replay, path: Path) -> Path:
     page = (
         f"<!doctype html><html><head><meta charset=utf-8><title>replay step {rr.step}</title><style>{_CSS}</style>"
         f"</head><body><h1>Replay of the round at step {rr.step}</h1>"
-        f"<p>Run <code>{e(str(rr.run_dir))}</code>, harness v{rr.version_before}, policy <code>{e(result.policy)}</code>, "
+        f"<p>Run <code>{e(str(rr.run_dir))}</code>, harness v{rr.version_before}, "
+        f"policy <code>{e(result.policy)}</code>, "
         f"{len(rr.events)} events from {e(rr.events_source)}.</p>"
         f"<table><tr><th>event</th><th>recorded in the run</th>{head}</tr>{body}</table></body></html>"
     )

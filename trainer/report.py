@@ -6,8 +6,8 @@ calls, seconds), reward and reward std per step (with harness-update markers), d
 harness updates over time by interface and outcome (accepted by the critic, fallback = committed without
 the critic's acceptance, not accepted; committed versions from `harness/updates.jsonl`, whose meta flags
 fallbacks and reverts, per-event decisions from `rounds.jsonl`), what training made of each accepted update
-(confirmed, reverted, still provisional: `trainer.outcomes.update_outcome`), held-out eval per domain (`eval.json`), pause-time
-share, judge warnings, and tables of rounds and committed updates. Reads only files; no torch.
+(confirmed, reverted, still provisional: `trainer.outcomes.update_outcome`), held-out eval per domain
+(`eval.json`), pause-time share, judge warnings, and tables of rounds and committed updates. Reads only files; no torch.
 """
 
 from __future__ import annotations

@@ -65,8 +65,9 @@ def completion_text(completion: Any) -> str:
 
 @dataclass
 class StepPart:
-    """One process's part of a training step: its groups (stats + rollouts) and the counts the step's metrics
-    sum. With several processes each scores its own slice of the batch; the parts are gathered so that every
+    """One process's part of a training step: its groups (stats + rollouts) and the counts the step's metrics sum.
+
+    With several processes each scores its own slice of the batch; the parts are gathered so that every
     process observes every group (identical detector and dynamic-filtering state, hence identical draws) and
     the main process records the whole step (memory, events, metrics.jsonl)."""
 
@@ -80,8 +81,11 @@ class StepPart:
 
 
 def all_ranks(part: StepPart) -> list[StepPart]:
-    """Every process's part in rank order: accelerate's public `gather_object` (an all-gather of pickled
-    objects, a collective: every rank's reward calls it once per step, as TRL calls the reward on every rank)."""
+    """Every process's part in rank order, through accelerate's public `gather_object`.
+
+    That is an all-gather of pickled objects, a collective: every rank's reward calls it once per step, as TRL calls
+    the reward on every rank.
+    """
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
@@ -314,8 +318,10 @@ class RubricReward:
         return left_out, share, share > self._cfg.harness.max_judge_failure_share
 
     def _scoring_counts(self, warnings: dict[str, int], *, n_responses: int, n_verdicts: int) -> dict[str, Any]:
-        """The step's responses that could not be scored (reward 0) and verdicts skipped for want of a judge, each
-        flagged above `harness.max_judge_failure_share` of the step's responses / verdicts."""
+        """The step's responses that could not be scored (reward 0) and verdicts skipped for want of a judge.
+
+        Each is flagged above `harness.max_judge_failure_share` of the step's responses / verdicts.
+        """
         limit = self._cfg.harness.max_judge_failure_share
         unscoreable = int(warnings.get("judge/unscoreable", 0))
         skipped = int(warnings.get("judge/skipped", 0))

@@ -24,8 +24,8 @@ Several processes: accelerate gives each rank a contiguous slice of the stream (
 TRL forces `dispatch_batches=False`). `fill` mirrors that: every rank draws the whole global batch (same
 seed, same broadcast harness, same dynamic-filtering multipliers since every rank observes every group: so
 the same draws, which the reward checks with `fingerprint`) and keeps its own slice. TRL's generation
-buffering must not span optimizer steps (`steps_per_generation`, `num_iterations`, gradient accumulation all 1; checked by
-`trainer.grpo.check_one_generation_per_step`): one `training_step` = one generation = one optimizer step.
+buffering must not span optimizer steps (`steps_per_generation`, `num_iterations`, gradient accumulation all 1;
+checked by `trainer.grpo.check_one_generation_per_step`): one `training_step` = one generation = one optimizer step.
 
 Rows carry the version they were drawn under; the reward scores them with that version's rubric.
 Guidance is applied here, per the task's schedule (`harness.guidance.visible_hints` at the training step the
