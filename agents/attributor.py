@@ -42,11 +42,15 @@ PREFERENCE: dict[str, tuple[str, ...]] = {
     "spurious_length": ("criteria", "sampling", "guidance"),
     "spurious_audit": ("criteria", "sampling", "guidance"),
     "stuffing": ("criteria", "sampling", "guidance"),
-    "blind_criterion": ("criteria", "sampling", "guidance"),
+    # Never sampling: the group is not dead (its other criteria still teach), so drawing the task less would give
+    # up that signal to answer a diagnostic (the fallback leaves it too: `agents.fallback.TEACHING_FAILURES`).
+    "blind_criterion": ("criteria", "guidance"),
     "guidance_leak": ("guidance", "sampling", "criteria"),
 }
 DIAGNOSES: dict[str, str] = {
-    "collapse_low": "every rollout scores low: the policy never finds the rewarded behaviour, so the group has no advantage",
+    "collapse_low": (
+        "every rollout scores low: the policy never finds the rewarded behaviour, so the group has no advantage"
+    ),
     "collapse_high": "every rollout scores high: the task is saturated and teaches nothing",
     "flat": "rollouts get the same partial score: the rubric is too coarse to tell them apart",
     "spurious_length": "reward follows response length rather than content",
@@ -59,8 +63,10 @@ REJECTED_LIMIT = 2
 
 
 def rejected_counts(evidence: dict[str, Any]) -> dict[str, int]:
-    """Rejected proposals per interface on this task, from the memory evidence; an accepted update that training
-    then reverted (agents/decisions.py) counts as rejected."""
+    """Rejected proposals per interface on this task, from the memory evidence.
+
+    An accepted update that training then reverted (agents/decisions.py) counts as rejected.
+    """
     counts: dict[str, int] = {}
     for p in evidence.get("proposals", []):
         if p.get("outcome") in ("rejected", "invalid", "reverted"):
@@ -90,7 +96,10 @@ def rule_attribution(
             continue
         chosen = iface
         break
-    if chosen is None:  # every enabled interface failed repeatedly: go back to the best enabled one
+    if chosen is None and not any(i in enabled for i in order):  # e.g. interfaces=[sampling] and a blind criterion
+        chosen = enabled[0]
+        notes.append(f"none of the interfaces that repair {event.type} ({', '.join(order)}) is enabled; using {chosen}")
+    elif chosen is None:  # every enabled interface failed repeatedly: go back to the best enabled one
         chosen = next(i for i in order if i in enabled)
         notes.append(f"every enabled interface was rejected before; using {chosen}")
     used: list[str] = []

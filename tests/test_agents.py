@@ -300,3 +300,13 @@ def test_context_rejects_bad_values():
         EvolverContext(interfaces=["sampling", "rubric"])
     with pytest.raises(ValueError, match="unknown fields"):
         EvolverContext.from_any({"proposer_modle": "rules"})
+
+
+def test_the_attributor_never_sends_a_blind_criterion_to_sampling():
+    # a blind criterion's group still teaches through its other criteria: drawing the task less gives that up
+    from agents.attributor import PREFERENCE
+
+    assert "sampling" not in PREFERENCE["blind_criterion"]
+    # ... unless sampling is all the run enables: then it says so rather than failing the lane
+    att = attributor.rule_attribution(_ev("blind_criterion"), {}, ["sampling"])
+    assert att.interface == "sampling" and "none of the interfaces that repair blind_criterion" in " ".join(att.notes)

@@ -198,7 +198,10 @@ def test_round_applies_committed_update_and_records_pause(run):
 
 
 def test_round_context_and_services_take_the_config_knobs(tmp_path):
-    """One name per knob from the YAML to the graph, and the agents' tools sample with the run's seed, like the critic."""
+    """One name per knob from the YAML to the graph.
+
+    And the agents' tools sample with the run's seed, like the critic.
+    """
     from graphs.services import get_services
 
     cfg = tiny_config(
@@ -336,6 +339,8 @@ def _typed(kind, task_id, step, confirmed=False):
         ([("collapse_low", "c", 9), ("stuffing", "a", 2, True)], 1, ["stuffing:a:2"], 0, 1),
         # unconfirmed on both sides, the dead group still goes first
         ([("stuffing", "a", 9), ("collapse_low", "c", 2)], 1, ["collapse_low:c:2"], 0, 1),
+        # a dead group seen once goes before a confirmed blind criterion (a zero std is exact, not noise)
+        ([("blind_criterion", "a", 9, True), ("flat", "c", 2)], 1, ["flat:c:2"], 0, 1),
     ],
 )
 def test_take_events_prioritises_and_dedupes(run, pending, limit, taken, superseded, waiting):
@@ -393,3 +398,12 @@ def test_abandon_versions_after_keeps_log_consistent(run):
     assert (
         run.store.commit(HarnessUpdate(interface="sampling", ops=[Reweight(task_id="t-any", weight=3.0)])).version == 2
     )
+
+
+def test_every_failure_type_has_a_slot_class():
+    # a failure type without a class would rank after every other event, never repaired while others wait
+    from harness.types import FAILURE_TYPES
+    from trainer.round_events import EVENT_CLASS, SLOT_ORDER
+
+    assert set(EVENT_CLASS) == set(FAILURE_TYPES)
+    assert {(c, conf) for c in set(EVENT_CLASS.values()) for conf in (True, False)} == set(SLOT_ORDER)

@@ -2,8 +2,8 @@
 
 `take_events` takes them from the run's pending list (`trainer.harness_run.HarnessRun.add_events` queues them):
 events about a harness an update already replaced are stale (`stale_check`), a task is repaired once per round
-(its other events are superseded), and tasks are ranked by expected repair value (`EVENT_PRIORITY`,
-`UNCONFIRMED_PENALTY`; docs/DESIGN.md §2); events beyond `harness.max_events` wait for the next round.
+(its other events are superseded), and tasks are ranked by expected repair value (`EVENT_CLASS`,
+`SLOT_ORDER`; docs/DESIGN.md §2); events beyond `harness.max_events` wait for the next round.
 """
 
 from __future__ import annotations
@@ -12,32 +12,34 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from harness.store import HarnessStore
-from harness.types import FAILURE_TYPES, FailureEvent
+from harness.types import FailureEvent
 
 if TYPE_CHECKING:
     from trainer.harness_run import HarnessRun
 
 # Which failures a round repairs first when there are more than `harness.max_events`, ranked by expected repair
-# value (docs/DESIGN.md): first how sure the failure is (confirmed = the same signal on >= 2 distinct groups), then
-# what a measured repair returns. Dead groups (collapse_low, collapse_high, flat: reward std below eps) come first
-# among confirmed events: their advantage is exactly zero, so every group a repair makes mixed is learning signal
-# won, and the critic's test for them is the one with power at a few rollouts. Reward hacking and leaks next (they
-# teach the wrong behaviour, but their repairs are judged on noisier contrasts), then blind criteria (the group
-# keeps signal from its other criteria). Batch-level events (task "*") come last: the evolver records them but
-# cannot update a task for them.
-EVENT_PRIORITY = {
-    "collapse_low": 0,
-    "collapse_high": 0,
-    "flat": 0,
-    "spurious_audit": 1,
-    "stuffing": 1,
-    "spurious_length": 1,
-    "guidance_leak": 1,
-    "blind_criterion": 2,
+# value (docs/DESIGN.md §2). A failure is dead (collapse_low, collapse_high, flat: reward std below eps, so the
+# group's advantage is exactly zero and every group a repair makes mixed is learning signal won; the critic's exact
+# test has power on them at a few rollouts), a hack (reward hacking and leaks: they teach the wrong behaviour, but
+# their repairs are judged on noisier contrasts) or blind (a criterion always or never met: the group keeps signal
+# from its other criteria).
+EVENT_CLASS = {
+    "collapse_low": "dead",
+    "collapse_high": "dead",
+    "flat": "dead",
+    "spurious_audit": "hack",
+    "stuffing": "hack",
+    "spurious_length": "hack",
+    "guidance_leak": "hack",
+    "blind_criterion": "blind",
 }
-# An unconfirmed event (one group in the window: often noise) ranks below every confirmed one. Before this rule, on
-# SmolLM2 about 2 of 48 round slots went to dead groups while one-group spurious events took the rest.
-UNCONFIRMED_PENALTY = len(set(EVENT_PRIORITY.values()))
+# The order of (class, confirmed) pairs; confirmed = the same signal on >= 2 distinct groups. A failure seen in one
+# group is often noise (before confirmation counted, one-group spurious events took 46 of 48 round slots on SmolLM2),
+# except a dead group: std below eps is an exact fact about that group, and the critic's test (its control pooled
+# from the task's cached groups) decides whether the task stays dead. So a one-group dead group ranks after confirmed
+# hacks but before confirmed blind criteria, which on SmolLM2 took most slots while dead groups waited. Batch-level
+# events (task "*") come last: the evolver records them but cannot update a task for them.
+SLOT_ORDER = (("dead", True), ("hack", True), ("dead", False), ("blind", True), ("hack", False), ("blind", False))
 
 
 class RoundEvents(NamedTuple):
@@ -52,7 +54,8 @@ def rank(e: FailureEvent) -> tuple[float, int, int]:
     Its priority class, then the failure seen in more groups first (more likely real, more rollouts wasted), then
     the most recent.
     """
-    cls = EVENT_PRIORITY.get(e.type, len(FAILURE_TYPES)) + (0 if e.confirmed else UNCONFIRMED_PENALTY)
+    key = (EVENT_CLASS.get(e.type), e.confirmed)
+    cls = SLOT_ORDER.index(key) if key in SLOT_ORDER else len(SLOT_ORDER)
     return cls + (100 if e.task_id == "*" else 0), -e.window_hits, -e.step
 
 
