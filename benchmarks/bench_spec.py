@@ -124,7 +124,9 @@ PRESETS: dict[str, Preset] = {
         eval_k=4,
         max_tokens=48,
         train_per_domain=2,
-        extra=("harness.max_events=3",),
+        # The critic's cap at 16, not the demo's 8: the exact test's power for a 0.06 -> 0.33 repair is 84% at 16,
+        # 61% at 8 (benchmarks/results/critic/POWER.md).
+        extra=("harness.max_events=3", "evolver.sample_k_max=16"),
         jobs=2,
     ),
     # The pilot behind the power calculation: short runs, same eval (k=2), a second eval seed for eval noise.
