@@ -14,6 +14,7 @@ Rules (each check is a plain function, exercised on the real tree and on a synth
 - every dotted name (`trainer.sampler.HarnessSampler.fill`) in docs/DESIGN.md's walk through one training step
   is defined where it says: the module file exists and defines each part in turn (read with `ast`, nothing is
   imported).
+- every file the README's tree lists under a package folder (`harness/`, then `  types.py ...`) exists there.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 ARCHITECTURE = REPO / "docs" / "ARCHITECTURE.md"
 DESIGN = REPO / "docs" / "DESIGN.md"
+README = REPO / "README.md"
 STEP_HEADING = "### One training step, from draw to commit"
 
 # Assembled from pieces so that this file does not match its own pattern.
@@ -315,3 +317,25 @@ def test_synthetic_walk_with_a_renamed_function_fails(tmp_path):
     ]
     assert unresolved(names, root) == ["pkg.alpha.Box.close", "pkg.alpha.gone", "pkg.sub.beta.f", "pkg.missing.f"]
     assert section(doc, "### Absent") == ""
+
+
+def readme_tree_misses(readme: str, root: Path) -> list[str]:
+    """Module files the README's tree lists under a package folder that do not exist there."""
+    block = readme.split("## What is in the repo", 1)[-1].split("```", 2)[1]
+    missing: list[str] = []
+    folder: Path | None = None
+    for line in block.splitlines():
+        if line and not line.startswith(" "):  # a top-level entry: a package folder or anything else
+            head = line.split()[0]
+            folder = root / head if head.endswith("/") and (root / head / "__init__.py").exists() else None
+        elif folder is not None and line.strip():  # "  a.py, b.py   what they are": names before the gap
+            for name in line.strip().split("  ")[0].split(","):
+                if name.strip().endswith(".py") and not (folder / name.strip()).exists():
+                    missing.append(f"{folder.name}/{name.strip()}")
+    return missing
+
+
+def test_readme_tree_names_only_existing_modules(tmp_path):
+    fake = "## What is in the repo\n\n```\npkg/   a package\n  alpha.py   here\n  gone.py, alpha.py   not\n```\n"
+    assert readme_tree_misses(fake, _fake_repo(tmp_path)) == ["pkg/gone.py"]
+    assert readme_tree_misses(README.read_text(encoding="utf-8"), REPO) == []
