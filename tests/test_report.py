@@ -318,6 +318,21 @@ def test_update_effect_rows_split_each_tasks_groups_at_the_update(run_dir):
     assert v9["tasks"] == ["t1", "t1.v9-hard"] and v9["groups after"] == 2 and v9["mean after"] == pytest.approx(0.55)
 
 
+def test_update_effects_count_dead_groups_at_the_runs_own_detector_eps(run_dir):
+    from trainer.outcomes import update_effect_rows
+
+    assert report.collect(run_dir)["dead_eps"] is None  # no config.yaml: the detector's default
+    (run_dir / "config.yaml").write_text("harness:\n  detector:\n    eps: 0.35\n")
+    data = report.collect(run_dir)
+    assert data["dead_eps"] == 0.35
+    data["metrics"] = [
+        {"step": 2, "tasks": ["t1"], "group_means": [0.5], "group_stds": [0.3]},
+        {"step": 6, "tasks": ["t1"], "group_means": [0.7], "group_stds": [0.4]},
+    ]
+    r1 = {r["version"]: r for r in update_effect_rows(data, dead_eps=data["dead_eps"])}[1]
+    assert (r1["dead before"], r1["dead after"]) == (1.0, 0.0)  # std 0.3 is dead at eps 0.35, live at the default
+
+
 def test_eval_domains_side_by_side_and_summary_sentences(run_dir):
     from trainer.outcomes import eval_domain_rows
 

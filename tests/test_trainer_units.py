@@ -10,13 +10,14 @@ from types import SimpleNamespace
 import pytest
 from test_trainer_support import tiny_config
 
+from harness.detector import GroupStats, RolloutRecord
 from harness.types import AddHint, FailureEvent, HarnessUpdate, Hint, Reweight, Schedule, SetSchedule
 from memory.store import TrainingMemory
 from trainer.callback import HarnessCallback
 from trainer.checkpoint import read_state, restore, write_checkpoint_state
 from trainer.harness_run import HarnessRun
 from trainer.reward import RubricReward
-from trainer.round_events import stale_check, take_events
+from trainer.round_events import live_check, stale_check, take_events
 from trainer.sampler import HarnessSampler, make_dataset
 
 
@@ -276,7 +277,7 @@ def test_stale_events_are_dropped(run):
     run.store.commit(_hint_update())
     run.refresh()
     run.add_events([_event(version=0), _event("t-photo", version=0), _event(version=1, step=1)], harness_version=0)
-    taken, superseded, stale = take_events(run, 10, is_stale=stale_check(run.store))
+    taken, superseded, stale, _live = take_events(run, 10, is_stale=stale_check(run.store))
     assert [(e.task_id, e.stats["harness_version"]) for e in stale] == [("t-paris", 0)]
     assert sorted((e.task_id, e.stats["harness_version"]) for e in taken) == [("t-paris", 1), ("t-photo", 0)]
     assert superseded == [] and run.pending_events == []
@@ -349,6 +350,55 @@ def test_take_events_prioritises_and_dedupes(run, pending, limit, taken, superse
     got = take_events(run, limit)
     assert [e.id for e in got.taken] == taken
     assert len(got.superseded) == superseded and len(run.pending_events) == waiting
+
+
+def _groups(run, task_id, groups, version=0):
+    """Training groups of `task_id` in the run's memory, one per step (oldest first)."""
+    for step, rewards in enumerate(groups, start=1):
+        rollouts = [RolloutRecord(text=f"answer {i}", reward=r) for i, r in enumerate(rewards)]
+        run.memory.add_group(GroupStats.from_rollouts(task_id, step, rollouts), harness_version=version)
+
+
+def _live(run, history_rollouts=64):
+    return live_check(run.memory, run.store, run.detector.config.eps, history_rollouts)
+
+
+DEAD, LIVE = [0.0] * 4, [0.0, 1.0, 0.0, 0.5]
+
+
+@pytest.mark.parametrize(
+    "history, event, dropped",
+    [
+        ([LIVE, LIVE, DEAD], ("collapse_low", False), True),  # dead once in three: chance on a task that teaches
+        ([DEAD, LIVE], ("flat", False), False),  # no live majority
+        ([DEAD], ("flat", False), False),  # a task seen once
+        ([LIVE, LIVE, DEAD], ("collapse_low", True), False),  # confirmed: never dropped here
+        ([LIVE, LIVE, LIVE], ("stuffing", False), False),  # not a dead-group failure
+        ([], ("collapse_high", False), False),  # no groups in memory
+    ],
+)
+def test_live_check_drops_a_dead_group_seen_once_on_a_mostly_live_task(run, history, event, dropped):
+    _groups(run, "t-paris", history)
+    assert _live(run)(_typed(event[0], "t-paris", 3, confirmed=event[1])) is dropped
+
+
+def test_live_check_reads_only_the_critics_pool_since_the_tasks_last_update(run):
+    _groups(run, "t-paris", [LIVE, LIVE, LIVE, DEAD, DEAD])
+    e = _typed("flat", "t-paris", 5)
+    assert _live(run)(e) is True  # 3 live of 5
+    assert _live(run, history_rollouts=8)(e) is False  # the newest 8 rollouts: 2 dead groups
+    run.store.commit(_hint_update())  # v1 touches t-paris: groups drawn before it do not count
+    _groups(run, "t-paris", [DEAD], version=1)
+    assert _live(run)(e) is False
+
+
+def test_take_events_drops_live_events_and_lets_the_next_take_the_slot(run):
+    _groups(run, "t-paris", [LIVE, LIVE, DEAD])
+    with run.lock:
+        run.pending_events = [_typed("collapse_low", "t-paris", 3), _typed("blind_criterion", "t-photo", 2, True)]
+    got = take_events(run, 1, is_live=_live(run))
+    assert [e.id for e in got.live] == ["collapse_low:t-paris:3"]
+    assert [e.id for e in got.taken] == ["blind_criterion:t-photo:2"] and run.pending_events == []
 
 
 def test_broadcast_path_single_process(run):

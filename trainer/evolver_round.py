@@ -46,7 +46,7 @@ from trainer.config import RunConfig
 from trainer.frozen import MemoEndpoint
 from trainer.io import append_jsonl
 from trainer.progress import round_lines
-from trainer.round_events import stale_check, take_events
+from trainer.round_events import live_check, stale_check, take_events
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -111,10 +111,15 @@ class EvolverPause:
             before = run.store.latest().version
         # Only the main process holds events (trainer.harness_run.HarnessRun.add_events) and reads the store here: the
         # others wait in `sync_state` and must not read files the round is writing.
-        events, superseded, stale = (
-            take_events(run, self.cfg.harness.max_events, is_stale=stale_check(run.store))
+        events, superseded, stale, live = (
+            take_events(
+                run,
+                self.cfg.harness.max_events,
+                is_stale=stale_check(run.store),
+                is_live=live_check(run.memory, run.store, run.detector.config.eps, self.cfg.evolver.history_rollouts),
+            )
             if self.is_main()
-            else ([], [], [])
+            else ([], [], [], [])
         )
         self.push_weights_to_training_server()  # collective: every rank, before rank 0's round
         # `event_ids`: the round's exact input (full events in events.jsonl), for `harnessrl evolve RUN --step N`.
@@ -126,12 +131,19 @@ class EvolverPause:
             "event_types": sorted({e.type for e in events}),
             "n_stale": len(stale),
             "n_superseded": len(superseded),
+            "n_live": len(live),
+            **({"live_dropped": [e.id for e in live]} if live else {}),
             "n_waiting": len(run.pending_events),
             **({"provisional": graded} if graded else {}),
         }
         if self.is_main():
             if not events:
-                info.update(n_accepted=0, skipped="no failure events since the last round")
+                info.update(
+                    n_accepted=0,
+                    skipped="no failure events to repair since the last round"
+                    if live
+                    else "no failure events since the last round",
+                )
             else:
                 info.update(self._run_round(step, events, before))
         new_state = self.sync_state()

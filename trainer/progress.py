@@ -127,6 +127,11 @@ def round_lines(
     lines = [
         f"evolver round after step {step}: {n_events} event(s), harness v{before} -> v{after}, pause {pause_s:.1f} s"
     ]
+    if live := summary.get("live_dropped"):
+        lines.append(
+            f"  dropped {len(live)} dead group(s) seen once on a task whose recent groups are mostly live "
+            f"(trainer.round_events.live_check; the detector fires again if the task stays dead): {', '.join(live)}"
+        )
     prov = summary.get("provisional") or {}
     for v in prov.get("verdicts") or []:
         lines.append(f"  provisional {v['line']}")

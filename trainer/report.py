@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from harness.types import INTERFACES
 from trainer.io import atomic_write_text, read_jsonl
 from trainer.outcomes import eval_domain_rows, graded_verdicts, update_effect_rows, update_outcome, write_trace_pages
@@ -44,7 +46,17 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "events": read_jsonl(run_dir / "events.jsonl"),
         "updates": [u for u in updates if u.get("update")],
         "eval": json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").is_file() else {},
+        "dead_eps": _detector_eps(run_dir / "config.yaml"),
     }
+
+
+def _detector_eps(config: Path) -> float | None:
+    """The run's `harness.detector.eps` from its saved config (None: not set there, the detector's default)."""
+    if not config.is_file():
+        return None
+    raw = yaml.safe_load(config.read_text()) or {}
+    eps = ((raw.get("harness") or {}).get("detector") or {}).get("eps")
+    return None if eps is None else float(eps)
 
 
 # Per-event decisions written by the evolver's `record` node; everything that is neither accepted by the
@@ -558,7 +570,7 @@ def build_report(run_dir: Path) -> Path:
     ]
     iface_rows = interface_rows(data)
     type_rows = event_type_rows(data)
-    effect_rows = update_effect_rows(data)
+    effect_rows = update_effect_rows(data, dead_eps=data.get("dead_eps"))
     trace_links = write_trace_pages(run_dir, data)
     sections = [
         f"<h1>HarnessRL run: {html.escape(run_dir.name)}</h1>",

@@ -2,8 +2,9 @@
 
 `take_events` takes them from the run's pending list (`trainer.harness_run.HarnessRun.add_events` queues them):
 events about a harness an update already replaced are stale (`stale_check`), a task is repaired once per round
-(its other events are superseded), and tasks are ranked by expected repair value (`EVENT_CLASS`,
-`SLOT_ORDER`; docs/DESIGN.md §2); events beyond `harness.max_events` wait for the next round.
+(its other events are superseded), a dead group seen once on a task whose recent groups are mostly live is
+dropped (`live_check`), and tasks are ranked by expected repair value (`EVENT_CLASS`, `SLOT_ORDER`;
+docs/DESIGN.md §2); events beyond `harness.max_events` wait for the next round.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from harness.store import HarnessStore
 from harness.types import FailureEvent
 
 if TYPE_CHECKING:
+    from memory.store import TrainingMemory
     from trainer.harness_run import HarnessRun
 
 # Which failures a round repairs first when there are more than `harness.max_events`, ranked by expected repair
@@ -46,6 +48,7 @@ class RoundEvents(NamedTuple):
     taken: list[FailureEvent]  # handed to the evolver round
     superseded: list[FailureEvent]  # another event on the same task was taken
     stale: list[FailureEvent]  # about a harness version an update already replaced
+    live: list[FailureEvent]  # a one-group dead event on a task whose detector window is mostly live
 
 
 def rank(e: FailureEvent) -> tuple[float, int, int]:
@@ -59,8 +62,13 @@ def rank(e: FailureEvent) -> tuple[float, int, int]:
     return cls + (100 if e.task_id == "*" else 0), -e.window_hits, -e.step
 
 
-def take_events(run: HarnessRun, limit: int, is_stale: Callable[[FailureEvent], bool] | None = None) -> RoundEvents:
-    """Events for the next round from `run.pending_events`: stale ones dropped, one per task, at most `limit`.
+def take_events(
+    run: HarnessRun,
+    limit: int,
+    is_stale: Callable[[FailureEvent], bool] | None = None,
+    is_live: Callable[[FailureEvent], bool] | None = None,
+) -> RoundEvents:
+    """Events for the next round from `run.pending_events`: stale and live ones dropped, one per task, at most `limit`.
 
     A round repairs a task once: of several events on one task the most urgent (then most recent)
     is taken and the others are superseded (dropped: the detector fires again if the failure
@@ -71,16 +79,19 @@ def take_events(run: HarnessRun, limit: int, is_stale: Callable[[FailureEvent], 
         best: dict[str, FailureEvent] = {}
         superseded: list[FailureEvent] = []
         stale: list[FailureEvent] = []
+        live: list[FailureEvent] = []
         for e in sorted(run.pending_events, key=rank):
             if is_stale is not None and is_stale(e):
                 stale.append(e)
+            elif is_live is not None and is_live(e):
+                live.append(e)
             elif e.task_id in best:
                 superseded.append(e)
             else:
                 best[e.task_id] = e
         ordered = list(best.values())
         run.pending_events = ordered[limit:]
-    return RoundEvents(ordered[:limit], superseded, stale)
+    return RoundEvents(ordered[:limit], superseded, stale, live)
 
 
 def stale_check(store: HarnessStore) -> Callable[[FailureEvent], bool]:
@@ -89,14 +100,55 @@ def stale_check(store: HarnessStore) -> Callable[[FailureEvent], bool]:
     Rows sampled before an update (the dataloader prefetches one batch) still report the old failure of a task the
     update already changed.
     """
-    touched: dict[str, int] = {}  # task -> newest version whose update touched it
-    for rec in store.history():
-        if rec.update is not None:
-            for tid in rec.update.task_ids:
-                touched[tid] = max(touched.get(tid, 0), rec.version)
+    touched = _touched(store)
 
     def is_stale(e: FailureEvent) -> bool:
         v = e.stats.get("harness_version")
         return v is not None and touched.get(e.task_id, -1) > int(v)
 
     return is_stale
+
+
+def live_check(
+    memory: TrainingMemory | None, store: HarnessStore, eps: float, history_rollouts: int
+) -> Callable[[FailureEvent], bool]:
+    """A predicate for a dead group seen once on a task whose recent training groups are mostly live.
+
+    A group of G rollouts is dead by chance on a task that mostly teaches (a hit rate p leaves (1 - p)^G of its
+    groups dead), and no per-task repair removes that chance: the critic's test, whose control is pooled from the
+    same cached groups, then spends its full cap of frozen-policy probes to find no effect (issue 22's pilot: three
+    such events made a 170 s round). So an unconfirmed dead-group event is dropped when the task's newest training
+    groups in memory (up to `history_rollouts` rollouts, the critic's pool, and none from before the last update
+    that touched the task) hold more live groups (std >= eps) than dead ones. It costs one memory read, and it is
+    never final: the detector fires again, and confirms the failure, if the task keeps going dead. Confirmed dead
+    groups, tasks without a live majority (or without memory) and every other failure type pass.
+    """
+    touched = _touched(store)
+
+    def is_live(e: FailureEvent) -> bool:
+        if memory is None or EVENT_CLASS.get(e.type) != "dead" or e.confirmed or e.task_id == "*":
+            return False
+        since = touched.get(e.task_id, 0)
+        stds: list[float] = []
+        held = 0
+        for g in reversed(memory.task_history(e.task_id, last_n=history_rollouts, kinds=("groups",))):
+            std, n = g.stats.get("std"), int(g.stats.get("n") or 0)  # type: ignore[union-attr]
+            if g.harness_version < since or held >= history_rollouts:  # type: ignore[union-attr]
+                break
+            if isinstance(std, int | float):
+                stds.append(float(std))
+            held += n
+        dead = sum(s < eps for s in stds)
+        return len(stds) - dead > dead
+
+    return is_live
+
+
+def _touched(store: HarnessStore) -> dict[str, int]:
+    """Task -> the newest harness version whose update touched it."""
+    touched: dict[str, int] = {}
+    for rec in store.history():
+        if rec.update is not None:
+            for tid in rec.update.task_ids:
+                touched[tid] = max(touched.get(tid, 0), rec.version)
+    return touched
