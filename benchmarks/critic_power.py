@@ -27,6 +27,7 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -171,17 +172,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--histories",
         default=",".join(map(str, HISTORIES)),
-        help="cached training rollouts of the task, comma-separated (swept at cap 16)",
+        help="cached training rollouts of the task, comma-separated (swept at cap 16; '': no sweep)",
     )
     ap.add_argument("--history", type=int, default=MAIN_HISTORY, help="cached rollouts in the main table")
     ap.add_argument("--sample-k", type=int, default=4, help="rollouts per side at the first look")
     ap.add_argument("--hit-reward", type=float, default=0.625, help="reward of a rollout that meets the criterion")
+    ap.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="the critic's error rate (evolver.critic_alpha; default the context's): a screen that training's "
+        "confirm/revert grade backs runs at a larger one",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="write the JSON summary here (its `before` field is kept)")
     args = ap.parse_args(argv)
     caps = [int(c) for c in args.caps.split(",")]
-    histories = [int(h) for h in args.histories.split(",")]
+    histories = [int(h) for h in args.histories.split(",") if h.strip()]  # "": no history sweep
     ctx, cfg = EvolverContext(), DetectorConfig()
+    if args.alpha is not None:
+        ctx = replace(ctx, critic_alpha=args.alpha)
     state = HarnessState.from_tasks([_task(args.hit_reward)])
     rng = np.random.default_rng(args.seed)
     uptime0 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
