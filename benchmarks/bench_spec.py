@@ -124,9 +124,9 @@ PRESETS: dict[str, Preset] = {
         eval_k=4,
         max_tokens=48,
         train_per_domain=2,
-        # The critic's cap at 16, not the demo's 8: the exact test's power for a 0.06 -> 0.33 repair is 84% at 16,
-        # 61% at 8 (benchmarks/results/critic/POWER.md).
-        extra=("harness.max_events=3", "evolver.sample_k_max=16"),
+        # The critic as the config's screen (cap 4, alpha 0.5) that training's grade backs: pilot 4 of
+        # benchmarks/results/pilot-issue22/PILOT.md against the cap of 16 that pilots 1-3 ran.
+        extra=("harness.max_events=3",),
         jobs=2,
     ),
     # The pilot behind the power calculation: short runs, same eval (k=2), a second eval seed for eval noise.
