@@ -392,6 +392,18 @@ def test_live_check_reads_only_the_critics_pool_since_the_tasks_last_update(run)
     assert _live(run)(e) is False
 
 
+def test_live_check_keeps_the_event_when_memory_cannot_be_read(run, caplog):
+    _groups(run, "t-paris", [LIVE, LIVE, DEAD])
+
+    def broken(*a, **k):
+        raise RuntimeError("chroma is down")
+
+    run.memory.task_history = broken
+    with caplog.at_level("WARNING", logger="trainer.round_events"):
+        assert _live(run)(_typed("flat", "t-paris", 3)) is False
+    assert "the event is kept" in caplog.text and "chroma is down" in caplog.text
+
+
 def test_take_events_drops_live_events_and_lets_the_next_take_the_slot(run):
     _groups(run, "t-paris", [LIVE, LIVE, DEAD])
     with run.lock:

@@ -9,6 +9,7 @@ docs/DESIGN.md §2); events beyond `harness.max_events` wait for the next round.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -18,6 +19,8 @@ from harness.types import FailureEvent
 if TYPE_CHECKING:
     from memory.store import TrainingMemory
     from trainer.harness_run import HarnessRun
+
+log = logging.getLogger(__name__)
 
 # Which failures a round repairs first when there are more than `harness.max_events`, ranked by expected repair
 # value (docs/DESIGN.md §2). A failure is dead (collapse_low, collapse_high, flat: reward std below eps, so the
@@ -48,7 +51,7 @@ class RoundEvents(NamedTuple):
     taken: list[FailureEvent]  # handed to the evolver round
     superseded: list[FailureEvent]  # another event on the same task was taken
     stale: list[FailureEvent]  # about a harness version an update already replaced
-    live: list[FailureEvent]  # a one-group dead event on a task whose detector window is mostly live
+    live: list[FailureEvent]  # a dead group seen once on a task whose recent training groups are mostly live
 
 
 def rank(e: FailureEvent) -> tuple[float, int, int]:
@@ -121,7 +124,9 @@ def live_check(
     groups in memory (up to `history_rollouts` rollouts, the critic's pool, and none from before the last update
     that touched the task) hold more live groups (std >= eps) than dead ones. It costs one memory read, and it is
     never final: the detector fires again, and confirms the failure, if the task keeps going dead. Confirmed dead
-    groups, tasks without a live majority (or without memory) and every other failure type pass.
+    groups, tasks without a live majority (or without memory) and every other failure type pass. A memory that
+    cannot be read keeps the event, with a warning: the check must not stop training, and keeping is what the
+    round did before it existed.
     """
     touched = _touched(store)
 
@@ -131,7 +136,12 @@ def live_check(
         since = touched.get(e.task_id, 0)
         stds: list[float] = []
         held = 0
-        for g in reversed(memory.task_history(e.task_id, last_n=history_rollouts, kinds=("groups",))):
+        try:
+            groups = memory.task_history(e.task_id, last_n=history_rollouts, kinds=("groups",))
+        except Exception as exc:  # any memory failure: keep the event and say so
+            log.warning("live check of %s skipped, the event is kept: memory read failed: %r", e.id, exc)
+            return False
+        for g in reversed(groups):
             std, n = g.stats.get("std"), int(g.stats.get("n") or 0)  # type: ignore[union-attr]
             if g.harness_version < since or held >= history_rollouts:  # type: ignore[union-attr]
                 break
