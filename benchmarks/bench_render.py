@@ -331,6 +331,7 @@ PAIRS = [
     ("no-criteria", "harnessrl"),
     ("no-memory", "harnessrl"),
     ("no-critic", "harnessrl"),
+    ("no-confirm", "harnessrl"),
 ]
 
 

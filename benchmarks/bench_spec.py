@@ -61,6 +61,9 @@ ARMS: dict[str, Arm] = {
         Arm("no-criteria", "5c HarnessRL - criteria", (*_FULL, "evolver.interfaces=[sampling,guidance]"), False),
         Arm("no-memory", "5d HarnessRL - memory", (*_FULL, "evolver.memory=false"), False),
         Arm("no-critic", "5e HarnessRL - critic", (*_FULL, "evolver.critic=false"), False),
+        # Without training's grade: every accepted update is final, none is confirmed or reverted on the task's
+        # next training groups (trainer/provisional.py).
+        Arm("no-confirm", "5f HarnessRL - confirm/revert", (*_FULL, "harness.confirm_window=0"), False),
         Arm("plain", "6 plain TRL GRPO (same reward, no harness code)", ("harness.evolver=false",), False, "plain"),
     ]
 }

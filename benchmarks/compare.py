@@ -20,6 +20,7 @@ Arms (`--arms`, comma separated; `key` = fixed, dapo, harnessrl, harnessrl-dapo;
     no-sampling / no-guidance / no-criteria   harnessrl minus one interface
     no-memory    harnessrl without memory evidence                    evolver.memory=false
     no-critic    harnessrl accepting every valid proposal             evolver.critic=false
+    no-confirm   harnessrl whose accepted updates are final (no grade) harness.confirm_window=0
 
 Key arms run with every seed in `--seeds`; ablations with `--ablation-seeds` (default: the first seed).
 Jobs run as separate processes (`--jobs N` at a time, one torch thread each); `--jobs 0` runs them

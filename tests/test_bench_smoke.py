@@ -151,6 +151,7 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             "no-criteria": (True, False, 2, True, True),
             "no-memory": (True, False, 3, False, True),
             "no-critic": (True, False, 3, True, False),
+            "no-confirm": (True, False, 3, True, True),
             "dapo": (False, False, 3, True, True),
             "plain": (False, False, 3, True, True),
             "harnessrl-dapo": (True, False, 3, True, True),
@@ -162,6 +163,8 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
         assert job.runner == ("plain" if job.arm == "plain" else "harness")
         if job.arm.startswith("no-") and job.arm[3:] in INTERFACES:
             assert job.arm[3:] not in cfg.evolver.interfaces
+        # Only the no-confirm ablation turns off training's grade of accepted updates.
+        assert (h.confirm_window == 0) == (job.arm == "no-confirm"), job.arm
 
 
 @pytest.mark.parametrize("evolve, every, expected", [(2, 4, 2), (4, 4, 4), (3, 4, 1), (4, 2, 2)])
