@@ -70,6 +70,7 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         for m in metrics:
             if m["step"] > u["step"]:
                 revisits += sum(1 for t in m.get("tasks", []) if t.split(".")[0] in touched)
+    update_log = _update_log(run_dir, updates, rounds)
     late = [m for m in metrics if m["step"] > len(metrics) // 2]
     # Wall time per step: from the step's start (trainer.grpo training_step) to its metrics line (after the
     # evolver pause); summed, it is the training wall time across sittings (resume gaps and model loading are
@@ -136,10 +137,54 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "reverted": sum(g["revert"] for g in graded.values()),
         "spurious_events": sum(event_types.get(t, 0) for t in SPURIOUS_EVENTS),
         "updates": len(updates),
+        "update_log": update_log,
         "updated_task_revisits": revisits,
         "hinted_share": mean_of([m.get("hinted_share") for m in metrics]),
         "train_reward_late": mean_of([m.get("reward") for m in late]),
     }
+
+
+def _update_log(run_dir: Path, updates: list[dict[str, Any]], rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line per harness update, for the report's "which updates moved the curve": its step, interface, tasks
+    and their domains (from the run's first harness version), the ops, where it came from (a rule brain's template,
+    the fallback, a revert) and training's verdict on it with the pause that gave it (None: never graded)."""
+    first = run_dir / "harness" / "versions" / "v000000.json"
+    tasks = json.loads(first.read_text())["tasks"] if first.is_file() else {}
+    verdicts = {
+        v["version"]: (v.get("verdict"), r.get("step"))
+        for r in rounds
+        for v in (r.get("provisional") or {}).get("verdicts", [])
+        if "version" in v
+    }
+    log = []
+    for u in updates:
+        meta, ops = u.get("meta") or {}, u["update"]["ops"]
+        ids = sorted({op["task_id"] for op in ops})
+        # A variant task (`<id>.<n>`) belongs to its parent's domain.
+        domains = sorted({(tasks.get(t.split(".")[0]) or {}).get("domain", "?") for t in ids})
+        origin = (
+            "fallback"
+            if meta.get("fallback")
+            else "revert"
+            if meta.get("revert_of")
+            else meta.get("template") or meta.get("source")
+        )
+        verdict, at = verdicts.get(u.get("version"), (None, None))
+        log.append(
+            {
+                "version": u.get("version"),
+                "step": u["step"],
+                "interface": u["update"]["interface"],
+                "tasks": ids,
+                "domains": domains,
+                "ops": [op["op"] for op in ops],
+                "failure_type": meta.get("failure_type"),
+                "origin": origin,
+                "verdict": verdict,
+                "verdict_step": at,
+            }
+        )
+    return log
 
 
 def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:

@@ -549,6 +549,20 @@ def summary_done(job: Job) -> bool:
     return json.loads(f.read_text()).get("code", {}).get("code_hash") == job.code.get("code_hash")
 
 
+def oversamples(job: Job) -> bool:
+    """Whether the job's run uses DAPO dynamic sampling (`harness.dynamic_sampling` > 0; the last override wins)."""
+    values = [o.split("=", 1)[1] for o in job.overrides if o.startswith("harness.dynamic_sampling=")]
+    return bool(values) and float(values[-1]) > 0
+
+
+def next_job(queue: list[Job], running: list[Job]) -> Job | None:
+    """The first queued job that may start beside `running`: one over-sampling job at a time. A DAPO step trains
+    on several batches' rollouts at once (about 11 GB on SmolLM2-135M at x2, where the other arms need 4-5 GB), and
+    two such jobs side by side were killed for memory on a 24 GB machine. None: every queued job must wait."""
+    heavy = any(oversamples(j) for j in running)
+    return next((j for j in queue if not (heavy and oversamples(j))), None)
+
+
 def execute(
     jobs: list[Job], n_jobs: int, out: Path, stop_after_s: float | None, code_root: Path = ROOT
 ) -> dict[str, str]:
@@ -587,7 +601,10 @@ def execute(
     queue = list(todo)
     while queue or running:
         while queue and len(running) < n_jobs:
-            job = queue.pop(0)
+            job = next_job(queue, [j for _p, j, _t, _l in running.values()])
+            if job is None:
+                break
+            queue.remove(job)
             if over():
                 status[job.name] = "not run: time budget"
                 continue

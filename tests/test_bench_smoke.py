@@ -4,6 +4,7 @@ about a minute on a quiet 2-core box)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -290,8 +291,9 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
         tmp_path / "harness" / "updates.jsonl",
         [
             # Draws happen at step time: the rows of steps 1 and 2 follow it (step 1 draws a, step 2 a.v1).
-            {"step": 0, "update": {"ops": [{"task_id": "a"}]}},
-            {"step": 2, "update": {"ops": [{"task_id": "b"}]}},  # no step after 3: never revisited
+            {"version": 1, "step": 0, "update": {"interface": "sampling", "ops": [{"task_id": "a", "op": "reweight"}]}},
+            # No step after 3: never revisited.
+            {"version": 2, "step": 2, "update": {"interface": "sampling", "ops": [{"task_id": "b", "op": "reweight"}]}},
         ],
     )
     got = bench_collect.collect_run(tmp_path)
@@ -856,6 +858,12 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
     hd = next(r for r in results["runs"] if r["arm"] == "harnessrl-dapo")
     assert hd["summary"]["rounds"] >= 1 and sum(s["n_groups"] for s in hd["steps"]) == hd["groups_generated"]
     assert "confirmed" in hd and "graded" in hd
+    # Every harness update is one line of the update log, its tasks placed in a domain of the pool.
+    for run in results["runs"]:
+        assert len(run["update_log"]) == run["updates"], run["name"]
+        for u in run["update_log"]:
+            assert u["interface"] in INTERFACES and "?" not in u["domains"], (run["name"], u)
+            assert u["verdict"] in (None, "confirm", "revert", "superseded"), (run["name"], u)
     for section in ("## Where each gain comes from", "| harnessrl-dapo − dapo |"):
         assert section in text, section
     fixed = json.loads((sums / "fixed-s0.json").read_text())
@@ -897,3 +905,53 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
         }
     ]
     assert "Left out (other code, never mixed in)" in report.read_text()
+
+
+def test_update_log_names_each_updates_origin_domain_and_verdict(tmp_path):
+    """The summary's per-update lines, read from the files the trainer writes (harness/updates.jsonl, the first
+    harness version's tasks, the pauses' verdicts in rounds.jsonl)."""
+    run = tmp_path / "run"
+    (run / "harness" / "versions").mkdir(parents=True)
+    tasks = {"sci-1": {"id": "sci-1", "domain": "science"}, "med-2": {"id": "med-2", "domain": "medical"}}
+    (run / "harness" / "versions" / "v000000.json").write_text(json.dumps({"version": 0, "tasks": tasks}))
+
+    def upd(version, step, interface, task, op, **meta):
+        return {
+            "version": version,
+            "step": step,
+            "update": {"interface": interface, "ops": [{"task_id": task, "op": op}]},
+            "meta": meta,
+        }
+
+    updates = [
+        upd(1, 8, "guidance", "sci-1", "add_hint", template="hint", failure_type="collapse_low", source="rules"),
+        upd(2, 8, "sampling", "med-2.1", "quarantine", fallback=True, failure_type="flat"),
+        upd(3, 16, "guidance", "sci-1", "restore_guidance", revert_of=1, source="revert"),
+    ]
+    (run / "harness" / "updates.jsonl").write_text("".join(json.dumps(u) + "\n" for u in updates))
+    rounds = [{"step": 8}, {"step": 16, "provisional": {"verdicts": [{"version": 1, "verdict": "revert"}]}}]
+    metrics = [{"step": s, "n_groups": 2, "dead_share": 0.5, "tasks": ["sci-1", "med-2"]} for s in (8, 16)]
+    for name, rows in (("rounds", rounds), ("metrics", metrics)):
+        (run / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    log = bench_collect.collect_run(run)["update_log"]
+    assert [(u["version"], u["origin"], u["domains"], u["verdict"], u["verdict_step"]) for u in log] == [
+        (1, "hint", ["science"], "revert", 16),
+        (2, "fallback", ["medical"], None, None),  # a variant task belongs to its parent's domain
+        (3, "revert", ["science"], None, None),
+    ]
+    assert log[0]["ops"] == ["add_hint"] and log[1]["tasks"] == ["med-2.1"] and log[0]["failure_type"] == "collapse_low"
+
+
+def test_scheduler_runs_one_oversampling_job_at_a_time(tmp_path):
+    jobs = {j.name: j for j in bench_run.plan(_args(tmp_path, "--arms", "key", "--seeds", "0,1"))}
+    assert [n for n, j in jobs.items() if bench_run.oversamples(j)] == [
+        "dapo-s0", "harnessrl-dapo-s0", "dapo-s1", "harnessrl-dapo-s1"
+    ]  # fmt: skip
+    queue = [jobs[n] for n in ("harnessrl-dapo-s0", "fixed-s1", "dapo-s1")]
+    # Beside a DAPO job the next light job goes first, in order; with nothing heavy running, the queue's order.
+    assert bench_run.next_job(queue, [jobs["dapo-s0"]]).name == "fixed-s1"
+    assert bench_run.next_job(queue, [jobs["fixed-s0"]]).name == "harnessrl-dapo-s0"
+    assert bench_run.next_job([jobs["dapo-s1"]], [jobs["harnessrl-dapo-s0"]]) is None
+    # The last override wins: a --set that turns over-sampling off makes the job light.
+    off = dataclasses.replace(jobs["dapo-s0"], overrides=[*jobs["dapo-s0"].overrides, "harness.dynamic_sampling=0"])
+    assert not bench_run.oversamples(off)
