@@ -147,15 +147,15 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
 def _update_log(run_dir: Path, updates: list[dict[str, Any]], rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One line per harness update, for the report's "which updates moved the curve": its step, interface, tasks
     and their domains (from the run's first harness version), the ops, where it came from (a rule brain's template,
-    the fallback, a revert) and training's verdict on it with the pause that gave it (None: never graded)."""
+    the fallback, a revert) and training's verdict on each of its tasks with the pause that gave it (none: the
+    update was never graded: a fallback, a revert, or no training group on its task before the run ended)."""
     first = run_dir / "harness" / "versions" / "v000000.json"
     tasks = json.loads(first.read_text())["tasks"] if first.is_file() else {}
-    verdicts = {
-        v["version"]: (v.get("verdict"), r.get("step"))
-        for r in rounds
-        for v in (r.get("provisional") or {}).get("verdicts", [])
-        if "version" in v
-    }
+    # An update that touched several tasks is graded per task: {version: {task: (verdict, pause step)}}.
+    verdicts: dict[Any, dict[str, tuple[Any, Any]]] = {}
+    for r in rounds:
+        for v in (r.get("provisional") or {}).get("verdicts", []):
+            verdicts.setdefault(v.get("version"), {})[str(v.get("task_id"))] = (v.get("verdict"), r.get("step"))
     log = []
     for u in updates:
         meta, ops = u.get("meta") or {}, u["update"]["ops"]
@@ -169,7 +169,7 @@ def _update_log(run_dir: Path, updates: list[dict[str, Any]], rounds: list[dict[
             if meta.get("revert_of")
             else meta.get("template") or meta.get("source")
         )
-        verdict, at = verdicts.get(u.get("version"), (None, None))
+        graded = verdicts.get(u.get("version"), {})
         log.append(
             {
                 "version": u.get("version"),
@@ -180,8 +180,8 @@ def _update_log(run_dir: Path, updates: list[dict[str, Any]], rounds: list[dict[
                 "ops": [op["op"] for op in ops],
                 "failure_type": meta.get("failure_type"),
                 "origin": origin,
-                "verdict": verdict,
-                "verdict_step": at,
+                # Training's verdicts per task (confirm / revert / superseded) and the pause that gave each.
+                "verdicts": {t: {"verdict": v, "step": st} for t, (v, st) in sorted(graded.items())},
             }
         )
     return log

@@ -427,6 +427,7 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
         "",
     ]
     lines += gain_section(results)
+    lines += moves_section(results)
     lines += _power_section(results.get("power"))
     if not results.get("gpu_summaries"):
         lines += [
@@ -510,6 +511,84 @@ def gain_section(results: dict[str, Any]) -> list[str]:
             cells.append("–" if v is None else f"{text} {'✓' if m['met'] else '✗'}")
         lines.append(f"| {words} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _domain_audit(run: dict[str, Any], base: dict[str, Any] | None, step: int, domain: str) -> float | None:
+    """The held-out audit (0-100) of one domain at a checkpoint of the run (step 0: the base model)."""
+    e = (base or {}).get("eval") if step == 0 else run["evals"].get(str(step))
+    d = (e or {}).get("domains", {}).get(domain)
+    return None if d is None or d.get("audit") is None else 100.0 * d["audit"]
+
+
+def moves_section(results: dict[str, Any]) -> list[str]:
+    """Issue 22 item 5: for the best and the worst seed of each evolving arm (by its final audit minus fixed's at
+    the same seed), every harness update beside its domain's held-out audit: from the last checkpoint before the
+    update to the run's last one, against fixed's change over the same steps at the same seed. Updates of one domain
+    share its curve, so this places updates; it does not attribute the curve to one of them."""
+    runs, base = results["runs"], results.get("base")
+    fixed = {r["seed"]: r for r in runs if r["arm"] == "fixed"}
+    lines: list[str] = []
+    for arm in [a for a in ARMS if ARMS[a].overrides[0] == "harness.evolver=true"]:
+        mine = [r for r in runs if r["arm"] == arm and r["seed"] in fixed and "update_log" in r]
+        if not mine:
+            continue
+        gap = lambda r: r["summary"]["final_audit"] - fixed[r["seed"]]["summary"]["final_audit"]  # noqa: E731
+        ranked = sorted(mine, key=lambda r: (gap(r), r["seed"]))
+        picks = [("best", ranked[-1])] + ([("worst", ranked[0])] if len(ranked) > 1 else [])
+        for label, run in picks:
+            f = fixed[run["seed"]]
+            steps = [c[0] for c in run["summary"]["curve"]]
+            curve = ", ".join(
+                f"{s}: {_fmt(a - b, 2)}"
+                for (s, _, a), (_, _, b) in zip(run["summary"]["curve"], f["summary"]["curve"])
+                if a is not None and b is not None
+            )
+            lines += [
+                "",
+                f"**{arm}, {label} seed ({run['seed']}{', the only one' if len(ranked) == 1 else ''}):** final "
+                f"audit {_fmt(gap(run), 2)} points against fixed; {arm} − fixed audit per checkpoint: {curve}.",
+                "",
+            ]
+            if not run["update_log"]:
+                lines.append("No harness update in this run.")
+                continue
+            lines += [
+                "| v | step | interface | tasks (domain) | origin | failure | training's verdict | "
+                f"domain audit, checkpoint before → last: {arm} | fixed | difference |",
+                "|---|---|---|---|---|---|---|---|---|---|",
+            ]
+            last = steps[-1]
+            for u in run["update_log"]:
+                before = max((s for s in steps if s <= u["step"]), default=0)
+                cells = []
+                for d in u["domains"]:
+                    vals = [_domain_audit(r, base, st, d) for r in (run, f) for st in (before, last)]
+                    if None in vals:
+                        cells.append((f"{d}: –", "–", "–"))
+                        continue
+                    h, x = vals[1] - vals[0], vals[3] - vals[2]
+                    cells.append((f"{d} {before}→{last}: {_fmt(h, 2)}", _fmt(x, 2), _fmt(h - x, 2)))
+                verdict = ", ".join(f"{v['verdict']} (step {v['step']})" for v in u["verdicts"].values()) or "–"
+                lines.append(
+                    f"| {u['version']} | {u['step']} | {u['interface']} | {', '.join(u['tasks'])} "
+                    f"({', '.join(u['domains'])}) | {u['origin'] or '–'} | {u['failure_type'] or '–'} | {verdict} | "
+                    + " | ".join("; ".join(c[i] for c in cells) for i in range(3))
+                    + " |"
+                )
+    if not lines:
+        return []
+    return [
+        "",
+        "## Which updates moved the curve",
+        "",
+        "For the best and the worst seed of each evolving arm (its final audit minus fixed's at the same seed): "
+        "every harness update, where it came from and training's verdict on it, beside the held-out audit of "
+        "its task's domain from the last checkpoint before the update to the run's last, and fixed's change "
+        "over the same checkpoints at the same seed. Updates of one domain share that curve: the table places "
+        "updates, it does not attribute a gain to one of them. Verdict '–': never graded (fallbacks and reverts "
+        "are not; an accepted update is graded once its task has trained again).",
+        *lines,
+    ]
 
 
 def _power_section(pw: dict[str, Any] | None) -> list[str]:

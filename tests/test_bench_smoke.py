@@ -863,7 +863,8 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
         assert len(run["update_log"]) == run["updates"], run["name"]
         for u in run["update_log"]:
             assert u["interface"] in INTERFACES and "?" not in u["domains"], (run["name"], u)
-            assert u["verdict"] in (None, "confirm", "revert", "superseded"), (run["name"], u)
+            assert set(u["verdicts"]) <= set(u["tasks"]), (run["name"], u)
+            assert {v["verdict"] for v in u["verdicts"].values()} <= {"confirm", "revert", "superseded"}, u
     for section in ("## Where each gain comes from", "| harnessrl-dapo − dapo |"):
         assert section in text, section
     fixed = json.loads((sums / "fixed-s0.json").read_text())
@@ -929,15 +930,16 @@ def test_update_log_names_each_updates_origin_domain_and_verdict(tmp_path):
         upd(3, 16, "guidance", "sci-1", "restore_guidance", revert_of=1, source="revert"),
     ]
     (run / "harness" / "updates.jsonl").write_text("".join(json.dumps(u) + "\n" for u in updates))
-    rounds = [{"step": 8}, {"step": 16, "provisional": {"verdicts": [{"version": 1, "verdict": "revert"}]}}]
+    verdict = {"version": 1, "task_id": "sci-1", "verdict": "revert"}
+    rounds = [{"step": 8}, {"step": 16, "provisional": {"verdicts": [verdict]}}]
     metrics = [{"step": s, "n_groups": 2, "dead_share": 0.5, "tasks": ["sci-1", "med-2"]} for s in (8, 16)]
     for name, rows in (("rounds", rounds), ("metrics", metrics)):
         (run / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     log = bench_collect.collect_run(run)["update_log"]
-    assert [(u["version"], u["origin"], u["domains"], u["verdict"], u["verdict_step"]) for u in log] == [
-        (1, "hint", ["science"], "revert", 16),
-        (2, "fallback", ["medical"], None, None),  # a variant task belongs to its parent's domain
-        (3, "revert", ["science"], None, None),
+    assert [(u["version"], u["origin"], u["domains"], u["verdicts"]) for u in log] == [
+        (1, "hint", ["science"], {"sci-1": {"verdict": "revert", "step": 16}}),
+        (2, "fallback", ["medical"], {}),  # a variant task belongs to its parent's domain
+        (3, "revert", ["science"], {}),
     ]
     assert log[0]["ops"] == ["add_hint"] and log[1]["tasks"] == ["med-2.1"] and log[0]["failure_type"] == "collapse_low"
 
@@ -955,3 +957,33 @@ def test_scheduler_runs_one_oversampling_job_at_a_time(tmp_path):
     # The last override wins: a --set that turns over-sampling off makes the job light.
     off = dataclasses.replace(jobs["dapo-s0"], overrides=[*jobs["dapo-s0"].overrides, "harness.dynamic_sampling=0"])
     assert not bench_run.oversamples(off)
+
+
+def test_which_updates_moved_the_curve_places_each_update_on_its_domains_audit():
+    medical = {"avg_at_k": 0.4, "audit": 0.50}
+    base = {"eval": {**medical, "domains": {"medical": medical}, "length_corr": 0.1, "mean_words": 20.0}}
+
+    def run(arm, seed, audits, log=None):
+        r = _fake_run(arm, seed, [(s, 0.4, a) for s, a in zip((8, 16), audits)])
+        if log is not None:
+            r["update_log"] = log
+        r["summary"] = bench_collect.run_summary(r, base)
+        return r
+
+    hint = {"version": 1, "step": 8, "interface": "guidance", "tasks": ["med-1"], "domains": ["medical"]}
+    hint |= {"origin": "hint", "failure_type": "flat", "verdicts": {"med-1": {"verdict": "confirm", "step": 16}}}
+    runs = [
+        run("fixed", 0, (0.50, 0.52)),
+        run("fixed", 1, (0.50, 0.50)),
+        run("harnessrl", 0, (0.50, 0.60), [hint]),  # the best seed: +8 points at step 16
+        run("harnessrl", 1, (0.50, 0.49), []),  # the worst: -1, and no update
+        run("no-critic", 0, (0.5, 0.5)),  # an old summary without the log: left out
+    ]
+    text = "\n".join(bench_render.moves_section({"runs": runs, "base": base}))
+    assert "## Which updates moved the curve" in text and "no-critic" not in text
+    assert "**harnessrl, best seed (0):** final audit 8.00 points" in text
+    assert "**harnessrl, worst seed (1):** final audit -1.00 points" in text and "No harness update" in text
+    # The checkpoint before the update (step 8) to the last (16): harnessrl +10, fixed +2, difference +8.
+    row = next(line for line in text.splitlines() if line.startswith("| 1 | 8 |"))
+    assert "medical 8→16: 10.00 | 2.00 | 8.00 |" in row and "confirm (step 16)" in row
+    assert bench_render.moves_section({"runs": runs[-1:], "base": base}) == []
