@@ -777,8 +777,9 @@ def test_where_each_gain_comes_from_per_arm_and_targets(tmp_path):
 
 
 def test_old_committed_summaries_still_render(tmp_path):
-    """The committed smollm2-40 summaries predate training's verdicts: the new section renders them with "–"."""
-    sums = ROOT / "benchmarks" / "results" / "smollm2-40"
+    """The previous code's committed smollm2-40 summaries predate training's verdicts: the new section renders
+    them with "–"."""
+    sums = ROOT / "benchmarks" / "results" / "smollm2-40-1fdbcb4636e8"
     _, runs = bench_collect.collect(bench_collect.load_summaries(sums), {})
     by_arm: dict = {}
     for r in runs:
