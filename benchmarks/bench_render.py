@@ -125,15 +125,27 @@ def render(results: dict[str, Any], report: Path) -> str:
         if not b.get("train_per_domain")
         else str(b["train_per_domain"]) + " train tasks per domain, `" + b["train_pool"] + "`"
     )
+    if results.get("rendered_only"):
+        # Rendered from committed summaries with no run of this out folder behind it: the jobs' commands,
+        # sittings and load are the analysis section's to state; each job's time and commit are in the Runs table.
+        how = [
+            f"- Rendered by `{results['command']}` at {results['started']} from the job summaries alone: no job "
+            "ran in this invocation. The sittings that ran them (commands, machine load) are listed in the "
+            "analysis section; each job's time and commit are in the Runs table.",
+        ]
+    else:
+        how = [
+            f"- Command: `{results['command']}`",
+            f"- Started {results['started']}, finished {results['finished']}; runtime "
+            f"{results['runtime_s'] / 60:.1f} min (wall, {results['jobs']} parallel job(s), shared 2-core machine).",
+            f"- Code: commit {results['git']['head']} plus {results['git']['changed_files']} uncommitted changes"
+            f"{' (snapshot taken ' + results['git']['taken'] + ')' if results['git'].get('taken') else ''}, "
+            f"frozen into `<out>/code` for the whole run (every arm runs the same code).",
+        ]
     lines += [
         "## Setup",
         "",
-        f"- Command: `{results['command']}`",
-        f"- Started {results['started']}, finished {results['finished']}; runtime {results['runtime_s'] / 60:.1f} min "
-        f"(wall, {results['jobs']} parallel job(s), shared 2-core machine).",
-        f"- Code: commit {results['git']['head']} plus {results['git']['changed_files']} uncommitted changes"
-        f"{' (snapshot taken ' + results['git']['taken'] + ')' if results['git'].get('taken') else ''}, "
-        f"frozen into `<out>/code` for the whole run (every arm runs the same code).",
+        *how,
         f"- Config `{b['config']}`; per arm: {b['steps']} steps x {b['batch']} completions "
         f"({b['batch'] // b['group']} prompts x G={b['group']}), evolver every {b['evolve_every']} steps, "
         f"held-out eval every {b['eval_every']} steps and at the last step.",
@@ -158,8 +170,14 @@ def render(results: dict[str, Any], report: Path) -> str:
                 f"{', '.join(c[:10] for c in g['commits'])}): {', '.join(g['jobs'])}; `--commit` chooses."
             ]
         lines += [""]
-    lines += ["## Runs", "", "| job | status |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in results["status"].items()]
+    # Each job's own time and commit, from its summary: a table rendered from summaries of several sittings
+    # has no single runtime.
+    ran = {r["name"]: r for r in [*results["runs"], *([results["base"]] if results.get("base") else [])]}
+    lines += ["## Runs", "", "| job | status | job time (min) | commit |", "|---|---|---|---|"]
+    for k, v in results["status"].items():
+        j = ran.get(k, {})
+        mins = _fmt(j["job_s"] / 60, 0) if j.get("job_s") else "–"
+        lines.append(f"| {k} | {v} | {mins} | {(j.get('code') or {}).get('commit', '')[:7] or '–'} |")
     # The external yardstick's column, where any arm has it (summaries from before it have not).
     ife = any(s.get("final_ifeval") is not None for s in arm_sum.values())
     lines += [

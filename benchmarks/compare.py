@@ -269,14 +269,18 @@ def main(argv: list[str] | None = None) -> int:
         else execute(jobs, args.jobs, out, None if args.stop_after is None else args.stop_after * 60, code_root)
     )
     runtime = time.monotonic() - t0
+    rendered_only = False
     if args.render_only:
         prev = out / "results.json"
-        if prev.is_file():  # keep the original run's timing and command
-            old = json.loads(prev.read_text())
+        old = json.loads(prev.read_text()) if prev.is_file() else None
+        if old is not None and not old.get("rendered_only"):  # keep the original run's timing and command
             started, runtime, args.command = old["started"], old["runtime_s"], old["command"]
             args.finished, args.git = old["finished"], old.get("git", args.git)  # the code that ran, not today's tree
             status = {k: v for k, v in old["status"].items()}
+        else:  # no run of this out folder: the report says it comes from the summaries alone
+            rendered_only = True
     results = build_results(args, jobs, status, started, runtime, report)
+    results["rendered_only"] = rendered_only
     results["plots"] = plots(results, Path(results["plot_dir"])) if results["runs"] else []
     atomic_write_json(out / "results.json", results)
     atomic_write_text(report, render(results, report))

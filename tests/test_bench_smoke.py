@@ -988,3 +988,19 @@ def test_which_updates_moved_the_curve_places_each_update_on_its_domains_audit()
     row = next(line for line in text.splitlines() if line.startswith("| 1 | 8 |"))
     assert "medical 8→16: 10.00 | 2.00 | 8.00 |" in row and "confirm (step 16)" in row
     assert bench_render.moves_section({"runs": runs[-1:], "base": base}) == []
+
+
+def test_render_only_from_committed_summaries_says_so_and_times_each_job(tmp_path):
+    """A table rendered from summaries of several sittings has no single command or runtime: the Setup says it
+    was rendered from the summaries, the Runs table gives each job's own time and commit, on every re-render."""
+    sums = ROOT / "benchmarks" / "results" / "smollm2-40-1fdbcb4636e8"
+    report = tmp_path / "RESULTS.md"
+    argv = ["--preset", "smollm2-40", "--render-only", "--arms", "fixed,harnessrl", "--seeds", "0,1"]
+    argv += ["--out", str(tmp_path / "out"), "--results", str(sums), "--report", str(report)]
+    for _ in range(2):  # the second render finds the first one's results.json: still rendered from summaries
+        assert compare.main(argv) == 0
+        text = report.read_text()
+        assert "- Rendered by `" in text and "no job ran in this invocation" in text and "runtime" not in text
+        fixed = json.loads((sums / "fixed-s0.json").read_text())
+        row = f"| fixed-s0 | reused | {fixed['job_s'] / 60:.0f} | {fixed['code']['commit'][:7]} |"
+        assert row in text
