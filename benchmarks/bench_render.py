@@ -172,7 +172,9 @@ def render(results: dict[str, Any], report: Path) -> str:
         lines += [""]
     # Each job's own time and commit, from its summary: a table rendered from summaries of several sittings
     # has no single runtime.
-    ran = {r["name"]: r for r in [*results["runs"], *([results["base"]] if results.get("base") else [])]}
+    ran = {r["name"]: r for r in results["runs"]}
+    if results.get("base"):
+        ran["base"] = results["base"]
     lines += ["## Runs", "", "| job | status | job time (min) | commit |", "|---|---|---|---|"]
     for k, v in results["status"].items():
         j = ran.get(k, {})
