@@ -448,6 +448,7 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
     ]
     lines += gain_section(results)
     lines += moves_section(results)
+    lines += horizon_section(results.get("horizon"))
     lines += _power_section(results.get("power"))
     if not results.get("gpu_summaries"):
         lines += [
@@ -609,6 +610,58 @@ def moves_section(results: dict[str, Any]) -> list[str]:
         "are not; an accepted update is graded once its task has trained again).",
         *lines,
     ]
+
+
+def horizon_section(h: dict[str, Any] | None) -> list[str]:
+    """Issue 22 item 3: the longer-horizon pair (the same preset at more steps, its own summaries folder) as a
+    per-checkpoint curve of each arm's held-out audit beside fixed's, the paired difference with its interval at
+    every checkpoint, and steps to fixed's best, so a reader sees whether a gap grows, holds or closes."""
+    if h is None:
+        return []
+    head = ["", f"## Longer horizon: `{h['dir']}`", ""]
+    if not h["runs"]:
+        other = "; ".join(f"code `{g['code_hash'][:12]}`: {', '.join(g['jobs'])}" for g in h["other_code"])
+        return head + [
+            f"No job summary of this table's code (`{(h['code_hash'] or '?')[:12]}`) there yet: the longer pair has "
+            f"not run on it{' (other code, never mixed in: ' + other + ')' if other else ''}."
+        ]
+    runs, base = h["runs"], h["base"]
+    steps = sorted({s for r in runs for s, _, _ in r["summary"]["curve"]})
+    arms = [a for a in ARMS if a != "fixed" and any(r["arm"] == a for r in runs)]
+    fixed_seeds = sorted(r["seed"] for r in runs if r["arm"] == "fixed")
+    head[1] = f"## Longer horizon: {max(steps)} steps, {', '.join(['fixed', *arms])} (seeds {fixed_seeds})"
+    link = f"; its own report (every table and plot): [{h['report']}]({h['report']})" if h.get("report") else ""
+    lines = head + [
+        f"Job summaries `{h['dir']}`, the same code as this table (`{h['code_hash'][:12]}`){link}. Same preset and "
+        "eval as above, only the step budget differs, so the learning-rate schedule is stretched: its checkpoints "
+        "are not this table's runs continued. Audit on 0-100, mean over seeds; the difference is paired by seed "
+        "and task, its 95% interval resamples seeds and tasks.",
+        "",
+        "| step | fixed audit | " + " | ".join(f"{a} audit | {a} − fixed [95%] | per seed" for a in arms) + " |",
+        "|---|---|" + "---|---|---|" * len(arms),
+    ]
+
+    def mean_audit(arm: str, step: int) -> float | None:
+        return mean_of([a for r in runs if r["arm"] == arm for s, _, a in r["summary"]["curve"] if s == step])
+
+    for step in steps:
+        cells = [f"{step}", _fmt(mean_audit("fixed", step))]
+        for a in arms:
+            d = paired(runs, base, a, "fixed", metric="audit", at_step=step)
+            per_seed = ", ".join(f"s{sd}: {_fmt(x)}" for sd, x in zip(d["seeds"], d["per_seed"])) if d else "–"
+            cells += [_fmt(mean_audit(a, step)), _ci(d), per_seed]
+        lines.append("| " + " | ".join(cells) + " |")
+    for a in arms:
+        rows = steps_to_best(runs, a)
+        reach = [
+            f"s{r['seed']}: fixed {_fmt(r['fixed_best'])} at step {r['fixed_best_step']} → "
+            + ("never" if r["reached_at"] is None else f"step {r['reached_at']}")
+            + ("" if r["ratio"] is None else f" (ratio {r['ratio']:.2f})")
+            for r in rows
+        ]
+        if reach:
+            lines += ["", f"Steps to fixed's best held-out score, {a}: " + "; ".join(reach) + "."]
+    return lines
 
 
 def _power_section(pw: dict[str, Any] | None) -> list[str]:

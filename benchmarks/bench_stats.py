@@ -63,9 +63,10 @@ def paired(
     metric: str,
     greedy: bool = False,
     equal_time: bool = False,
+    at_step: int | None = None,
 ) -> dict[str, Any] | None:
-    """arm - ref per seed (final checkpoints, or the checkpoints each reached within the shorter of the two
-    training wall times) with a bootstrap 95% interval over seeds and tasks."""
+    """arm - ref per seed (final checkpoints, the checkpoints each reached within the shorter of the two
+    training wall times, or both at `at_step`) with a bootstrap 95% interval over seeds and tasks."""
     from bench_power import bootstrap_ci
 
     mine = {r["seed"]: r for r in runs if r["arm"] == arm}
@@ -76,7 +77,9 @@ def paired(
     per_seed, diffs, steps = [], [], []
     for sd in seeds:
         a, b = mine[sd], refs[sd]
-        if equal_time:
+        if at_step is not None:
+            sa = sb = at_step
+        elif equal_time:
             t = min(a["summary"]["wall_s"], b["summary"]["wall_s"])
             sa, sb = step_at_wall(a, t), step_at_wall(b, t)
         else:

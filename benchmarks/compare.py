@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -54,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 if str(HERE) not in sys.path:
     sys.path.insert(1, str(HERE))
 
-from bench_collect import build_results  # noqa: E402
+from bench_collect import build_results, code_groups, collect, load_summaries  # noqa: E402
 from bench_render import plots, render  # noqa: E402
 from bench_run import code_state, execute, plan, run_job, snapshot_code  # noqa: E402
 from bench_spec import ARMS, KEY_ARMS, PRESETS, Job  # noqa: E402
@@ -189,6 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--results", default=None, help="folder of the job summaries (default benchmarks/results/PRESET); commit it"
     )
     p.add_argument(
+        "--horizon-results",
+        default=None,
+        metavar="DIR",
+        help="job summaries of a longer-horizon run of some arms (the same preset with more --steps, its own "
+        "--results folder, e.g. benchmarks/results/smollm2-80): the report adds their per-checkpoint audit "
+        "curve against fixed, with intervals, from the summaries of this table's code only",
+    )
+    p.add_argument(
         "--pilot-results",
         default=str(HERE / "results" / "pilot"),
         help="job summaries of the pilot (eval noise, step time) for the power section "
@@ -245,6 +255,26 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
+def load_horizon(folder: Path, code_hash: str | None, report: Path) -> dict[str, Any]:
+    """The longer-horizon pair's runs of `code_hash` (this table's code; other code is listed, never mixed in)."""
+    if not folder.is_dir():
+        raise SystemExit(f"compare.py: --horizon-results {folder}: no such folder")
+    groups = code_groups(load_summaries(folder))
+    mine = [g for g in groups if code_hash and g["code_hash"] == code_hash]
+    base, runs = collect(mine[0]["jobs"] if mine else [], {})
+    own = folder / "RESULTS.md"
+    return {
+        "dir": os.path.relpath(folder, report.parent),
+        "report": os.path.relpath(own, report.parent) if own.is_file() else None,
+        "code_hash": code_hash,
+        "base": base,
+        "runs": runs,
+        "other_code": [
+            {"code_hash": g["code_hash"], "jobs": sorted(j["name"] for j in g["jobs"])} for g in groups if g not in mine
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
@@ -281,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
             rendered_only = True
     results = build_results(args, jobs, status, started, runtime, report)
     results["rendered_only"] = rendered_only
+    if args.horizon_results:
+        results["horizon"] = load_horizon(
+            Path(args.horizon_results), (results.get("code") or {}).get("code_hash"), report
+        )
     results["plots"] = plots(results, Path(results["plot_dir"])) if results["runs"] else []
     atomic_write_json(out / "results.json", results)
     atomic_write_text(report, render(results, report))

@@ -1004,3 +1004,39 @@ def test_render_only_from_committed_summaries_says_so_and_times_each_job(tmp_pat
         fixed = json.loads((sums / "fixed-s0.json").read_text())
         row = f"| fixed-s0 | reused | {fixed['job_s'] / 60:.0f} | {fixed['code']['commit'][:7]} |"
         assert row in text
+
+
+def test_longer_horizon_renders_its_curve_from_summaries_of_this_tables_code_only(tmp_path):
+    """`--horizon-results`: the longer pair's per-checkpoint audit against fixed, with the paired interval at each
+    checkpoint, from summaries of the table's own code; other code there is named, never mixed in."""
+    import shutil
+
+    sums = ROOT / "benchmarks" / "results" / "smollm2-40"
+    old = ROOT / "benchmarks" / "results" / "smollm2-40-1fdbcb4636e8"
+    horizon, stale = tmp_path / "h", tmp_path / "stale"
+    horizon.mkdir(), stale.mkdir()
+    for name in ("base", "fixed-s0", "harnessrl-s0"):
+        shutil.copy(sums / f"{name}.json", horizon)
+    shutil.copy(old / "fixed-s1.json", horizon)  # another code version in the same folder
+    shutil.copy(old / "fixed-s0.json", stale)
+    report = tmp_path / "RESULTS.md"
+    argv = ["--preset", "smollm2-40", "--render-only", "--arms", "fixed,harnessrl", "--seeds", "0"]
+    argv += ["--out", str(tmp_path / "out"), "--results", str(sums), "--report", str(report)]
+    assert compare.main(argv + ["--horizon-results", str(horizon)]) == 0
+    text = report.read_text()
+    section = text[text.index("## Longer horizon") :].split("\n## ")[0]
+    assert section.startswith("## Longer horizon: 40 steps, fixed, harnessrl (seeds [0])")
+    rows = [line for line in section.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert [int(r.split("|")[1]) for r in rows] == [0, 8, 16, 24, 32, 40]
+    # The last checkpoint is the final one: its interval is the paired table's equal-steps audit difference.
+    paired_row = next(line for line in text.splitlines() if line.startswith("| harnessrl − fixed | [0] |"))
+    assert rows[-1].split("|")[4].strip() == paired_row.split("|")[3].strip() != "–"
+    fixed = json.loads((sums / "fixed-s0.json").read_text())
+    assert rows[-1].split("|")[2].strip() == f"{100 * fixed['evals']['40']['audit']:.1f}"
+    assert "Steps to fixed's best held-out score, harnessrl: s0:" in section and "1fdbcb4636e8" not in section
+    # Only other code's summaries: the section says the pair has not run on this code, and names what is there.
+    assert compare.main(argv + ["--horizon-results", str(stale)]) == 0
+    section = report.read_text().split("## Longer horizon")[1].split("\n## ")[0]
+    assert "has not run on it" in section and "`1fdbcb4636e8`: fixed-s0" in section
+    with pytest.raises(SystemExit, match="no such folder"):
+        compare.main(argv + ["--horizon-results", str(tmp_path / "nope")])
