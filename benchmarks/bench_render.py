@@ -471,6 +471,38 @@ def _share(num: Any, den: Any) -> str:
     return "–" if num is None or not den else f"{100 * num / den:.0f}%"
 
 
+# Update-log origins that did not pass the critic.
+NOT_CRITIC = ("fallback", "revert")
+
+
+def accepted_updates(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Summed over the runs: the updates that passed the critic (update-log entries that are neither a fallback
+    nor a revert), one per task an update touched, with training's verdict on each (confirm, revert, superseded,
+    or none yet: `ungraded`), also per interface. None where a summary predates the update log.
+
+    Why not the summaries' own counts: an accepted repair that the evolver generalises to sibling tasks is one
+    accepted critic decision but commits one update per task, each graded on its own, so confirmed verdicts over
+    accepted decisions (`bench_collect.gain_targets`, which a sitting's code hash freezes) can pass 100%."""
+    if not runs or any("update_log" not in r for r in runs):
+        return None
+    out: dict[str, Any] = {"updates": 0, "confirm": 0, "revert": 0, "superseded": 0, "ungraded": 0}
+    out["per_interface"] = {i: {"updates": 0, "confirm": 0, "revert": 0} for i in INTERFACES}
+    for r in runs:
+        for u in r["update_log"]:
+            if u["origin"] in NOT_CRITIC:
+                continue
+            per = out["per_interface"][u["interface"]]
+            for t in u["tasks"]:
+                verdict = (u["verdicts"].get(t) or {}).get("verdict")
+                key = verdict if verdict in ("confirm", "revert", "superseded") else "ungraded"
+                out["updates"] += 1
+                out[key] += 1
+                per["updates"] += 1
+                if key in per:
+                    per[key] += 1
+    return out
+
+
 def gain_section(results: dict[str, Any]) -> list[str]:
     """Issue 22 item 5: per arm, the evolver's accepted / confirmed / reverted updates per interface (summed over
     seeds) beside the costs, then the issue's targets measured per arm. Summaries from before training's verdicts
@@ -482,29 +514,39 @@ def gain_section(results: dict[str, Any]) -> list[str]:
         "",
         "## Where each gain comes from",
         "",
-        "Per arm, summed over seeds: the evolver's *proposals* (critic attempts), *accepted* updates, and what "
-        "training made of them at the next pauses (`trainer/provisional.py`): *confirmed*, *reverted*, "
-        "*superseded* (a later update touched the task first); per interface accepted / confirmed / reverted. "
-        "Zero-variance shares, extra generation, pause and overhead are the arm's means (as in the costs table).",
+        "Per arm, summed over seeds: the evolver's *proposals* (critic attempts) and the *accepted* ones; the "
+        "*accepted updates* they committed, one per task (an accepted repair generalised to sibling tasks commits "
+        "one per task), and what training made of each at the next pauses (`trainer/provisional.py`): "
+        "*confirmed*, *reverted*, *superseded* (a later update touched the task first), or *never graded* (its "
+        "task had not trained on enough groups before the run ended); per interface accepted updates / confirmed "
+        "/ reverted. Fallbacks and reverts are not accepted updates. Zero-variance shares, extra generation, "
+        "pause and overhead are the arm's means (as in the costs table).",
         "",
-        "| arm | proposals | accepted (% of proposals) | confirmed / reverted / superseded (% of accepted "
-        "confirmed) | "
-        + " | ".join(f"{i}: acc / conf / rev" for i in INTERFACES)
+        "| arm | proposals | accepted (% of proposals) | accepted updates: confirmed / reverted / superseded / never "
+        "graded (% confirmed) | "
+        + " | ".join(f"{i}: upd / conf / rev" for i in INTERFACES)
         + " | zero-var generated | zero-var trained | extra generation | pause % | overhead % |",
         "|---|---|---|---|" + "---|" * len(INTERFACES) + "---|---|---|---|---|",
     ]
     pct = lambda x, nd=1: _fmt(None if x is None else 100 * x, nd)  # noqa: E731
+    upd_by_arm = {a: accepted_updates([r for r in results["runs"] if r["arm"] == a]) for a in arm_sum}
     for arm, s in arm_sum.items():
-        prop, acc, conf = s.get("proposals_total"), s.get("accepted_total"), s.get("confirmed_total")
-        g = s.get("graded")
-        sup = None if g is None else sum(v["superseded"] for v in g.values())
-        cells = []
-        for i in INTERFACES:
-            a = s["per_interface"][i]["accepted"]
-            cells.append(f"{a} / – / –" if g is None else f"{a} / {g[i]['confirm']} / {g[i]['revert']}")
+        prop, acc = s.get("proposals_total"), s.get("accepted_total")
+        au, g = upd_by_arm[arm], s.get("graded")
+        if au is not None:
+            n, conf, rev, sup, never = au["updates"], au["confirm"], au["revert"], au["superseded"], au["ungraded"]
+            cells = [f"{v['updates']} / {v['confirm']} / {v['revert']}" for v in au["per_interface"].values()]
+        else:  # summaries from before the update log: the accepted decisions stand in for the updates
+            n, conf, rev, never = acc, s.get("confirmed_total"), s.get("reverted_total"), None
+            sup = None if g is None else sum(v["superseded"] for v in g.values())
+            cells = [
+                f"{s['per_interface'][i]['accepted']} / "
+                + ("– / –" if g is None else f"{g[i]['confirm']} / {g[i]['revert']}")
+                for i in INTERFACES
+            ]
         lines.append(
-            f"| {arm} | {_fmt(prop, 0)} | {_fmt(acc, 0)} ({_share(acc, prop)}) | "
-            f"{_fmt(conf, 0)} / {_fmt(s.get('reverted_total'), 0)} / {_fmt(sup, 0)} ({_share(conf, acc)}) | "
+            f"| {arm} | {_fmt(prop, 0)} | {_fmt(acc, 0)} ({_share(acc, prop)}) | {_fmt(n, 0)}: "
+            f"{_fmt(conf, 0)} / {_fmt(rev, 0)} / {_fmt(sup, 0)} / {_fmt(never, 0)} ({_share(conf, n)}) | "
             + " | ".join(cells)
             + f" | {_fmt(s.get('zero_var_share'), 2)} | {_fmt(s.get('zero_var_trained'), 2)} | "
             f"{_pct_sign(s.get('extra_generation'))} | {pct(s.get('pause_share'))} | "
@@ -513,6 +555,12 @@ def gain_section(results: dict[str, Any]) -> list[str]:
     measured = gain_targets(arm_sum)
     if not measured:
         return lines
+    confirm_test = next(test for key, _, test in GAIN_TARGETS if key == "confirm_share")
+    for arm, m in measured.items():  # over accepted updates where the update log has them (see accepted_updates)
+        au = upd_by_arm.get(arm)
+        if au is not None and au["updates"]:
+            share = au["confirm"] / au["updates"]
+            m["confirm_share"] = {"value": share, "met": bool(confirm_test(share))}
     arms = list(measured)
     lines += [
         "",

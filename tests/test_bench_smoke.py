@@ -769,9 +769,9 @@ def test_where_each_gain_comes_from_per_arm_and_targets(tmp_path):
     results = {"runs": runs, "arms": arms, "power": None, "gpu_summaries": 0}
     text = "\n".join(bench_render.gain_section(results))
     row = next(line for line in text.splitlines() if line.startswith("| harnessrl |"))
-    assert "| 12 | 6 (50%) | 3 / 2 / 1 (50%) | 0 / 0 / 0 | 0 / 0 / 0 | 6 / 3 / 2 |" in row
+    assert "| 12 | 6 (50%) | 6: 3 / 2 / 1 / – (50%) | 0 / 0 / 0 | 0 / 0 / 0 | 6 / 3 / 2 |" in row
     old = next(line for line in text.splitlines() if line.startswith("| no-critic |"))
-    assert "| 4 | 4 (100%) | – / – / – (–) | 0 / – / – | 0 / – / – | 4 / – / – |" in old
+    assert "| 4 | 4 (100%) | 4: – / – / – / – (–) | 0 / – / – | 0 / – / – | 4 / – / – |" in old
     confirm = next(line for line in text.splitlines() if line.startswith("| >= 60% of accepted updates confirmed |"))
     assert confirm == "| >= 60% of accepted updates confirmed | 50% ✗ | – |"
 
@@ -787,7 +787,45 @@ def test_old_committed_summaries_still_render(tmp_path):
     arms = {a: bench_collect.arm_summary(by_arm[a]) for a in bench_spec.ARMS if a in by_arm}
     text = "\n".join(bench_render.gain_section({"runs": runs, "arms": arms}))
     row = next(line for line in text.splitlines() if line.startswith("| harnessrl |"))
-    assert "– / – / – (–)" in row and "## Where each gain comes from" in text
+    assert "– / – / – / – (–)" in row and "## Where each gain comes from" in text
+
+
+def test_a_generalised_repair_is_graded_per_update_not_per_accepted_decision():
+    """One accepted decision generalised to a sibling task commits two updates, each graded on its own: the
+    confirmed share counts them over the accepted updates (2 of 3 here), never over the decisions (2 of 2, or
+    more than 100% had both siblings and a third update confirmed). Fallbacks and reverts are not accepted."""
+
+    def upd(version, interface, task, origin, verdict=None):
+        v = {task: {"verdict": verdict, "step": 16}} if verdict else {}
+        return {"version": version, "step": 8, "interface": interface, "tasks": [task], "domains": ["roleplay"]} | {
+            "origin": origin,
+            "failure_type": "blind_criterion",
+            "ops": ["edit_criterion"],
+            "verdicts": v,
+        }
+
+    fixed = _gain_run("fixed", 0, proposals=0, accepted=0, graded={"confirm": 0, "revert": 0, "superseded": 0})
+    h = _gain_run("harnessrl", 0, proposals=8, accepted=2, graded={"confirm": 2, "revert": 0, "superseded": 0})
+    h["update_log"] = [
+        upd(1, "criteria", "rp-1", "blind_edit", "confirm"),
+        upd(2, "criteria", "rp-2", "blind_edit", "confirm"),  # the generalised sibling of v1
+        upd(3, "sampling", "if-1", "fallback"),
+        upd(4, "sampling", "if-2", "downweight"),  # accepted at the last pause: never graded
+        upd(5, "criteria", "rp-1", "revert"),
+    ]
+    fixed["update_log"] = []
+    au = bench_render.accepted_updates([h])
+    assert (au["updates"], au["confirm"], au["ungraded"]) == (3, 2, 1)
+    assert au["per_interface"]["criteria"] == {"updates": 2, "confirm": 2, "revert": 0}
+    assert au["per_interface"]["sampling"] == {"updates": 1, "confirm": 0, "revert": 0}
+    assert bench_render.accepted_updates([h, {"arm": "harnessrl"}]) is None  # a summary without the log
+    runs = [fixed, h]
+    arms = {a: bench_collect.arm_summary([r for r in runs if r["arm"] == a]) for a in ("fixed", "harnessrl")}
+    text = "\n".join(bench_render.gain_section({"runs": runs, "arms": arms}))
+    row = next(line for line in text.splitlines() if line.startswith("| harnessrl |"))
+    assert "| 8 | 2 (25%) | 3: 2 / 0 / 0 / 1 (67%) | 1 / 0 / 0 | 0 / 0 / 0 | 2 / 2 / 0 |" in row
+    confirm = next(line for line in text.splitlines() if line.startswith("| >= 60% of accepted updates confirmed |"))
+    assert confirm == "| >= 60% of accepted updates confirmed | 67% ✓ |"
 
 
 # -- slow: the real trainer, every arm ---------------------------------------------------------------------
