@@ -448,7 +448,7 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
     ]
     lines += gain_section(results)
     lines += moves_section(results)
-    lines += horizon_section(results.get("horizon"))
+    lines += horizon_section(results.get("horizon"), results["runs"])
     lines += _power_section(results.get("power"))
     if not results.get("gpu_summaries"):
         lines += [
@@ -660,7 +660,27 @@ def moves_section(results: dict[str, Any]) -> list[str]:
     ]
 
 
-def horizon_section(h: dict[str, Any] | None) -> list[str]:
+def _same_prefix(run: dict[str, Any], mine: dict[str, Any] | None) -> str:
+    """Whether a longer run's checkpoints repeat the same-named run of this table where both were evaluated
+    (a constant learning rate and the same seed make the first steps the same run; a schedule over the step
+    budget does not)."""
+    if mine is None:
+        return f"{run['name']}: not in this table"
+    common = sorted(set(run["evals"]) & set(mine["evals"]), key=int)
+    same = [
+        s
+        for s in common
+        if (run["evals"][s]["audit"], run["evals"][s]["avg_at_k"])
+        == (mine["evals"][s]["audit"], mine["evals"][s]["avg_at_k"])
+    ]
+    if same == common:
+        return (
+            f"{run['name']}: the same audit and score as this table's at every common checkpoint (to step {common[-1]})"
+        )
+    return f"{run['name']}: differs from this table's at step(s) {', '.join(s for s in common if s not in same)}"
+
+
+def horizon_section(h: dict[str, Any] | None, table_runs: list[dict[str, Any]] | None = None) -> list[str]:
     """Issue 22 item 3: the longer-horizon pair (the same preset at more steps, its own summaries folder) as a
     per-checkpoint curve of each arm's held-out audit beside fixed's, the paired difference with its interval at
     every checkpoint, and steps to fixed's best, so a reader sees whether a gap grows, holds or closes."""
@@ -674,6 +694,7 @@ def horizon_section(h: dict[str, Any] | None) -> list[str]:
             f"not run on it{' (other code, never mixed in: ' + other + ')' if other else ''}."
         ]
     runs, base = h["runs"], h["base"]
+    by_name = {r["name"]: r for r in table_runs or []}
     steps = sorted({s for r in runs for s, _, _ in r["summary"]["curve"]})
     arms = [a for a in ARMS if a != "fixed" and any(r["arm"] == a for r in runs)]
     fixed_seeds = sorted(r["seed"] for r in runs if r["arm"] == "fixed")
@@ -681,11 +702,16 @@ def horizon_section(h: dict[str, Any] | None) -> list[str]:
     link = f"; its own report (every table and plot): [{h['report']}]({h['report']})" if h.get("report") else ""
     lines = head + [
         f"Job summaries `{h['dir']}`, the same code as this table (`{h['code_hash'][:12]}`){link}. Same preset and "
-        "eval as above, only the step budget differs, so the learning-rate schedule is stretched: its checkpoints "
-        "are not this table's runs continued. Audit on 0-100, mean over seeds; the difference is paired by seed "
-        "and task, its 95% interval resamples seeds and tasks.",
+        "eval as above; only the step budget differs. Audit on 0-100, mean over seeds; the difference is paired by "
+        "seed and task, its 95% interval resamples seeds and tasks. Against this table's runs of the same name: "
+        + "; ".join(_same_prefix(r, by_name.get(r["name"])) for r in runs)
+        + ".",
         "",
-        "| step | fixed audit | " + " | ".join(f"{a} audit | {a} − fixed [95%] | per seed" for a in arms) + " |",
+    ]
+    if not arms:
+        lines += ["Only fixed has run there on this code: no pair to difference yet.", ""]
+    lines += [
+        "| " + " | ".join(["step", "fixed audit", *(f"{a} audit | {a} − fixed [95%] | per seed" for a in arms)]) + " |",
         "|---|---|" + "---|---|---|" * len(arms),
     ]
 

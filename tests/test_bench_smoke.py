@@ -1053,8 +1053,11 @@ def test_longer_horizon_renders_its_curve_from_summaries_of_this_tables_code_onl
     old = ROOT / "benchmarks" / "results" / "smollm2-40-1fdbcb4636e8"
     horizon, stale = tmp_path / "h", tmp_path / "stale"
     horizon.mkdir(), stale.mkdir()
-    for name in ("base", "fixed-s0", "harnessrl-s0"):
+    for name in ("base", "fixed-s0"):
         shutil.copy(sums / f"{name}.json", horizon)
+    changed = json.loads((sums / "harnessrl-s0.json").read_text())
+    changed["evals"]["40"]["audit"] -= 0.01  # a run that left this table's at its last checkpoint
+    (horizon / "harnessrl-s0.json").write_text(json.dumps(changed))
     shutil.copy(old / "fixed-s1.json", horizon)  # another code version in the same folder
     shutil.copy(old / "fixed-s0.json", stale)
     report = tmp_path / "RESULTS.md"
@@ -1066,15 +1069,22 @@ def test_longer_horizon_renders_its_curve_from_summaries_of_this_tables_code_onl
     assert section.startswith("## Longer horizon: 40 steps, fixed, harnessrl (seeds [0])")
     rows = [line for line in section.splitlines() if re.match(r"\| \d+ \|", line)]
     assert [int(r.split("|")[1]) for r in rows] == [0, 8, 16, 24, 32, 40]
-    # The last checkpoint is the final one: its interval is the paired table's equal-steps audit difference.
-    paired_row = next(line for line in text.splitlines() if line.startswith("| harnessrl − fixed | [0] |"))
-    assert rows[-1].split("|")[4].strip() == paired_row.split("|")[3].strip() != "–"
+    # Step 32 is the same data in both: its interval is the one of the table's own runs at that checkpoint.
+    runs = bench_collect.collect(bench_collect.load_summaries(sums), {})[1]
+    at32 = bench_stats.paired(runs, None, "harnessrl", "fixed", metric="audit", at_step=32)
+    assert rows[-2].split("|")[4].strip() == bench_render._ci(at32) != "–"
     fixed = json.loads((sums / "fixed-s0.json").read_text())
     assert rows[-1].split("|")[2].strip() == f"{100 * fixed['evals']['40']['audit']:.1f}"
+    assert "fixed-s0: the same audit and score as this table's at every common checkpoint (to step 40)" in section
+    assert "harnessrl-s0: differs from this table's at step(s) 40." in section
     assert "Steps to fixed's best held-out score, harnessrl: s0:" in section and "1fdbcb4636e8" not in section
     # Only other code's summaries: the section says the pair has not run on this code, and names what is there.
     assert compare.main(argv + ["--horizon-results", str(stale)]) == 0
     section = report.read_text().split("## Longer horizon")[1].split("\n## ")[0]
     assert "has not run on it" in section and "`1fdbcb4636e8`: fixed-s0" in section
+    (horizon / "harnessrl-s0.json").unlink()  # fixed alone: its curve, and no pair yet
+    assert compare.main(argv + ["--horizon-results", str(horizon)]) == 0
+    section = report.read_text().split("## Longer horizon")[1].split("\n## ")[0]
+    assert "no pair to difference yet" in section and "| step | fixed audit |\n" in section
     with pytest.raises(SystemExit, match="no such folder"):
         compare.main(argv + ["--horizon-results", str(tmp_path / "nope")])
