@@ -667,6 +667,8 @@ def _same_prefix(run: dict[str, Any], mine: dict[str, Any] | None) -> str:
     if mine is None:
         return f"{run['name']}: not in this table"
     common = sorted(set(run["evals"]) & set(mine["evals"]), key=int)
+    if not common:
+        return f"{run['name']}: no checkpoint evaluated in both"
     same = [
         s
         for s in common

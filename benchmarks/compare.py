@@ -255,13 +255,37 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def load_horizon(folder: Path, code_hash: str | None, report: Path) -> dict[str, Any]:
-    """The longer-horizon pair's runs of `code_hash` (this table's code; other code is listed, never mixed in)."""
+# Overrides that may differ between a table's jobs and a longer-horizon job of the same protocol.
+PER_JOB = ("train.max_steps=", "train.save_steps=", "train.seed=", "run_dir=", "data.suite=")
+
+
+def protocol(job: dict[str, Any]) -> dict[str, Any]:
+    """What must match for a longer-horizon job to sit beside a table's jobs: the held-out eval, the config and
+    the overrides every arm shares (the step budget, seed, arm and folders aside)."""
+    shared = sorted(o for o in job["overrides"] if o not in job.get("overrides_arm", []) and not o.startswith(PER_JOB))
+    keys = ("eval_tasks", "eval_k", "eval_seed", "max_tokens", "greedy", "noise_seed", "ifeval_max_tokens")
+    return {k: job.get(k) for k in keys} | {"config": Path(job["config"]).name, "shared overrides": shared}
+
+
+def load_horizon(folder: Path, code_hash: str | None, report: Path, table_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The longer-horizon pair's runs of `code_hash` (this table's code; other code is listed, never mixed in).
+    A run of another protocol than the table's (eval, config, shared overrides) is refused: its curve would not
+    be comparable."""
     if not folder.is_dir():
         raise SystemExit(f"compare.py: --horizon-results {folder}: no such folder")
     groups = code_groups(load_summaries(folder))
     mine = [g for g in groups if code_hash and g["code_hash"] == code_hash]
     base, runs = collect(mine[0]["jobs"] if mine else [], {})
+    if table_runs:
+        ref = protocol(table_runs[0]["job"])
+        for r in runs:
+            got = protocol(r["job"])
+            bad = [k for k in ref if got[k] != ref[k]]
+            if bad:
+                raise SystemExit(
+                    f"compare.py: --horizon-results {folder / r['job']['summary_path']}: not this table's protocol "
+                    f"({', '.join(f'{k}: {got[k]!r} here, {ref[k]!r} in the table' for k in bad)})"
+                )
     own = folder / "RESULTS.md"
     return {
         "dir": os.path.relpath(folder, report.parent),
@@ -312,9 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     results = build_results(args, jobs, status, started, runtime, report)
     results["rendered_only"] = rendered_only
     if args.horizon_results:
-        results["horizon"] = load_horizon(
-            Path(args.horizon_results), (results.get("code") or {}).get("code_hash"), report
-        )
+        code_hash = (results.get("code") or {}).get("code_hash")
+        results["horizon"] = load_horizon(Path(args.horizon_results), code_hash, report, results["runs"])
     results["plots"] = plots(results, Path(results["plot_dir"])) if results["runs"] else []
     atomic_write_json(out / "results.json", results)
     atomic_write_text(report, render(results, report))

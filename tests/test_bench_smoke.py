@@ -1088,3 +1088,10 @@ def test_longer_horizon_renders_its_curve_from_summaries_of_this_tables_code_onl
     assert "no pair to difference yet" in section and "| step | fixed audit |\n" in section
     with pytest.raises(SystemExit, match="no such folder"):
         compare.main(argv + ["--horizon-results", str(tmp_path / "nope")])
+    # Another eval or training pool than the table's: refused, naming the file and the field.
+    other = json.loads((sums / "fixed-s0.json").read_text())
+    other["job"]["eval_k"] = 8
+    other["job"]["overrides"] = [o for o in other["job"]["overrides"] if not o.startswith("data.tasks=")]
+    (horizon / "fixed-s0.json").write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match=r"fixed-s0.json: not this table's protocol \(eval_k: 8 here, 4 in the table"):
+        compare.main(argv + ["--horizon-results", str(horizon)])
