@@ -375,6 +375,44 @@ def test_summaries_and_targets():
     assert paired == {"harnessrl": {"seeds": [0], "score": [pytest.approx(3.0)], "audit": [pytest.approx(5.0)]}}
 
 
+def test_targets_compare_two_arms_over_the_seeds_both_ran():
+    """A sitting in progress has fixed at seeds 0-1 and HarnessRL at 0, DAPO at 2 only: each target comparing two
+    arms is measured over their common seeds (or not at all), never as a difference of unmatched means."""
+    base = {"eval": {"avg_at_k": 0.30, "audit": 0.40, "length_corr": 0.0, "mean_words": 25.0, "domains": {}}}
+    runs = [
+        _fake_run("fixed", 0, [(8, 0.36, 0.40)], zero_var=0.4),
+        _fake_run("fixed", 1, [(8, 0.36, 0.60)], zero_var=0.2),  # a lucky seed the other arm has not run
+        _fake_run("harnessrl", 0, [(8, 0.36, 0.42)], zero_var=0.1),
+        _fake_run("dapo", 2, [(8, 0.36, 0.50)], zero_var=0.1),
+    ]
+    for r in runs:
+        r["summary"] = bench_collect.run_summary(r, base)
+    by_arm: dict = {}
+    for r in runs:
+        by_arm.setdefault(r["arm"], []).append(r)
+    arms = {a: bench_collect.arm_summary(rs) for a, rs in by_arm.items()}
+    unmatched = {r["target"]: r for r in bench_collect.targets(by_arm, arms)}
+    rows = {r["target"]: r for r in bench_render.seed_matched_targets(runs)}
+    vs_fixed = "audit(harnessrl) - audit(fixed) >= 3 points (final checkpoint)"
+    assert unmatched[vs_fixed]["value"] == pytest.approx(42.0 - 50.0)  # the mean of fixed's two seeds
+    assert rows[vs_fixed]["value"] == pytest.approx(2.0) and rows[vs_fixed]["met"] is False  # seed 0 alone
+    assert "over the seeds both ran: [0] (fixed ran [0, 1], harnessrl [0])" in rows[vs_fixed]["note"]
+    zero_var = "zero-variance share(harnessrl) <= 0.5 x share(fixed)"
+    assert rows[zero_var]["value"] == pytest.approx(0.25) and rows[zero_var]["met"] is True
+    vs_dapo = rows["audit(harnessrl) - audit(dapo) >= 3 points (final checkpoint)"]
+    assert vs_dapo["value"] is None and vs_dapo["met"] is None and "both ran: []" in vs_dapo["note"]
+    assert (
+        rows["evolver pause <= 10% of harnessrl wall time"] == unmatched["evolver pause <= 10% of harnessrl wall time"]
+    )
+    for r in runs:  # the gain section's ratio to fixed is matched the same way
+        r.update(zero_var_trained=r["zero_var_share"], groups_generated=10, groups_trained=10, overhead_s=1.0)
+        r["summary"] = bench_collect.run_summary(r, base)
+    results = {"runs": runs, "arms": {a: bench_collect.arm_summary(rs) for a, rs in by_arm.items()}}
+    text = "\n".join(bench_render.gain_section(results))
+    ratio = next(line for line in text.splitlines() if line.startswith("| zero-variance share of trained groups"))
+    assert ratio == "| zero-variance share of trained groups <= 1/2 of fixed's | 0.25 ✓ | – |"  # harnessrl, dapo
+
+
 def test_render_keeps_the_hand_written_analysis(tmp_path):
     report = tmp_path / "RESULTS.md"
     report.write_text(f"old\n{bench_render.ANALYSIS_BEGIN}\n## Analysis\nkept text\n{bench_render.ANALYSIS_END}\n")
