@@ -207,6 +207,15 @@ def render(results: dict[str, Any], report: Path) -> str:
                 else ""
             )
         )
+    seed_sets = {arm: sorted(s.get("seeds") or []) for arm, s in arm_sum.items()}
+    if len({tuple(v) for v in seed_sets.values()}) > 1:  # a sitting in progress, or fewer ablation seeds
+        lines += [
+            "",
+            "The arms ran different seeds ("
+            + ", ".join(f"{arm} {v}" for arm, v in seed_sets.items())
+            + "), so the means above are over different seeds; the paired tables and the targets below "
+            "compare two arms over the seeds both ran.",
+        ]
     base = results.get("base")
     if base:
         lines += [

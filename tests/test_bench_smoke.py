@@ -1080,6 +1080,8 @@ def test_render_only_from_committed_summaries_says_so_and_times_each_job(tmp_pat
         fixed = json.loads((sums / "fixed-s0.json").read_text())
         row = f"| fixed-s0 | reused | {fixed['job_s'] / 60:.0f} | {fixed['code']['commit'][:7]} |"
         assert row in text
+        # that sitting ran its ablations at one seed, its key arms at four: the main table says so
+        assert "The arms ran different seeds (fixed [0, 1, 2, 3], dapo [0, 1, 2, 3], harnessrl [0, 1, 2, 3], " in text
 
 
 def test_longer_horizon_renders_its_curve_from_summaries_of_this_tables_code_only(tmp_path):
