@@ -86,6 +86,43 @@ def test_resolve_logs_auto_prepare(tmp_path, monkeypatch, caplog):
     assert "missing" in caplog.text and "preparing it now" in caplog.text
 
 
+def test_tiny_corpus_is_the_demo_suite_and_stdlib_only(tmp_path):
+    """A dataset added under data/ must not change the tiny test model (data/ifeval-heldout once did, and
+    tests that depend on the tiny model's draws then failed on every machine that built it afresh)."""
+    (tmp_path / "data" / "rubric-mix-lite").mkdir(parents=True)
+    (tmp_path / "data" / "rubric-mix-lite" / "tasks.jsonl").write_text("SUITE\n")
+    (tmp_path / "data" / "another-set").mkdir()
+    (tmp_path / "data" / "another-set" / "rows.jsonl").write_text("OTHER\n")
+    texts = models.tiny_corpus(tmp_path)
+    assert texts[0] == "SUITE\n" and "OTHER\n" not in texts and len(texts) > 1  # then the stdlib
+
+
+def test_a_tiny_model_built_from_another_corpus_is_rebuilt(tmp_path, monkeypatch, caplog):
+    current = models._corpus_sha(models.tiny_corpus())
+    built = []
+
+    def fake_build(sha):
+        def build(out, status):
+            built.append(sha)
+            (out / "config.json").write_text("{}")
+            return {"name": "tiny", "corpus_sha256": sha}
+
+        return build
+
+    monkeypatch.setattr(models, "_build_tiny", fake_build("an-older-corpus"))
+    folder = prepare_model("tiny", tmp_path)
+    assert (
+        models.stale_reason("tiny", folder) == f"built from tiny corpus an-older-cor, this checkout's is {current[:12]}"
+    )
+    monkeypatch.setattr(models, "_build_tiny", fake_build(current))
+    with caplog.at_level(logging.WARNING, logger="trainer.policy_models"):
+        assert resolve_model("tiny", cache_dir=tmp_path) == folder
+    assert "is stale (built from tiny corpus an-older-cor" in caplog.text and "rebuilding it now" in caplog.text
+    assert json.loads((folder / models.MARKER).read_text())["corpus_sha256"] == current
+    assert resolve_model("tiny", cache_dir=tmp_path) == folder and built == ["an-older-corpus", current]
+    assert models.stale_reason("smollm2", folder) is None  # converted from a fixed file: never stale
+
+
 @pytest.mark.parametrize(
     "make, match",
     [

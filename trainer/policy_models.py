@@ -64,6 +64,19 @@ def is_prepared(folder: Path) -> bool:
     return (folder / MARKER).is_file() and (folder / "config.json").is_file()
 
 
+def stale_reason(name: str, folder: Path) -> str | None:
+    """Why a prepared model no longer matches what this checkout would build (None: it matches).
+
+    The tiny model is trained here from a local corpus, so a folder built by another checkout can differ from
+    this one's; using it silently would give this checkout another test model. SmolLM2 is converted from a
+    fixed file and never goes stale."""
+    if name != TINY:
+        return None
+    built = json.loads((folder / MARKER).read_text()).get("corpus_sha256")
+    now = _corpus_sha(tiny_corpus())
+    return None if built == now else f"built from tiny corpus {str(built)[:12]}, this checkout's is {now[:12]}"
+
+
 def resolve_model(
     name_or_path: str | Path, cache_dir: Path | str | None = None, prepare: bool = True, status: Status | None = None
 ) -> Path:
@@ -75,8 +88,12 @@ def resolve_model(
     name = str(name_or_path)
     if name in FOLDERS:
         folder = model_dir(name, cache_dir)
-        if is_prepared(folder):
+        stale = stale_reason(name, folder) if is_prepared(folder) else None
+        if is_prepared(folder) and stale is None:
             return folder
+        if stale is not None and prepare:
+            log.warning("model %r in %s is stale (%s); rebuilding it now", name, folder, stale)
+            return prepare_model(name, cache_dir, force=True, status=status)
         if not prepare:
             raise ModelNotAvailable(
                 f"model {name!r} is not prepared in {folder}; run: harnessrl policy prepare "
@@ -102,9 +119,13 @@ def prepare_model(
 ) -> Path:
     """Build the named model into the cache (no-op when already prepared, unless ``force``)."""
     target = model_dir(name, cache_dir)
-    if is_prepared(target) and not force:
+    stale = stale_reason(name, target) if is_prepared(target) and not force else None
+    if is_prepared(target) and not force and stale is None:
         _say(status, f"{name}: already prepared at {target}")
         return target
+    if stale is not None:
+        _say(status, f"{name}: the folder at {target} is stale ({stale}); rebuilding it")
+        force = True
     builder = {SMOLLM2: _build_smollm2, TINY: _build_tiny}[name]
     if name == SMOLLM2:
         smollm2_gguf_path()  # fail before creating any folder when the package is missing
@@ -227,6 +248,7 @@ TINY_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 TINY_VOCAB = 4096
+TINY_CORPUS_SUITE = "data/rubric-mix-lite"  # the bundled demo suite (configs' data.suite)
 TINY_CORPUS_BYTES = 1_500_000  # enough for a 4k BPE; keeps tokenizer training to a few seconds
 TINY_SEED = 0
 
@@ -234,12 +256,14 @@ TINY_SEED = 0
 def tiny_corpus(repo_root: Path | None = None) -> list[str]:
     """Deterministic local training text for the tiny tokenizer.
 
-    The bundled suite files (``data/**/*.jsonl``) come first so the domain vocabulary gets short
-    encodings, then Python's own stdlib sources fill up to a fixed byte budget. Files are sorted, so the
-    same checkout and Python version always give the same corpus.
+    The demo suite's files (``data/rubric-mix-lite/**/*.jsonl``) come first so the domain vocabulary gets
+    short encodings, then Python's own stdlib sources fill up to a fixed byte budget. Files are sorted, so the
+    same checkout and Python version always give the same corpus. Only the demo suite, not all of ``data/``:
+    adding a dataset there must not change the test model (``data/ifeval-heldout`` once did).
     """
     root = repo_root or Path(__file__).resolve().parent.parent
-    files = sorted((root / "data").glob("**/*.jsonl")) if (root / "data").is_dir() else []
+    suite = root / TINY_CORPUS_SUITE
+    files = sorted(suite.glob("**/*.jsonl")) if suite.is_dir() else []
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     files += sorted(stdlib.glob("*.py"))
     texts, total = [], 0
@@ -252,6 +276,10 @@ def tiny_corpus(repo_root: Path | None = None) -> list[str]:
     if not texts:
         raise RuntimeError(f"no local text found to train the tiny tokenizer (looked in {root / 'data'} and {stdlib})")
     return texts
+
+
+def _corpus_sha(texts: list[str]) -> str:
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()
 
 
 def build_tiny_tokenizer(texts: list[str]):
@@ -296,7 +324,7 @@ def _build_tiny(out: Path, status: Status | None, seed: int = TINY_SEED) -> dict
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     texts = tiny_corpus()
-    corpus_sha = hashlib.sha256("\0".join(texts).encode()).hexdigest()
+    corpus_sha = _corpus_sha(texts)
     _say(status, f"tiny: training a {TINY_VOCAB}-token BPE on {sum(map(len, texts)) // 1000} kB of local text")
     tok = build_tiny_tokenizer(texts)
     # hidden 256 / 4 heads = head_dim 64, which vLLM's CPU attention supports; 2 layers ≈ 2.2M params.
