@@ -107,6 +107,10 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
                 "wall_s": w,
                 "train_step_s": m.get("train_step_s"),
                 "overhead_s": m.get("harness_overhead_s"),
+                # Per group, in batch order: which task, its mean and std (what per-task dead shares are read from).
+                "tasks": m.get("tasks"),
+                "group_means": m.get("group_means"),
+                "group_stds": m.get("group_stds"),
             }
             for m, w in zip(metrics, walls)
         ],
@@ -141,21 +145,27 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "updated_task_revisits": revisits,
         "hinted_share": mean_of([m.get("hinted_share") for m in metrics]),
         "train_reward_late": mean_of([m.get("reward") for m in late]),
+        # The pre-flight round's probes (trainer/preflight.py): tasks, group means and stds, dead tasks, seconds.
+        "preflight": next((r["preflight"] for r in rounds if r.get("preflight")), None),
     }
 
 
 def _update_log(run_dir: Path, updates: list[dict[str, Any]], rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One line per harness update, for the report's "which updates moved the curve": its step, interface, tasks
     and their domains (from the run's first harness version), the ops, where it came from (a rule brain's template,
-    the fallback, a revert) and training's verdict on each of its tasks with the pause that gave it (none: the
+    the fallback, a revert) and training's verdict on each of its tasks, the pause that gave it and why (none: the
     update was never graded: a fallback, a revert, or no training group on its task before the run ended)."""
     first = run_dir / "harness" / "versions" / "v000000.json"
     tasks = json.loads(first.read_text())["tasks"] if first.is_file() else {}
     # An update that touched several tasks is graded per task: {version: {task: (verdict, pause step)}}.
-    verdicts: dict[Any, dict[str, tuple[Any, Any]]] = {}
+    verdicts: dict[Any, dict[str, tuple[Any, Any, list[str]]]] = {}
     for r in rounds:
         for v in (r.get("provisional") or {}).get("verdicts", []):
-            verdicts.setdefault(v.get("version"), {})[str(v.get("task_id"))] = (v.get("verdict"), r.get("step"))
+            verdicts.setdefault(v.get("version"), {})[str(v.get("task_id"))] = (
+                v.get("verdict"),
+                r.get("step"),
+                v.get("reasons") or [],
+            )
     log = []
     for u in updates:
         meta, ops = u.get("meta") or {}, u["update"]["ops"]
@@ -181,7 +191,9 @@ def _update_log(run_dir: Path, updates: list[dict[str, Any]], rounds: list[dict[
                 "failure_type": meta.get("failure_type"),
                 "origin": origin,
                 # Training's verdicts per task (confirm / revert / superseded) and the pause that gave each.
-                "verdicts": {t: {"verdict": v, "step": st} for t, (v, st) in sorted(graded.items())},
+                "verdicts": {
+                    t: {"verdict": v, "step": st, "reasons": why} for t, (v, st, why) in sorted(graded.items())
+                },
             }
         )
     return log

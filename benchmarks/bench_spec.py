@@ -17,6 +17,7 @@ _FULL = [
     "evolver.interfaces=[sampling,guidance,criteria]",
     "evolver.memory=true",
     "evolver.critic=true",
+    "harness.preflight=true",  # repair the tasks the initial policy leaves dead before step 1
 ]
 DAPO_OVERSAMPLE = 2  # DAPO arm: generate 2 x batch rollouts a step, train on batch of them (verl's gen_batch_size)
 

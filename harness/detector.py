@@ -381,7 +381,13 @@ class Detector:
         return share if share >= self.config.leak_share else None
 
     # -- main entry ---------------------------------------------------------------------------------
-    def observe(self, stats: GroupStats) -> list[FailureEvent]:
+    def observe(self, stats: GroupStats, *, probe: bool = False) -> list[FailureEvent]:
+        """The events this visit supports.
+
+        `probe`: the group is a pre-flight probe of the initial policy (trainer/preflight.py), the task's first
+        evidence before any training: on a first visit every dead kind fires, flat included, because the round
+        that follows exists to repair dead tasks before training spends groups on them.
+        """
         cfg = self.config
         win = self._windows.setdefault(stats.task_id, deque(maxlen=cfg.window))
         win.append(stats)
@@ -394,7 +400,7 @@ class Detector:
             if not pred(stats):
                 continue
             hits = [s for s in visits if pred(s)]
-            first = kind != "flat" and cfg.first_visit and visit == 1
+            first = (probe or kind != "flat") and cfg.first_visit and visit == 1
             if len(hits) >= cfg.min_hits or first:
                 candidates.append((kind, None, hits, {"hits": len(hits), "first_visit": first}, len(hits)))
 

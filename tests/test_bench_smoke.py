@@ -248,6 +248,8 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
                 "judge_warnings": 1,
                 "time": 10.0,
                 "tasks": ["a", "b"],
+                "group_means": [0.0, 0.5],
+                "group_stds": [0.0, 0.0],
                 "reward": 0.2,
                 "hinted_share": 0.0,
             },
@@ -283,6 +285,13 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
                 ],
             },
             {"step": 4, "error": "RuntimeError: endpoint down", "reports": []},
+            {
+                "step": 6,
+                "reports": [],
+                "provisional": {
+                    "verdicts": [{"version": 2, "task_id": "b", "verdict": "revert", "reasons": ["still dead"]}]
+                },
+            },
         ],
     )
     _jsonl(tmp_path / "events.jsonl", [{"type": "collapse_low"}, {"type": "spurious_length"}, {"type": "stuffing"}])
@@ -302,7 +311,11 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
     assert got["per_interface"]["guidance"] == {"proposals": 2, "accepted": 1, "rejected": 1}
     assert got["per_interface"]["criteria"] == {"proposals": 1, "accepted": 0, "rejected": 1}
     assert got["per_interface"]["sampling"] == {"proposals": 0, "accepted": 0, "rejected": 0}
-    assert got["fallbacks"] == 1 and got["rounds"] == 2 and got["round_errors"] == 1
+    assert got["fallbacks"] == 1 and got["rounds"] == 3 and got["round_errors"] == 1
+    # Per step, each group's task, mean and std; each verdict with its reasons; no pre-flight round here.
+    assert got["steps"][0]["tasks"] == ["a", "b"] and got["steps"][0]["group_stds"] == [0.0, 0.0]
+    assert got["steps"][1]["group_means"] is None and got["preflight"] is None
+    assert got["update_log"][1]["verdicts"] == {"b": {"verdict": "revert", "step": 6, "reasons": ["still dead"]}}
     assert got["spurious_events"] == 2
     assert got["critic_fails"] == {"guidance: std_gain": 1}
     assert got["updates"] == 2 and got["updated_task_revisits"] == 2

@@ -177,5 +177,7 @@ def test_smollm2_demo_config_runs_a_few_steps(tmp_path):
     assert rc == 0
     assert len(read_jsonl(tmp_path / "run" / "metrics.jsonl")) == 3
     rounds = read_jsonl(tmp_path / "run" / "rounds.jsonl")
-    assert [r["step"] for r in rounds] == [2] and "error" not in rounds[0], rounds
+    # The demo's pre-flight round (before step 1), then the round after step 2.
+    assert [r["step"] for r in rounds] == [0, 2] and not any("error" in r for r in rounds), rounds
+    assert "preflight" in rounds[0] and len(rounds[0]["preflight"]["probed"]) == 6
     assert (tmp_path / "run" / "final" / "adapter_config.json").is_file()

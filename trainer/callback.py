@@ -1,6 +1,7 @@
 """`HarnessCallback`: the TRL hooks of a HarnessRL run; the pause itself is `trainer.evolver_round.EvolverPause`.
 
-TRL/transformers callbacks have no "pause" flag; blocking inside `on_step_end` *is* the pause. Every
+TRL/transformers callbacks have no "pause" flag; blocking inside a hook *is* the pause. With `harness.preflight`,
+`on_train_begin` of a run at step 0 runs the pre-flight round (`EvolverPause.preflight`, trainer/preflight.py). Every
 `harness.evolve_every` steps `on_step_end` runs `EvolverPause.evolve` and stops training when the pause says so
 (`stop_reason`); every step it writes the step's metrics line. `on_save` adds the harness state to each TRL
 checkpoint (`trainer.checkpoint.write_checkpoint_state`).
@@ -46,6 +47,12 @@ class HarnessCallback(TrainerCallback):
     ) -> TrainerControl:
         if self.run.sampler is not None:
             self.run.sampler.step = state.global_step
+        h = self.cfg.harness
+        # Only a run that starts at step 0: a resumed one holds its pre-flight in harness and memory already.
+        if h.evolver and h.preflight and state.global_step == 0:
+            self.pause.preflight()
+            if self.pause.stop_reason is not None:
+                control.should_training_stop = True
         return control
 
     def on_step_end(

@@ -139,6 +139,14 @@ class HarnessConfig:
         "Steps between evolver rounds; a multiple of train.save_steps. The step right after "
         "a round trains on the harness it committed (prompts are drawn at step time).",
     )
+    preflight: bool = _f(
+        False,
+        "Before step 1, probe one group per pool task on the initial policy (memory's first cached groups) and run "
+        "one evolver round on the dead tasks it finds (trainer/preflight.py).",
+    )
+    preflight_max_tasks: int = _f(
+        64, "Pre-flight: probe at most this many pool tasks (a seeded uniform sample of a larger pool, logged)."
+    )
     dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
     df_window: int = _f(
         1,
@@ -214,6 +222,8 @@ class HarnessConfig:
     def __post_init__(self) -> None:
         if self.evolve_every < 1:
             raise ConfigError(f"harness.evolve_every must be >= 1, got {self.evolve_every}")
+        if self.preflight_max_tasks < 1:
+            raise ConfigError(f"harness.preflight_max_tasks must be >= 1, got {self.preflight_max_tasks}")
         if self.dynamic_sampling < 0:
             raise ConfigError(
                 f"harness.dynamic_sampling must be >= 0 (0 = off, N = generate N x batch_size), "

@@ -99,9 +99,73 @@ class EvolverPause:
         return 1 if acc is None else acc.num_processes
 
     # -- the pause ------------------------------------------------------------------------------------
-    def evolve(self, step: int) -> float:
-        """One pause after `step` (every rank calls it); returns its seconds."""
+    def preflight(self) -> float:
+        """The pre-flight round before step 1 (every rank calls it; trainer/preflight.py); returns its seconds.
+
+        The main process probes the pool on the initial policy; every rank observes the same probe groups in the
+        same order (their detectors and samplers stay identical), then the round runs as `evolve(0)`.
+        """
+        from trainer import preflight
+
         t0 = time.monotonic()
+        groups: list[Any] = []
+        summary: dict[str, Any] = {}
+        if self.is_main():
+            tasks, pool = preflight.probe_tasks(self.run)
+            if len(tasks) < pool:
+                log.warning(
+                    "pre-flight: the pool has %d tasks; probing a seeded sample of %d (harness.preflight_max_tasks)",
+                    pool,
+                    len(tasks),
+                )
+            log.info("pre-flight: probing %d tasks on the initial policy before step 1", len(tasks))
+            summary["pool_size"] = pool
+            try:
+                groups = preflight.probe(self.run, self._probe_endpoint(), tasks)
+            except Exception as e:  # noqa: BLE001 - like a failed round: training goes on, logged in full
+                log.error("pre-flight probes failed; training starts on the unrepaired harness: %s", e)
+                summary["error"] = f"{type(e).__name__}: {e}"
+                summary["traceback"] = traceback.format_exc(limit=8)
+        if self._num_processes() > 1:
+            from accelerate.utils import broadcast_object_list
+
+            payload = [groups]
+            broadcast_object_list(payload, from_process=0)
+            groups = payload[0]
+        summary.update(preflight.observe(self.run, groups))
+        summary["probe_s"] = round(time.monotonic() - t0, 2)
+        if "error" not in summary:
+            return self.evolve(preflight.PREFLIGHT_STEP, preflight=summary)
+        if self.is_main():
+            record = {"step": preflight.PREFLIGHT_STEP, "n_accepted": 0, "error": summary["error"]}
+            append_jsonl(
+                self.run.paths.rounds, record | {"preflight": summary, "pause_s": summary["probe_s"], "reports": []}
+            )
+        self._count_failure(preflight.PREFLIGHT_STEP, {"error": summary.get("error")}, self.run.state.version)
+        return summary["probe_s"]
+
+    def _probe_endpoint(self) -> Any:
+        """The initial policy to probe.
+
+        The round's own frozen policy, or the live model when the round runs on a LangGraph server (which gets the
+        policy as a folder).
+        """
+        endpoint, _ = self.publish_policy(0)
+        if endpoint is not None:
+            return endpoint
+        from measure.local_endpoint import LocalEndpoint
+
+        if self.trainer is None:
+            raise RuntimeError("the pre-flight probes need the trainer (HarnessCallback.trainer is None)")
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        return LocalEndpoint(model, self.trainer.processing_class, name="local:step-0")
+
+    def evolve(self, step: int, *, preflight: dict[str, Any] | None = None) -> float:
+        """One pause after `step` (every rank calls it); returns its seconds.
+
+        `preflight`: this is the pre-flight round (step 0), with its probes' summary, whose seconds count in the
+        pause."""
+        t0 = time.monotonic() - (preflight["probe_s"] if preflight else 0.0)
         run = self.run
         start = before = run.state.version
         # Grade the provisional updates first: a revert is committed before the round takes its events, so events
@@ -135,6 +199,7 @@ class EvolverPause:
             **({"live_dropped": [e.id for e in live]} if live else {}),
             "n_waiting": len(run.pending_events),
             **({"provisional": graded} if graded else {}),
+            **({"preflight": preflight} if preflight is not None else {}),
         }
         if self.is_main():
             if not events:

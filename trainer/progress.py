@@ -127,6 +127,12 @@ def round_lines(
     lines = [
         f"evolver round after step {step}: {n_events} event(s), harness v{before} -> v{after}, pause {pause_s:.1f} s"
     ]
+    if pre := summary.get("preflight"):
+        lines[0] = lines[0].replace("evolver round after step 0", "pre-flight round before step 1", 1)
+        lines.append(
+            f"  pre-flight: probed {len(pre.get('probed') or [])} of {pre.get('pool_size', '-')} pool tasks on the "
+            f"initial policy in {pre.get('probe_s', 0.0):.1f} s; dead: {', '.join(pre.get('dead') or []) or 'none'}"
+        )
     if live := summary.get("live_dropped"):
         lines.append(
             f"  dropped {len(live)} dead group(s) seen once on a task whose recent groups are mostly live "

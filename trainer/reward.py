@@ -160,7 +160,7 @@ class RubricReward:
         for part in parts:
             for stats, records in part.groups:
                 stats_list.append(stats)
-                self._observe(run, stats, records, int(stats.harness_version))
+                observe_group(run, stats, records, int(stats.harness_version))
 
         record = self._step_record(step, parts, stats_list, run.detector.batch(stats_list))
         # Overhead timer: everything but the criteria scoring a plain reward also does (the hidden audit is the
@@ -343,34 +343,6 @@ class RubricReward:
         self._audit_s += time.perf_counter() - t0
         return results, audits
 
-    def _observe(self, run: Any, stats: GroupStats, records: list[RolloutRecord], version: int) -> None:
-        positive = {c.id for c in run.state_for(version).criteria(stats.task_id) if c.weight > 0}
-        if not any(cid in positive for r in records for cid in r.verdicts):
-            # The judge decided no positive criterion for any rollout (an outage): the group's 0 rewards say
-            # nothing about the policy, so the detector, the filter and memory must not read it as a collapse.
-            log.warning(
-                "step %d: group of %s left unobserved: the judge decided none of its positive criteria",
-                stats.step,
-                stats.task_id,
-            )
-            return
-        events = run.detector.observe(stats)
-        if events:
-            run.add_events(events, harness_version=version)
-        if run.sampler is not None:
-            run.sampler.observe_group(stats.task_id, run.detector.is_dead(stats))
-        if run.memory is not None:
-            order = sorted(range(len(records)), key=lambda i: records[i].reward)
-            run.memory.add_group(
-                stats,
-                best=records[order[-1]],
-                worst=records[order[0]],
-                harness_version=version,
-                domain=run.state_for(version).task(stats.task_id).domain,
-                group_index=self._group_index(run, stats),
-                texts=[r.text for r in records],
-            )
-
     @staticmethod
     def _group_index(run: Any, stats: GroupStats) -> int:
         # The same task may be drawn twice in one batch; memory ids are (task, step, index).
@@ -378,6 +350,42 @@ class RubricReward:
         with run.lock:
             run.group_counts[key] = run.group_counts.get(key, -1) + 1
             return run.group_counts[key]
+
+
+def observe_group(
+    run: Any, stats: GroupStats, records: list[RolloutRecord], version: int, *, probe: bool = False
+) -> None:
+    """One scored group into the run: detector (events queued), sampler, and memory with its best and worst rollouts.
+
+    Training's reward calls it for every group; the pre-flight round (trainer/preflight.py) for each probe group
+    (`probe`: see `harness.detector.Detector.observe`).
+    """
+    positive = {c.id for c in run.state_for(version).criteria(stats.task_id) if c.weight > 0}
+    if not any(cid in positive for r in records for cid in r.verdicts):
+        # The judge decided no positive criterion for any rollout (an outage): the group's 0 rewards say
+        # nothing about the policy, so the detector, the filter and memory must not read it as a collapse.
+        log.warning(
+            "step %d: group of %s left unobserved: the judge decided none of its positive criteria",
+            stats.step,
+            stats.task_id,
+        )
+        return
+    events = run.detector.observe(stats, probe=probe)
+    if events:
+        run.add_events(events, harness_version=version)
+    if run.sampler is not None:
+        run.sampler.observe_group(stats.task_id, run.detector.is_dead(stats))
+    if run.memory is not None:
+        order = sorted(range(len(records)), key=lambda i: records[i].reward)
+        run.memory.add_group(
+            stats,
+            best=records[order[-1]],
+            worst=records[order[0]],
+            harness_version=version,
+            domain=run.state_for(version).task(stats.task_id).domain,
+            group_index=RubricReward._group_index(run, stats),
+            texts=[r.text for r in records],
+        )
 
 
 def _log_step(

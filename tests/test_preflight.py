@@ -1,0 +1,103 @@
+"""The pre-flight round (trainer/preflight.py): probes of the initial policy fire dead-task events on the first
+visit, land in memory as step-0 groups, a failing probe is a failed round that training survives, and on real TRL
+GRPO (tiny preset) the round runs before step 1 and is recorded like any round."""
+
+from __future__ import annotations
+
+import pytest
+from test_detector import group
+from test_trainer_support import tiny_config
+
+from memory.store import TrainingMemory
+from trainer import preflight
+from trainer.evolver_round import EvolverPause
+from trainer.harness_run import HarnessRun
+from trainer.io import read_jsonl
+
+
+@pytest.mark.parametrize(("probe", "fired"), [(False, []), (True, ["flat"])])
+def test_a_flat_probe_fires_on_the_first_visit_only_as_a_probe(probe, fired):
+    from harness.detector import Detector, DetectorConfig
+
+    det = Detector(DetectorConfig(window=3, min_hits=2))
+    events = det.observe(group([0.5, 0.5, 0.5, 0.5], step=0), probe=probe)
+    assert [e.type for e in events] == fired
+
+
+class ConstantPolicy:
+    """Stands in for the policy: every rollout is the same text, so every probe group is dead."""
+
+    name = "constant"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def sample(self, messages_batch, n=1, max_tokens=64, temperature=1.0, seed=None):
+        self.calls.append((n, max_tokens))
+        return [["ok"] * n for _ in messages_batch]
+
+
+@pytest.fixture
+def run(tmp_path):
+    r = HarnessRun(tiny_config(tmp_path, "harness.preflight=true"), memory=TrainingMemory.ephemeral())
+    yield r
+    r.close()
+
+
+def test_probes_are_training_groups_at_step_0_and_dead_ones_queue_events(run):
+    tasks, pool = preflight.probe_tasks(run)
+    assert tasks == sorted(run.state.drawable_task_ids(0)) and pool == len(tasks)
+    policy = ConstantPolicy()
+    summary = preflight.observe(run, preflight.probe(run, policy, tasks))
+    cfg = run.cfg.train
+    assert policy.calls == [(cfg.num_generations, cfg.max_completion_length)] * len(tasks)
+    assert summary["probed"] == tasks and summary["dead"] == tasks  # identical rollouts: zero variance
+    assert summary["rollouts"] == len(tasks) * cfg.num_generations
+    assert {e.task_id for e in run.pending_events} == set(tasks)  # one dead event per task, first visit
+    assert all(e.step == 0 and e.type in {"collapse_low", "collapse_high", "flat"} for e in run.pending_events)
+    for tid in tasks:  # memory's first cached groups: the critic's control and training's grading read them
+        history = run.memory.task_history(tid, last_n=8, kinds=("groups",))
+        assert [g.step for g in history] == [0]
+
+
+def test_a_large_pool_is_probed_on_a_seeded_sample(tmp_path):
+    cfg = tiny_config(tmp_path, "harness.preflight=true", "harness.preflight_max_tasks=2")
+    r = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
+    try:
+        first, pool = preflight.probe_tasks(r)
+        again, _ = preflight.probe_tasks(r)
+    finally:
+        r.close()
+    assert len(first) == 2 and pool > 2 and first == again
+
+
+def test_failed_probes_are_a_failed_round_training_survives(run):
+    pause = EvolverPause(run, trainer=None)  # no trainer: the initial policy cannot be published
+    pause.preflight()
+    (record,) = read_jsonl(run.paths.rounds)
+    assert record["step"] == 0 and "needs the trainer" in record["error"] and record["n_accepted"] == 0
+    assert record["preflight"]["probed"] == [] and pause.failed_in_a_row == 1 and pause.stop_reason is None
+    assert run.state.version == 0
+
+
+@pytest.mark.slow
+def test_preflight_round_runs_before_step_1_on_real_grpo(tmp_path):
+    from trainer.grpo import train
+
+    cfg = tiny_config(
+        tmp_path,
+        "harness.preflight=true",
+        "train.max_steps=2",
+        "data.tasks=[t-long,t-any]",
+        "evolver.interfaces=[sampling,criteria]",
+    )
+    train(cfg, progress=False)
+    rounds = read_jsonl(cfg.run_path / "rounds.jsonl")
+    assert [r["step"] for r in rounds] == [0], rounds  # no round after the last step
+    pre = rounds[0]["preflight"]
+    assert sorted(pre["probed"]) == ["t-any", "t-long"] and "error" not in rounds[0]
+    assert rounds[0]["pause_s"] >= pre["probe_s"] > 0
+    # Every event of the round is about a probe group, and each dead probe gave the round one.
+    assert all(eid.endswith(":0") or ":0:" in eid for eid in rounds[0]["event_ids"])
+    assert len(rounds[0]["event_ids"]) == min(len(pre["dead"]), cfg.harness.max_events)
+    assert [m["step"] for m in read_jsonl(cfg.run_path / "metrics.jsonl")] == [1, 2]
