@@ -1020,14 +1020,14 @@ def test_update_log_names_each_updates_origin_domain_and_verdict(tmp_path):
         upd(3, 16, "guidance", "sci-1", "restore_guidance", revert_of=1, source="revert"),
     ]
     (run / "harness" / "updates.jsonl").write_text("".join(json.dumps(u) + "\n" for u in updates))
-    verdict = {"version": 1, "task_id": "sci-1", "verdict": "revert"}
+    verdict = {"version": 1, "task_id": "sci-1", "verdict": "revert", "reasons": ["failure persists on 2 of 2 groups"]}
     rounds = [{"step": 8}, {"step": 16, "provisional": {"verdicts": [verdict]}}]
     metrics = [{"step": s, "n_groups": 2, "dead_share": 0.5, "tasks": ["sci-1", "med-2"]} for s in (8, 16)]
     for name, rows in (("rounds", rounds), ("metrics", metrics)):
         (run / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     log = bench_collect.collect_run(run)["update_log"]
     assert [(u["version"], u["origin"], u["domains"], u["verdicts"]) for u in log] == [
-        (1, "hint", ["science"], {"sci-1": {"verdict": "revert", "step": 16}}),
+        (1, "hint", ["science"], {"sci-1": {"verdict": "revert", "step": 16, "reasons": verdict["reasons"]}}),
         (2, "fallback", ["medical"], {}),  # a variant task belongs to its parent's domain
         (3, "revert", ["science"], {}),
     ]
