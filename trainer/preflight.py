@@ -20,7 +20,8 @@ like any round by `harness.max_events` and `harness.max_pause_s`. The probes' se
 Resume: the pre-flight runs only when training starts at step 0. A run resumed from a checkpoint (step >= 1) has
 it already in its harness and memory; a run killed before its first checkpoint cannot be resumed and starts over
 (`--overwrite`), so the pre-flight never runs twice into one run folder. The probes use their own random streams:
-the training sampler's task and hint draws are the same as in a run without a pre-flight until the round commits.
+the training sampler's task and hint draws are the same as in a run without a pre-flight until the round commits
+(with `harness.dynamic_filtering` a dead probe also lowers its task's weight, as a dead training group would).
 """
 
 from __future__ import annotations
