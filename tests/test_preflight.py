@@ -13,6 +13,7 @@ from trainer import preflight
 from trainer.evolver_round import EvolverPause
 from trainer.harness_run import HarnessRun
 from trainer.io import read_jsonl
+from trainer.preflight import run_preflight
 
 
 @pytest.mark.parametrize(("probe", "fired"), [(False, []), (True, ["flat"])])
@@ -60,6 +61,42 @@ def test_probes_are_training_groups_at_step_0_and_dead_ones_queue_events(run):
         assert [g.step for g in history] == [0]
 
 
+class ScriptedPolicy:
+    """Stands in for the policy: the i-th call returns `groups[i]` (one probe group each)."""
+
+    name = "scripted"
+
+    def __init__(self, groups):
+        self.groups = list(groups)
+
+    def sample(self, messages_batch, n=1, max_tokens=64, temperature=1.0, seed=None):
+        return [self.groups.pop(0) for _ in messages_batch]
+
+
+@pytest.mark.parametrize(
+    ("second", "share", "repaired"),
+    [
+        (["Paris.", "No.", "No.", "No."], 0.5, True),  # 7 of 8 answers alike: half the groups of 4 are dead
+        (["Paris.", "No.", "Paris.", "No."], 15 / 70, False),  # a dead group by chance on a task that varies
+    ],
+)
+def test_several_probe_groups_repair_a_task_only_when_most_of_its_groups_would_be_dead(
+    tmp_path, second, share, repaired
+):
+    cfg = tiny_config(tmp_path, "harness.preflight=true", "harness.preflight_groups=2", "data.tasks=[t-paris]")
+    r = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
+    try:
+        summary = preflight.observe(r, preflight.probe(r, ScriptedPolicy([["No."] * 4, second]), ["t-paris"], 2))
+        assert summary["groups_per_task"] == 2 and summary["rollouts"] == 8
+        assert summary["dead_share"]["t-paris"] == pytest.approx(share, abs=1e-4)
+        assert r.liveness.dead_rate("t-paris") == pytest.approx((2 * share + 1) / 4)  # 2 groups' worth + prior
+        assert (summary["dead"] == ["t-paris"]) is repaired
+        assert bool(r.pending_events) is repaired and ("dead_by_chance" in summary) is not repaired
+        assert len(r.memory.task_history("t-paris", last_n=16, kinds=("groups",))) == 2
+    finally:
+        r.close()
+
+
 def test_a_large_pool_is_probed_on_a_seeded_sample(tmp_path):
     cfg = tiny_config(tmp_path, "harness.preflight=true", "harness.preflight_max_tasks=2")
     r = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
@@ -73,7 +110,7 @@ def test_a_large_pool_is_probed_on_a_seeded_sample(tmp_path):
 
 def test_failed_probes_are_a_failed_round_training_survives(run):
     pause = EvolverPause(run, trainer=None)  # no trainer: the initial policy cannot be published
-    pause.preflight()
+    run_preflight(pause)
     (record,) = read_jsonl(run.paths.rounds)
     assert record["step"] == 0 and "needs the trainer" in record["error"] and record["n_accepted"] == 0
     assert record["preflight"]["probed"] == [] and pause.failed_in_a_row == 1 and pause.stop_reason is None

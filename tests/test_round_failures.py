@@ -187,18 +187,21 @@ class SlowPolicy(PromptPolicy):
 
 
 def test_an_overrunning_in_process_round_is_cancelled(tmp_path):
-    policy = SlowPolicy(delay=0.4)
+    policy = SlowPolicy(delay=1.5)  # one sample outlasts the budget: the deadline always falls inside the round
     key, svc = make_run(tmp_path, policy)
     ctx = EvolverContext(services_key=key, sample_k=4)
     inp = {"events": [event("e1", "stuffing", "med-1", criterion_id="water")], "harness_version": 0, "step": 10}
     with pytest.raises(RoundTimeout, match="budget of 1 s"):
         run_in_process(inp, ctx, tmp_path / "evolver.sqlite", "slow", timeout_s=1.0)
-    seen = len(policy.started)
-    assert seen >= 1
-    time.sleep(1.0)  # the cancelled round starts nothing more once it has returned
-    assert len(policy.started) == seen and svc.store.latest().version == 0
+    seen, version = len(policy.started), svc.store.latest().version
+    assert seen <= 1  # the deadline fell inside the first sample (or before it, on a loaded machine)
+    # The cancelled round starts nothing more, and commits nothing more, once it has returned. The node that was
+    # running at the deadline may have committed before the return (a slow machine): the caller rolls that back.
+    time.sleep(1.0)
+    assert len(policy.started) == seen and svc.store.latest().version == version
     # The same round, unbounded, runs to its decision (so the timeout above is what stopped it).
-    out = run_in_process(inp, ctx, tmp_path / "evolver2.sqlite", "free")
+    policy.delay = 0.0
+    out = run_in_process(inp | {"harness_version": version}, ctx, tmp_path / "evolver2.sqlite", "free")
     assert out["reports"][0]["decision"]
 
 

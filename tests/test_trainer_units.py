@@ -277,7 +277,7 @@ def test_stale_events_are_dropped(run):
     run.store.commit(_hint_update())
     run.refresh()
     run.add_events([_event(version=0), _event("t-photo", version=0), _event(version=1, step=1)], harness_version=0)
-    taken, superseded, stale, _live = take_events(run, 10, is_stale=stale_check(run.store))
+    taken, superseded, stale, *_ = take_events(run, 10, is_stale=stale_check(run.store))
     assert [(e.task_id, e.stats["harness_version"]) for e in stale] == [("t-paris", 0)]
     assert sorted((e.task_id, e.stats["harness_version"]) for e in taken) == [("t-paris", 1), ("t-photo", 0)]
     assert superseded == [] and run.pending_events == []
@@ -350,6 +350,34 @@ def test_take_events_prioritises_and_dedupes(run, pending, limit, taken, superse
     got = take_events(run, limit)
     assert [e.id for e in got.taken] == taken
     assert len(got.superseded) == superseded and len(run.pending_events) == waiting
+
+
+def test_dead_events_rank_by_the_dead_groups_a_repair_could_revive(run):
+    """Among dead failures of one class, the task expected to train the most dead groups from here goes first."""
+    from trainer.round_events import repair_values
+
+    for _ in range(4):
+        run.liveness.observe("t-photo", dead=True)
+    run.liveness.observe("t-paris", dead=False)
+    with run.lock:
+        run.pending_events = [
+            _typed("collapse_low", "t-paris", 3),
+            _typed("flat", "t-photo", 2),
+            _typed("blind_criterion", "t-any", 3, True),
+        ]
+    values = repair_values(run, run.pending_events, step=4)
+    cfg = run.cfg.train
+    photo = values["flat:t-photo:2"]
+    n_tasks = len(run.state.drawable_task_ids(4))  # no sampler: uniform draws
+    expected_left = cfg.batch_size // cfg.num_generations * (cfg.max_steps - 4) / n_tasks
+    assert photo.draw_p == pytest.approx(1 / n_tasks) and photo.groups_left == pytest.approx(expected_left)
+    assert photo.value == pytest.approx(photo.dead_rate * photo.groups_left) and photo.dead_rate > 0.7
+    assert values["collapse_low:t-paris:3"].dead_rate < 0.5
+    got = take_events(run, 2, values=lambda evs: repair_values(run, evs, 4))
+    # Without values the newer t-paris event would go first (same class, same hits); the blind one waits.
+    assert [e.id for e in got.taken] == ["flat:t-photo:2", "collapse_low:t-paris:3"]
+    assert [e.id for e in run.pending_events] == ["blind_criterion:t-any:3"]
+    assert set(got.values) == {e.id for e in run.pending_events} | {e.id for e in got.taken}
 
 
 def _groups(run, task_id, groups, version=0):

@@ -1,7 +1,7 @@
 """`HarnessCallback`: the TRL hooks of a HarnessRL run; the pause itself is `trainer.evolver_round.EvolverPause`.
 
 TRL/transformers callbacks have no "pause" flag; blocking inside a hook *is* the pause. With `harness.preflight`,
-`on_train_begin` of a run at step 0 runs the pre-flight round (`EvolverPause.preflight`, trainer/preflight.py). Every
+`on_train_begin` of a run at step 0 runs the pre-flight round (`trainer.preflight.run_preflight`). Every
 `harness.evolve_every` steps `on_step_end` runs `EvolverPause.evolve` and stops training when the pause says so
 (`stop_reason`); every step it writes the step's metrics line. `on_save` adds the harness state to each TRL
 checkpoint (`trainer.checkpoint.write_checkpoint_state`).
@@ -18,6 +18,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from trainer.checkpoint import write_checkpoint_state
 from trainer.evolver_round import EvolverPause, RoundRunner
 from trainer.io import append_jsonl
+from trainer.preflight import run_preflight
 
 if TYPE_CHECKING:
     from transformers import Trainer
@@ -50,7 +51,7 @@ class HarnessCallback(TrainerCallback):
         h = self.cfg.harness
         # Only a run that starts at step 0: a resumed one holds its pre-flight in harness and memory already.
         if h.evolver and h.preflight and state.global_step == 0:
-            self.pause.preflight()
+            run_preflight(self.pause)
             if self.pause.stop_reason is not None:
                 control.should_training_stop = True
         return control

@@ -94,6 +94,7 @@ def write_checkpoint_state(ckpt_dir: Path, run: Any, step: int) -> None:
             "harness_version": run.state.version,
             "step": step,
             "detector": run.detector.state_dict(),
+            "liveness": run.liveness.state_dict(),
             "sampler": run.sampler.state_dict() if run.sampler is not None else None,
             "pending_events": pending,
             "rounds": run.rounds_done,
@@ -455,9 +456,15 @@ def _restore_live_state(run: Any, state: dict[str, Any]) -> None:
     batches), rounds done, and the pending events (the main process's: it runs the rounds).
     """
     from harness.detector import Detector
+    from harness.liveness import Liveness
 
     run.detector = Detector(run.detector.config)
     run.detector.load_state_dict(state["detector"])
+    run.liveness = Liveness()
+    if "liveness" in state:
+        run.liveness.load_state_dict(state["liveness"])
+    else:  # a checkpoint written before the estimate existed: it restarts from the prior and says so
+        log.warning("checkpoint state has no per-task liveness estimate: it starts again from the prior")
     if run.sampler is not None and state.get("sampler"):
         run.sampler.load_state_dict(state["sampler"])
     with run.lock:

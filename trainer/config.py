@@ -141,11 +141,17 @@ class HarnessConfig:
     )
     preflight: bool = _f(
         False,
-        "Before step 1, probe one group per pool task on the initial policy (memory's first cached groups) and run "
+        "Before step 1, probe each pool task on the initial policy (memory's first cached groups) and run "
         "one evolver round on the dead tasks it finds (trainer/preflight.py).",
     )
     preflight_max_tasks: int = _f(
         64, "Pre-flight: probe at most this many pool tasks (a seeded uniform sample of a larger pool, logged)."
+    )
+    preflight_groups: int = _f(
+        1,
+        "Pre-flight: probe groups per task (each train.num_generations rollouts). One group flags a task at its "
+        "dead rate; more estimate that rate from all of the task's rollouts (harness.liveness), at that many times "
+        "the cost.",
     )
     dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
     df_window: int = _f(
@@ -224,6 +230,8 @@ class HarnessConfig:
             raise ConfigError(f"harness.evolve_every must be >= 1, got {self.evolve_every}")
         if self.preflight_max_tasks < 1:
             raise ConfigError(f"harness.preflight_max_tasks must be >= 1, got {self.preflight_max_tasks}")
+        if self.preflight_groups < 1:
+            raise ConfigError(f"harness.preflight_groups must be >= 1, got {self.preflight_groups}")
         if self.dynamic_sampling < 0:
             raise ConfigError(
                 f"harness.dynamic_sampling must be >= 0 (0 = off, N = generate N x batch_size), "

@@ -46,7 +46,7 @@ from trainer.config import RunConfig
 from trainer.frozen import MemoEndpoint
 from trainer.io import append_jsonl
 from trainer.progress import round_lines
-from trainer.round_events import live_check, stale_check, take_events
+from trainer.round_events import RoundEvents, live_check, repair_values, stale_check, take_events
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
@@ -98,68 +98,17 @@ class EvolverPause:
         acc = self.accelerator()
         return 1 if acc is None else acc.num_processes
 
+    def broadcast(self, value: Any) -> Any:
+        """The main process's `value` on every rank (a collective: every rank calls it); `value` itself alone."""
+        if self._num_processes() == 1:
+            return value
+        from accelerate.utils import broadcast_object_list
+
+        payload = [value]
+        broadcast_object_list(payload, from_process=0)
+        return payload[0]
+
     # -- the pause ------------------------------------------------------------------------------------
-    def preflight(self) -> float:
-        """The pre-flight round before step 1 (every rank calls it; trainer/preflight.py); returns its seconds.
-
-        The main process probes the pool on the initial policy; every rank observes the same probe groups in the
-        same order (their detectors and samplers stay identical), then the round runs as `evolve(0)`.
-        """
-        from trainer import preflight
-
-        t0 = time.monotonic()
-        groups: list[Any] = []
-        summary: dict[str, Any] = {}
-        if self.is_main():
-            tasks, pool = preflight.probe_tasks(self.run)
-            if len(tasks) < pool:
-                log.warning(
-                    "pre-flight: the pool has %d tasks; probing a seeded sample of %d (harness.preflight_max_tasks)",
-                    pool,
-                    len(tasks),
-                )
-            log.info("pre-flight: probing %d tasks on the initial policy before step 1", len(tasks))
-            summary["pool_size"] = pool
-            try:
-                groups = preflight.probe(self.run, self._probe_endpoint(), tasks)
-            except Exception as e:  # noqa: BLE001 - like a failed round: training goes on, logged in full
-                log.error("pre-flight probes failed; training starts on the unrepaired harness: %s", e)
-                summary["error"] = f"{type(e).__name__}: {e}"
-                summary["traceback"] = traceback.format_exc(limit=8)
-        if self._num_processes() > 1:
-            from accelerate.utils import broadcast_object_list
-
-            payload = [groups]
-            broadcast_object_list(payload, from_process=0)
-            groups = payload[0]
-        summary.update(preflight.observe(self.run, groups))
-        summary["probe_s"] = round(time.monotonic() - t0, 2)
-        if "error" not in summary:
-            return self.evolve(preflight.PREFLIGHT_STEP, preflight=summary)
-        if self.is_main():
-            record = {"step": preflight.PREFLIGHT_STEP, "n_accepted": 0, "error": summary["error"]}
-            append_jsonl(
-                self.run.paths.rounds, record | {"preflight": summary, "pause_s": summary["probe_s"], "reports": []}
-            )
-        self._count_failure(preflight.PREFLIGHT_STEP, {"error": summary.get("error")}, self.run.state.version)
-        return summary["probe_s"]
-
-    def _probe_endpoint(self) -> Any:
-        """The initial policy to probe.
-
-        The round's own frozen policy, or the live model when the round runs on a LangGraph server (which gets the
-        policy as a folder).
-        """
-        endpoint, _ = self.publish_policy(0)
-        if endpoint is not None:
-            return endpoint
-        from measure.local_endpoint import LocalEndpoint
-
-        if self.trainer is None:
-            raise RuntimeError("the pre-flight probes need the trainer (HarnessCallback.trainer is None)")
-        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-        return LocalEndpoint(model, self.trainer.processing_class, name="local:step-0")
-
     def evolve(self, step: int, *, preflight: dict[str, Any] | None = None) -> float:
         """One pause after `step` (every rank calls it); returns its seconds.
 
@@ -175,15 +124,16 @@ class EvolverPause:
             before = run.store.latest().version
         # Only the main process holds events (trainer.harness_run.HarnessRun.add_events) and reads the store here: the
         # others wait in `sync_state` and must not read files the round is writing.
-        events, superseded, stale, live = (
+        events, superseded, stale, live, values = (
             take_events(
                 run,
                 self.cfg.harness.max_events,
                 is_stale=stale_check(run.store),
                 is_live=live_check(run.memory, run.store, run.detector.config.eps, self.cfg.evolver.history_rollouts),
+                values=lambda evs: repair_values(run, evs, step, self._num_processes()),
             )
             if self.is_main()
-            else ([], [], [], [])
+            else RoundEvents([], [], [], [])
         )
         self.push_weights_to_training_server()  # collective: every rank, before rank 0's round
         # `event_ids`: the round's exact input (full events in events.jsonl), for `harnessrl evolve RUN --step N`.
@@ -193,6 +143,8 @@ class EvolverPause:
             "n_events": len(events),
             "event_ids": [e.id for e in events],
             "event_types": sorted({e.type for e in events}),
+            # Why each event got its slot: the dead groups its repair could make informative (trainer.round_events).
+            "event_values": {e.id: values[e.id].as_record() for e in events if e.id in values},
             "n_stale": len(stale),
             "n_superseded": len(superseded),
             "n_live": len(live),
@@ -221,14 +173,14 @@ class EvolverPause:
                 {k: v for k, v in info.items() if k != "reports"} | {"reports": info.get("reports", [])},
             )
         run.rounds_done.append({k: info.get(k) for k in ("step", "thread_id", "version_before", "version_after")})
-        self._count_failure(step, info, new_state.version)
+        self.count_failure(step, info, new_state.version)
         if self.is_main():
             # One readable summary per round: what happened to each event, on which task, and why.
             for line in round_lines(step, info, start, new_state.version, pause, len(events)):
                 log.info("%s", line)
         return pause
 
-    def _count_failure(self, step: int, info: dict[str, Any], version: int) -> None:
+    def count_failure(self, step: int, info: dict[str, Any], version: int) -> None:
         """Count failed rounds in a row; at `harness.max_failed_rounds` set `stop_reason` (on every rank)."""
         limit = self.cfg.harness.max_failed_rounds
         reason: str | None = None
@@ -246,12 +198,7 @@ class EvolverPause:
                     f"see rounds.jsonl), then continue the run with `harnessrl train --config <your config> "
                     f"--resume`; harness.max_failed_rounds=0 trains on without stopping."
                 )
-        if self._num_processes() > 1:
-            from accelerate.utils import broadcast_object_list
-
-            payload = [reason]
-            broadcast_object_list(payload, from_process=0)  # every rank stops together, or the others hang
-            reason = payload[0]
+        reason = self.broadcast(reason)  # every rank stops together, or the others hang
         if reason is not None:
             self.stop_reason = reason
             if self.is_main():
@@ -337,12 +284,9 @@ class EvolverPause:
                 }
             )
         if self._num_processes() > 1:
-            from accelerate.utils import broadcast_object_list
-
-            payload = [(state.model_dump_json(), changed) if state is not None else None]
             # The other ranks wait here for the whole round: train.ddp_timeout bounds the pause.
-            broadcast_object_list(payload, from_process=0)
-            state, changed = HarnessState.model_validate_json(payload[0][0]), payload[0][1]
+            payload = self.broadcast((state.model_dump_json(), changed) if state is not None else None)
+            state, changed = HarnessState.model_validate_json(payload[0]), payload[1]
         if state is None:
             raise RuntimeError(
                 "EvolverPause.sync_state: no harness state (neither read on the main process nor received by broadcast)"
@@ -350,6 +294,7 @@ class EvolverPause:
         run.set_state(state)
         for tid in changed:
             run.detector.reset_task(tid)
+            run.liveness.reset(tid)
         return run.state
 
     def _register_services(self, key: str, endpoint: MemoEndpoint | None, context: EvolverContext) -> None:

@@ -42,6 +42,7 @@ from trainer.config import RunConfig
 if TYPE_CHECKING:
     from transformers import Trainer
 
+    from measure.local_endpoint import LocalEndpoint
     from measure.openai_endpoint import OpenAIEndpoint
 
 
@@ -120,13 +121,11 @@ def publish_policy(cfg: RunConfig, trainer: Trainer | None, step: int) -> tuple[
     if source == "local":
         if trainer is None:
             raise RuntimeError("local frozen policy needs the trainer (HarnessCallback.trainer is None)")
-        from measure.local_endpoint import LocalEndpoint
-
-        model = trainer.accelerator.unwrap_model(trainer.model)
         if h.langgraph_url is not None:
+            model = trainer.accelerator.unwrap_model(trainer.model)
             folder = save_frozen_policy(model, trainer.processing_class, cfg.run_path / "frozen", step)
             return None, f"local:{folder}"
-        return MemoEndpoint(LocalEndpoint(model, trainer.processing_class, name=f"local:step-{step}")), "local"
+        return MemoEndpoint(live_endpoint(trainer, step)), "local"
     from measure.openai_endpoint import OpenAIEndpoint
 
     base = h.policy_endpoint
@@ -141,6 +140,14 @@ def publish_policy(cfg: RunConfig, trainer: Trainer | None, step: int) -> tuple[
         endpoint = hot_load_adapter(endpoint, trainer, cfg.run_path / "adapters", step)
         name = endpoint.model
     return MemoEndpoint(endpoint), f"openai:{base}#{name}"
+
+
+def live_endpoint(trainer: Trainer, step: int) -> LocalEndpoint:
+    """The trainer's live model as a policy endpoint (in process; it samples whatever the weights are now)."""
+    from measure.local_endpoint import LocalEndpoint
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    return LocalEndpoint(model, trainer.processing_class, name=f"local:step-{step}")
 
 
 def hot_load_adapter(endpoint: OpenAIEndpoint, trainer: Trainer, root: Path, step: int) -> OpenAIEndpoint:

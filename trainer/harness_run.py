@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.detector import Detector, DetectorConfig
+from harness.liveness import Liveness
 from harness.store import HarnessStore
 from harness.types import FailureEvent, HarnessState
 from trainer.config import ConfigError, RunConfig, save_config
@@ -179,6 +180,7 @@ class HarnessRun:
         self._state = self.store.latest()
         self._versions: OrderedDict[int, HarnessState] = OrderedDict()
         self.detector = Detector(DetectorConfig(**cfg.harness.detector))
+        self.liveness = Liveness()  # per-task dead-rate estimate: ranks the round's events (trainer.round_events)
         # Chroma's local folder admits one writer (a second process fails on its lock): main process only.
         self.memory = (
             memory if memory is not None else (self._open_memory() if open_memory and self.main_process else None)

@@ -29,20 +29,29 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import time
+import traceback
 from typing import TYPE_CHECKING, Any
 
 from harness.detector import GroupStats, RolloutRecord
 from harness.guidance import render_prompt, visible_hints
 from measure.judge import run_sync
+from trainer.frozen import live_endpoint
+from trainer.io import append_jsonl
 from trainer.reward import observe_group
+from trainer.round_events import EVENT_CLASS
 
 if TYPE_CHECKING:
     from measure.endpoint import PolicyEndpoint
+    from trainer.evolver_round import EvolverPause
     from trainer.harness_run import HarnessRun
 
 log = logging.getLogger(__name__)
 
 PREFLIGHT_STEP = 0  # the probes' step label: the initial policy, before the first update
+# With several probe groups per task, a dead probe group is repaired only when the task's probe rollouts put its
+# dead rate at or above this: most of its groups would be dead (the majority rule of trainer.round_events.live_check).
+DEAD_SHARE = 0.5
 
 
 def probe_tasks(run: HarnessRun) -> tuple[list[str], int]:
@@ -57,59 +66,153 @@ def probe_tasks(run: HarnessRun) -> tuple[list[str], int]:
     return sorted(random.Random(run.cfg.train.seed + 3).sample(pool, limit)), len(pool)
 
 
-def _seed(base: int, task_id: str) -> int:
+def _seed(base: int, task_id: str, group: int) -> int:
     # A per-task seed of its own: never one the critic or training draws with for the same prompt.
-    return int(hashlib.sha256(f"preflight:{base}:{task_id}".encode()).hexdigest()[:8], 16)
+    return int(hashlib.sha256(f"preflight:{base}:{task_id}:{group}".encode()).hexdigest()[:8], 16)
 
 
-def probe(run: HarnessRun, endpoint: PolicyEndpoint, tasks: list[str]) -> list[tuple[GroupStats, list[RolloutRecord]]]:
-    """One scored group per task from the initial policy, as training would score it at step 1 (main process)."""
+def probe(
+    run: HarnessRun, endpoint: PolicyEndpoint, tasks: list[str], groups: int = 1
+) -> list[tuple[GroupStats, list[RolloutRecord]]]:
+    """`groups` scored groups per task from the initial policy, as training would score them at step 1 (main process).
+
+    Each group is its own draw (hints, seed), as each training visit is.
+    """
     cfg, state = run.cfg, run.state
     hint_rng = random.Random(cfg.train.seed + 2)  # not the sampler's guidance stream
     out = []
     for i, tid in enumerate(tasks, 1):
         task, guidance = state.task(tid), state.guidance_for(tid)
-        hints = visible_hints(guidance, PREFLIGHT_STEP, hint_rng)
-        messages = render_prompt(task, hints, guidance.schedule.placement)
-        texts = endpoint.sample(
-            [messages],
-            n=cfg.train.num_generations,
-            max_tokens=cfg.train.max_completion_length,
-            temperature=cfg.train.temperature,
-            seed=_seed(cfg.train.seed, tid),
-        )[0]
-        results = run.judge.score_sync(task.criteria, task.user_prompt, texts)
-        audits = run_sync(run.judge.audit(task, texts))
-        records = [
-            RolloutRecord(
-                text=t,
-                reward=float(res.score),
-                verdicts={cid: v.met for cid, v in res.verdicts.items() if v.decided},
-                audit=a,
-                hinted=bool(hints),
-                hint_texts=[h.text for h in hints],
+        for g in range(groups):
+            hints = visible_hints(guidance, PREFLIGHT_STEP, hint_rng)
+            messages = render_prompt(task, hints, guidance.schedule.placement)
+            texts = endpoint.sample(
+                [messages],
+                n=cfg.train.num_generations,
+                max_tokens=cfg.train.max_completion_length,
+                temperature=cfg.train.temperature,
+                seed=_seed(cfg.train.seed, tid, g),
+            )[0]
+            results = run.judge.score_sync(task.criteria, task.user_prompt, texts)
+            audits = run_sync(run.judge.audit(task, texts))
+            records = [
+                RolloutRecord(
+                    text=t,
+                    reward=float(res.score),
+                    verdicts={cid: v.met for cid, v in res.verdicts.items() if v.decided},
+                    audit=a,
+                    hinted=bool(hints),
+                    hint_texts=[h.text for h in hints],
+                )
+                for t, res, a in zip(texts, results, audits)
+            ]
+            stats = GroupStats.from_rollouts(
+                tid, PREFLIGHT_STEP, records, criteria=state.criteria(tid), harness_version=state.version
             )
-            for t, res, a in zip(texts, results, audits)
-        ]
-        stats = GroupStats.from_rollouts(
-            tid, PREFLIGHT_STEP, records, criteria=state.criteria(tid), harness_version=state.version
+            out.append((stats, records))
+        log.info(
+            "pre-flight %d/%d: %s %s",
+            i,
+            len(tasks),
+            tid,
+            ", ".join(f"mean {s.mean:.2f} std {s.std:.2f}" for s, _ in out[-groups:]),
         )
-        out.append((stats, records))
-        log.info("pre-flight %d/%d: %s mean %.2f std %.2f", i, len(tasks), tid, stats.mean, stats.std)
     return out
 
 
 def observe(run: HarnessRun, groups: list[tuple[GroupStats, list[RolloutRecord]]]) -> dict[str, Any]:
-    """Feed the probe groups to the run (every rank, in the same order) and summarise them for rounds.jsonl."""
-    dead = []
+    """Feed the probe groups to the run (every rank, in the same order) and summarise them for rounds.jsonl.
+
+    Each group goes to the detector, sampler and memory like a training group; the liveness estimate counts each
+    task's probe rollouts together (`harness.liveness.Liveness.observe_probe`). With several groups per task, a
+    dead probe group's event is dropped when the task's rollouts put its dead rate below `DEAD_SHARE`: one dead
+    group of several is the chance a mostly-live task has, and a repair cannot remove chance.
+    """
+    eps = run.detector.config.eps
+    by_task: dict[str, list[tuple[GroupStats, list[RolloutRecord]]]] = {}
     for stats, records in groups:
         observe_group(run, stats, records, int(stats.harness_version), probe=True)
-        if run.detector.is_dead(stats):
-            dead.append(stats.task_id)
+        by_task.setdefault(stats.task_id, []).append((stats, records))
+    dead, shares = [], {}
+    for tid, tgroups in by_task.items():
+        rewards = [r.reward for _, records in tgroups for r in records]
+        shares[tid] = round(run.liveness.observe_probe(tid, rewards, len(tgroups[0][1]), eps), 4)
+        if any(run.detector.is_dead(s) for s, _ in tgroups):
+            dead.append(tid)
+    chance = {t for t in dead if len(by_task[t]) > 1 and shares[t] < DEAD_SHARE}
+    if chance:
+        log.info(
+            "pre-flight: dead probe groups on %s left unrepaired: their tasks' probes put the dead rate below %.2f",
+            ", ".join(sorted(chance)),
+            DEAD_SHARE,
+        )
+        with run.lock:
+            run.pending_events = [
+                e
+                for e in run.pending_events
+                if not (e.step == PREFLIGHT_STEP and e.task_id in chance and EVENT_CLASS.get(e.type) == "dead")
+            ]
     return {
-        "probed": [s.task_id for s, _ in groups],
+        "probed": list(by_task),
+        "groups_per_task": max((len(g) for g in by_task.values()), default=0),
         "group_means": [round(s.mean, 4) for s, _ in groups],
         "group_stds": [round(s.std, 4) for s, _ in groups],
-        "dead": dead,
+        "dead_share": shares,
+        "dead": [t for t in dead if t not in chance],
+        **({"dead_by_chance": sorted(chance)} if chance else {}),
         "rollouts": sum(len(r) for _, r in groups),
     }
+
+
+def _endpoint(pause: EvolverPause) -> PolicyEndpoint:
+    """The initial policy to probe.
+
+    The round's own frozen policy, or the live model when the round runs on a LangGraph server (which gets the
+    policy as a folder).
+    """
+    endpoint, _ = pause.publish_policy(PREFLIGHT_STEP)
+    if endpoint is not None:
+        return endpoint
+    if pause.trainer is None:
+        raise RuntimeError("the pre-flight probes need the trainer (HarnessCallback.trainer is None)")
+    return live_endpoint(pause.trainer, PREFLIGHT_STEP)
+
+
+def run_preflight(pause: EvolverPause) -> float:
+    """The pre-flight round before step 1 (every rank calls it); returns its seconds.
+
+    The main process probes the pool on the initial policy; every rank observes the same probe groups in the same
+    order (their detectors and samplers stay identical), then the round runs as `pause.evolve(0)`. Probes that
+    fail are a failed round: logged, recorded in rounds.jsonl, counted towards `harness.max_failed_rounds`, and
+    training starts on the unrepaired harness.
+    """
+    run = pause.run
+    t0 = time.monotonic()
+    groups: list[Any] = []
+    summary: dict[str, Any] = {}
+    if pause.is_main():
+        tasks, pool = probe_tasks(run)
+        if len(tasks) < pool:
+            log.warning(
+                "pre-flight: the pool has %d tasks; probing a seeded sample of %d (harness.preflight_max_tasks)",
+                pool,
+                len(tasks),
+            )
+        n_groups = run.cfg.harness.preflight_groups
+        log.info("pre-flight: probing %d tasks x %d groups on the initial policy before step 1", len(tasks), n_groups)
+        summary["pool_size"] = pool
+        try:
+            groups = probe(run, _endpoint(pause), tasks, n_groups)
+        except Exception as e:  # noqa: BLE001 - like a failed round: training goes on, logged in full
+            log.error("pre-flight probes failed; training starts on the unrepaired harness: %s", e)
+            summary["error"] = f"{type(e).__name__}: {e}"
+            summary["traceback"] = traceback.format_exc(limit=8)
+    summary.update(observe(run, pause.broadcast(groups)))
+    summary["probe_s"] = round(time.monotonic() - t0, 2)
+    if "error" not in summary:
+        return pause.evolve(PREFLIGHT_STEP, preflight=summary)
+    if pause.is_main():
+        record = {"step": PREFLIGHT_STEP, "n_accepted": 0, "error": summary["error"]}
+        append_jsonl(run.paths.rounds, record | {"preflight": summary, "pause_s": summary["probe_s"], "reports": []})
+    pause.count_failure(PREFLIGHT_STEP, {"error": summary.get("error")}, run.state.version)
+    return summary["probe_s"]

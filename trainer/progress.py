@@ -133,6 +133,19 @@ def round_lines(
             f"  pre-flight: probed {len(pre.get('probed') or [])} of {pre.get('pool_size', '-')} pool tasks on the "
             f"initial policy in {pre.get('probe_s', 0.0):.1f} s; dead: {', '.join(pre.get('dead') or []) or 'none'}"
         )
+        if chance := pre.get("dead_by_chance"):
+            lines.append(
+                f"  pre-flight: a dead probe group on {', '.join(chance)} left unrepaired: most of the task's probe "
+                "groups vary"
+            )
+    if values := summary.get("event_values"):
+        lines.append(
+            "  slots by the dead groups a repair could revive: "
+            + "; ".join(
+                f"{eid} {v['value']:.1f} (dead rate {v['dead_rate']:.2f} x {v['groups_left']:.1f} groups left)"
+                for eid, v in values.items()
+            )
+        )
     if live := summary.get("live_dropped"):
         lines.append(
             f"  dropped {len(live)} dead group(s) seen once on a task whose recent groups are mostly live "

@@ -373,6 +373,8 @@ def observe_group(
     events = run.detector.observe(stats, probe=probe)
     if events:
         run.add_events(events, harness_version=version)
+    if not probe:  # the pre-flight counts its probes per task, over all of a task's rollouts (trainer.preflight)
+        run.liveness.observe(stats.task_id, run.detector.is_dead(stats))
     if run.sampler is not None:
         run.sampler.observe_group(stats.task_id, run.detector.is_dead(stats))
     if run.memory is not None:

@@ -4,7 +4,8 @@
 events about a harness an update already replaced are stale (`stale_check`), a task is repaired once per round
 (its other events are superseded), a dead group seen once on a task whose recent groups are mostly live is
 dropped (`live_check`), and tasks are ranked by expected repair value (`EVENT_CLASS`, `SLOT_ORDER`;
-docs/DESIGN.md §2); events beyond `harness.max_events` wait for the next round.
+docs/DESIGN.md §2) and, among dead failures of one rank, by the informative groups a repair would buy
+(`repair_values`); events beyond `harness.max_events` wait for the next round.
 """
 
 from __future__ import annotations
@@ -47,22 +48,63 @@ EVENT_CLASS = {
 SLOT_ORDER = (("dead", True), ("hack", True), ("dead", False), ("blind", True), ("hack", False), ("blind", False))
 
 
+class RepairValue(NamedTuple):
+    """What repairing an event's task could buy: the groups it is expected to train dead from here on."""
+
+    dead_rate: float  # the task's estimated dead rate (harness.liveness.Liveness.dead_rate)
+    draw_p: float  # the probability a training group draws the task at this step (the sampler's weights)
+    groups_left: float  # draw_p x groups per step x steps left: the task's expected groups from here on
+    value: float  # dead_rate x groups_left: the dead groups a repair that revives the task would make informative
+
+    def as_record(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self._asdict().items()}
+
+
+def repair_values(run: HarnessRun, events: list[FailureEvent], step: int, processes: int = 1) -> dict[str, RepairValue]:
+    """Event id -> `RepairValue` of its task at training step `step` (batch-level events, task "*", are worth 0).
+
+    Groups per step is `train.batch_size / train.num_generations` on each of `processes`; steps left count to
+    `train.max_steps`. A task the sampler cannot draw now (quarantined, weight 0) has draw probability 0.
+    """
+    cfg = run.cfg.train
+    per_step = cfg.batch_size // cfg.num_generations * processes
+    steps_left = max(0, cfg.max_steps - step)
+    weights = run.sampler.core.weights(step) if run.sampler is not None else _uniform(run, step)
+    out = {}
+    for e in events:
+        if e.task_id == "*":
+            out[e.id] = RepairValue(0.0, 0.0, 0.0, 0.0)
+            continue
+        d, p = run.liveness.dead_rate(e.task_id), weights.get(e.task_id, 0.0)
+        left = p * per_step * steps_left
+        out[e.id] = RepairValue(d, p, left, d * left)
+    return out
+
+
+def _uniform(run: HarnessRun, step: int) -> dict[str, float]:
+    ids = run.state.drawable_task_ids(step)
+    return {t: 1.0 / len(ids) for t in ids} if ids else {}
+
+
 class RoundEvents(NamedTuple):
     taken: list[FailureEvent]  # handed to the evolver round
     superseded: list[FailureEvent]  # another event on the same task was taken
     stale: list[FailureEvent]  # about a harness version an update already replaced
     live: list[FailureEvent]  # a dead group seen once on a task whose recent training groups are mostly live
+    values: dict[str, RepairValue] = {}  # event id -> its task's repair value, for the events taken and waiting
 
 
-def rank(e: FailureEvent) -> tuple[float, int, int]:
-    """Sort key of a pending event.
+def rank(e: FailureEvent, value: float = 0.0) -> tuple[float, float, int, int]:
+    """Sort key of a pending event whose `RepairValue.value` is `value`.
 
-    Its priority class, then the failure seen in more groups first (more likely real, more rollouts wasted), then
-    the most recent.
+    Its priority class; then, for a dead failure, the more dead groups its repair would make informative first (a
+    task drawn often and dead often before one drawn rarely); then the failure seen in more groups first (more
+    likely real, more rollouts wasted), then the most recent.
     """
     key = (EVENT_CLASS.get(e.type), e.confirmed)
     cls = SLOT_ORDER.index(key) if key in SLOT_ORDER else len(SLOT_ORDER)
-    return cls + (100 if e.task_id == "*" else 0), -e.window_hits, -e.step
+    worth = value if EVENT_CLASS.get(e.type) == "dead" else 0.0
+    return cls + (100 if e.task_id == "*" else 0), -worth, -e.window_hits, -e.step
 
 
 def take_events(
@@ -70,20 +112,24 @@ def take_events(
     limit: int,
     is_stale: Callable[[FailureEvent], bool] | None = None,
     is_live: Callable[[FailureEvent], bool] | None = None,
+    values: Callable[[list[FailureEvent]], dict[str, RepairValue]] | None = None,
 ) -> RoundEvents:
     """Events for the next round from `run.pending_events`: stale and live ones dropped, one per task, at most `limit`.
 
     A round repairs a task once: of several events on one task the most urgent (then most recent)
     is taken and the others are superseded (dropped: the detector fires again if the failure
-    persists under the repaired harness). Tasks are ordered by `rank`; events beyond `limit` stay pending for the
-    next round. Each event costs the critic fresh rollouts, so the limit is what bounds the pause.
+    persists under the repaired harness). Tasks are ordered by `rank`, with `values` (event id -> `RepairValue`,
+    as `repair_values` gives them; none: every value 0); events beyond `limit` stay pending for the next round.
+    Each event costs the critic fresh rollouts, so the limit is what bounds the pause.
     """
     with run.lock:
+        worth = values(run.pending_events) if values is not None else {}
         best: dict[str, FailureEvent] = {}
         superseded: list[FailureEvent] = []
         stale: list[FailureEvent] = []
         live: list[FailureEvent] = []
-        for e in sorted(run.pending_events, key=rank):
+        zero = RepairValue(0.0, 0.0, 0.0, 0.0)
+        for e in sorted(run.pending_events, key=lambda e: rank(e, worth.get(e.id, zero).value)):
             if is_stale is not None and is_stale(e):
                 stale.append(e)
             elif is_live is not None and is_live(e):
@@ -94,7 +140,7 @@ def take_events(
                 best[e.task_id] = e
         ordered = list(best.values())
         run.pending_events = ordered[limit:]
-    return RoundEvents(ordered[:limit], superseded, stale, live)
+    return RoundEvents(ordered[:limit], superseded, stale, live, {e.id: worth[e.id] for e in ordered if e.id in worth})
 
 
 def stale_check(store: HarnessStore) -> Callable[[FailureEvent], bool]:
