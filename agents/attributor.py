@@ -5,7 +5,9 @@ collapse_high -> sampling, flat / spurious_* / stuffing / blind_criterion -> cri
 guidance_leak -> guidance. Three things move it off the prior, always with a note saying why:
 - a disabled interface (ablation) is skipped for the next one in the failure type's preference order;
 - memory (anti-oscillation): when this task already has `REJECTED_LIMIT` rejected proposals on the
-  preferred interface, the next interface is tried instead.
+  preferred interface, the next interface is tried instead. A dead failure (collapse_low, collapse_high, flat)
+  climbs its repair ladder instead (`agents/repair_ladder.py`): the interface of the first (interface, template)
+  rung that has not failed on this task, so a failed repair leads to the next one rather than off the interface.
 - memory (cross-task): when the chosen interface has no accepted proposal on similar cases of other tasks
   (same failure type, same domain or criterion signature; `evidence["cross_task"]`) and another enabled
   interface has, the one with the most such successes is used; `evidence_used` names those records.
@@ -26,6 +28,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from agents import prompts
+from agents import repair_ladder as ladder
 from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Attribution
 from harness.types import FailureEvent
@@ -82,7 +85,11 @@ def rule_attribution(
     rejected = rejected_counts(evidence) if use_memory else {}
     cited: list[str] = []
     chosen: str | None = None
-    for iface in order:
+    allowed: list[str] = []  # the interfaces a cross-task success may move the choice to
+    climbs = use_memory and event.type in ladder.DEAD_TYPES
+    if climbs:
+        chosen, allowed = _ladder(event, evidence, enabled, notes, cited)
+    for iface in order if chosen is None else ():
         if iface not in enabled:
             notes.append(f"{iface} is disabled (ablation): skipped")
             continue
@@ -104,9 +111,9 @@ def rule_attribution(
         notes.append(f"every enabled interface was rejected before; using {chosen}")
     used: list[str] = []
     if use_memory:
-        chosen, used = _cross_task(
-            event, evidence, chosen, [i for i in order if i in enabled and rejected.get(i, 0) < REJECTED_LIMIT]
-        )
+        if not climbs:
+            allowed = [i for i in order if i in enabled and rejected.get(i, 0) < REJECTED_LIMIT]
+        chosen, used = _cross_task(event, evidence, chosen, allowed)
         if used:
             notes.append(f"memory: similar cases of other tasks were repaired on {chosen}: using it")
             cited += [line.split()[1] for line in used]
@@ -123,6 +130,34 @@ def rule_attribution(
         notes=notes,
         evidence_used=used,
     )
+
+
+def _ladder(
+    event: FailureEvent, evidence: dict[str, Any], enabled: list[str], notes: list[str], cited: list[str]
+) -> tuple[str | None, list[str]]:
+    """(the interface of the dead task's next rung or None, the interfaces with a rung left); notes and cites it."""
+    order = PREFERENCE[event.type]
+    notes += [f"{i} is disabled (ablation): skipped" for i in order if i not in enabled]
+    failed = ladder.failed_labels(evidence)
+    # An LLM proposer's failures name no rung: they count per interface, as for the other failure types.
+    by_llm = rejected_counts({"proposals": [p for p in evidence.get("proposals", []) if p.get("template") == "llm"]})
+    if worn := [i for i in enabled if by_llm.get(i, 0) >= REJECTED_LIMIT]:
+        if len(worn) < len(enabled):
+            notes.append(f"memory: {', '.join(worn)} rejected {REJECTED_LIMIT}+ LLM proposals on {event.task_id}")
+            enabled = [i for i in enabled if i not in worn]
+    rung = ladder.next_rung(event.type, order, evidence, enabled)
+    if rung is None:
+        if failed:
+            notes.append(
+                f"ladder: every rung failed on {event.task_id} ({', '.join(failed)}); starting again from the prior "
+                "(the policy has changed since the first tries)"
+            )
+        return None, [i for i in order if i in enabled]
+    i, iface, name = rung
+    after = f" after failed rungs on {event.task_id}: {', '.join(failed)}" if failed else ""
+    notes.append(f"ladder: rung {i + 1} ({iface}/{name}){after}")
+    cited += [p["id"] for p in ladder.failed_proposals(evidence)][-4:]
+    return iface, [j for j in order if j in enabled and ladder.next_rung(event.type, (j,), evidence, enabled)]
 
 
 def _cross_task(

@@ -340,13 +340,27 @@ def _drop(before: Sequence[float], after: Sequence[float]) -> tuple[float, float
     return float(np.mean(before) - np.mean(after)), se
 
 
+# A criteria repair of a dead group changes the rubric that scores the groups after it, so their reward is not
+# comparable with the groups' before it: a graded split of a criterion nobody met pays partial credit the old rubric
+# never paid, or takes back credit everybody had (a `make demo` run reverted a flat repair that left 0 of 2 groups
+# dead because "honest reward fell 0.33"). The audit, which the edit does not touch, guards it. A hack repair keeps
+# the guard: there a new rubric that pays honest answers less is the harm it looks for.
+RUBRIC_CHANGED = "honest reward not compared: the criteria edit changed the rubric (the audit guards it)"
+
+
 def _harms(
-    t: Target, pre: Sequence[GroupStats], post: Sequence[GroupStats], ctx: EvolverContext, cfg: DetectorConfig
+    t: Target,
+    pre: Sequence[GroupStats],
+    post: Sequence[GroupStats],
+    ctx: EvolverContext,
+    cfg: DetectorConfig,
+    *,
+    same_rubric: bool = True,
 ) -> tuple[list[str], dict[str, float | None]]:
     reasons, nums = [], {}
     b, a = _pairs(pre), _pairs(post)
     checks = [("audit", [x for _, x in b], [x for _, x in a], ctx.max_audit_drop)]
-    if t.failure_type != "collapse_high":
+    if t.failure_type != "collapse_high" and same_rubric:
         checks.append(
             (
                 "honest reward",
@@ -392,13 +406,19 @@ def grade(
         return Decision("wait", (f"{len(post)} of {window} groups since the commit",), nums)
     post = list(post)[:window]
     still, why, extra = _persists(t, post, detector)
-    harms, harm_nums = _harms(t, pre, post, ctx, detector) if interface in ("guidance", "criteria") else ([], {})
+    rubric_changed = interface == "criteria" and t.failure_type in ("collapse_low", "flat")
+    harms, harm_nums = (
+        _harms(t, pre, post, ctx, detector, same_rubric=not rubric_changed)
+        if interface in ("guidance", "criteria")
+        else ([], {})
+    )
     nums |= extra | harm_nums
+    note = (RUBRIC_CHANGED,) if rubric_changed else ()
     if still:
-        return Decision("revert", (f"{t.failure_type} persists: {why}", *harms), nums)
+        return Decision("revert", (f"{t.failure_type} persists: {why}", *harms, *note), nums)
     if harms:
-        return Decision("revert", (*harms, f"{t.failure_type} repaired: {why}"), nums)
-    return Decision("confirm", (f"{t.failure_type} held off: {why}",), nums)
+        return Decision("revert", (*harms, f"{t.failure_type} repaired: {why}", *note), nums)
+    return Decision("confirm", (f"{t.failure_type} held off: {why}", *note), nums)
 
 
 def revert_update(

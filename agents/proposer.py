@@ -151,8 +151,12 @@ def rule_proposal(
     similar: Sequence[dict[str, Any]] = (),
     signature: str = "",
     signals: RolloutSignals | None = None,
+    failed: Sequence[str] = (),
 ) -> Proposal:
     """The next template's update for this event; `Proposal(update=None)` when none is left.
+
+    `failed`: template labels that failed on this task in earlier rounds and count as tried (a dead task's repair
+    ladder, `agents.repair_ladder.skipped_templates`).
 
     `similar`: cross-task proposal records (memory, `gather_evidence`'s "cross_task"; empty with the memory
     ablation). `signals`: what the task's cached rollouts show (`agents.rollout_signals`); templates size word
@@ -162,7 +166,7 @@ def rule_proposal(
     task = state.task(event.task_id)
     sig = signals or RolloutSignals()
     p = TemplateInput(event=event, state=state, task=task, step=step, attempts=attempts, unmet=unmet or [], signals=sig)
-    used = [a["template"] for a in attempts]
+    used = [*failed, *(a["template"] for a in attempts)]
     default = templates_for(attribution.interface, event.type)
     ev = template_evidence(similar, event, attribution.interface, task.domain, signature)
     label, update, skipped = _first(_ordered(default, ev), p, used)

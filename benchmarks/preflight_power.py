@@ -8,7 +8,8 @@ temperature and length, the run's judge), so each task has k = groups x G scored
   (`harness.liveness.dead_subset_share`), the reference estimate of the task's dead rate at step 1;
 - `flag_p[n]`: the probability that a pre-flight of n groups (`harness.preflight_groups=n`) hands the task to the
   round, over random choices of n disjoint groups from the k rollouts: for n = 1, a dead group; for n > 1, a dead
-  group and a share of at least `trainer.preflight.DEAD_SHARE` over the n groups' rollouts (`trainer.preflight.observe`);
+  group and a share of at least `trainer.preflight.DEAD_SHARE` over the n groups' rollouts
+  (`trainer.preflight.observe`);
 - the generation cost of each n as a share of the preset's trained groups (steps x batch / G).
 
     .venv/bin/python benchmarks/preflight_power.py --preset smollm2-40 --seeds 0 1 --groups 4 \

@@ -15,7 +15,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from agents import attributor, critic, decisions, proposer, rules_bank
+from agents import attributor, critic, decisions, proposer, repair_ladder, rules_bank
 from agents import generalise as gen
 from agents.chat_models import brain_model, judge_settings, load_chat_model
 from agents.context import EvolverContext
@@ -187,6 +187,8 @@ def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[
                     "outcome": p.outcome,
                     "step": p.step,
                     "revision": p.revision,
+                    "failure_type": p.failure_type,
+                    "template": p.template,  # the repair ladder's rungs (agents/repair_ladder.py)
                 }
                 for p in mem.proposals_for(task.id)
             ]
@@ -278,6 +280,7 @@ def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any
             similar=state["evidence"].get("cross_task", []),
             signature=state["evidence"].get("signature", ""),
             signals=_signals(state),
+            failed=repair_ladder.skipped_templates(event.type, state["evidence"], att.interface) if ctx.memory else [],
         )
 
     if llm is None:

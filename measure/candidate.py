@@ -6,8 +6,9 @@ harness) and a candidate group per affected task, scores both with the `Judge` (
 and the hidden audit criteria, and returns per-group metrics, weighted summaries, deltas, what the
 measurement cost (`Cost`) and, when the critic passed its rule, the sequential test (`Sequential`).
 
-**What a group is: the visits the next steps will make.** Training resumes at step s+1 after a
-round at step s, so every prompt is rendered as a visit at s+1 sees it (`harness.guidance`): a
+**What a group is: the visits the next steps will make.** After a round at step s the next training step
+draws its prompts with the sampler at `global_step` s (trainer/sampler.py: the step before its update, the
+step the update then becomes s+1), so every prompt is rendered as a visit drawn at s sees it (`harness.guidance`): a
 visit is hinted with probability `hinted_share` and then shows the first ceil(fraction * n) hints
 of the reveal schedule. A side is therefore one or two *strata* (the hinted prompt, weight
 `hinted_share`, and the unhinted prompt, weight 1 - `hinted_share`), each sampled as a group of k
@@ -215,7 +216,7 @@ class MeasureSettings:
     max_tokens: int = 48
     temperature: float = 1.0
     seed: int = 0  # both sides sample with it (common random numbers)
-    step: int = 0  # the step training paused at: prompts are rendered as visits at step + 1 see them
+    step: int = 0  # the step training paused at: prompts are rendered as the next draw, at this step, sees them
     detector_config: DetectorConfig = field(default_factory=DetectorConfig)
 
     def __post_init__(self) -> None:
@@ -264,7 +265,7 @@ def _plan(
     """Both sides' strata per affected task (module docstring: how the sides are built, per interface)."""
     criteria = update.interface == "criteria"
     sampling = update.interface == "sampling"
-    visit = settings.step + 1  # training resumes at the next step
+    visit = settings.step  # the next training step draws its prompts at global_step = the pause's step
     plan = _Plan(sides={"control": {}, "candidate": {}}, weights={}, pools_prior={}, floor={}, paired={})
     sides = plan.sides
     for tid in update.task_ids:

@@ -48,9 +48,13 @@ def test_rule_prior(etype, interface):
 
 
 def test_memory_override_after_two_rejections_and_disabled_interfaces():
-    evidence = {"proposals": [{"id": f"p{i}", "interface": "guidance", "outcome": "rejected"} for i in range(2)]}
-    att = attributor.rule_attribution(_ev("collapse_low"), evidence, list(INTERFACES))
-    assert att.interface == "criteria" and att.evidence_ids == ["p0", "p1"]
+    evidence = {"proposals": [{"id": f"p{i}", "interface": "criteria", "outcome": "rejected"} for i in range(2)]}
+    att = attributor.rule_attribution(_ev("stuffing"), evidence, list(INTERFACES))
+    assert att.interface == "sampling" and att.evidence_ids == ["p0", "p1"]
+    # A dead task climbs its repair ladder instead; an LLM proposer's failures count per interface there too.
+    llm = {"proposals": [{**p, "interface": "guidance", "template": "llm"} for p in evidence["proposals"]]}
+    att = attributor.rule_attribution(_ev("collapse_low"), llm, list(INTERFACES))
+    assert att.interface == "criteria"
     assert (
         attributor.rule_attribution(_ev("collapse_low"), evidence, list(INTERFACES), use_memory=False).interface
         == "guidance"

@@ -105,8 +105,11 @@ def test_guidance_update_samples_hinted_prompts(state):
     assert m.deltas["leak_hits"] == 4 and m.deltas["mean"] == 1.0
 
 
-def test_guidance_is_measured_at_the_next_steps_reveal_fraction(state):
-    """A schedule that has faded out by step 501 shows nothing there: the candidate is the control."""
+def test_guidance_is_measured_at_the_next_draws_reveal_fraction(state):
+    """A schedule that has faded out by step 500 shows nothing there: the candidate is the control.
+
+    After a pause at step s, training draws the next prompts at global_step s: the critic renders them so.
+    """
     policy = ScriptedPolicy(lambda p, i: HINT if "Hint:" in p else "no idea")
     update = {
         "interface": "guidance",
@@ -120,7 +123,7 @@ def test_guidance_is_measured_at_the_next_steps_reveal_fraction(state):
     assert "Hint:" not in policy.calls[0]["batch"][0][-1]["content"]
     assert m.deltas["mean"] == 0.0 and m.per_task["a"]["candidate"].leak_hits == 0
 
-    # Halfway through a linear fade (step 4 -> visits at step 5 see half of the hints): one hint of two.
+    # Halfway through a linear fade (a pause at step 5: the next draw, at step 5, sees half of the hints).
     two = {
         "interface": "guidance",
         "ops": [
@@ -130,7 +133,7 @@ def test_guidance_is_measured_at_the_next_steps_reveal_fraction(state):
         ],
     }
     policy = ScriptedPolicy(lambda p, i: "no idea")
-    _measure(state, two, policy, step=4)
+    _measure(state, two, policy, step=5)
     shown = policy.calls[1]["batch"][0][-1]["content"]
     assert "Hint: First hint." in shown and "Second hint." not in shown
 

@@ -192,6 +192,19 @@ def test_guard_reverts_a_repair_whose_honest_rollouts_lose_reward_beyond_noise()
     assert decisions.grade(t, "criteria", pre, noisy, window=2, ctx=CTX, detector=CFG).verdict == "confirm"
 
 
+@pytest.mark.parametrize(("kind", "guarded"), [("flat", False), ("collapse_low", False), ("spurious_audit", True)])
+def test_a_criteria_repair_of_a_dead_task_is_not_graded_on_the_old_rubrics_reward(kind, guarded):
+    """A graded split pays other rewards than the rubric it replaced: only the audit guards it after training."""
+    t = decisions.Target(task_id="med-001", graded_on="med-001", failure_type=kind, event_id="e", restore=["med-001"])
+    pre = [_group("med-001", s, 0, [0.6] * 4, audits=[1.0] * 4) for s in (1, 2)]  # flat at 0.6 under the old rubric
+    post = [_group("med-001", s, 1, [0.0, 0.2, 0.1, 0.3], audits=[1.0] * 4) for s in (5, 6)]  # varies, new rubric
+    d = decisions.grade(t, "criteria", pre, post, window=2, ctx=CTX, detector=CFG)
+    assert ("honest reward fell" in " ".join(d.reasons)) is guarded
+    assert (decisions.RUBRIC_CHANGED in d.reasons) is not guarded
+    if not guarded:
+        assert d.verdict == "confirm" and "honest_reward_drop" not in d.numbers
+
+
 def test_false_revert_rate_in_the_docstring_is_the_formula():
     """((1-p)^G + p^G)^W for a true dead-group repair, as agents/decisions.py states it."""
     for p, g, w, stated in ((0.33, 4, 2, 0.046), (0.33, 8, 2, 0.0017), (0.25, 4, 2, 0.10), (0.06, 4, 2, 0.61)):

@@ -194,7 +194,6 @@ def test_an_overrunning_in_process_round_is_cancelled(tmp_path):
     with pytest.raises(RoundTimeout, match="budget of 1 s"):
         run_in_process(inp, ctx, tmp_path / "evolver.sqlite", "slow", timeout_s=1.0)
     seen, version = len(policy.started), svc.store.latest().version
-    assert seen <= 1  # the deadline fell inside the first sample (or before it, on a loaded machine)
     # The cancelled round starts nothing more, and commits nothing more, once it has returned. The node that was
     # running at the deadline may have committed before the return (a slow machine): the caller rolls that back.
     time.sleep(1.0)

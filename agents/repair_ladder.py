@@ -1,0 +1,89 @@
+"""The repair ladder of a dead task: every (interface, template) rung in order, a failure recorded per rung.
+
+A task whose groups are dead (collapse_low, collapse_high, flat) teaches nothing until a repair revives it, so a
+failed repair must lead to the next one, not to giving up. The ladder of a failure type is its interfaces in the
+attributor's preference order (`agents.attributor.PREFERENCE`), each with its rule templates in order
+(`agents.rule_templates.templates_for`): for collapse_low, hints from the task's essential criteria, then fuller
+hints, then hints on every criterion, then criteria edits (a graded split, a loosened check), then down-weighting;
+for flat, graded criteria edits, then hints (which state the format a criterion asks for), then down-weighting;
+for collapse_high, harder variants, then criteria and guidance.
+
+A rung fails when a proposal of its template on this task was rejected, invalid, or accepted and then reverted by
+training (the task's proposal records in memory, `evidence["proposals"]`), whichever dead type it answered. The
+next event on the task starts at the first rung that has not failed: the attributor takes that rung's interface
+(`agents.attributor.rule_attribution`) and the proposer skips the failed templates (`agents.proposer.rule_proposal`).
+Within a round the critic's rejections move down the rungs of one interface (the revisions); the next interface's
+rungs come in the task's next round. When every rung has failed the ladder starts again from the prior, since
+the policy has changed since the first tries (said in the attribution's notes).
+
+Other failure types keep the attributor's per-interface memory (`REJECTED_LIMIT`): their groups still teach, and
+moving off an interface that keeps failing is the cheaper answer there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from agents.rule_templates import templates_for
+
+DEAD_TYPES = frozenset({"collapse_low", "collapse_high", "flat"})
+FAILED_OUTCOMES = frozenset({"rejected", "invalid", "reverted"})
+
+
+def family(label: str) -> str:
+    """A template label's template name ("variant:bullets3" -> "variant")."""
+    return label.split(":", 1)[0]
+
+
+def rungs(failure_type: str, order: tuple[str, ...], enabled: list[str]) -> list[tuple[str, str]]:
+    """The ladder of `failure_type` over the enabled interfaces of `order` (the attributor's preference order).
+
+    Its rungs are (interface, template name), one per template slot.
+    """
+    return [(i, name) for i in order if i in enabled for name, _ in templates_for(i, failure_type)]
+
+
+def failed_proposals(evidence: dict[str, Any], interface: str | None = None) -> list[dict[str, Any]]:
+    """This task's failed rule proposals on dead failures (on `interface` only, if given), oldest first."""
+    return [
+        p
+        for p in evidence.get("proposals", [])
+        if p.get("failure_type") in DEAD_TYPES
+        and p.get("outcome") in FAILED_OUTCOMES
+        and p.get("template") not in (None, "", "llm")
+        and (interface is None or p.get("interface") == interface)
+    ]
+
+
+def failed_labels(evidence: dict[str, Any], interface: str | None = None) -> list[str]:
+    """Template labels of this task's failed rule proposals on dead failures (on `interface` only, if given)."""
+    return [p["template"] for p in failed_proposals(evidence, interface)]
+
+
+def next_rung(
+    failure_type: str, order: tuple[str, ...], evidence: dict[str, Any], enabled: list[str]
+) -> tuple[int, str, str] | None:
+    """(index, interface, template name) of the first rung that has not failed on this task; None when all have.
+
+    A template slot that appears several times (each "variant" slot is one constraint) fails once per failed
+    proposal of that template.
+    """
+    failed = Counter((p["interface"], family(p["template"])) for p in failed_proposals(evidence))
+    for i, (iface, name) in enumerate(rungs(failure_type, order, enabled)):
+        if failed[(iface, name)] > 0:
+            failed[(iface, name)] -= 1
+            continue
+        return i, iface, name
+    return None
+
+
+def skipped_templates(failure_type: str, evidence: dict[str, Any], interface: str) -> list[str]:
+    """The template labels the proposer skips on `interface`.
+
+    The failed rungs there of a dead task that has a rung left on it; none for other failure types, and none once
+    every rung there failed (the ladder starts again).
+    """
+    if failure_type not in DEAD_TYPES or next_rung(failure_type, (interface,), evidence, [interface]) is None:
+        return []
+    return failed_labels(evidence, interface)

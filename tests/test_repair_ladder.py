@@ -1,0 +1,108 @@
+"""The repair ladder of a dead task (agents/repair_ladder.py): a failed rung leads to the next rung, not off the
+interface; the attributor takes the next rung's interface and the proposer skips the failed templates."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents import attributor, proposer
+from agents import repair_ladder as ladder
+from agents.schemas import Attribution
+from harness.types import INTERFACES
+from tests.test_agents import STATE, _ev
+
+ALL = list(INTERFACES)
+
+
+def _proposals(*rows):
+    """Proposal evidence rows: (interface, template, outcome[, failure_type])."""
+    return {
+        "proposals": [
+            {
+                "id": f"p{i}",
+                "interface": r[0],
+                "template": r[1],
+                "outcome": r[2],
+                "failure_type": (r[3:] or ["collapse_low"])[0],
+            }
+            for i, r in enumerate(rows)
+        ]
+    }
+
+
+def test_the_collapse_low_ladder_is_hints_then_criteria_then_sampling():
+    got = ladder.rungs("collapse_low", attributor.PREFERENCE["collapse_low"], ALL)
+    assert got == [
+        ("guidance", "hint"),
+        ("guidance", "hint_strong"),
+        ("guidance", "hint_all"),
+        ("criteria", "split_graded"),
+        ("criteria", "loosen_hardest"),
+        ("sampling", "downweight"),
+        ("sampling", "downweight_more"),
+    ]
+    assert [i for i, _ in ladder.rungs("collapse_low", attributor.PREFERENCE["collapse_low"], ["criteria"])] == [
+        "criteria",
+        "criteria",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rows", "rung"),
+    [
+        ((), (0, "guidance", "hint")),
+        ((("guidance", "hint", "rejected"),), (1, "guidance", "hint_strong")),
+        # a revert by training is a failure; a failure on another dead type counts; an accepted one does not
+        (
+            (("guidance", "hint", "reverted", "flat"), ("guidance", "hint_strong", "accepted")),
+            (1, "guidance", "hint_strong"),
+        ),
+        # failures on a failure type whose groups teach are not the ladder's
+        ((("guidance", "hint", "rejected", "blind_criterion"),), (0, "guidance", "hint")),
+        (
+            (
+                ("guidance", "hint", "rejected"),
+                ("guidance", "hint_strong", "invalid"),
+                ("guidance", "hint_all", "rejected"),
+            ),
+            (3, "criteria", "split_graded"),
+        ),
+    ],
+)
+def test_next_rung_is_the_first_that_has_not_failed_on_the_task(rows, rung):
+    assert ladder.next_rung("collapse_low", attributor.PREFERENCE["collapse_low"], _proposals(*rows), ALL) == rung
+
+
+def test_a_repeated_template_slot_fails_once_per_failed_proposal():
+    order = attributor.PREFERENCE["collapse_high"]
+    ev = _proposals(
+        ("sampling", "variant_sized", "rejected", "collapse_high"),
+        ("sampling", "variant:a", "rejected", "collapse_high"),
+    )
+    assert ladder.next_rung("collapse_high", order, ev, ALL) == (2, "sampling", "variant")
+
+
+def test_the_attributor_climbs_where_it_used_to_leave_the_interface():
+    ev = _proposals(("guidance", "hint", "rejected"), ("guidance", "hint_strong", "reverted"))
+    att = attributor.rule_attribution(_ev("collapse_low"), ev, ALL)
+    # Two failures on guidance moved a task to criteria for good before; the ladder tries guidance's next rung.
+    assert att.interface == "guidance" and any("ladder: rung 3 (guidance/hint_all)" in n for n in att.notes)
+    assert att.evidence_ids == ["p0", "p1"]
+    assert attributor.rule_attribution(_ev("collapse_low"), ev, ALL, use_memory=False).interface == "guidance"
+    # Every rung failed: the ladder starts again from the prior, and says so.
+    every = _proposals(
+        *[(i, n, "rejected") for i, n in ladder.rungs("collapse_low", attributor.PREFERENCE["collapse_low"], ALL)]
+    )
+    again = attributor.rule_attribution(_ev("collapse_low"), every, ALL)
+    assert any("every rung failed" in n for n in again.notes)
+    assert ladder.skipped_templates("collapse_low", every, again.interface) == []
+
+
+def test_the_proposer_skips_the_failed_rungs_of_its_interface():
+    ev = _proposals(("guidance", "hint", "rejected"))
+    skipped = ladder.skipped_templates("collapse_low", ev, "guidance")
+    assert skipped == ["hint"] and ladder.skipped_templates("stuffing", ev, "guidance") == []
+    att = Attribution(interface="guidance", diagnosis="d", confidence=0.8)
+    first = proposer.rule_proposal(_ev("collapse_low"), att, STATE, [], step=0)
+    climbed = proposer.rule_proposal(_ev("collapse_low"), att, STATE, [], step=0, failed=skipped)
+    assert first.template == "hint" and climbed.template == "hint_strong"
