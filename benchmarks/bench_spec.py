@@ -18,6 +18,10 @@ _FULL = [
     "evolver.memory=true",
     "evolver.critic=true",
     "harness.preflight=true",  # repair the tasks the initial policy leaves dead before step 1
+    # Two probe groups per task: on this pool they flag the tasks dead in 55-100% of their groups with p 0.76-1.0
+    # and those dead in <= 25% with p <= 0.10, against p = dead rate for one group (results/preflight/POWER.md).
+    "harness.preflight_groups=2",
+    "harness.liveness_weighting=true",  # draw predicted-dead tasks less until a repair resets them
 ]
 DAPO_OVERSAMPLE = 2  # DAPO arm: generate 2 x batch rollouts a step, train on batch of them (verl's gen_batch_size)
 

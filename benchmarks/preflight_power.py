@@ -136,9 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         for tid, t in tasks.items():
             print(f"  {tid}: dead rate {t['dead_rate']:.2f}  flag p {t['flag_p']}", flush=True)
     n_pool = len(pool)
-    out["cost_share"] = {
-        str(n): round(n * n_pool / out["trained_groups"], 4) for n in range(1, args.groups // 2 + 1)
-    }
+    out["cost_share"] = {str(n): round(n * n_pool / out["trained_groups"], 4) for n in range(1, args.groups // 2 + 1)}
     out["runtime_s"] = round(time.time() - t0, 1)
     out["load_average_end"] = round(os.getloadavg()[0], 1)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

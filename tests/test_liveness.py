@@ -73,3 +73,34 @@ def test_reset_forgets_an_edited_task_and_state_round_trips():
 def test_bad_settings_are_refused(kwargs):
     with pytest.raises(ValueError, match="liveness"):
         Liveness(**kwargs)
+
+
+# -- the sampler's use (trainer/sampler.py, harness.liveness_weighting) ----------------------------------------
+def test_liveness_weighting_draws_a_predicted_dead_task_less_until_an_edit_resets_it(tmp_path):
+    from test_trainer_support import tiny_config
+
+    from memory.store import TrainingMemory
+    from trainer.config import ConfigError
+    from trainer.harness_run import HarnessRun
+    from trainer.sampler import HarnessSampler, placeholder_row
+
+    run = HarnessRun(tiny_config(tmp_path, "harness.liveness_weighting=true"), memory=TrainingMemory.ephemeral())
+    try:
+        sampler = HarnessSampler.from_config(run)
+        tasks = run.state.drawable_task_ids(0)
+        for _ in range(6):
+            run.liveness.observe(tasks[0], dead=True)
+        for t in tasks[1:]:
+            run.liveness.observe(t, dead=False)
+        sampler.fill([placeholder_row()] * 2, num_generations=2, step=0)
+        w = sampler.core.weights(0)
+        others = [w[t] for t in tasks[1:]]
+        assert w[tasks[0]] < 0.5 * min(others)  # dead rate ~0.85 against ~0.33
+        assert w[tasks[0]] >= sampler.core.floor / len(tasks)  # the floor keeps it reachable
+        run.liveness.reset(tasks[0])  # an update edited it: back at full weight for the next draw
+        sampler.fill([placeholder_row()] * 2, num_generations=2, step=1)
+        assert sampler.core.weights(1)[tasks[0]] > max(sampler.core.weights(1)[t] for t in tasks[1:])
+    finally:
+        run.close()
+    with pytest.raises(ConfigError, match="choose one"):
+        tiny_config(tmp_path, "harness.liveness_weighting=true", "harness.dynamic_filtering=true")

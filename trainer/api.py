@@ -169,14 +169,7 @@ def harness_parts(
     if run.main_process:
         save_config(cfg, run.paths.config)
     h = cfg.harness
-    sampler = HarnessSampler(
-        run,
-        seed=cfg.train.seed,
-        floor=h.sampler_floor,
-        dynamic_filtering=h.dynamic_filtering,
-        df_window=h.df_window,
-        df_multiplier=h.df_multiplier,
-    )
+    sampler = HarnessSampler.from_config(run)
     reward: Any = RubricReward(run, cfg.train.num_generations)
     dynamic = None
     if h.dynamic_sampling:  # as trainer.grpo.build_trainer applies it

@@ -154,6 +154,11 @@ class HarnessConfig:
         "the cost.",
     )
     dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
+    liveness_weighting: bool = _f(
+        False,
+        "Draw each task in proportion to its estimated live rate (1 - its dead rate, harness/liveness.py) while it "
+        "waits for a repair; an edited task returns at full weight (trainer/sampler.py). Not with dynamic_filtering.",
+    )
     df_window: int = _f(
         1,
         "Dynamic filtering: a task is down-weighted when its last N groups all had zero variance "
@@ -239,6 +244,11 @@ class HarnessConfig:
             )
         if not 0.0 <= self.df_multiplier <= 1.0:
             raise ConfigError(f"harness.df_multiplier must be in [0, 1], got {self.df_multiplier}")
+        if self.dynamic_filtering and self.liveness_weighting:
+            raise ConfigError(
+                "harness.dynamic_filtering and harness.liveness_weighting both set the sampler's task multipliers: "
+                "choose one"
+            )
         if not 0.0 <= self.sampler_floor <= 1.0:
             raise ConfigError(f"harness.sampler_floor must be in [0, 1], got {self.sampler_floor}")
         if not 0.0 <= self.max_judge_failure_share <= 1.0:

@@ -208,15 +208,7 @@ def build_trainer(
             )
             run = HarnessRun(cfg, judge=judge, open_memory=resume_from is None, main_process=main)
             run.folder_lock = lock
-            h = cfg.harness
-            sampler = HarnessSampler(
-                run,
-                seed=cfg.train.seed,
-                floor=h.sampler_floor,
-                dynamic_filtering=h.dynamic_filtering,
-                df_window=h.df_window,
-                df_multiplier=h.df_multiplier,
-            )
+            sampler = HarnessSampler.from_config(run)
             if resume_from is not None:
                 summary = restore(run, resume_from, fresh_memory=fresh_memory, prepared=prepared)
                 if main:

@@ -34,6 +34,13 @@ rows are drawn in, i.e. `global_step` before their update), into the prompt the 
 Dynamic filtering (the DAPO-style baseline, `harness.dynamic_filtering`): a task whose last
 `df_window` groups all had zero variance gets its sampling weight multiplied by `df_multiplier`
 until a visit with variance is seen. It edits a multiplier in the sampler, never the harness.
+
+Liveness weighting (`harness.liveness_weighting`): before each step's draw every drawable task's weight is
+multiplied by its estimated live rate, 1 - `run.liveness.dead_rate` (harness/liveness.py), so a task predicted
+dead is drawn less while it waits for a repair; a task without evidence (never seen, or just edited: an update
+resets its estimate) keeps its full weight, so a repaired task returns to training at once, and `floor` keeps
+every task reachable. Like dynamic filtering it edits multipliers only, and every rank computes the same ones
+(every rank observes every group).
 """
 
 from __future__ import annotations
@@ -61,7 +68,10 @@ class HarnessSampler:
         dynamic_filtering: bool = False,
         df_window: int = 1,
         df_multiplier: float = 0.2,
+        liveness_weighting: bool = False,
     ) -> None:
+        if dynamic_filtering and liveness_weighting:
+            raise ValueError("dynamic filtering and liveness weighting both set the task multipliers: choose one")
         self.run = run
         self.core = TaskSampler(lambda: run.state, seed=seed, floor=floor)
         self.guidance_rng = random.Random(seed + 1)  # separate stream: hint draws never shift task draws
@@ -69,8 +79,23 @@ class HarnessSampler:
         self.dynamic_filtering = dynamic_filtering
         self.df_window = df_window
         self.df_multiplier = df_multiplier
+        self.liveness_weighting = liveness_weighting
         self._dead: dict[str, deque[bool]] = {}
         run.sampler = self
+
+    @classmethod
+    def from_config(cls, run: Any) -> HarnessSampler:
+        """The sampler `run.cfg` asks for (seed, floor, dynamic filtering, liveness weighting)."""
+        h = run.cfg.harness
+        return cls(
+            run,
+            seed=run.cfg.train.seed,
+            floor=h.sampler_floor,
+            dynamic_filtering=h.dynamic_filtering,
+            df_window=h.df_window,
+            df_multiplier=h.df_multiplier,
+            liveness_weighting=h.liveness_weighting,
+        )
 
     def draw_row(self) -> dict[str, Any]:
         state = self.run.state
@@ -121,6 +146,8 @@ class HarnessSampler:
             )
         t0 = time.perf_counter()
         self.step = step
+        if self.liveness_weighting:
+            self._weigh_by_liveness(step)
         local = len(rows) // num_generations
         groups = [self.draw_row() for _ in range(local * num_processes)]
         mine = groups[process_index * local : (process_index + 1) * local]
@@ -130,6 +157,12 @@ class HarnessSampler:
         # reward's record: the step this batch's update becomes.
         self.run.record_step(step + 1, {"sampler_s": time.perf_counter() - t0})
         return out
+
+    def _weigh_by_liveness(self, step: int) -> None:
+        liveness = self.run.liveness
+        for tid in self.run.state.drawable_task_ids(step):
+            live = 1.0 - liveness.dead_rate(tid) if liveness.evidence(tid) >= 1.0 else 1.0
+            self.core.set_multiplier(tid, live)
 
     # -- dynamic filtering baseline --------------------------------------------------------------------
     def observe_group(self, task_id: str, dead: bool) -> None:
