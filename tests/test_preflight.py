@@ -97,6 +97,23 @@ def test_several_probe_groups_repair_a_task_only_when_most_of_its_groups_would_b
         r.close()
 
 
+def test_on_several_processes_every_rank_observes_the_main_processs_probes(run, monkeypatch):
+    """The multi-process path: the probes go through `EvolverPause.broadcast`, then every rank observes them."""
+    monkeypatch.setattr(preflight, "_endpoint", lambda pause: ConstantPolicy())
+    pause = EvolverPause(run, trainer=None)
+    pause._num_processes = lambda: 2  # take the broadcast path (a no-op without a process group)
+    sent, seen = [], {}
+    real = pause.broadcast
+    pause.broadcast = lambda value: sent.append(value) or real(value)
+    pause.evolve = lambda step, preflight=None: seen.update(step=step, summary=preflight) or 0.0
+    run_preflight(pause)
+    tasks, _ = preflight.probe_tasks(run)
+    groups, error = sent[0]  # the probe groups themselves and no error, from the main process
+    assert [s.task_id for s, _ in groups] == tasks and error is None
+    assert seen["step"] == 0 and seen["summary"]["probed"] == tasks and seen["summary"]["dead"] == tasks
+    assert {e.task_id for e in run.pending_events} == set(tasks)
+
+
 def test_a_large_pool_is_probed_on_a_seeded_sample(tmp_path):
     cfg = tiny_config(tmp_path, "harness.preflight=true", "harness.preflight_max_tasks=2")
     r = HarnessRun(cfg, memory=TrainingMemory.ephemeral())
@@ -125,14 +142,15 @@ def test_preflight_round_runs_before_step_1_on_real_grpo(tmp_path):
         tmp_path,
         "harness.preflight=true",
         "train.max_steps=2",
-        "data.tasks=[t-long,t-any]",
+        "data.tasks=[t-long,t-any,t-short]",  # t-short: every answer meets its one criterion, a dead probe
         "evolver.interfaces=[sampling,criteria]",
     )
     train(cfg, progress=False)
     rounds = read_jsonl(cfg.run_path / "rounds.jsonl")
     assert [r["step"] for r in rounds] == [0], rounds  # no round after the last step
     pre = rounds[0]["preflight"]
-    assert sorted(pre["probed"]) == ["t-any", "t-long"] and "error" not in rounds[0]
+    assert sorted(pre["probed"]) == ["t-any", "t-long", "t-short"] and "error" not in rounds[0]
+    assert "t-short" in pre["dead"] and any(":t-short:0" in eid for eid in rounds[0]["event_ids"])
     assert rounds[0]["pause_s"] >= pre["probe_s"] > 0
     # Every event of the round is about a probe group, and each dead probe gave the round one.
     assert all(eid.endswith(":0") or ":0:" in eid for eid in rounds[0]["event_ids"])

@@ -3,19 +3,22 @@
 A task whose groups are dead from the start (all-low, all-high or flat: zero reward variance, zero advantage) wastes
 every group it is drawn for until a round repairs it, and the first regular round comes only after
 `harness.evolve_every` steps. With `harness.preflight` the trainer, before the first training step
-(`HarnessCallback.on_train_begin` of a run at step 0), samples one group per pool task from the initial policy
-(`train.num_generations` rollouts, the prompt as step 1 would render it, training's temperature and length), scores
-it with the run's judge and feeds it to the run exactly as a training group (`trainer.reward.observe_group`: the
-detector, the sampler and memory, labelled step 0). These groups are the first cached groups in memory, so the
+(`HarnessCallback.on_train_begin` of a run at step 0, `run_preflight`), samples `harness.preflight_groups` groups
+per pool task from the initial policy (`train.num_generations` rollouts each, the prompt as step 1 would render it,
+training's temperature and length), scores them with the run's judge and feeds each to the run exactly as a
+training group (`trainer.reward.observe_group`: the detector, the sampler and memory, labelled step 0). The task's
+liveness estimate (harness/liveness.py) counts all its probe rollouts together: the share of its groups of G that
+would be dead. With more than one group, a dead probe group on a task whose share is below `DEAD_SHARE` is dropped
+as chance (the console and rounds.jsonl name it). These groups are the first cached groups in memory, so the
 critic's control and training's grading (trainer/provisional.py) read them like any training group. The detector
 treats them as probes: a dead probe group fires its event on the first visit, flat included
 (`harness.detector.Detector.observe`). Then the pause runs one ordinary round at step 0 (`EvolverPause.evolve`),
 with the same screen, provisional grading, rounds.jsonl record, console lines and Studio thread as any round.
 
-Budget: the probes cost `min(pool, harness.preflight_max_tasks)` groups of generation (a pool larger than that is
-probed on a seeded uniform sample of that many tasks, named in the log and in rounds.jsonl); the round is bounded
-like any round by `harness.max_events` and `harness.max_pause_s`. The probes' seconds are counted in the round's
-`pause_s`.
+Budget: the probes cost `preflight_groups x min(pool, harness.preflight_max_tasks)` groups of generation (a pool
+larger than that is probed on a seeded uniform sample of that many tasks, named in the log and in rounds.jsonl);
+the round is bounded like any round by `harness.max_events` and `harness.max_pause_s`. The probes' seconds are
+counted in the round's `pause_s`.
 
 Resume: the pre-flight runs only when training starts at step 0. A run resumed from a checkpoint (step >= 1) has
 it already in its harness and memory; a run killed before its first checkpoint cannot be resumed and starts over
@@ -207,7 +210,11 @@ def run_preflight(pause: EvolverPause) -> float:
             log.error("pre-flight probes failed; training starts on the unrepaired harness: %s", e)
             summary["error"] = f"{type(e).__name__}: {e}"
             summary["traceback"] = traceback.format_exc(limit=8)
-    summary.update(observe(run, pause.broadcast(groups)))
+    # Every rank takes the same branch below (a round, or a failed round's count): both hold collectives.
+    groups, error = pause.broadcast((groups, summary.get("error")))
+    if error is not None:
+        summary["error"] = error
+    summary.update(observe(run, groups))
     summary["probe_s"] = round(time.monotonic() - t0, 2)
     if "error" not in summary:
         return pause.evolve(PREFLIGHT_STEP, preflight=summary)
