@@ -3,8 +3,9 @@
 Deadness belongs to the task: on SmolLM2 a task's next group is dead with about the task's own dead rate, whatever
 its previous group did (issue 30's replay of the benchmark draws). So one number per task summarises what the run
 has seen: the posterior mean of its dead rate, `dead_rate`. It is read where a task's expected waste matters: the
-round's event ranking (trainer/round_events.py: estimated dead rate x draw probability x steps left) and the
-rounds.jsonl record of why each event got its slot.
+round's event ranking (trainer/round_events.py: estimated dead rate x draw probability x steps left, recorded in
+rounds.jsonl as why each event got its slot) and, with `harness.liveness_weighting`, the sampler, which draws a
+task by its estimated live rate while it waits for a repair (trainer/sampler.py).
 
 The model: group g of task t is dead (std < eps) with probability d_t; d_t ~ Beta(dead + b0, live + a0). Counts
 decay: before each new observation of a task its counts are multiplied by `decay`, so evidence from a policy many

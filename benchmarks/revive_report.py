@@ -1,0 +1,182 @@
+"""Issue 30's yardsticks: did HarnessRL revive the tasks the fixed harness leaves dead, and at what cost?
+
+Reads HarnessRL run folders (their metrics.jsonl carry each step's task ids and group stds; rounds.jsonl the rounds)
+and, per seed, the fixed arm twice: a short fixed run folder for the per-task dead shares of steps 1 to
+`--early` (the fixed arm's committed job summaries predate per-step task ids) and the committed 40-step fixed job
+summary for the totals after step `--early`. Both fixed sources draw the same tasks at one seed: the fixed harness
+never changes, so its sampler's draws depend on the seed alone.
+
+    .venv/bin/python benchmarks/revive_report.py --harnessrl runs/h30-s0 runs/h30-s1 \
+        --fixed-early runs/fixed8-s0 runs/fixed8-s1 \
+        --fixed-summary benchmarks/results/smollm2-40/fixed-s0.json benchmarks/results/smollm2-40/fixed-s1.json \
+        --out benchmarks/results/revive/smollm2-40.json
+
+Per seed it reports: the chronic tasks (dead share >= 0.5 in fixed's early steps), the share of HarnessRL's groups on
+them after the early steps that vary, whether each got an accepted repair by then that training confirmed, dead
+groups after the early steps (HarnessRL vs fixed), the zero-variance share of all trained groups, extra generation
+(pre-flight and critic probes over trained rollouts), the share of accepted updates that answered dead groups, and
+the pause's share of training wall time. Per task it splits HarnessRL's cut in dead groups into fewer draws and
+fewer dead groups per draw, with fixed's early dead rate as the baseline rate (an estimate: fixed's per-task rates
+after the early steps are not in its summaries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainer.io import read_jsonl  # noqa: E402
+
+DEAD_TYPES = ("collapse_low", "collapse_high", "flat")
+EPS = 0.05  # the detector's default: a group is dead when its reward std is below it
+
+
+def per_task(metrics: list[dict[str, Any]], lo: int, hi: int) -> dict[str, list[int]]:
+    """Task -> [groups, dead groups] over steps lo..hi (inclusive)."""
+    out: dict[str, list[int]] = {}
+    for m in metrics:
+        if not lo <= m["step"] <= hi:
+            continue
+        if "tasks" not in m or "group_stds" not in m:
+            raise ValueError(f"metrics step {m['step']}: no per-step task ids / group stds (run it on newer code)")
+        for tid, std in zip(m["tasks"], m["group_stds"]):
+            c = out.setdefault(tid, [0, 0])
+            c[0] += 1
+            c[1] += std < EPS
+    return out
+
+
+def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict[str, Any]:
+    h_metrics = read_jsonl(h_dir / "metrics.jsonl")
+    rounds = read_jsonl(h_dir / "rounds.jsonl")
+    steps = max(m["step"] for m in h_metrics)
+    f_tasks = per_task(read_jsonl(f_early / "metrics.jsonl"), 1, early)
+    chronic = sorted(t for t, (g, d) in f_tasks.items() if g and d / g >= 0.5)
+    h_late = per_task(h_metrics, early + 1, steps)
+    h_early = per_task(h_metrics, 1, early)
+    fixed = json.loads(f_summary.read_text())
+    f_late_dead = sum(s["dead_share"] * s["n_groups"] for s in fixed["steps"] if s["step"] > early)
+    f_late_groups = sum(s["n_groups"] for s in fixed["steps"] if s["step"] > early)
+    h_late_dead = sum(d for _, d in h_late.values())
+    h_late_groups = sum(g for g, _ in h_late.values())
+    trained = sum(m["n_groups"] for m in h_metrics)
+    h_dead_all = sum(m["dead_share"] * m["n_groups"] for m in h_metrics)
+    # Accepted repairs and training's verdicts on them, per task.
+    accepted: dict[str, list[dict[str, Any]]] = {}
+    verdicts: dict[int, str] = {}
+    probe_rollouts = 0.0
+    pre_rollouts = 0
+    for r in rounds:
+        pre_rollouts += int((r.get("preflight") or {}).get("rollouts") or 0)
+        for v in (r.get("provisional") or {}).get("verdicts") or []:
+            verdicts[int(v["version"])] = v["verdict"]
+        for rep in r.get("reports") or []:
+            for a in rep.get("attempts") or []:
+                probe_rollouts += float((a.get("numbers") or {}).get("cost_probe_rollouts") or 0.0)
+            if rep.get("decision") == "accepted" and rep.get("committed_version") is not None:
+                accepted.setdefault(rep["task_id"], []).append(
+                    {
+                        "step": r["step"],
+                        "version": rep["committed_version"],
+                        "failure_type": rep.get("failure_type"),
+                        "interface": rep.get("interface"),
+                        "template": (rep.get("attempts") or [{}])[-1].get("template"),
+                    }
+                )
+    for reps in accepted.values():
+        for a in reps:
+            a["verdict"] = verdicts.get(int(a["version"]), "pending")
+    n_acc = sum(len(v) for v in accepted.values())
+    n_acc_dead = sum(a["failure_type"] in DEAD_TYPES for v in accepted.values() for a in v)
+    pause = sum(float(r.get("pause_s") or 0.0) for r in rounds)
+    train_s = sum(float(m.get("train_step_s") or 0.0) for m in h_metrics)
+    rollouts_per_group = _group_size(h_dir)
+    chronic_rows = {}
+    for t in chronic:
+        hg, hd = h_late.get(t, [0, 0])
+        fg, fd = f_tasks[t]
+        by_early = [a for a in accepted.get(t, []) if a["step"] <= early]
+        chronic_rows[t] = {
+            "fixed_early": {"groups": fg, "dead": fd},
+            "harnessrl_early": dict(zip(("groups", "dead"), h_early.get(t, [0, 0]))),
+            "harnessrl_late": {"groups": hg, "dead": hd, "varying_share": (hg - hd) / hg if hg else None},
+            "repairs_by_early": by_early,
+            "confirmed_repair_by_early": any(a["verdict"] == "confirm" for a in by_early),
+        }
+    late_groups = sum(r["harnessrl_late"]["groups"] for r in chronic_rows.values())
+    late_dead = sum(r["harnessrl_late"]["dead"] for r in chronic_rows.values())
+    split = {}
+    for t, (fg, fd) in f_tasks.items():
+        rate = fd / fg if fg else 0.0
+        hg, hd = h_late.get(t, [0, 0])
+        f_draws_late = f_late_groups * (fg / sum(x[0] for x in f_tasks.values()))  # fixed's early draw share
+        split[t] = {
+            "fixed_early_dead_rate": round(rate, 3),
+            "harnessrl_late": {"groups": hg, "dead": hd},
+            "cut_by_fewer_draws": round((f_draws_late - hg) * rate, 2),
+            "cut_by_revival": round(hg * rate - hd, 2),
+        }
+    return {
+        "steps": steps,
+        "chronic": chronic_rows,
+        "chronic_late_varying_share": (late_groups - late_dead) / late_groups if late_groups else None,
+        "dead_after_early": {"harnessrl": h_late_dead, "fixed": round(f_late_dead, 2), "groups": h_late_groups},
+        "dead_after_early_ratio": h_late_dead / f_late_dead if f_late_dead else None,
+        "zero_var_trained": {"harnessrl": h_dead_all / trained, "fixed": fixed["zero_var_trained"]},
+        "zero_var_ratio": (h_dead_all / trained) / fixed["zero_var_trained"] if fixed["zero_var_trained"] else None,
+        "extra_generation": {
+            "preflight_rollouts": pre_rollouts,
+            "critic_probe_rollouts": probe_rollouts,
+            "trained_rollouts": trained * rollouts_per_group,
+            "share": (pre_rollouts + probe_rollouts) / (trained * rollouts_per_group),
+        },
+        "accepted": {"all": n_acc, "dead": n_acc_dead, "share_dead": n_acc_dead / n_acc if n_acc else None},
+        "accepted_updates": accepted,
+        "pause": {"pause_s": round(pause, 1), "train_s": round(train_s, 1), "share": pause / (pause + train_s)},
+        "per_task_cut": split,
+    }
+
+
+def _group_size(run_dir: Path) -> int:
+    import yaml
+
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    return int(cfg["train"]["num_generations"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--harnessrl", nargs="+", required=True, help="HarnessRL run folders, one per seed")
+    ap.add_argument("--fixed-early", nargs="+", required=True, help="short fixed run folders, same seeds and order")
+    ap.add_argument("--fixed-summary", nargs="+", required=True, help="40-step fixed job summaries, same order")
+    ap.add_argument("--early", type=int, default=8, help="the early steps (default 8: the first regular round)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    if not len(args.harnessrl) == len(args.fixed_early) == len(args.fixed_summary):
+        ap.error("give one --harnessrl, --fixed-early and --fixed-summary per seed, in the same order")
+    seeds = {
+        Path(h).name: seed_report(Path(h), Path(fe), Path(fs), args.early)
+        for h, fe, fs in zip(args.harnessrl, args.fixed_early, args.fixed_summary)
+    }
+    out = {"command": "benchmarks/revive_report.py " + " ".join(argv if argv is not None else sys.argv[1:]), **seeds}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1, default=float) + "\n")
+    for name, s in seeds.items():
+        print(f"{name}: chronic {list(s['chronic'])}, late varying share on them {s['chronic_late_varying_share']}")
+        print(f"  dead after early: {s['dead_after_early']} ratio {s['dead_after_early_ratio']}")
+        print(f"  zero-var trained: {s['zero_var_trained']} ratio {s['zero_var_ratio']}")
+        print(f"  extra generation {s['extra_generation']}")
+        print(f"  accepted {s['accepted']}, pause {s['pause']}")
+        for t, r in s["chronic"].items():
+            print(f"  {t}: {r}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
