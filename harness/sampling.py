@@ -34,8 +34,11 @@ class TaskSampler:
             raise ValueError(f"multiplier for {task_id!r} must be >= 0, got {m}")
         self._multipliers[task_id] = float(m)
 
-    def weights(self, step: int | None = None) -> dict[str, float]:
-        """Sampling probabilities over the tasks drawable at training step `step` (sum to 1)."""
+    def weights(self, step: int | None = None, *, multipliers: bool = True) -> dict[str, float]:
+        """Sampling probabilities over the tasks drawable at training step `step` (sum to 1).
+
+        `multipliers=False`: as if every multiplier were 1 (the harness's own weights and the floor).
+        """
         state = self._state()
         ids = state.drawable_task_ids(step)
         if not ids:
@@ -44,7 +47,7 @@ class TaskSampler:
                 f"harness version {state.version} has no active task with a positive weight "
                 f"that is not quarantined at step {at}"
             )
-        raw = {t: state.sampling[t].weight * self._multipliers.get(t, 1.0) for t in ids}
+        raw = {t: state.sampling[t].weight * (self._multipliers.get(t, 1.0) if multipliers else 1.0) for t in ids}
         total = sum(raw.values())
         if total <= 0:  # every multiplier is 0: fall back to uniform rather than divide by zero
             return {t: 1.0 / len(ids) for t in ids}

@@ -380,6 +380,19 @@ def test_dead_events_rank_by_the_dead_groups_a_repair_could_revive(run):
     assert set(got.values) == {e.id for e in run.pending_events} | {e.id for e in got.taken}
 
 
+def test_a_repairs_value_uses_the_draw_rate_a_revived_task_gets(run):
+    """The sampler's multipliers (liveness weighting, dynamic filtering) lift once a task is repaired."""
+    from trainer.round_events import repair_values
+    from trainer.sampler import HarnessSampler
+
+    sampler = HarnessSampler(run, seed=0, liveness_weighting=True)
+    sampler.core.set_multiplier("t-photo", 0.1)  # predicted dead: drawn a tenth as often until repaired
+    e = _typed("flat", "t-photo", 2)
+    (value,) = repair_values(run, [e], step=2).values()
+    assert value.draw_p == pytest.approx(sampler.core.weights(2, multipliers=False)["t-photo"])
+    assert value.draw_p > sampler.core.weights(2)["t-photo"]
+
+
 def _groups(run, task_id, groups, version=0):
     """Training groups of `task_id` in the run's memory, one per step (oldest first)."""
     for step, rewards in enumerate(groups, start=1):

@@ -64,12 +64,19 @@ def repair_values(run: HarnessRun, events: list[FailureEvent], step: int, proces
     """Event id -> `RepairValue` of its task at training step `step` (batch-level events, task "*", are worth 0).
 
     Groups per step is `train.batch_size / train.num_generations` on each of `processes`; steps left count to
-    `train.max_steps`. A task the sampler cannot draw now (quarantined, weight 0) has draw probability 0.
+    `train.max_steps`. The draw probability is the harness's, without the sampler's multipliers: a repair resets a
+    task's liveness weighting (and dynamic filtering lifts its multiplier once it varies), so a revived task is drawn
+    at that rate. A task the sampler cannot draw now (quarantined, weight 0) has draw probability 0.
     """
     cfg = run.cfg.train
     per_step = cfg.batch_size // cfg.num_generations * processes
     steps_left = max(0, cfg.max_steps - step)
-    weights = run.sampler.core.weights(step) if run.sampler is not None else _uniform(run, step)
+    if not run.state.drawable_task_ids(step):
+        weights: dict[str, float] = {}  # nothing can be drawn now: no repair buys a group
+    elif run.sampler is not None:
+        weights = run.sampler.core.weights(step, multipliers=False)
+    else:
+        weights = _uniform(run, step)
     out = {}
     for e in events:
         if e.task_id == "*":
