@@ -31,11 +31,15 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+if str(HERE) not in sys.path:  # the bench_* siblings import each other by their bare names
+    sys.path.insert(1, str(HERE))
 
-from benchmarks.bench_run import pick_eval_tasks  # noqa: E402
-from benchmarks.bench_spec import PRESETS  # noqa: E402
+from bench_run import pick_eval_tasks  # noqa: E402
+from bench_spec import PRESETS  # noqa: E402
+
 from harness.liveness import dead_subset_share  # noqa: E402
 from trainer.config import load_config  # noqa: E402
 from trainer.preflight import DEAD_SHARE, probe  # noqa: E402

@@ -61,8 +61,10 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
     h_late = per_task(h_metrics, early + 1, steps)
     h_early = per_task(h_metrics, 1, early)
     fixed = json.loads(f_summary.read_text())
-    f_late_dead = sum(s["dead_share"] * s["n_groups"] for s in fixed["steps"] if s["step"] > early)
-    f_late_groups = sum(s["n_groups"] for s in fixed["steps"] if s["step"] > early)
+    f_steps = [s for s in fixed["steps"] if s["step"] <= steps]  # the steps HarnessRL ran, no more
+    f_late_dead = sum(s["dead_share"] * s["n_groups"] for s in f_steps if s["step"] > early)
+    f_late_groups = sum(s["n_groups"] for s in f_steps if s["step"] > early)
+    f_zero_var = sum(s["dead_share"] * s["n_groups"] for s in f_steps) / sum(s["n_groups"] for s in f_steps)
     h_late_dead = sum(d for _, d in h_late.values())
     h_late_groups = sum(g for g, _ in h_late.values())
     trained = sum(m["n_groups"] for m in h_metrics)
@@ -128,8 +130,8 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
         "chronic_late_varying_share": (late_groups - late_dead) / late_groups if late_groups else None,
         "dead_after_early": {"harnessrl": h_late_dead, "fixed": round(f_late_dead, 2), "groups": h_late_groups},
         "dead_after_early_ratio": h_late_dead / f_late_dead if f_late_dead else None,
-        "zero_var_trained": {"harnessrl": h_dead_all / trained, "fixed": fixed["zero_var_trained"]},
-        "zero_var_ratio": (h_dead_all / trained) / fixed["zero_var_trained"] if fixed["zero_var_trained"] else None,
+        "zero_var_trained": {"harnessrl": h_dead_all / trained, "fixed": f_zero_var},
+        "zero_var_ratio": (h_dead_all / trained) / f_zero_var if f_zero_var else None,
         "extra_generation": {
             "preflight_rollouts": pre_rollouts,
             "critic_probe_rollouts": probe_rollouts,

@@ -1,0 +1,94 @@
+"""benchmarks/revive_report.py: issue 30's yardsticks from run folders, on a hand-made pair of runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.revive_report import main, per_task, seed_report
+
+DEAD, LIVE = 0.0, 0.2
+
+
+def _metrics(rows):
+    return [
+        {
+            "step": s,
+            "tasks": tasks,
+            "group_stds": stds,
+            "n_groups": len(tasks),
+            "dead_share": sum(x < 0.05 for x in stds) / len(tasks),
+            "train_step_s": 10.0,
+        }
+        for s, (tasks, stds) in enumerate(rows, start=1)
+    ]
+
+
+def _write(folder, metrics, rounds=()):
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    (folder / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    (folder / "config.yaml").write_text("train:\n  num_generations: 4\n")
+
+
+@pytest.fixture
+def pair(tmp_path):
+    # Fixed: task a dead in both early steps, b live; after step 2, a dead again and b live.
+    fixed = _metrics(
+        [(["a", "b"], [DEAD, LIVE]), (["a", "b"], [DEAD, LIVE]), (["a", "b"], [DEAD, LIVE]), (["a", "b"], [DEAD, LIVE])]
+    )
+    _write(tmp_path / "fixed", fixed[:2])
+    (tmp_path / "fixed.json").write_text(json.dumps({"steps": fixed, "zero_var_trained": 0.5}))
+    # HarnessRL: a repaired before step 1 (v1, confirmed at step 2), then a varies in one of its two late groups.
+    h = _metrics(
+        [(["a", "b"], [LIVE, LIVE]), (["b", "b"], [LIVE, LIVE]), (["a", "b"], [DEAD, LIVE]), (["a", "b"], [LIVE, LIVE])]
+    )
+    rounds = [
+        {
+            "step": 0,
+            "pause_s": 5.0,
+            "preflight": {"rollouts": 8},
+            "reports": [
+                {
+                    "task_id": "a",
+                    "decision": "accepted",
+                    "committed_version": 1,
+                    "failure_type": "collapse_low",
+                    "interface": "guidance",
+                    "attempts": [{"template": "hint", "numbers": {"cost_probe_rollouts": 4.0}}],
+                }
+            ],
+        },
+        {"step": 2, "pause_s": 5.0, "provisional": {"verdicts": [{"version": 1, "verdict": "confirm"}]}, "reports": []},
+    ]
+    _write(tmp_path / "h", h, rounds)
+    return tmp_path
+
+
+def test_per_task_counts_groups_and_dead_groups_by_step_range(pair):
+    from trainer.io import read_jsonl
+
+    m = read_jsonl(pair / "h" / "metrics.jsonl")
+    assert per_task(m, 1, 2) == {"a": [1, 0], "b": [3, 0]}
+    assert per_task(m, 3, 4) == {"a": [2, 1], "b": [2, 0]}
+    with pytest.raises(ValueError, match="per-step task ids"):
+        per_task([{"step": 1, "n_groups": 2}], 1, 1)
+
+
+def test_seed_report_finds_the_chronic_task_and_its_confirmed_repair(pair):
+    r = seed_report(pair / "h", pair / "fixed", pair / "fixed.json", early=2)
+    assert list(r["chronic"]) == ["a"]
+    a = r["chronic"]["a"]
+    assert a["harnessrl_late"] == {"groups": 2, "dead": 1, "varying_share": 0.5} and a["confirmed_repair_by_early"]
+    assert r["dead_after_early"] == {"harnessrl": 1, "fixed": 2.0, "groups": 4} and r["dead_after_early_ratio"] == 0.5
+    assert r["zero_var_trained"] == {"harnessrl": 1 / 8, "fixed": 0.5}
+    assert r["extra_generation"]["share"] == pytest.approx((8 + 4) / (8 * 4))
+    assert r["accepted"] == {"all": 1, "dead": 1, "share_dead": 1.0}
+    assert r["pause"]["share"] == pytest.approx(10 / 50)
+
+
+def test_the_cli_refuses_unmatched_seed_lists(pair, capsys):
+    with pytest.raises(SystemExit):
+        main(["--harnessrl", str(pair / "h"), "--fixed-early", "x", "y", "--fixed-summary", "z", "--out", "o.json"])
+    assert "one --harnessrl" in capsys.readouterr().err
