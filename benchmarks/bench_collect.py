@@ -81,7 +81,16 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
             walls.append(m["time"] - m["step_started"])
         else:
             walls.append(m.get("train_step_s", 0.0) + m.get("pause_s", 0.0))
-    cum, ckpt_wall = 0.0, {}
+    # The pre-flight round runs before step 1 (trainer/preflight.py): its pause (probes and round) is training wall
+    # time and pause that no step's line holds. Its probes, and the critic's, are generation beyond the trained groups.
+    pre_pause = sum(float(r.get("pause_s") or 0.0) for r in rounds if r.get("preflight"))
+    probe_rollouts = sum(int((r.get("preflight") or {}).get("rollouts") or 0) for r in rounds) + sum(
+        float((a.get("numbers") or {}).get("cost_probe_rollouts") or 0.0)
+        for r in rounds
+        for rep in r.get("reports") or []
+        for a in rep.get("attempts") or []
+    )
+    cum, ckpt_wall = pre_pause, {}
     for m, w in zip(metrics, walls):
         cum += w
         ckpt_wall[str(m["step"])] = cum
@@ -120,13 +129,17 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "groups_generated": gen,
         "groups_trained": trained,
         "ds_short": sum(m.get("ds_short", 0) for m in metrics),
-        "wall_s": sum(walls),
+        "wall_s": pre_pause + sum(walls),
         "ckpt_wall": ckpt_wall,
         "train_step_s": sum(m.get("train_step_s", 0.0) for m in metrics),
         "overhead_s": sum(m.get("harness_overhead_s", 0.0) for m in metrics),
         "sampler_s": sum(m.get("sampler_s", 0.0) for m in metrics),
         "reward_overhead_s": sum(m.get("reward_overhead_s", 0.0) for m in metrics),
-        "pause_s": sum(m.get("pause_s", 0.0) for m in metrics),
+        "pause_s": pre_pause + sum(m.get("pause_s", 0.0) for m in metrics),
+        "preflight_pause_s": pre_pause,
+        # The pre-flight's and the critic's probes (the fallback's and batching's are not counted).
+        "probe_rollouts": probe_rollouts,
+        "probe_groups": probe_rollouts / _group_size(run_dir) if probe_rollouts else 0.0,
         "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,
         "judge_warnings": int(sum(m.get("judge_warnings", 0) for m in metrics)),
         "rounds": len(rounds),
@@ -148,6 +161,13 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         # The pre-flight round's probes (trainer/preflight.py): tasks, group means and stds, dead tasks, seconds.
         "preflight": next((r["preflight"] for r in rounds if r.get("preflight")), None),
     }
+
+
+def _group_size(run_dir: Path) -> int:
+    """The run's GRPO group size G (its resolved config.yaml)."""
+    import yaml
+
+    return int(yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["num_generations"])
 
 
 def _update_log(run_dir: Path, updates: list[dict[str, Any]], rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -230,7 +250,8 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
         "overhead_share": (run["overhead_s"] / run["train_step_s"]) if run.get("train_step_s") else None,
         "groups_generated": run.get("groups_generated"),
         "groups_trained": run.get("groups_trained"),
-        "extra_generation": ((run["groups_generated"] / run["groups_trained"]) - 1.0)
+        # Generated beyond trained: DAPO's over-sampling, and the pre-flight's and critic's probes as groups.
+        "extra_generation": (((run["groups_generated"] + run.get("probe_groups", 0.0)) / run["groups_trained"]) - 1.0)
         if run.get("groups_trained")
         else None,
         "step_wall_s": (wall - run["pause_s"]) / len(run["steps"]) if run.get("steps") else None,
