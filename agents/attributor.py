@@ -136,7 +136,9 @@ def _ladder(
     event: FailureEvent, evidence: dict[str, Any], enabled: list[str], notes: list[str], cited: list[str]
 ) -> tuple[str | None, list[str]]:
     """(the interface of the dead task's next rung or None, the interfaces with a rung left); notes and cites it."""
-    order = PREFERENCE[event.type]
+    order = ladder.order_for(event.type, PREFERENCE[event.type], evidence)
+    if order != PREFERENCE[event.type]:
+        notes.append(f"ladder: {order[0]} first: the best recent rollout misses a format-only criterion")
     notes += [f"{i} is disabled (ablation): skipped" for i in order if i not in enabled]
     failed = ladder.failed_labels(evidence)
     # An LLM proposer's failures name no rung: they count per interface, as for the other failure types.

@@ -6,15 +6,22 @@ attributor's preference order (`agents.attributor.PREFERENCE`), each with its ru
 (`agents.rule_templates.templates_for`): for collapse_low, hints from the task's essential criteria, then fuller
 hints, then hints on every criterion, then criteria edits (a graded split, a loosened check), then down-weighting;
 for flat, graded criteria edits, then hints (which state the format a criterion asks for), then down-weighting;
-for collapse_high, harder variants, then criteria and guidance.
+for collapse_high, harder variants, then criteria and guidance. One reordering (`order_for`): a flat task whose
+newest best rollout still misses a positive format-only criterion (bullets, a word count, a start or an end) never
+produces that form, so re-grading its identical answers cannot make them differ, while a hint that states the form
+can; its guidance rungs come first.
 
 A rung fails when a proposal of its template on this task was rejected, invalid, or accepted and then reverted by
 training (the task's proposal records in memory, `evidence["proposals"]`), whichever dead type it answered. The
 next event on the task starts at the first rung that has not failed: the attributor takes that rung's interface
 (`agents.attributor.rule_attribution`) and the proposer skips the failed templates (`agents.proposer.rule_proposal`).
 Within a round the critic's rejections move down the rungs of one interface (the revisions); the next interface's
-rungs come in the task's next round. When every rung has failed the ladder starts again from the prior, since
-the policy has changed since the first tries (said in the attribution's notes).
+rungs come in the task's next round. So for an all-low or flat task the round's sampling fallback waits while an
+interface other than sampling still has a rung (`rung_elsewhere`; the report says which): the fallback is the
+sampling rung itself (a down-weight or a quarantine, acted on only when the frozen policy reproduces the failure),
+the last resort for a task that should come back. A saturated task (collapse_high) keeps its fallback: drawing it
+less is a fitting answer there. When every rung has failed the ladder starts again from the prior, since the
+policy has changed since the first tries (said in the attribution's notes).
 
 Other failure types keep the attributor's per-interface memory (`REJECTED_LIMIT`): their groups still teach, and
 moving off an interface that keeps failing is the cheaper answer there.
@@ -26,6 +33,7 @@ from collections import Counter
 from typing import Any
 
 from agents.rule_templates import templates_for
+from agents.rules_bank import FORMAT_ONLY
 
 DEAD_TYPES = frozenset({"collapse_low", "collapse_high", "flat"})
 FAILED_OUTCOMES = frozenset({"rejected", "invalid", "reverted"})
@@ -87,3 +95,33 @@ def skipped_templates(failure_type: str, evidence: dict[str, Any], interface: st
     if failure_type not in DEAD_TYPES or next_rung(failure_type, (interface,), evidence, [interface]) is None:
         return []
     return failed_labels(evidence, interface)
+
+
+def order_for(failure_type: str, order: tuple[str, ...], evidence: dict[str, Any]) -> tuple[str, ...]:
+    """The ladder's interface order for this event: `order`, or guidance first (see the module doc).
+
+    Guidance goes first for a flat task whose best recent rollout misses a positive format-only criterion.
+    """
+    if failure_type != "flat" or "guidance" not in order:
+        return order
+    unmet = set(evidence.get("unmet") or [])
+    criteria = (evidence.get("task") or {}).get("criteria") or []
+    if any(
+        c.get("id") in unmet and (c.get("weight") or 0) > 0 and (c.get("check") or {}).get("type") in FORMAT_ONLY
+        for c in criteria
+    ):
+        return ("guidance", *(i for i in order if i != "guidance"))
+    return order
+
+
+def rung_elsewhere(
+    failure_type: str, order: tuple[str, ...], evidence: dict[str, Any], enabled: list[str], interface: str
+) -> tuple[int, str, str] | None:
+    """The first rung not yet failed on an enabled interface other than `interface` and sampling.
+
+    None when there is none, or for a failure other than collapse_low and flat. The round's attempts on `interface`
+    are not in `evidence` yet; the other interfaces' rungs are what the task's next round would climb to.
+    """
+    if failure_type not in ("collapse_low", "flat"):
+        return None
+    return next_rung(failure_type, order, evidence, [i for i in enabled if i not in (interface, "sampling")])

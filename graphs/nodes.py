@@ -547,12 +547,25 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     return {"generalised": {**out, "decision": BATCH_PENDING if verdict.verdict == "accept" else "rejected"}}
 
 
+def _next_rung_elsewhere(state: LaneState, event: FailureEvent, ctx: EvolverContext) -> tuple[int, str, str] | None:
+    ev = state["evidence"]
+    if event.task_id == "*" or ev.get("error") or not state.get("attribution"):
+        return None
+    att = Attribution.model_validate(state["attribution"])
+    order = repair_ladder.order_for(event.type, attributor.PREFERENCE.get(event.type, ()), ev)
+    return repair_ladder.rung_elsewhere(event.type, order, ev, ctx.enabled_interfaces(), att.interface)
+
+
 def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     """After R rejected revisions: the safe sampling change, if allowed and still valid; else no change."""
     ctx, event = _ctx(runtime), _event(state)
     svc = _services(ctx)
     store = svc.store
     harness = _harness(state, svc)
+    if ctx.memory and (rung := _next_rung_elsewhere(state, event, ctx)) is not None:
+        # A dead task's repair ladder has a rung left on another interface: the task's next round climbs to it.
+        why = f"deferred: the repair ladder's next rung is {rung[1]}/{rung[2]} (agents/repair_ladder.py)"
+        return {"decision": "rejected", "fallback": {"applied": False, "reason": why}}
     fb = (
         fallback_decision(event, harness, state["attempts"], step=state["step"])
         if ctx.apply_fallback and "sampling" in ctx.interfaces

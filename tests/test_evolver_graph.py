@@ -91,7 +91,9 @@ CASES = [
 @pytest.mark.parametrize(("ev", "policy", "decision", "template"), CASES, ids=[c[0]["id"] for c in CASES])
 def test_failure_type_decided_on_measured_numbers(tmp_path, ev, policy, decision, template):
     key, svc = make_run(tmp_path, PromptPolicy(policy))
-    out = _run(graph, [ev], key)
+    # A fallback case runs without the criteria interface: with it, the repair ladder defers the fallback to the
+    # task's next round, which climbs to criteria (test_the_fallback_waits_while_the_ladder_has_a_rung_elsewhere).
+    out = _run(graph, [ev], key, **({"interfaces": ["guidance", "sampling"]} if decision == "fallback" else {}))
     (report,) = out["reports"]
     assert report["decision"] == decision, report["attempts"][-1]["critique"]["reasons"]
     assert report["attempts"][0]["template"] == template
@@ -117,7 +119,8 @@ def test_a_dead_group_the_frozen_policy_does_not_reproduce_changes_no_sampling(t
     the groups were noise): every candidate is refused and the fallback probes the control before acting: not
     dead there, so sampling stays as it is."""
     key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: HONEST if i % 2 == 0 else "I am not sure."))
-    out = _run(graph, [event("e-false-low", "collapse_low", "med-1", mean=0.0, std=0.0)], key)
+    ev = event("e-false-low", "collapse_low", "med-1", mean=0.0, std=0.0)
+    out = _run(graph, [ev], key, interfaces=["guidance", "sampling"])  # no criteria rung to defer to
     (report,) = out["reports"]
     assert report["decision"] == "rejected" and out["accepted"] == []
     assert (
@@ -150,6 +153,19 @@ def test_other_failure_types_end_with_a_decision(tmp_path, etype):
     assert report["attempts"], "at least one candidate was made and judged"
     _check_numbers(report)
     assert svc.store.latest().version == len(svc.store.history())
+
+
+def test_the_fallback_waits_while_the_ladder_has_a_rung_elsewhere(tmp_path):
+    """A dead task whose guidance rungs fail this round keeps its sampling: its next round climbs to criteria."""
+    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: "I am not sure."))
+    out = _run(graph, [event("e-low2", "collapse_low", "med-1", mean=0.0, std=0.0)], key)
+    (report,) = out["reports"]
+    assert report["interface"] == "guidance" and report["decision"] == "rejected"
+    assert report["fallback"] == {
+        "applied": False,
+        "reason": "deferred: the repair ladder's next rung is criteria/split_graded (agents/repair_ladder.py)",
+    }
+    assert svc.store.latest().version == 0
 
 
 def test_revisions_use_feedback_and_are_bounded(tmp_path):

@@ -97,7 +97,7 @@ def test_unconfirmed_event_never_changes_sampling_with_rule_brains(tmp_path):
     out = graph.invoke(
         {"events": [ev], "harness_version": 0, "step": 10},
         {"configurable": {"thread_id": "t"}},
-        context={"services_key": key, "sample_k": 4},
+        context={"services_key": key, "sample_k": 4, "interfaces": ["guidance", "sampling"]},  # no ladder deferral
     )
     (report,) = out["reports"]
     assert report["decision"] == "rejected" and report["fallback"]["applied"] is False
@@ -110,7 +110,7 @@ def test_fallback_is_recorded_as_a_proposal_with_its_reason(tmp_path):
     out = graph.invoke(
         {"events": [event("e-low", "collapse_low", "med-1", mean=0.0, std=0.0)], "harness_version": 0, "step": 10},
         {"configurable": {"thread_id": "t"}},
-        context={"services_key": key, "sample_k": 4},
+        context={"services_key": key, "sample_k": 4, "interfaces": ["guidance", "sampling"]},  # no ladder deferral
     )
     (report,) = out["reports"]
     assert report["decision"] == "fallback"

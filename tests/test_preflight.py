@@ -51,7 +51,7 @@ def test_probes_are_training_groups_at_step_0_and_dead_ones_queue_events(run):
     policy = ConstantPolicy()
     summary = preflight.observe(run, preflight.probe(run, policy, tasks))
     cfg = run.cfg.train
-    assert policy.calls == [(cfg.num_generations, cfg.max_completion_length)] * len(tasks)
+    assert policy.calls == [(cfg.num_generations, cfg.max_completion_length)]  # one request: every task's group
     assert summary["probed"] == tasks and summary["dead"] == tasks  # identical rollouts: zero variance
     assert summary["rollouts"] == len(tasks) * cfg.num_generations
     assert {e.task_id for e in run.pending_events} == set(tasks)  # one dead event per task, first visit

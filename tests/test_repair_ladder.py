@@ -106,3 +106,33 @@ def test_the_proposer_skips_the_failed_rungs_of_its_interface():
     first = proposer.rule_proposal(_ev("collapse_low"), att, STATE, [], step=0)
     climbed = proposer.rule_proposal(_ev("collapse_low"), att, STATE, [], step=0, failed=skipped)
     assert first.template == "hint" and climbed.template == "hint_strong"
+
+
+def _task(check_type):
+    return {"task": {"criteria": [{"id": "fmt", "weight": 2, "check": {"type": check_type}}]}, "unmet": ["fmt"]}
+
+
+@pytest.mark.parametrize(
+    ("failure", "evidence", "first"),
+    [
+        ("flat", _task("bullets"), "guidance"),  # nobody writes the bullets: re-grading identical answers cannot help
+        ("flat", _task("contains_any"), "criteria"),  # a content criterion: the graded criteria edits first
+        ("flat", {**_task("bullets"), "unmet": []}, "criteria"),  # the best rollout meets it
+        ("collapse_low", _task("bullets"), "guidance"),  # its prior already
+    ],
+)
+def test_a_flat_task_missing_a_format_goes_to_guidance_first(failure, evidence, first):
+    order = ladder.order_for(failure, attributor.PREFERENCE[failure], evidence)
+    assert order[0] == first and sorted(order) == sorted(attributor.PREFERENCE[failure])
+    att = attributor.rule_attribution(_ev(failure), evidence, ALL)
+    assert att.interface == first
+
+
+def test_rung_elsewhere_names_the_next_non_sampling_interfaces_rung():
+    order = attributor.PREFERENCE["collapse_low"]
+    assert ladder.rung_elsewhere("collapse_low", order, {}, ALL, "guidance") == (0, "criteria", "split_graded")
+    assert ladder.rung_elsewhere("collapse_low", order, {}, ["guidance", "sampling"], "guidance") is None
+    assert ladder.rung_elsewhere("stuffing", attributor.PREFERENCE["stuffing"], {}, ALL, "criteria") is None
+    assert ladder.rung_elsewhere("collapse_high", attributor.PREFERENCE["collapse_high"], {}, ALL, "sampling") is None
+    spent = _proposals(("criteria", "split_graded", "rejected"), ("criteria", "loosen_hardest", "reverted"))
+    assert ladder.rung_elsewhere("collapse_low", order, spent, ALL, "guidance") is None
