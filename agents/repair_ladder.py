@@ -11,10 +11,12 @@ newest best rollout still misses a positive format-only criterion (bullets, a wo
 produces that form, so re-grading its identical answers cannot make them differ, while a hint that states the form
 can; its guidance rungs come first.
 
-A rung fails when a proposal of its template on this task was rejected, invalid, or accepted and then reverted by
-training (the task's proposal records in memory, `evidence["proposals"]`), whichever dead type it answered. The
-next event on the task starts at the first rung that has not failed: the attributor takes that rung's interface
-(`agents.attributor.rule_attribution`) and the proposer skips the failed templates (`agents.proposer.rule_proposal`).
+A rung is spent when a proposal of its template on this task was rejected, invalid, reverted by training, or
+accepted (a dead event after it says that repair did not keep the task alive), whichever dead type it answered
+(the task's proposal records in memory, `evidence["proposals"]`); a round whose proposer found no candidate on an
+interface spends every rung there. The next event on the task starts at the first rung not spent: the attributor
+takes that rung's interface (`agents.attributor.rule_attribution`) and the proposer skips the spent templates
+(`agents.proposer.rule_proposal`).
 Within a round the critic's rejections move down the rungs of one interface (the revisions); the next interface's
 rungs come in the task's next round. So for an all-low or flat task the round's sampling fallback waits while an
 interface other than sampling still has a rung (`rung_elsewhere`; the report says which): the fallback is the
@@ -37,6 +39,9 @@ from agents.rules_bank import FORMAT_ONLY
 
 DEAD_TYPES = frozenset({"collapse_low", "collapse_high", "flat"})
 FAILED_OUTCOMES = frozenset({"rejected", "invalid", "reverted"})
+# A rung is spent by a failure, or by an accepted repair the task went dead after (its proposal outcome stays
+# "accepted" while training confirms it, so a dead event on the task is what says it did not hold).
+SPENT_OUTCOMES = FAILED_OUTCOMES | {"accepted"}
 
 
 def family(label: str) -> str:
@@ -53,15 +58,27 @@ def rungs(failure_type: str, order: tuple[str, ...], enabled: list[str]) -> list
 
 
 def failed_proposals(evidence: dict[str, Any], interface: str | None = None) -> list[dict[str, Any]]:
-    """This task's failed rule proposals on dead failures (on `interface` only, if given), oldest first."""
+    """This task's spent rule proposals on dead failures (on `interface` only, if given), oldest first."""
     return [
         p
         for p in evidence.get("proposals", [])
         if p.get("failure_type") in DEAD_TYPES
-        and p.get("outcome") in FAILED_OUTCOMES
+        and p.get("outcome") in SPENT_OUTCOMES
         and p.get("template") not in (None, "", "llm")
         and (interface is None or p.get("interface") == interface)
     ]
+
+
+def exhausted_interfaces(evidence: dict[str, Any]) -> set[str]:
+    """Interfaces where a round's proposer found no candidate at all for this dead task: their rungs are spent.
+
+    Every template there gave nothing or had been tried.
+    """
+    return {
+        str(p.get("interface"))
+        for p in evidence.get("proposals", [])
+        if p.get("failure_type") in DEAD_TYPES and p.get("outcome") in FAILED_OUTCOMES and p.get("template") == ""
+    }
 
 
 def failed_labels(evidence: dict[str, Any], interface: str | None = None) -> list[str]:
@@ -78,7 +95,10 @@ def next_rung(
     proposal of that template.
     """
     failed = Counter((p["interface"], family(p["template"])) for p in failed_proposals(evidence))
+    spent = exhausted_interfaces(evidence)
     for i, (iface, name) in enumerate(rungs(failure_type, order, enabled)):
+        if iface in spent:
+            continue
         if failed[(iface, name)] > 0:
             failed[(iface, name)] -= 1
             continue

@@ -52,11 +52,13 @@ def test_the_collapse_low_ladder_is_hints_then_criteria_then_sampling():
     [
         ((), (0, "guidance", "hint")),
         ((("guidance", "hint", "rejected"),), (1, "guidance", "hint_strong")),
-        # a revert by training is a failure; a failure on another dead type counts; an accepted one does not
+        # a revert by training is a failure; a failure on another dead type counts; so does an accepted repair the
+        # task went dead after (a fallback's record does not)
         (
             (("guidance", "hint", "reverted", "flat"), ("guidance", "hint_strong", "accepted")),
-            (1, "guidance", "hint_strong"),
+            (2, "guidance", "hint_all"),
         ),
+        ((("guidance", "hint", "fallback"),), (0, "guidance", "hint")),
         # failures on a failure type whose groups teach are not the ladder's
         ((("guidance", "hint", "rejected", "blind_criterion"),), (0, "guidance", "hint")),
         (
@@ -136,3 +138,15 @@ def test_rung_elsewhere_names_the_next_non_sampling_interfaces_rung():
     assert ladder.rung_elsewhere("collapse_high", attributor.PREFERENCE["collapse_high"], {}, ALL, "sampling") is None
     spent = _proposals(("criteria", "split_graded", "rejected"), ("criteria", "loosen_hardest", "reverted"))
     assert ladder.rung_elsewhere("collapse_low", order, spent, ALL, "guidance") is None
+
+
+def test_an_accepted_rung_the_task_went_dead_after_and_an_empty_interface_are_spent():
+    order = attributor.PREFERENCE["collapse_low"]
+    # The hint was accepted and the task is dead again: the next rung, not the hint (already in place) once more.
+    ev = _proposals(("guidance", "hint", "accepted"))
+    assert ladder.next_rung("collapse_low", order, ev, ALL) == (1, "guidance", "hint_strong")
+    assert ladder.skipped_templates("collapse_low", ev, "guidance") == ["hint"]
+    # A round found no candidate on guidance at all (template ""): its remaining rungs are spent too.
+    empty = _proposals(("guidance", "hint", "accepted"), ("guidance", "", "invalid"))
+    assert ladder.exhausted_interfaces(empty) == {"guidance"}
+    assert ladder.next_rung("collapse_low", order, empty, ALL) == (3, "criteria", "split_graded")
