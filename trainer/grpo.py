@@ -377,6 +377,7 @@ def train(
                 raise EvolverStopped(callback.pause.stop_reason)
             final = cfg.run_path / "final"
             trainer.save_model(str(final))
+            _end_process_group(trainer)
             return {
                 "run_dir": str(cfg.run_path),
                 "steps": trainer.state.global_step,
@@ -389,6 +390,20 @@ def train(
     finally:
         if lock is not None:
             lock.release()
+
+
+def _end_process_group(trainer: Any) -> None:
+    """On several processes: wait for every rank, then destroy the process group before the interpreter exits.
+
+    A process group left to the interpreter's exit tears its communication threads down in no set order: under load
+    a rank that had finished and printed its summary aborted there ("terminate called without an active
+    exception", SIGABRT), failing a run that had done everything.
+    """
+    import torch.distributed as dist
+
+    if trainer.accelerator.num_processes > 1 and dist.is_available() and dist.is_initialized():
+        trainer.accelerator.wait_for_everyone()
+        dist.destroy_process_group()
 
 
 # Files of a TRL checkpoint that are training state, not the model `save_model` writes to final/.
