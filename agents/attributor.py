@@ -151,12 +151,12 @@ def _ladder(
     if rung is None:
         if failed:
             notes.append(
-                f"ladder: every rung failed on {event.task_id} ({', '.join(failed)}); starting again from the prior "
+                f"ladder: every rung is spent on {event.task_id} ({', '.join(failed)}); starting again from the prior "
                 "(the policy has changed since the first tries)"
             )
         return None, [i for i in order if i in enabled]
     i, iface, name = rung
-    after = f" after failed rungs on {event.task_id}: {', '.join(failed)}" if failed else ""
+    after = f" after spent rungs on {event.task_id}: {', '.join(failed)}" if failed else ""
     notes.append(f"ladder: rung {i + 1} ({iface}/{name}){after}")
     cited += [p["id"] for p in ladder.failed_proposals(evidence)][-4:]
     return iface, [j for j in order if j in enabled and ladder.next_rung(event.type, (j,), evidence, enabled)]

@@ -139,7 +139,7 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "preflight_pause_s": pre_pause,
         # The pre-flight's and the critic's probes (the fallback's and batching's are not counted).
         "probe_rollouts": probe_rollouts,
-        "probe_groups": probe_rollouts / _group_size(run_dir) if probe_rollouts else 0.0,
+        "probe_groups": probe_rollouts / group_size(run_dir) if probe_rollouts else 0.0,
         "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,
         "judge_warnings": int(sum(m.get("judge_warnings", 0) for m in metrics)),
         "rounds": len(rounds),
@@ -163,7 +163,7 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _group_size(run_dir: Path) -> int:
+def group_size(run_dir: Path) -> int:
     """The run's GRPO group size G (its resolved config.yaml)."""
     import yaml
 

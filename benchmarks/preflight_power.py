@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
@@ -55,14 +57,9 @@ def flag_probability(rewards: list[float], group: int, n: int, eps: float, rng: 
     for _ in range(DRAWS):
         pick = rng.sample(rewards, n * group)
         groups = [pick[i * group : (i + 1) * group] for i in range(n)]
-        any_dead = any(_std(g) < eps for g in groups)
+        any_dead = any(float(np.std(g)) < eps for g in groups)
         hits += any_dead and dead_subset_share(pick, group, eps) >= DEAD_SHARE
     return hits / DRAWS
-
-
-def _std(xs: list[float]) -> float:
-    m = sum(xs) / len(xs)
-    return (sum((x - m) ** 2 for x in xs) / len(xs)) ** 0.5
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,13 +28,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+if str(HERE) not in sys.path:  # the bench_* siblings import each other by their bare names
+    sys.path.insert(1, str(HERE))
 
+from bench_collect import group_size  # noqa: E402
+
+from agents.repair_ladder import DEAD_TYPES  # noqa: E402
+from harness.detector import DetectorConfig  # noqa: E402
 from trainer.io import read_jsonl  # noqa: E402
 
-DEAD_TYPES = ("collapse_low", "collapse_high", "flat")
-EPS = 0.05  # the detector's default: a group is dead when its reward std is below it
+EPS = DetectorConfig().eps  # the detector's default: a group is dead when its reward std is below it
 
 
 def per_task(metrics: list[dict[str, Any]], lo: int, hi: int) -> dict[str, list[int]]:
@@ -98,7 +104,7 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
     n_acc_dead = sum(a["failure_type"] in DEAD_TYPES for v in accepted.values() for a in v)
     pause = sum(float(r.get("pause_s") or 0.0) for r in rounds)
     train_s = sum(float(m.get("train_step_s") or 0.0) for m in h_metrics)
-    rollouts_per_group = _group_size(h_dir)
+    rollouts_per_group = group_size(h_dir)
     chronic_rows = {}
     for t in chronic:
         hg, hd = h_late.get(t, [0, 0])
@@ -114,10 +120,11 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
     late_groups = sum(r["harnessrl_late"]["groups"] for r in chronic_rows.values())
     late_dead = sum(r["harnessrl_late"]["dead"] for r in chronic_rows.values())
     split = {}
+    f_early_groups = sum(g for g, _ in f_tasks.values())
     for t, (fg, fd) in f_tasks.items():
         rate = fd / fg if fg else 0.0
         hg, hd = h_late.get(t, [0, 0])
-        f_draws_late = f_late_groups * (fg / sum(x[0] for x in f_tasks.values()))  # fixed's early draw share
+        f_draws_late = f_late_groups * fg / f_early_groups  # fixed's early draw share
         split[t] = {
             "fixed_early_dead_rate": round(rate, 3),
             "harnessrl_late": {"groups": hg, "dead": hd},
@@ -143,13 +150,6 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
         "pause": {"pause_s": round(pause, 1), "train_s": round(train_s, 1), "share": pause / (pause + train_s)},
         "per_task_cut": split,
     }
-
-
-def _group_size(run_dir: Path) -> int:
-    import yaml
-
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    return int(cfg["train"]["num_generations"])
 
 
 def main(argv: list[str] | None = None) -> int:
