@@ -4,7 +4,8 @@ TRL/transformers callbacks have no "pause" flag; blocking inside a hook *is* the
 `on_train_begin` of a run at step 0 runs the pre-flight round (`trainer.preflight.run_preflight`). Every
 `harness.evolve_every` steps `on_step_end` runs `EvolverPause.evolve` and stops training when the pause says so
 (`stop_reason`); every step it writes the step's metrics line. `on_save` adds the harness state to each TRL
-checkpoint (`trainer.checkpoint.write_checkpoint_state`).
+checkpoint (`trainer.checkpoint.write_checkpoint_state`), then prunes the complete checkpoints beyond
+`train.save_total_limit` (`trainer.disk.prune_checkpoints`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from trainer.checkpoint import write_checkpoint_state
+from trainer.disk import prune_checkpoints
 from trainer.evolver_round import EvolverPause, RoundRunner
 from trainer.io import append_jsonl
 from trainer.preflight import run_preflight
@@ -95,4 +97,5 @@ class HarnessCallback(TrainerCallback):
             acc.wait_for_everyone()
         if self.pause.is_main() and ckpt.is_dir():
             write_checkpoint_state(ckpt, self.run, state.global_step)
+            prune_checkpoints(Path(args.output_dir).parent, self.cfg.train.save_total_limit)  # only once it is complete
         return control

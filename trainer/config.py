@@ -92,7 +92,11 @@ class TrainConfig:
     loss_type: str = _f("dapo", "TRL GRPO loss type.")
     seed: int = _f(0, "Seed for torch, the task sampler and guidance draws.")
     save_steps: int = _f(4, "Checkpoint every N steps (checkpoints carry the harness version).")
-    save_total_limit: int | None = _f(None, "Keep at most N checkpoints (None: all).")
+    save_total_limit: int | None = _f(
+        None,
+        "Keep the newest N complete checkpoints (None: all); older ones are deleted once a new one is complete, "
+        "and the disk need is checked at start.",
+    )
     logging_steps: int = _f(1, "TRL logging interval.")
     torch_threads: int = _f(1, "torch.set_num_threads; 1 is fastest on a shared 2-core box.")
     report_to: list[str] = _f([], "TRL/transformers report_to: [] | [tensorboard] | [wandb].")

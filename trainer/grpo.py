@@ -69,7 +69,7 @@ def grpo_args(cfg: RunConfig) -> Any:
         logging_steps=t.logging_steps,
         save_strategy="steps",
         save_steps=t.save_steps,
-        save_total_limit=t.save_total_limit,
+        save_total_limit=None,  # HarnessRL prunes after a checkpoint is complete (trainer.disk.prune_checkpoints)
         report_to=list(t.report_to) or "none",
         use_cpu=use_cpu,
         bf16=t.bf16 and not use_cpu,
@@ -185,7 +185,7 @@ def build_trainer(
 
     from trainer.callback import HarnessCallback
     from trainer.checkpoint import prepare_resume, restore, resume_lines
-    from trainer.harness_run import HarnessRun
+    from trainer.harness_run import HarnessRun, is_main_rank
     from trainer.progress import ConsoleProgress
     from trainer.reward import RubricReward
     from trainer.run_lock import RunLock
@@ -193,6 +193,11 @@ def build_trainer(
 
     torch.set_num_threads(cfg.train.torch_threads)
     model, tokenizer, _ = load_policy(cfg)  # before touching the run folder: a missing model fails first
+    if is_main_rank():
+        from trainer.checkpoint import run_reached
+        from trainer.disk import check_budget
+
+        check_budget(cfg, model, run_reached(resume_from) if resume_from is not None else 0)
     args = grpo_args(cfg)  # sets up the process group (with train.ddp_timeout) before anything waits on it
     # Several processes: the main one creates or rolls back the run folder first, then the others read it.
     with args.main_process_first(local=False, desc="harness run folder"):
@@ -370,13 +375,21 @@ def train(
             cfg, resume_from=ckpt, progress=progress, run_graph=run_graph, judge=judge, fresh_memory=fresh_memory
         )
         try:
-            trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
-            if callback.pause.stop_reason is not None:  # failed evolver rounds stopped training: no final model
-                from trainer.evolver_round import EvolverStopped
+            try:
+                trainer.train(resume_from_checkpoint=str(ckpt) if ckpt is not None else None)
+                if callback.pause.stop_reason is not None:  # failed evolver rounds stopped training: no final model
+                    from trainer.evolver_round import EvolverStopped
 
-                raise EvolverStopped(callback.pause.stop_reason)
-            final = cfg.run_path / "final"
-            trainer.save_model(str(final))
+                    raise EvolverStopped(callback.pause.stop_reason)
+                final = cfg.run_path / "final"
+                trainer.save_model(str(final))
+            except Exception as e:
+                from trainer.disk import disk_full, disk_full_error
+
+                full = disk_full(e)
+                if full is None:
+                    raise
+                raise disk_full_error(cfg.run_path, full) from e
             _end_process_group(trainer)
             return {
                 "run_dir": str(cfg.run_path),

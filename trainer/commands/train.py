@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.store import StoreCorrupt
     from memory.store import MemoryStoreError
     from trainer.checkpoint import ResumeError
+    from trainer.disk import DiskBudgetError, DiskFull
     from trainer.evolver_round import EvolverStopped
     from trainer.grpo import train
     from trainer.policy_models import ModelNotAvailable
@@ -110,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         EvolverStopped,
         ConfigError,
     ) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except (DiskFull, DiskBudgetError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
