@@ -111,7 +111,8 @@ def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted((int(m.group(1)), p) for p in d.iterdir() if p.is_dir() and (m := _CKPT.match(p.name)))
 
 
-def _complete(run_dir: Path) -> list[tuple[int, Path]]:
+def complete_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """(step, folder) of the checkpoints whose state file was written (the ones resume can use), oldest first."""
     return [(n, p) for n, p in checkpoints(run_dir) if (p / STATE_FILE).is_file()]
 
 
@@ -124,10 +125,10 @@ def find_checkpoint(run_dir: Path, given: str | None = None) -> Path:
         if not (p / STATE_FILE).is_file():
             raise FileNotFoundError(
                 f"--resume {given}: {p} is not a complete HarnessRL checkpoint (no {STATE_FILE}); "
-                f"complete ones: {[str(c) for _, c in _complete(run_dir)]}"
+                f"complete ones: {[str(c) for _, c in complete_checkpoints(run_dir)]}"
             )
         return p
-    complete = [p for _, p in _complete(run_dir)]
+    complete = [p for _, p in complete_checkpoints(run_dir)]
     if not complete:
         raise FileNotFoundError(
             f"--resume: no complete checkpoint under {Path(run_dir) / 'checkpoints'}; start without --resume"
@@ -142,7 +143,7 @@ def _earlier(ckpt_dir: Path, ok: Any = None) -> str:
     m = _CKPT.match(ckpt_dir.name)
     mine = int(m.group(1)) if m else None
     steps = []
-    for n, p in _complete(run_dir):
+    for n, p in complete_checkpoints(run_dir):
         if mine is not None and n >= mine:
             continue
         if ok is not None:

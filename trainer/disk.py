@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.checkpoint import STATE_FILE, checkpoints
+from trainer.checkpoint import STATE_FILE, checkpoints, complete_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class Budget:
     """What the run will write, in bytes, against what its filesystem has free."""
 
     checkpoint: int  # one checkpoint
-    kept: int  # checkpoints on disk at the peak: the kept ones plus the one being written
+    kept: int  # new checkpoints on disk at the peak (`kept_checkpoints`)
     final: int  # final/: the weights
     free: int
 
@@ -153,7 +153,7 @@ def prune_checkpoints(run_dir: Path, keep: int | None) -> list[Path]:
     """Delete the oldest complete checkpoints beyond the newest `keep` (never the newest); returns what went."""
     if keep is None:
         return []
-    complete = [p for _, p in checkpoints(run_dir) if (p / STATE_FILE).is_file()]
+    complete = [p for _, p in complete_checkpoints(run_dir)]
     gone = complete[: max(len(complete) - max(keep, 1), 0)]
     for p in gone:
         shutil.rmtree(p)
@@ -184,10 +184,9 @@ def disk_full(exc: BaseException) -> BaseException | None:
 def disk_full_error(run_dir: Path, cause: BaseException) -> DiskFull:
     """One line: the file being written, the folder, the free space, the partial checkpoint and the way on."""
     run_dir = Path(run_dir)
-    ckpts = checkpoints(run_dir)
-    complete = [(n, p) for n, p in ckpts if (p / STATE_FILE).is_file()]
+    complete = complete_checkpoints(run_dir)
     last = complete[-1][0] if complete else None
-    partial = [p for n, p in ckpts if not (p / STATE_FILE).is_file() and (last is None or n > last)]
+    partial = [p for n, p in checkpoints(run_dir) if not (p / STATE_FILE).is_file() and (last is None or n > last)]
     target = getattr(cause, "filename", None)
     if not target and partial:
         files = [f for f in partial[-1].iterdir() if f.is_file()]

@@ -110,10 +110,9 @@ def run(args: argparse.Namespace) -> int:
         MemoryStoreError,
         EvolverStopped,
         ConfigError,
+        DiskFull,  # an OSError: caught before the generic full-disk line below
+        DiskBudgetError,
     ) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except (DiskFull, DiskBudgetError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
