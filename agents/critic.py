@@ -103,6 +103,39 @@ def _split_by_audit(m: GroupMetrics) -> tuple[list[int], list[int]]:
     return gamed, honest
 
 
+def _revived_signal_guard(
+    c: GroupMetrics, d: GroupMetrics, z: float, n: dict[str, float | None]
+) -> tuple[bool, str]:
+    """The audit guard of a dead-group repair that makes new groups (a hint, an easier variant).
+
+    The control group teaches nothing, so what training takes from the repair is the candidate's within-group
+    signal, not its level: the guard vetoes when that signal favours audit-failing answers (their reward above the
+    audit-passing ones' beyond noise), or when the candidate leaves no audit-passing answer where the control had
+    some. The audit mean of hinted or easier prompts against the plain task's is recorded but not a veto: it
+    compares answers to different prompts, and a drop there is what the hint's own words cost, which training on
+    the plain task (a fading hint, a variant restored towards the original) does not keep.
+    """
+    gamed, honest = _split_by_audit(d)
+    g = [d.rewards[i] for i in gamed]
+    h = [d.rewards[i] for i in honest]
+    n["candidate_gamed_reward"], n["candidate_honest_reward"] = _mean(g), _mean(h)
+    n["audit_mean_change"] = None if c.audit_mean is None or d.audit_mean is None else d.audit_mean - c.audit_mean
+    level = f"audit mean {c.audit_mean:.3f} -> {d.audit_mean:.3f} (recorded, not a veto for a revived group)"
+    if not h:
+        ok = not _split_by_audit(c)[1]
+        return ok, f"{level}; no candidate rollout passes the audit (the control had some: {not ok})"
+    b = _drop_bound(g, h, False, z)
+    if b is None:
+        n["revived_gap_bound"] = None
+        return True, f"{level}; every candidate rollout passes the audit: the revived signal games nothing"
+    n["revived_gap_bound"] = b[1]
+    return (
+        b[1] <= 0.0,
+        f"{level}; reward of audit-failing rollouts minus audit-passing ones {b[0]:+.3f} "
+        f"({len(g)} vs {len(h)} rollouts, lower bound {b[1]:+.3f}) must not be above 0",
+    )
+
+
 def focus_task(event: FailureEvent, update: HarnessUpdate) -> str:
     """The task whose groups the rule reads: the new variant of an `add_variant`, else the event's task."""
     for op in update.ops:
@@ -256,7 +289,12 @@ def _rule(
     ]
     if update.interface == "guidance" and t != "guidance_leak":
         guards.append((d.leak_hits == 0, f"guidance candidate must not leak (hits {d.leak_hits:g})"))
-    if update.interface in ("guidance", "criteria") and c.audit_mean is not None and d.audit_mean is not None:
+    revives_with_new_groups = t in DEAD_DIRECTION and (
+        update.interface == "guidance" or any(op.op == "add_variant" for op in update.ops)
+    )
+    if revives_with_new_groups and c.audit_mean is not None and d.audit_mean is not None:
+        guards.append(_revived_signal_guard(c, d, z, n))
+    elif update.interface in ("guidance", "criteria") and c.audit_mean is not None and d.audit_mean is not None:
         ca = [a for a in c.audits if a is not None]
         da = [a for a in d.audits if a is not None]
         b = _drop_bound(ca, da, paired, z)

@@ -36,7 +36,9 @@ groups). The target failure persists when, over the window:
 Guards (guidance and criteria updates): the audit mean, and the reward of audit-passing rollouts (not for
 collapse_high, whose repair lowers the reward on purpose), fall below the task's groups before the commit by more
 than `max_audit_drop` / `max_mean_drop` plus `GUARD_Z` standard errors (a one-sided non-inferiority bound on the
-pooled rollouts, so a few noisy rollouts cannot revert a repair).
+pooled rollouts, so a few noisy rollouts cannot revert a repair). A hint on a dead task is guarded on its signal
+instead of its audit level: it is reverted when its hinted rollouts that the audit fails earn more than those it
+passes by over `GUARD_Z` standard errors, or when none passes where some did before (`_revived_signal_harm`).
 
 **False-revert rate.** A true dead-group repair with per-rollout hit rate p at group size G leaves a group dead with
 probability (1-p)^G + p^G (a rollout hits or misses; partial credit only makes a dead group rarer), so the dead rule
@@ -348,6 +350,33 @@ def _drop(before: Sequence[float], after: Sequence[float]) -> tuple[float, float
 RUBRIC_CHANGED = "honest reward not compared: the criteria edit changed the rubric (the audit guards it)"
 
 
+def _revived_signal_harm(
+    before: Sequence[tuple[float, float]],
+    after: Sequence[tuple[float, float]],
+    cfg: DetectorConfig,
+    nums: dict[str, float | None],
+) -> list[str]:
+    """The audit guard of a hint on a dead task, read on its hinted groups (the critic's `_revived_signal_guard`).
+
+    The groups before the hint taught nothing, so the harm to look for is a signal that pays audit-failing answers
+    above audit-passing ones, not a lower audit mean on hinted prompts than on plain ones.
+    """
+    gamed = [r for r, x in after if x < cfg.audit_pass]
+    honest = [r for r, x in after if x >= cfg.audit_pass]
+    if not honest:
+        if gamed and any(x >= cfg.audit_pass for _, x in before):
+            return [f"no hinted rollout passes the audit ({len(gamed)} fail it; some passed before the hint)"]
+        return []
+    d = _drop(gamed, honest)
+    if d is None:
+        return []
+    gap, se = d
+    nums["revived_gamed_gap"] = gap
+    if gap > GUARD_Z * se:
+        return [f"hinted rollouts the audit fails earn {gap:.2f} more than those it passes ({GUARD_Z} se {se:.2f})"]
+    return []
+
+
 def _harms(
     t: Target,
     pre: Sequence[GroupStats],
@@ -356,10 +385,15 @@ def _harms(
     cfg: DetectorConfig,
     *,
     same_rubric: bool = True,
+    revived: bool = False,
 ) -> tuple[list[str], dict[str, float | None]]:
     reasons, nums = [], {}
     b, a = _pairs(pre), _pairs(post)
-    checks = [("audit", [x for _, x in b], [x for _, x in a], ctx.max_audit_drop)]
+    checks = []
+    if revived:
+        reasons += _revived_signal_harm(b, a, cfg, nums)
+    else:
+        checks.append(("audit", [x for _, x in b], [x for _, x in a], ctx.max_audit_drop))
     if t.failure_type != "collapse_high" and same_rubric:
         checks.append(
             (
@@ -407,8 +441,9 @@ def grade(
     post = list(post)[:window]
     still, why, extra = _persists(t, post, detector)
     rubric_changed = interface == "criteria" and t.failure_type in ("collapse_low", "flat")
+    revived = interface == "guidance" and t.failure_type in DEAD_TYPES
     harms, harm_nums = (
-        _harms(t, pre, post, ctx, detector, same_rubric=not rubric_changed)
+        _harms(t, pre, post, ctx, detector, same_rubric=not rubric_changed, revived=revived)
         if interface in ("guidance", "criteria")
         else ([], {})
     )

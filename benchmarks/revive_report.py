@@ -58,11 +58,18 @@ def per_task(metrics: list[dict[str, Any]], lo: int, hi: int) -> dict[str, list[
     return out
 
 
+def early_steps(f_early: Path) -> list[dict[str, Any]]:
+    """The fixed arm's per-step rows: a run folder's metrics.jsonl, or a committed job summary's `steps`."""
+    if f_early.is_dir():
+        return read_jsonl(f_early / "metrics.jsonl")
+    return json.loads(f_early.read_text())["steps"]
+
+
 def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict[str, Any]:
     h_metrics = read_jsonl(h_dir / "metrics.jsonl")
     rounds = read_jsonl(h_dir / "rounds.jsonl")
     steps = max(m["step"] for m in h_metrics)
-    f_tasks = per_task(read_jsonl(f_early / "metrics.jsonl"), 1, early)
+    f_tasks = per_task(early_steps(f_early), 1, early)
     chronic = sorted(t for t, (g, d) in f_tasks.items() if g and d / g >= 0.5)
     h_late = per_task(h_metrics, early + 1, steps)
     h_early = per_task(h_metrics, 1, early)
@@ -155,7 +162,12 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--harnessrl", nargs="+", required=True, help="HarnessRL run folders, one per seed")
-    ap.add_argument("--fixed-early", nargs="+", required=True, help="short fixed run folders, same seeds and order")
+    ap.add_argument(
+        "--fixed-early",
+        nargs="+",
+        required=True,
+        help="short fixed run folders or their job summaries (bench_collect), same seeds and order",
+    )
     ap.add_argument("--fixed-summary", nargs="+", required=True, help="40-step fixed job summaries, same order")
     ap.add_argument("--early", type=int, default=8, help="the early steps (default 8: the first regular round)")
     ap.add_argument("--out", required=True)

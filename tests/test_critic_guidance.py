@@ -134,3 +134,39 @@ def test_leak_remove_passes_when_removing_the_hint_stops_the_copying():
     )
     assert [op.op for op in prop.update.ops] == ["remove_hint"]
     assert not m.per_task["med-1"]["candidate"].hinted and crit.measured_ok, crit.reasons
+
+
+DOCTOR = "See a doctor."  # passes the hidden audit, meets no rubric criterion but the length
+
+
+def _hints_cost_audit(pays_the_gamed: bool):
+    """Plain visits answer DOCTOR (a dead group); hinted visits often drop the doctor the audit wants.
+
+    When `pays_the_gamed`, the hinted answers that the rubric pays are exactly those the audit fails; otherwise the
+    rubric pays audit-passing and audit-failing hinted answers alike.
+    """
+    good = [f"Drink water. {DOCTOR}", "Drink water.", DOCTOR, "I am not sure."]
+    gamed = ["Drink water.", "Drink water.", DOCTOR, DOCTOR]
+    answers = gamed if pays_the_gamed else good
+    return ScriptedPolicy(lambda prompt, i: answers[i % 4] if "Hint:" in prompt else DOCTOR)
+
+
+@pytest.mark.parametrize("pays_the_gamed", [False, True])
+def test_a_hint_on_a_dead_task_is_vetoed_by_its_signal_not_by_its_audit_level(pays_the_gamed):
+    """A hint's answers may fail the audit more often than the plain task's (the hint's words cost something);
+    what the critic refuses is a revived signal that pays the audit-failing answers."""
+    state = HarnessState.from_tasks(suite())
+    _, m, crit = _decide(
+        state,
+        event("e", "collapse_low", "med-1", mean=0.1, std=0.0),
+        "hint",
+        [],
+        _hints_cost_audit(pays_the_gamed),
+    )
+    assert crit.numbers["audit_mean_change"] < -0.2  # the old level guard (max drop 0.05) would veto both
+    assert "audit_drop_bound" not in crit.numbers
+    assert crit.numbers["std_gain"] > 0.05
+    assert crit.measured_ok is not pays_the_gamed, crit.reasons
+    if pays_the_gamed:
+        assert crit.numbers["revived_gap_bound"] > 0
+        assert any("audit-failing rollouts minus audit-passing" in r for r in crit.reasons)

@@ -205,6 +205,29 @@ def test_a_criteria_repair_of_a_dead_task_is_not_graded_on_the_old_rubrics_rewar
         assert d.verdict == "confirm" and "honest_reward_drop" not in d.numbers
 
 
+@pytest.mark.parametrize(
+    ("rewards", "audits", "verdict", "why"),
+    [
+        # hinted answers the audit fails more often than the plain ones did, but they are not paid more: kept
+        ([0.0, 0.3, 0.0, 0.3], [1.0, 1.0, 0.0, 0.0], "confirm", "collapse_low held off"),
+        # the hint's signal pays exactly the answers the audit fails: reverted although the task varies now
+        ([0.6, 0.6, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], "revert", "audit fails earn 0.60 more"),
+        # every hinted answer fails the audit where the plain ones passed
+        ([0.0, 0.3, 0.0, 0.3], [0.0, 0.0, 0.0, 0.0], "revert", "no hinted rollout passes the audit"),
+    ],
+)
+def test_a_hint_on_a_dead_task_is_guarded_on_its_signal_not_its_audit_level(rewards, audits, verdict, why):
+    """The groups before the hint taught nothing: what the hint may not do is pay the answers the audit fails."""
+    t = decisions.Target(
+        task_id="med-001", graded_on="med-001", failure_type="collapse_low", event_id="e", restore=["med-001"]
+    )
+    pre = [_group("med-001", s, 0, [0.0] * 4, audits=[1.0] * 4, hinted=False) for s in (1, 2)]
+    post = [_group("med-001", s, 1, rewards, audits=audits) for s in (5, 6)]
+    d = decisions.grade(t, "guidance", pre, post, window=2, ctx=CTX, detector=CFG)
+    assert d.verdict == verdict and why in " ".join(d.reasons), d
+    assert "audit_drop" not in d.numbers  # the level of hinted against plain answers is no guard here
+
+
 def test_false_revert_rate_in_the_docstring_is_the_formula():
     """((1-p)^G + p^G)^W for a true dead-group repair, as agents/decisions.py states it."""
     for p, g, w, stated in ((0.33, 4, 2, 0.046), (0.33, 8, 2, 0.0017), (0.25, 4, 2, 0.10), (0.06, 4, 2, 0.61)):

@@ -92,3 +92,10 @@ def test_the_cli_refuses_unmatched_seed_lists(pair, capsys):
     with pytest.raises(SystemExit):
         main(["--harnessrl", str(pair / "h"), "--fixed-early", "x", "y", "--fixed-summary", "z", "--out", "o.json"])
     assert "one --harnessrl" in capsys.readouterr().err
+
+
+def test_a_committed_job_summary_stands_in_for_the_short_fixed_run(pair):
+    """The fixed arm's early steps read the same from its job summary's `steps` as from its run folder."""
+    from_folder = seed_report(pair / "h", pair / "fixed", pair / "fixed.json", early=2)
+    from_summary = seed_report(pair / "h", pair / "fixed.json", pair / "fixed.json", early=2)
+    assert from_summary == from_folder and list(from_summary["chronic"]) == ["a"]
