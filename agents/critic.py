@@ -103,9 +103,7 @@ def _split_by_audit(m: GroupMetrics) -> tuple[list[int], list[int]]:
     return gamed, honest
 
 
-def _revived_signal_guard(
-    c: GroupMetrics, d: GroupMetrics, z: float, n: dict[str, float | None]
-) -> tuple[bool, str]:
+def _revived_signal_guard(c: GroupMetrics, d: GroupMetrics, z: float, n: dict[str, float | None]) -> tuple[bool, str]:
     """The audit guard of a dead-group repair that makes new groups (a hint, an easier variant).
 
     The control group teaches nothing, so what training takes from the repair is the candidate's within-group
