@@ -125,7 +125,7 @@ def _revived_signal_guard(c: GroupMetrics, d: GroupMetrics, z: float, n: dict[st
     b = _drop_bound(g, h, False, z)
     if b is None:
         n["revived_gap_bound"] = None
-        return True, f"{level}; every candidate rollout passes the audit: the revived signal games nothing"
+        return True, f"{level}; every candidate rollout passes the audit: no gamed answer for the revived signal to pay"
     n["revived_gap_bound"] = b[1]
     return (
         b[1] <= 0.0,
