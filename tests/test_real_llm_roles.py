@@ -204,9 +204,10 @@ def test_the_proposer_answers_schema_valid_proposals_on_vllm(smollm, caplog):
     """SmolLM2-135M behind the LLM proposer, decoded with `agents.schemas.proposal_schema` (the guided form of
     `ProposalOut` narrowed to the attributed interface, short texts and lists, at most two ops): at least 70% of its
     calls return a schema-valid proposal (validity, not quality); the rate is printed. Measured on a shared 2-core
-    box, greedy: 8/10 in 221 s sent one by one, 8/10 in 84 s sent together beside a training job (at temperature 0.8: 10/10 and 6/10 in two runs; before: 0/10 with the plain schema,
-    which the server refuses; 3/10 with the guided form alone and 7/10 without the list caps, the rest looping until
-    the token limit or mixing interfaces)."""
+    box, greedy: 8/10 in 221 s sent one by one, 8/10 in 84 s sent together beside a training job (at temperature
+    0.8: 10/10 and 6/10 in two runs; before: 0/10 with the plain schema, which the server refuses; 3/10 with the
+    guided form alone and 7/10 without the list caps, the rest looping until the token limit or mixing
+    interfaces)."""
     from agents.chat_models import brain_model
     from agents.context import EvolverContext
     from agents.proposer import llm_proposal
