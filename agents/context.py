@@ -78,7 +78,7 @@ class EvolverContext:
     critic_alpha: float = _f(0.1, "error rate of the critic's sequential test (stopping early on noise)")
     # 0.25: a dead-group repair worth its slot turns about one rollout in four into a hit (a mixed group of 4 has
     # one); smaller gains make groups of 4 mixed too rarely to pay for a harness change, and the futility bound of
-    # the exact test (measure/sequential.py) is sized for this gain.
+    # the exact test (tools/sequential.py) is sized for this gain.
     min_rate_gain: float = _f(
         0.25,
         "dead-group repairs: the hit-rate gain over the control the exact test's futility "

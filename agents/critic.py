@@ -1,9 +1,9 @@
 """The just-in-time critic: measured acceptance rules per failure type, plus an optional LLM review.
 
 `judge_measurement` is the one function that states what counts as a fix: it reads the
-`measure.candidate.Measurement` of a candidate and applies the failure type's primary rule and the guards.
+`tools.candidate.Measurement` of a candidate and applies the failure type's primary rule and the guards.
 `stop_rule` (with `hit_test` and `DEAD_DIRECTION` for dead-group repairs) hands the same rule to
-`measure_candidate`'s sequential test (`measure.sequential` states both tests), and every critique carries
+`measure_candidate`'s sequential test (`tools.sequential` states both tests), and every critique carries
 the measurement's cost in its numbers (`cost_*`: probe rollouts and tokens, reused rollouts, sample calls,
 scored rollouts, judge calls, seconds), so memory and rounds.jsonl record what each proposal cost. How a
 candidate is measured, the rules per failure type, the guards, the sequential tests and the free refusal of
@@ -47,9 +47,9 @@ from agents.schemas import Critique, Review
 from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessUpdate
 from harness.visibility import public_event, redact, redact_reasons
-from measure.candidate import Measurement, MeasureSettings
-from measure.group_metrics import GroupMetrics
-from measure.sequential import Direction, HitTest, Sequential, StopRule
+from tools.candidate import Measurement, MeasureSettings
+from tools.group_metrics import GroupMetrics
+from tools.sequential import Direction, HitTest, Sequential, StopRule
 
 log = logging.getLogger(__name__)
 

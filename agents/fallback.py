@@ -20,10 +20,10 @@ from agents import critic
 from agents.context import EvolverContext
 from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessState, HarnessUpdate, Quarantine, Retire, Reweight
-from measure.candidate import measure_candidate
-from measure.endpoint import PolicyEndpoint
-from measure.judge import Judge
-from measure.probes import ProbeCache
+from tools.candidate import measure_candidate
+from tools.endpoint import PolicyEndpoint
+from tools.judge import Judge
+from tools.probes import ProbeCache
 
 FALLBACK_MIN_WEIGHT = 0.05  # a fallback never sets weight 0: a weight-0 task leaves training for good
 QUARANTINE_STEPS = 4  # one evolver round at the default harness.evolve_every; then the task is drawn again

@@ -17,7 +17,7 @@ is kept: each answer's raw text goes into `ToolBox.replies` (round, text, whethe
 agent's fallback record (and with it the trace) says what the model answered.
 
 `ask_with_tools` first lets the model call the memory/policy tools of its role (`ToolBox`, built from
-`measure.agent_tools.make_tools`) for at most `max_rounds` turns:
+`tools.agent_tools.make_tools`) for at most `max_rounds` turns:
 
 - each turn the model (with the tools bound) either calls tools or answers; an answer without tool
   calls that parses as the schema is the final answer (no second call for a model that answered);
@@ -66,7 +66,7 @@ MAX_RECORD_CHARS = 600  # per result / args / reply in the recorded trace (state
 MAX_SAID_CHARS = 300  # of a rejected raw answer quoted in a BrainError (it reaches the fallback's record)
 SKIPPED_TOOLS = "(tools skipped)"  # the `ToolBox.calls` entry saying the agent answered without its tools
 
-# Tools each role may call. None measures a candidate (`measure.agent_tools` has no such tool): the graph's
+# Tools each role may call. None measures a candidate (`tools.agent_tools` has no such tool): the graph's
 # critique node runs the measurement itself, so no LLM can produce (or fake) the numbers a candidate is accepted on.
 ROLE_TOOLS: dict[str, tuple[str, ...]] = {
     "attributor": ("task_history", "similar_cases", "current_harness"),

@@ -2,7 +2,7 @@
 
 LLM brains ask for these through `with_structured_output`; servers without structured decoding get
 the same schema in the prompt and their text goes through `parse_json_output` (the JSON extraction
-itself is `measure.llm_json`, shared with the judge). Everything an LLM returns is validated data:
+itself is `tools.llm_json`, shared with the judge). Everything an LLM returns is validated data:
 ids are checked against the harness by the agents, updates by `harness.ops.validate` — nothing is
 ever executed.
 """
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.checks import MAX_NESTING
 from harness.types import OP_INTERFACE, HarnessUpdate, Interface
-from measure.llm_json import first_json_object
+from tools.llm_json import first_json_object
 
 
 class Attribution(BaseModel):
@@ -256,7 +256,7 @@ def _fold_lengths(node: Any) -> Any:
 def parse_json_output(text: str, schema: type[T]) -> T:
     """Parse an LLM's plain-text answer into `schema`; raises ValueError naming the bad field.
 
-    The first JSON object in the text is taken (`measure.llm_json`: fences and prose allowed, bounded size and work).
+    The first JSON object in the text is taken (`tools.llm_json`: fences and prose allowed, bounded size and work).
     """
     return validate_output(first_json_object(text), schema)
 

@@ -1,7 +1,7 @@
 """The `plain` arm: a plain TRL GRPO run with the same policy, GRPO settings, prompts and reward function as
 the fixed-harness arm, and no harness code in the loop (no harness sampler, no reward bookkeeping, detector,
 memory or callback): a map-style dataset of the pool's prompts (uniform, seeded) and a reward callable that
-scores with the judge directly (`measure.judge.Judge.score`: programmatic checks + `harness.scoring`).
+scores with the judge directly (`tools.judge.Judge.score`: programmatic checks + `harness.scoring`).
 
 Its step time is the reference for the harness's overhead. It writes `metrics.jsonl` lines with the fields
 `bench_collect.collect_run` reads (step, wall-clock start and end, step time, groups, zero-variance share) and

@@ -217,7 +217,7 @@ def eval_model(
     `temperature=0` is greedy decoding (k=1)."""
     # `load_model` is the trainer's own loader (detects a LoRA adapter folder and merges it into the base).
     from harness.guidance import render_prompt
-    from measure.local_endpoint import LocalEndpoint
+    from tools.local_endpoint import LocalEndpoint
     from trainer.evaluate import evaluate, load_model
 
     k = job.eval_k if k is None else k
@@ -251,8 +251,8 @@ def eval_model(
 def eval_ifeval(model_dir: Path, base: str | None, job: Job, dtype: str) -> dict[str, Any]:
     """The external yardstick (`trainer.evaluate.evaluate_ifeval`: the held-out IFEval prompts answered greedily,
     scored by IFEval's own checkers): the four metrics and each prompt's strict/loose verdict."""
-    from measure.ifeval import load_prompts
-    from measure.local_endpoint import LocalEndpoint
+    from tools.ifeval import load_prompts
+    from tools.local_endpoint import LocalEndpoint
     from trainer.evaluate import evaluate_ifeval, load_model
 
     prompts = load_prompts()
@@ -446,7 +446,7 @@ SNAPSHOT_PATHS = (
     "graphs",
     "harness",
     "memory",
-    "measure",
+    "tools",
     "trainer",
     "suitegen",
     "configs",

@@ -94,7 +94,7 @@ class Preset:
     noise_seed: int | None = None  # also evaluate the last checkpoint with this second eval seed (eval noise)
     jobs: int = 1  # default --jobs
     note: str = ""
-    # The external yardstick (measure/ifeval.py): greedy answers of this many tokens to data/ifeval-heldout, scored by
+    # The external yardstick (tools/ifeval.py): greedy answers of this many tokens to data/ifeval-heldout, scored by
     # IFEval's own checkers, for the base model and every run's last checkpoint (0 = off).
     ifeval_max_tokens: int = 128
 

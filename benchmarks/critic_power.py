@@ -3,9 +3,9 @@ measurement budget (`sample_k_max`) and of how many cached training rollouts the
 of the critic's test, and its false-accept rate on a repair that changes nothing.
 
 It runs the critic's whole decision path on simulated rollouts: `agents.critic.stop_rule` (the collapse_low rule
-with its exact hit test), `measure.candidate.measure_candidate` (the control pool from the cached history, fresh
+with its exact hit test), `tools.candidate.measure_candidate` (the control pool from the cached history, fresh
 control probes to twice the cap when the history is short, the looks, the exact test's bounds, the point rule) and
-`agents.critic.judge_measurement` (guards and the final verdict), with the programmatic `measure.judge.Judge`.
+`agents.critic.judge_measurement` (guards and the final verdict), with the programmatic `tools.judge.Judge`.
 Only the frozen policy is simulated: each rollout meets the task's rewarded criterion with probability p (reward
 `--hit-reward` 0.625, else 0; audit constant, no leaks), p0 on the unhinted control prompt and in the cached
 history, p1 on the hinted candidate prompt (one hinted stratum: `hinted_share` 1).
@@ -38,8 +38,8 @@ from agents.context import EvolverContext  # noqa: E402
 from agents.critic import judge_measurement, stop_rule  # noqa: E402
 from harness.detector import DetectorConfig  # noqa: E402
 from harness.types import Criterion, FailureEvent, HarnessState, HarnessUpdate, Message, Task  # noqa: E402
-from measure.candidate import MeasureSettings, measure_candidate  # noqa: E402
-from measure.judge import Judge  # noqa: E402
+from tools.candidate import MeasureSettings, measure_candidate  # noqa: E402
+from tools.judge import Judge  # noqa: E402
 
 TASK = "t"
 EFFECTS = ((0.06, 0.06), (0.06, 0.2), (0.06, 0.33), (0.06, 0.5))  # (p0, p1): the first is a null repair

@@ -103,9 +103,9 @@ from harness.detector import DetectorConfig  # noqa: E402
 from harness.ops import validate as validate_update  # noqa: E402
 from harness.store import HarnessStore  # noqa: E402
 from harness.types import FailureEvent, HarnessState, HarnessUpdate  # noqa: E402
-from measure.candidate import measure_candidate  # noqa: E402
-from measure.judge import Judge  # noqa: E402
-from measure.probes import ProbeCache, task_rollouts  # noqa: E402
+from tools.candidate import measure_candidate  # noqa: E402
+from tools.judge import Judge  # noqa: E402
+from tools.probes import ProbeCache, task_rollouts  # noqa: E402
 
 
 def make_context(
@@ -556,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     load_before, t_start = _loadavg(), time.perf_counter()
     import torch
 
-    from measure.local_endpoint import LocalEndpoint
+    from tools.local_endpoint import LocalEndpoint
     from trainer.config import load_config
     from trainer.policy_models import resolve_model
 

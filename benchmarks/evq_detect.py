@@ -24,7 +24,7 @@ from evq_cases import STEP, Case
 from harness.detector import Detector, DetectorConfig, GroupStats, RolloutRecord
 from harness.guidance import render_prompt, visible_hints
 from harness.types import FailureEvent, HarnessState
-from measure.judge import Judge, run_sync
+from tools.judge import Judge, run_sync
 
 DETECT_SEED = 1000
 FOLLOW_SEED = 5000  # follow-up groups: seeds apart from the detection visits and from the critic's probes

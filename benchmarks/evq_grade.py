@@ -24,7 +24,7 @@ from agents.context import EvolverContext
 from harness.detector import DetectorConfig, GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import FailureEvent, HarnessState
-from measure.judge import Judge
+from tools.judge import Judge
 from trainer import provisional
 
 

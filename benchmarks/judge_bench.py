@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: repo root on the path
 
 from harness.types import Criterion  # noqa: E402
-from measure.judge import Judge  # noqa: E402
+from tools.judge import Judge  # noqa: E402
 from tests.fakes.fake_chat import FunctionChatModel  # noqa: E402
 
 

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from measure.local_endpoint import LocalEndpoint
+    from tools.local_endpoint import LocalEndpoint
     from memory.store import TrainingMemory
     from trainer.grpo import load_policy
     from trainer.harness_run import HarnessRun

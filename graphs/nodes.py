@@ -29,10 +29,10 @@ from harness.ops import UpdateRejected
 from harness.ops import validate as validate_update
 from harness.store import HarnessStore
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
-from measure.agent_tools import make_tools
-from measure.candidate import Measurement, measure_candidate
-from measure.probes import task_rollouts
-from measure.sequential import StopRule
+from tools.agent_tools import make_tools
+from tools.candidate import Measurement, measure_candidate
+from tools.probes import task_rollouts
+from tools.sequential import StopRule
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 
 MAX_OPS = 8

@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any
 from agents.context import EvolverContext
 from harness.detector import DetectorConfig
 from harness.store import HarnessStore
-from measure.endpoint import PolicyEndpoint
-from measure.judge import Judge
-from measure.probes import ProbeCache
+from tools.endpoint import PolicyEndpoint
+from tools.judge import Judge
+from tools.probes import ProbeCache
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -145,14 +145,14 @@ def parse_policy(spec: str) -> PolicyEndpoint:
         base_url, hash_, model = rest.rpartition("#")
         if not hash_ or not base_url or not model:
             raise ValueError(f"policy spec {spec!r}: expected openai:<base_url>#<model>")
-        from measure.openai_endpoint import OpenAIEndpoint
+        from tools.openai_endpoint import OpenAIEndpoint
 
         return OpenAIEndpoint(base_url=base_url, model=model)
     if kind == "local" and sep and rest:
         path = Path(rest)
         if not path.is_dir():
             raise ValueError(f"policy spec {spec!r}: model folder {path} does not exist")
-        from measure.local_endpoint import LocalEndpoint
+        from tools.local_endpoint import LocalEndpoint
 
         return LocalEndpoint.from_path(path)
     if spec == "local":

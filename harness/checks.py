@@ -260,7 +260,7 @@ class CheckTimeout(RuntimeError):
     """A check could not decide within its time bound (a regex search timed out): neither met nor unmet.
 
     `harness.scoring.programmatic_verdicts` turns it into an "error" verdict, which the judge counts as a
-    failure and leaves out of the scores of the whole group (`measure.judge`).
+    failure and leaves out of the scores of the whole group (`tools.judge`).
     """
 
 

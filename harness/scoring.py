@@ -6,7 +6,7 @@ HealthBench/RaR convention:
 
 Pitfalls carry negative weights, so a met pitfall subtracts its |weight|. Every verdict is kept
 (`ScoreResult.verdicts`) because the detector and memory need per-criterion pass rates, not just
-the total. Only programmatic checks are evaluated here; `measure/` adds the LLM judge for criteria
+the total. Only programmatic checks are evaluated here; `tools/` adds the LLM judge for criteria
 without a check and then calls `aggregate`.
 
 A verdict that is not `decided` (source "skipped": no LLM judge; "error": the check could not decide,

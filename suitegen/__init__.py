@@ -13,5 +13,5 @@ stuffing, and no restating of the prompt. Key terms are single words or short ph
 are full sentences, so a hint can name a term ("mention epinephrine") without containing the reference.
 
 A tool package above `harness` (it imports only `harness`); the trainer's `harnessrl data generate` calls
-it, and nothing in harness, memory, measure, agents or graphs imports it.
+it, and nothing in harness, memory, tools, agents or graphs imports it.
 """

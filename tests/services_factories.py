@@ -9,8 +9,8 @@ from pathlib import Path
 from graphs.services import RunServices
 from harness.store import HarnessStore
 from harness.types import HarnessState, Message, Task
-from measure.agent_tools import make_tools
-from measure.judge import Judge
+from tools.agent_tools import make_tools
+from tools.judge import Judge
 from memory.store import TrainingMemory
 from tests.fakes.fake_chat import ScriptedPolicy
 from tests.harness_factories import crit

@@ -1,6 +1,6 @@
 """The LLM brains' bounded tool loop (agents/llm.py `ask_with_tools`) against real tools.
 
-Only the chat models are scripted; the tools are `measure.agent_tools.make_tools` over a real
+Only the chat models are scripted; the tools are `tools.agent_tools.make_tools` over a real
 `HarnessStore`, an ephemeral Chroma memory (hash embedding), the real judge and a prompt-driven
 frozen policy. Checked: tool calls really run and their results are fed back, hallucinated tool
 names / bad or unparseable arguments / too many calls come back as readable error ToolMessages,
@@ -35,7 +35,7 @@ from graphs.evolver import graph
 from graphs.nodes import ANSWER
 from graphs.trace_html import _decisions
 from harness.types import INTERFACES, FailureEvent
-from measure.agent_tools import make_tools
+from tools.agent_tools import make_tools
 from memory.records import ProposalRecord
 from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedChatModel, tool_reply

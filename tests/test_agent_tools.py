@@ -16,8 +16,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from harness.types import FailureEvent, HarnessUpdate
-from measure.agent_tools import make_tools
-from measure.judge import Judge
+from tools.agent_tools import make_tools
+from tools.judge import Judge
 from memory.records import EventRecord, ProposalRecord
 from tests.fakes.fake_chat import FunctionChatModel
 from tests.services_factories import tools_by_name as _tools
@@ -163,7 +163,7 @@ def test_measure_package_import_is_light():
     import sys
 
     code = (
-        "import sys, measure, measure.judge, measure.candidate, measure.agent_tools; "
+        "import sys, tools, tools.judge, tools.candidate, tools.agent_tools; "
         "bad = [m for m in ('torch', 'chromadb', 'transformers', 'trl') if m in sys.modules]; "
         "assert not bad, bad"
     )

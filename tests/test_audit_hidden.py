@@ -29,9 +29,9 @@ from graphs.services import RunServices
 from harness.detector import Detector, GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import INTERFACES, Criterion, HarnessState, HarnessUpdate, Message, Task
-from measure.agent_tools import make_tools
-from measure.candidate import MeasureSettings, measure_candidate
-from measure.judge import Judge
+from tools.agent_tools import make_tools
+from tools.candidate import MeasureSettings, measure_candidate
+from tools.judge import Judge
 from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
 from memory.store import TrainingMemory
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedChatModel

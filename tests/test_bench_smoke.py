@@ -215,7 +215,7 @@ class _FakePolicy:
 def test_batched_eval_endpoint_with_the_trainers_evaluate():
     from harness.data import load_suite
     from harness.guidance import render_prompt
-    from measure.judge import Judge
+    from tools.judge import Judge
     from trainer.evaluate import evaluate
 
     by_id = {t.id: t for t in load_suite(ROOT / "data" / "rubric-mix-lite") if t.split == "test"}

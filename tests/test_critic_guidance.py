@@ -15,8 +15,8 @@ from agents import critic, proposer
 from agents.context import EvolverContext
 from agents.schemas import Attribution
 from harness.types import FailureEvent, Guidance, HarnessState, Hint
-from measure.candidate import MeasureSettings, measure_candidate
-from measure.judge import Judge
+from tools.candidate import MeasureSettings, measure_candidate
+from tools.judge import Judge
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy
 

@@ -1,7 +1,7 @@
 """Tests with power (issue 19, item 2): the exact hit test of dead-group repairs, the control pooled from memory,
 criteria candidates that change no score, and guards that cannot veto the repair they guard.
 
-Every measurement is real (`measure.candidate.measure_candidate` under `agents.critic.stop_rule`, judged by
+Every measurement is real (`tools.candidate.measure_candidate` under `agents.critic.stop_rule`, judged by
 `agents.critic.judge_measurement`) on a scripted frozen policy; only the policy's texts are made up.
 """
 
@@ -13,10 +13,10 @@ from agents import critic
 from agents.context import EvolverContext
 from harness.detector import GroupStats, RolloutRecord
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
-from measure.candidate import MeasureSettings, measure_candidate
-from measure.judge import Judge
-from measure.probes import task_rollouts
-from measure.sequential import exact_plan
+from tools.candidate import MeasureSettings, measure_candidate
+from tools.judge import Judge
+from tools.probes import task_rollouts
+from tools.sequential import exact_plan
 from memory.store import TrainingMemory
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy

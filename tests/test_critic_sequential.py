@@ -6,8 +6,8 @@ from __future__ import annotations
 from agents import critic
 from agents.context import EvolverContext
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
-from measure.candidate import MeasureSettings, measure_candidate
-from measure.judge import Judge
+from tools.candidate import MeasureSettings, measure_candidate
+from tools.judge import Judge
 from tests.fakes.evolver_fakes import event, suite
 from tests.fakes.fake_chat import ScriptedPolicy
 

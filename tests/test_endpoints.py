@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from measure.endpoint import EndpointError, PolicyEndpoint
-from measure.openai_endpoint import OpenAIEndpoint
+from tools.endpoint import EndpointError, PolicyEndpoint
+from tools.openai_endpoint import OpenAIEndpoint
 
 CONV = [{"role": "user", "content": "Say something."}]
 
@@ -26,11 +26,11 @@ def endpoint(openai_stub):
 
 
 def test_import_measure_does_not_import_torch():
-    # `import measure.local_endpoint` must stay light: torch is imported inside the constructor only.
+    # `import tools.local_endpoint` must stay light: torch is imported inside the constructor only.
     import subprocess
 
     code = (
-        "import measure, measure.endpoint, measure.openai_endpoint, measure.local_endpoint, sys; "
+        "import tools, tools.endpoint, tools.openai_endpoint, tools.local_endpoint, sys; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -222,7 +222,7 @@ def local(tiny_model_dir):
     import torch
 
     torch.set_num_threads(1)
-    from measure.local_endpoint import LocalEndpoint
+    from tools.local_endpoint import LocalEndpoint
 
     return LocalEndpoint.from_path(tiny_model_dir)
 
@@ -271,7 +271,7 @@ def test_local_endpoint_peft_model_restores_train_mode(tiny_model_dir):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from measure.local_endpoint import LocalEndpoint
+    from tools.local_endpoint import LocalEndpoint
 
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)

@@ -41,7 +41,7 @@ def _tasks(tmp_path):
 
 @pytest.mark.parametrize("batch_size,calls", [(1, [(1, 4, 7), (1, 4, 8)]), (2, [(2, 4, 7)]), (16, [(2, 4, 7)])])
 def test_evaluate_scores_avg_at_k_and_audit_per_domain(tmp_path, batch_size, calls):
-    from measure.judge import Judge
+    from tools.judge import Judge
 
     tasks = _tasks(tmp_path)  # e-paris (science, audit "non-empty"), e-any (writing, no audit criteria)
     ep = ScriptedEndpoint(
@@ -171,7 +171,7 @@ def _ifeval_file(tmp_path, rows=None):
 
 
 def test_evaluate_ifeval_scores_with_the_external_checkers(tmp_path, monkeypatch):
-    from measure.ifeval import load_prompts
+    from tools.ifeval import load_prompts
     from trainer.evaluate import evaluate_ifeval
 
     monkeypatch.setenv("HARNESSRL_NLTK_DATA", str(tmp_path / "nltk"))

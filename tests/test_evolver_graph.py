@@ -45,7 +45,7 @@ def _check_numbers(report):
         if seq is not None and seq["test"] == "exact":
             # The exact hit test counts k rollouts per changed visit prompt; an unchanged one (the unhinted visit, a
             # new variant's parent) shares the control's pool, fixed at twice the cap from the first look
-            # (measure/candidate.py).
+            # (tools/candidate.py).
             t, c0 = seq["trials"][-1], seq["control_n"]
             assert t % n["k"] == 0 and c0 >= 16
             assert all(len(g["rewards"]) in (t, c0, t + c0) for g in groups)

@@ -17,7 +17,7 @@ from graphs.services import RunServices, register_services
 from harness.detector import GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import FailureEvent, HarnessState, Message, Task
-from measure.judge import Judge
+from tools.judge import Judge
 from memory.records import EventRecord, GroupSummary
 from memory.store import TrainingMemory
 from tests.fakes.evolver_fakes import PromptPolicy, crit, event

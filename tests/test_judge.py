@@ -11,7 +11,7 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from harness.types import Criterion, Message, Task
-from measure.judge import Judge, parse_verdict
+from tools.judge import Judge, parse_verdict
 from tests.fakes.fake_chat import FunctionChatModel, scripted
 
 YES = '{"met": true, "reason": "it does"}'
@@ -94,7 +94,7 @@ def test_llm_verdicts_aggregate_with_checks():
 )
 def test_malformed_replies_are_retried_then_left_out_and_counted(replies, source, calls, malformed, failed, caplog):
     judge = Judge(scripted(*replies), retries=2)
-    with caplog.at_level(logging.WARNING, logger="measure.judge"):
+    with caplog.at_level(logging.WARNING, logger="tools.judge"):
         [res] = judge.score_sync([CHECKED, TEXT_A], "q", ["water"])
     verdict = res.verdicts["t1"]
     assert verdict.source == source and verdict.decided is (not failed)
@@ -141,7 +141,7 @@ def test_a_judge_failure_on_one_response_leaves_the_criterion_out_of_the_whole_g
         return YES if "antibiotics" in msgs[1].content.split("<response>")[1] else NO
 
     judge = Judge(FunctionChatModel(respond=respond), retries=1)
-    with caplog.at_level(logging.WARNING, logger="measure.judge"):
+    with caplog.at_level(logging.WARNING, logger="tools.judge"):
         results = judge.score_sync(
             [CHECKED, pitfall], "q", ["water", "water and antibiotics", "water BREAK antibiotics"]
         )
@@ -326,7 +326,7 @@ def test_a_check_timeout_fails_the_criterion_for_the_whole_group(must_match, cap
     slow = _crit("slow", -5, check={"type": "regex", "pattern": SLOW, "must_match": must_match})
     responses = ["water abc1", "water " + "a" * 60_000, "no drink"]
     judge = Judge(None)
-    with caplog.at_level(logging.WARNING, logger="measure.judge"):
+    with caplog.at_level(logging.WARNING, logger="tools.judge"):
         results = judge.score_sync([CHECKED, slow], "q", responses)
     # Neither met nor unmet on any response of the group: every score leaves the criterion out alike, so the
     # response that made its check time out gains nothing over the others.

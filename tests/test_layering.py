@@ -2,7 +2,7 @@
 
 Rules (each check is a plain function, exercised on the real tree and on synthetic sources that must fail):
 
-- the layers, lowest first: harness < memory, suitegen < measure < agents < graphs < trainer < benchmarks, examples.
+- the layers, lowest first: harness < memory, suitegen < tools < agents < graphs < trainer < benchmarks, examples.
   A module may import its own package and lower layers only; packages on the same rank may not import each other.
   Every import counts, wherever it is written: at the top, inside a function (lazy), under `TYPE_CHECKING`;
 - a *package* is a top-level folder of the repo holding `.py` files (`tests/` excluded). One that is not in
@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "harness": 0,
     "memory": 1,
     "suitegen": 1,  # the suite generator: content and builders over harness types, called by `harnessrl data`
-    "measure": 2,
+    "tools": 2,
     "agents": 3,
     "graphs": 4,
     "trainer": 5,
@@ -176,7 +176,7 @@ SYNTHETIC: list[tuple[str, str, str]] = [
         "from trainer.harness_run import main\n",
         "harness (layer 0) imports trainer.harness_run (layer 5)",
     ),
-    ("measure/x.py", "def f():\n    import agents.llm\n", "measure (layer 2) imports agents.llm"),  # lazy import
+    ("tools/x.py", "def f():\n    import agents.llm\n", "tools (layer 2) imports agents.llm"),  # lazy import
     (
         "memory/x.py",
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from graphs.state import S\n",
@@ -184,15 +184,15 @@ SYNTHETIC: list[tuple[str, str, str]] = [
     ),
     ("memory/x.py", "import suitegen.generate\n", "memory (layer 1) imports suitegen.generate (layer 1)"),  # same rank
     ("trainer/x.py", "import benchmarks.compare\n", "trainer (layer 5) imports benchmarks.compare (layer 6)"),
-    ("agents/x.py", "from measure.judge import _from_obj\n", "private name _from_obj of measure.judge"),
-    ("agents/x.py", "import measure._secret as s\n", "private module measure._secret"),
+    ("agents/x.py", "from tools.judge import _from_obj\n", "private name _from_obj of tools.judge"),
+    ("agents/x.py", "import tools._secret as s\n", "private module tools._secret"),
     ("benchmarks/x.py", "from trainer.evaluate import _load_model\n", "private name _load_model of trainer.evaluate"),
     (
         "benchmarks/x.py",
         "import trainer.evaluate\ntrainer.evaluate._load_model('m')\n",
         "private name trainer.evaluate._load_model of trainer",
     ),
-    ("graphs/x.py", "from measure import judge as j\nj._balanced(1)\n", "private name j._balanced of measure.judge"),
+    ("graphs/x.py", "from tools import judge as j\nj._balanced(1)\n", "private name j._balanced of tools.judge"),
 ]
 
 
@@ -214,7 +214,7 @@ def test_checker_catches_a_bad_import(path: str, source: str, why: str) -> None:
             "benchmarks/x.py",
             "import trainer.evaluate\ntrainer.evaluate.load_model('m')\nfrom harness import __version__\n",
         ),
-        ("measure/x.py", "import measure.judge\nmeasure.judge._from_obj({})\nx = obj._private\n"),
+        ("tools/x.py", "import tools.judge\ntools.judge._from_obj({})\nx = obj._private\n"),
     ],
 )
 def test_checker_allows_downward_and_own_package_imports(path: str, source: str) -> None:

@@ -1,12 +1,12 @@
-"""measure.llm_json: the one JSON extractor for LLM text, and the two parsers built on it (agents, judge)."""
+"""tools.llm_json: the one JSON extractor for LLM text, and the two parsers built on it (agents, judge)."""
 
 from __future__ import annotations
 
 import pytest
 
 from agents.schemas import Attribution, parse_json_output
-from measure.judge import parse_verdict
-from measure.llm_json import MAX_DECODE_ATTEMPTS, MAX_TEXT_CHARS, fenced_blocks, first_json_object, json_objects
+from tools.judge import parse_verdict
+from tools.llm_json import MAX_DECODE_ATTEMPTS, MAX_TEXT_CHARS, fenced_blocks, first_json_object, json_objects
 
 # (text, every object json_objects yields, in order)
 OBJECTS: list[tuple[str, list[dict]]] = [

@@ -11,10 +11,10 @@ import pytest
 from harness.detector import DetectorConfig
 from harness.ops import UpdateRejected, apply
 from harness.types import Criterion, Guidance, HarnessState, HarnessUpdate, Hint, Message, Schedule, Task
-from measure.candidate import MeasureSettings, measure_candidate
-from measure.judge import Judge
-from measure.probes import ProbeCache, latest_rollouts
-from measure.sequential import StopRule
+from tools.candidate import MeasureSettings, measure_candidate
+from tools.judge import Judge
+from tools.probes import ProbeCache, latest_rollouts
+from tools.sequential import StopRule
 from tests.fakes.fake_chat import ScriptedPolicy
 
 HINT = "Mention that drinking water and resting in a dark room often helps"
@@ -348,7 +348,7 @@ def test_schedule_placement_system_is_respected(state):
 # -- the real tiny model through LocalEndpoint ------------------------------------------------------
 @pytest.mark.slow
 def test_real_tiny_model_criteria_and_guidance(tiny_model_dir, state):
-    from measure.local_endpoint import LocalEndpoint
+    from tools.local_endpoint import LocalEndpoint
 
     real = LocalEndpoint.from_path(tiny_model_dir)
 

@@ -1,6 +1,6 @@
 """The top-level packages resolve inside this repo, not to same-named PyPI distributions.
 
-`agents`, `measure`, `memory`, `trainer` and `graphs` are all taken on PyPI (the OpenAI Agents SDK
+`agents`, `tools`, `memory`, `trainer` and `graphs` are all taken on PyPI (the OpenAI Agents SDK
 installs an import package literally named `agents`), so a stray install would shadow ours silently.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ["harness", "memory", "measure", "agents", "graphs", "trainer", "suitegen"]
+PACKAGES = ["harness", "memory", "tools", "agents", "graphs", "trainer", "suitegen"]
 # Packages that must import without torch (everything but the trainer).
-LIGHT = ["harness", "memory", "measure", "agents", "graphs", "suitegen"]
+LIGHT = ["harness", "memory", "tools", "agents", "graphs", "suitegen"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -60,7 +60,7 @@ def test_data_files_inside_packages_ship_as_package_data():
 
 def test_packages_resolve_from_another_working_directory(tmp_path):
     # The console script runs from anywhere: the installed (editable) project must still win.
-    code = "import " + ", ".join(PACKAGES) + "; print(agents.__file__, measure.__file__, memory.__file__)"
+    code = "import " + ", ".join(PACKAGES) + "; print(agents.__file__, tools.__file__, memory.__file__)"
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
     for path in out.stdout.split():
         assert Path(path).resolve().is_relative_to(REPO)

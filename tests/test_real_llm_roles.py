@@ -66,7 +66,7 @@ def write_rar_suite(root: Path) -> Path:
 
 
 def _vllm_ready() -> bool:
-    from measure.vllm_cpu.serve import venv_python
+    from tools.vllm_cpu.serve import venv_python
 
     return venv_python().is_file()
 
@@ -77,7 +77,7 @@ needs_vllm = pytest.mark.skipif(not _vllm_ready(), reason="no vllm-cpu venv; cre
 @pytest.fixture(scope="module")
 def smollm(tmp_path_factory):
     """One SmolLM2 vllm-cpu server for the module: (base_url, server)."""
-    from measure.vllm_cpu.serve import VLLMServer
+    from tools.vllm_cpu.serve import VLLMServer
     from trainer.policy_models import resolve_model
 
     logs = tmp_path_factory.mktemp("smollm")
@@ -287,7 +287,7 @@ def test_each_role_reaches_its_own_server(smollm, openai_stub, tmp_path):
     from graphs.runner import run_in_process
     from harness.store import HarnessStore
     from harness.types import Criterion, HarnessState
-    from measure.judge_prompts import JUDGE_SYSTEM
+    from tools.judge_prompts import JUDGE_SYSTEM
 
     counter = itertools.count()
 
@@ -358,7 +358,7 @@ def test_each_role_reaches_its_own_server(smollm, openai_stub, tmp_path):
 
 # -- judge outage: left out, counted, flagged (no server) -----------------------------------------------------
 def _rar_run(tmp_path, stub, *overrides):
-    from measure.judge import Judge
+    from tools.judge import Judge
     from memory.store import TrainingMemory
     from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler

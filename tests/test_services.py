@@ -22,7 +22,7 @@ from graphs.services import (
 )
 from harness.detector import DetectorConfig
 from harness.store import HarnessStore
-from measure.judge import Judge
+from tools.judge import Judge
 from tests.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
 from tests.services_factories import mixed_answers as _mixed
 from tests.services_factories import tool_state as _state

@@ -45,7 +45,7 @@ def test_saved_frozen_policy_samples_like_the_live_one(tiny_policy, tmp_path, lo
     from peft import LoraConfig, get_peft_model
 
     from graphs.services import parse_policy
-    from measure.local_endpoint import LocalEndpoint
+    from tools.local_endpoint import LocalEndpoint
     from trainer.frozen import save_frozen_policy
 
     model, tok, folder = tiny_policy
@@ -83,8 +83,8 @@ def test_frozen_folders_are_pruned_to_the_last_two(tiny_policy, tmp_path):
 
 
 def test_adapter_without_its_base_model_is_a_clear_error(tmp_path):
-    from measure.endpoint import EndpointError
-    from measure.local_endpoint import LocalEndpoint
+    from tools.endpoint import EndpointError
+    from tools.local_endpoint import LocalEndpoint
 
     (tmp_path / "adapter_config.json").write_text('{"base_model_name_or_path": "/no/such/base"}')
     with pytest.raises(EndpointError, match=r"adapter_config.json: base_model_name_or_path '/no/such/base'"):

@@ -254,7 +254,7 @@ def test_failed_round_leaves_harness_unchanged(run, commit_first):
 
 def test_real_graph_with_failing_endpoint_keeps_harness(run):
     """The evolver graph itself, with a frozen policy that is down: no update, training goes on."""
-    from measure.endpoint import EndpointError
+    from tools.endpoint import EndpointError
 
     class Down:
         name = "down"

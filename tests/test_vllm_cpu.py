@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from measure.endpoint import EndpointError
-from measure.openai_endpoint import OpenAIEndpoint
-from measure.vllm_cpu.serve import VLLMServer, venv_dir, venv_python
+from tools.endpoint import EndpointError
+from tools.openai_endpoint import OpenAIEndpoint
+from tools.vllm_cpu.serve import VLLMServer, venv_dir, venv_python
 
 pytestmark = [
     pytest.mark.vllm,

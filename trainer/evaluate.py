@@ -7,7 +7,7 @@ see the same distribution) and no hints. Avg@k = the mean score of the k samples
 `run_dir/eval.json` (one entry per evaluated model label, so base and trained can sit side by side).
 
 Beside them, unless turned off, the external yardstick (`evaluate_ifeval`): our held-out instruction-following
-prompts (`data/ifeval-heldout/`) answered greedily and scored by IFEval's own checkers (`measure/ifeval.py`).
+prompts (`data/ifeval-heldout/`) answered greedily and scored by IFEval's own checkers (`tools/ifeval.py`).
 """
 
 from __future__ import annotations
@@ -125,13 +125,13 @@ def evaluate_ifeval(
     seed: int = 1234,
     batch_size: int = 16,
 ) -> dict[str, Any]:
-    """IFEval's metrics of `endpoint` on `prompts` (`measure.ifeval.IFEvalPrompt`s).
+    """IFEval's metrics of `endpoint` on `prompts` (`tools.ifeval.IFEvalPrompt`s).
 
     k responses per prompt, `batch_size` prompts per `endpoint.sample` call seeded `seed + index of its first
     prompt`; k = 1 at temperature 0 is IFEval's own protocol (greedy). Per-prompt verdicts are kept; responses
     are not.
     """
-    from measure.ifeval import score
+    from tools.ifeval import score
 
     if k < 1 or batch_size < 1 or (k > 1 and temperature == 0):
         raise ValueError(
@@ -185,7 +185,7 @@ def run_eval(
     import torch
 
     from harness.data import load_suite
-    from measure.local_endpoint import LocalEndpoint
+    from tools.local_endpoint import LocalEndpoint
     from trainer.config import config_from_dict
     from trainer.harness_run import make_judge, suite_tasks
     from trainer.policy_models import resolve_model
@@ -234,7 +234,7 @@ def run_eval(
     dtype = cfg.model.dtype if cfg else "float32"
     if_prompts, if_settings = None, None
     if ifeval:  # loaded (and validated) before any model: a bad prompts file fails in a second
-        from measure.ifeval import DEFAULT_PROMPTS, load_prompts
+        from tools.ifeval import DEFAULT_PROMPTS, load_prompts
 
         if_file = Path(ifeval_prompts) if ifeval_prompts else DEFAULT_PROMPTS
         if_prompts = load_prompts(if_file)

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from accelerate import Accelerator
     from transformers import Trainer
 
-    from measure.judge import Judge
+    from tools.judge import Judge
     from trainer.harness_run import HarnessRun
 
 log = logging.getLogger(__name__)

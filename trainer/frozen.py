@@ -36,14 +36,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from measure.endpoint import TokenCounter
+from tools.endpoint import TokenCounter
 from trainer.config import RunConfig
 
 if TYPE_CHECKING:
     from transformers import Trainer
 
-    from measure.local_endpoint import LocalEndpoint
-    from measure.openai_endpoint import OpenAIEndpoint
+    from tools.local_endpoint import LocalEndpoint
+    from tools.openai_endpoint import OpenAIEndpoint
 
 
 class MemoEndpoint:
@@ -82,7 +82,7 @@ class MemoEndpoint:
         return out
 
     def count_tokens(self, texts: list[str]) -> int | None:
-        """The wrapped endpoint's token counts (`measure.endpoint.TokenCounter`), or None when it has none.
+        """The wrapped endpoint's token counts (`tools.endpoint.TokenCounter`), or None when it has none.
 
         Without them the critic's cost counts words and says so.
         """
@@ -126,7 +126,7 @@ def publish_policy(cfg: RunConfig, trainer: Trainer | None, step: int) -> tuple[
             folder = save_frozen_policy(model, trainer.processing_class, cfg.run_path / "frozen", step)
             return None, f"local:{folder}"
         return MemoEndpoint(live_endpoint(trainer, step)), "local"
-    from measure.openai_endpoint import OpenAIEndpoint
+    from tools.openai_endpoint import OpenAIEndpoint
 
     base = h.policy_endpoint
     name = h.policy_model or cfg.model.name
@@ -144,7 +144,7 @@ def publish_policy(cfg: RunConfig, trainer: Trainer | None, step: int) -> tuple[
 
 def live_endpoint(trainer: Trainer, step: int) -> LocalEndpoint:
     """The trainer's live model as a policy endpoint (in process; it samples whatever the weights are now)."""
-    from measure.local_endpoint import LocalEndpoint
+    from tools.local_endpoint import LocalEndpoint
 
     model = trainer.accelerator.unwrap_model(trainer.model)
     return LocalEndpoint(model, trainer.processing_class, name=f"local:step-{step}")

@@ -300,7 +300,7 @@ def is_main_rank() -> bool:
 
 def make_judge(judge_model: str | None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY") -> Any:
     """The rubric judge: programmatic checks, plus an LLM for text-only criteria when a model is set."""
-    from measure.judge import Judge
+    from tools.judge import Judge
 
     if not judge_model or judge_model == "rules":
         return Judge()

@@ -38,14 +38,14 @@ from typing import TYPE_CHECKING, Any
 
 from harness.detector import GroupStats, RolloutRecord
 from harness.guidance import render_prompt, visible_hints
-from measure.judge import run_sync
+from tools.judge import run_sync
 from trainer.frozen import live_endpoint
 from trainer.io import append_jsonl
 from trainer.reward import observe_group
 from trainer.round_events import EVENT_CLASS
 
 if TYPE_CHECKING:
-    from measure.endpoint import PolicyEndpoint
+    from tools.endpoint import PolicyEndpoint
     from trainer.evolver_round import EvolverPause
     from trainer.harness_run import HarnessRun
 

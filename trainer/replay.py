@@ -9,7 +9,7 @@ The round that ran at step N is rebuilt from what the run wrote; the run folder 
 - the events: the `events.jsonl` lines with those ids (the last one per id at or before step N);
 - the policy: `checkpoints/checkpoint-N`, saved right after the round: the round does not train, so these
   are the weights the round froze (a LoRA adapter is loaded onto its base and merged, a full model as is;
-  `measure.local_endpoint.LocalEndpoint.from_path`), or `policy` (e.g. a server that serves that checkpoint);
+  `tools.local_endpoint.LocalEndpoint.from_path`), or `policy` (e.g. a server that serves that checkpoint);
 - the harness: versions 0..version_before and their `updates.jsonl` lines, copied into each brain set's store,
   so the replay starts from the checkpoint's version even when the run holds later ones;
 - the memory: `checkpoint-N/memory.jsonl` minus the attributions and proposals of the round's own events (the

@@ -24,7 +24,7 @@ metrics cover the whole batch and, with several processes, name each rank's task
 (`ranks`).
 
 Judge failures: a verdict the judge could not give (an LLM judge failing after its retries, a check
-timing out) is left out of the rollout's score, never counted unmet (`measure/judge.py`). The step counts
+timing out) is left out of the rollout's score, never counted unmet (`tools/judge.py`). The step counts
 those verdicts (`judge_left_out`, `judge_left_out_share` of all the step's verdicts) and, above
 `harness.max_judge_failure_share`, sets `judge_flagged` (the console prints a warning line for it):
 such a step's rewards rest on fewer criteria than its rubric has. The same step record counts the responses

@@ -15,7 +15,7 @@ from pathlib import Path
 from graphs.services import RunServices, register_services
 from harness.store import HarnessStore
 from harness.types import Criterion, HarnessState, Message, Task
-from measure.judge import Judge
+from tools.judge import Judge
 from memory.store import TrainingMemory
 
 _keys = itertools.count()

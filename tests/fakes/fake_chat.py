@@ -94,7 +94,7 @@ class FunctionChatModel(BaseChatModel):
 
 
 class ScriptedPolicy:
-    """Fake frozen policy (`measure.endpoint.PolicyEndpoint`): completion i of a conversation is
+    """Fake frozen policy (`tools.endpoint.PolicyEndpoint`): completion i of a conversation is
     `reply(last user message, i)`; every call is recorded in `calls`."""
 
     name = "scripted"

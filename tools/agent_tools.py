@@ -27,8 +27,8 @@ from langchain_core.tools import BaseTool, StructuredTool
 from harness.guidance import render_prompt
 from harness.types import HarnessState
 from harness.visibility import redact
-from measure.endpoint import PolicyEndpoint
-from measure.judge import Judge
+from tools.endpoint import PolicyEndpoint
+from tools.judge import Judge
 
 if TYPE_CHECKING:
     from harness.store import HarnessStore

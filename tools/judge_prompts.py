@@ -1,6 +1,6 @@
 """Prompt text for the LLM rubric judge (data, not code).
 
-`measure/` may not import `agents/prompts.py` (imports point graphs -> agents -> tools), so the judge's
+`tools/` may not import `agents/prompts.py` (imports point graphs -> agents -> tools), so the judge's
 prompts live here. Templates use `str.format` fields only; the response and criterion text are
 passed as values, so braces inside a rollout cannot break the template.
 """

@@ -1,8 +1,8 @@
 """The frozen-policy endpoint contract: sample n completions per conversation from a fixed policy.
 
 The critic measures candidate harness updates on the policy as it was at the pause. Two real
-implementations exist: `measure.openai_endpoint.OpenAIEndpoint` (a vLLM or other OpenAI-compatible
-server) and `measure.local_endpoint.LocalEndpoint` (in-process transformers generation, the CPU default).
+implementations exist: `tools.openai_endpoint.OpenAIEndpoint` (a vLLM or other OpenAI-compatible
+server) and `tools.local_endpoint.LocalEndpoint` (in-process transformers generation, the CPU default).
 """
 
 from __future__ import annotations

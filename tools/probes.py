@@ -2,17 +2,17 @@
 
 **Shared control probes.** Probe rollouts live in a `ProbeCache` keyed by the round's step and the
 request (prompt, max_tokens, temperature, seed): pass the round's cache to every measurement of the
-round (`measure.candidate.measure_candidate`) and each prompt is sampled once, then only extended.
+round (`tools.candidate.measure_candidate`) and each prompt is sampled once, then only extended.
 Without one, a private cache serves that call alone.
 
 **Training rollouts.** `task_rollouts` reads a task's cached training rollouts from memory, newest groups first,
 up to a cap: every group's texts for the paired re-scoring of a criteria update, and the texts of its unhinted
-groups for the control pool of the exact hit test (`measure.sequential`), both at no generation cost.
+groups for the control pool of the exact hit test (`tools.sequential`), both at no generation cost.
 `latest_rollouts` reads only the latest group.
 
 **Cost.** `Cost` counts the rollouts generated for one measurement (cache and training rollouts
 excluded: those are `reused_rollouts`), their tokens (`count_tokens`: the endpoint's tokenizer when it
-implements `measure.endpoint.TokenCounter`, else words), the endpoint calls, the rollouts scored, the
+implements `tools.endpoint.TokenCounter`, else words), the endpoint calls, the rollouts scored, the
 judge's LLM requests (the judge's counter moved during the call: lanes measuring concurrently on one
 judge count each other's requests) and the wall-clock seconds.
 """
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.checks import words
-from measure.endpoint import PolicyEndpoint, TokenCounter
+from tools.endpoint import PolicyEndpoint, TokenCounter
 
 if TYPE_CHECKING:
     from memory.store import TrainingMemory

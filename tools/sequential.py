@@ -1,7 +1,7 @@
 """The sequential tests of the critic's acceptance rule: how many rollouts a measurement spends, and when it stops.
 
 With a `StopRule` (the critic's acceptance rule on the focus task's two groups, `agents.critic.stop_rule`),
-`measure.candidate.measure_candidate` starts the candidate's groups at `sample_k` rollouts and doubles them up to
+`tools.candidate.measure_candidate` starts the candidate's groups at `sample_k` rollouts and doubles them up to
 `sample_k_max` while the decision is undecided (`looks`). Two tests, chosen by the rule:
 
 **Exact hit test (dead-group repairs that generate new groups; `StopRule.hits` is a `HitTest`).** A dead group's
@@ -10,7 +10,7 @@ is the median reward of the control pool, and a rollout is a *hit* when its rewa
 ("up", collapse_low), below level - eps ("down", collapse_high) or at least eps away ("off", flat); eps is the
 detector's. The control pool (x0 hits of n0 rollouts) is fixed before the first look: the task's cached
 training rollouts, topped up with fresh control probes to twice `sample_k_max` when the history is shorter
-(`measure.candidate.CONTROL_FACTOR`). Under "no effect" a candidate rollout hits with the control's rate p0;
+(`tools.candidate.CONTROL_FACTOR`). Under "no effect" a candidate rollout hits with the control's rate p0;
 p0 is unknown, so the null distribution of the candidate's hits is the binomial averaged over p0's posterior
 Beta(x0 + 1/2, n0 - x0 + 1/2) (Jeffreys prior; `exact_plan` integrates it on `P0_GRID` quantiles). At look j
 with N_j candidate rollouts (the strata whose prompt the control does not share) and X_j hits:
@@ -25,7 +25,7 @@ with N_j candidate rollouts (the strata whose prompt the control does not share)
 - else undecided; undecided at the cap rejects (`decide_hits`).
 
 The critic adds its point rule (std gain, candidate not dead, guards) to a pass: crossing the bound with a
-candidate that is still dead (every rollout a hit) is not a repair (`measure.candidate`). A batched update (one
+candidate that is still dead (every rollout a hit) is not a repair (`tools.candidate`). A batched update (one
 template on several tasks) pools its targets in one test (`StopRule.pooled`, `pooled_plan`): each target's hits
 are counted against its own level, and the null lets every target hit at its own control rate.
 
@@ -51,7 +51,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.detector import DetectorConfig
-from measure.group_metrics import GroupMetrics, Strata, group_metrics, resample
+from tools.group_metrics import GroupMetrics, Strata, group_metrics, resample
 
 ALPHA = 0.1  # overall error rate of the sequential test's early stops (see the module docstring)
 BOOTSTRAP = 400  # resamples per look: the Monte Carlo error of p_pass near 1 - alpha/3 is about 0.01

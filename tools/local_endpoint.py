@@ -5,7 +5,7 @@ the evolver runs, so sampling it under ``no_grad`` *is* the frozen checkpoint, w
 A LangGraph server process gets the paused policy as a folder the trainer saved (`from_path`: a full
 model, or a LoRA adapter on its base model). Sampling follows TRL's GRPO defaults (``top_k=0``,
 ``top_p=1``) so the critic sees the same distribution the trainer samples from. torch is imported lazily so
-``import measure`` stays light.
+``import tools`` stays light.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from measure.endpoint import EndpointError, validate_request
+from tools.endpoint import EndpointError, validate_request
 
 
 class LocalEndpoint:
@@ -79,7 +79,7 @@ class LocalEndpoint:
         return cls(model, tokenizer, device=device, name=kwargs.pop("name", f"local:{path.name}"), **kwargs)
 
     def count_tokens(self, texts: list[str]) -> int:
-        """Tokens of `texts` under the policy's tokenizer (`measure.endpoint.TokenCounter`)."""
+        """Tokens of `texts` under the policy's tokenizer (`tools.endpoint.TokenCounter`)."""
         if not texts:
             return 0
         return sum(len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"])
