@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 VLLM_VENV ?= .vllm-venv
 PORT ?= 2124
 # Test workers (pytest-xdist): one per core of the 2-core CI machine. `--dist loadfile` keeps a file's tests on one
-# worker, so a module-scoped server (vLLM, langgraph dev, chroma run) starts once and no two tests share a port.
+# worker; the shared servers of tests/conftest.py (vLLM, langgraph dev, chroma run) start at most once per worker.
 TEST_WORKERS ?= 2
 # One torch thread is faster than two on the shared 2-core machines (measured in our SmolLM2 GRPO runs).
 export OMP_NUM_THREADS ?= 1

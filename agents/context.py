@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from harness.types import INTERFACES
+from tools.candidate import SAMPLE_K, SAMPLE_K_MAX
 
 RULES = "rules"
 # The roles that may be LLMs; each can have its own endpoint (`<role>_base_url`, `<role>_api_key_env`).
@@ -73,8 +74,10 @@ class EvolverContext:
     services_key: str | None = _f(None, "key of live services registered in-process (the trainer sets it)")
 
     # -- critic measurement ----------------------------------------------------------------------
-    sample_k: int = _f(4, "k: rollouts per affected task and side a measurement starts with")
-    sample_k_max: int = _f(16, "cap: the group doubles from sample_k up to this while the critic's test is undecided")
+    sample_k: int = _f(SAMPLE_K, "k: rollouts per affected task and side a measurement starts with")
+    sample_k_max: int = _f(
+        SAMPLE_K_MAX, "cap: the group doubles from sample_k up to this while the critic's test is undecided"
+    )
     critic_alpha: float = _f(0.1, "error rate of the critic's sequential test (stopping early on noise)")
     # 0.25: a dead-group repair worth its slot turns about one rollout in four into a hit (a mixed group of 4 has
     # one); smaller gains make groups of 4 mixed too rarely to pay for a harness change, and the futility bound of

@@ -43,7 +43,7 @@ passes by over `GUARD_Z` standard errors, or when none passes where some did bef
 **False-revert rate.** A true dead-group repair with per-rollout hit rate p at group size G leaves a group dead with
 probability (1-p)^G + p^G (a rollout hits or misses; partial credit only makes a dead group rarer), so the dead rule
 reverts it with probability ((1-p)^G + p^G)^W (tests/test_provisional.py checks it on this code). At the default
-W = `CONFIRM_WINDOW` = 2: p = 0.33 -> 0.046 at G = 4, 0.0017 at G = 8; p = 0.25 -> 0.10 at G = 4 (W = 3: 0.010 and
+W = 2 (`confirm_window`): p = 0.33 -> 0.046 at G = 4, 0.0017 at G = 8; p = 0.25 -> 0.10 at G = 4 (W = 3: 0.010 and
 0.033 at G = 4). Each guard adds at most 2.5 % (z = 1.96, one-sided) when nothing really changed. A no-op (p = 0.06)
 is reverted with probability 0.61 at G = 4, W = 2 (0.37 at G = 8): the window catches most useless accepts without
 sampling anything beyond training. For spurious_length, a repair that removed the correlation entirely is still
@@ -82,7 +82,6 @@ from harness.types import (
 )
 
 Verdict = Literal["accept", "revise", "fallback", "reject", "confirm", "revert", "wait", "superseded"]
-CONFIRM_WINDOW = 2  # post-commit groups that grade a provisional update (harness.confirm_window)
 FREE_RETRIES = 3  # no-effect candidates an event may get refused for free, beyond its charged revisions
 GUARD_Z = 1.96  # standard errors a guard's drop must exceed beyond its margin (one-sided 2.5 %)
 DEAD_TYPES = ("collapse_low", "collapse_high", "flat")

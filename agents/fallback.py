@@ -1,24 +1,32 @@
 """The safe fallback: the sampling change committed once every candidate for an event was rejected.
 
+`decide` is where the fallback is decided, in one place, as a typed `Decision`: whether the run allows one at all
+(`apply_fallback`, the sampling interface), whether the repair ladder defers it to a rung on another interface
+(`next_rung_elsewhere`), which update (`fallback_decision`), whether it is valid on the harness, and the verdict of
+the reproduction probe. The graph routes a `Decision` that `commits` to its one `commit` node
+(`graphs/evolver.py` `route_after_fallback`), which commits `Decision.update` and reports it with `Decision.applied`
+(or `Decision.refused` when another lane made it stale); any other decision is reported as `Decision.report`.
+
 `fallback_decision` (docs/DESIGN.md §6) decides what to commit, and why, so that no task leaves training
 through it: only a confirmed failure that the frozen policy reproduces changes sampling (the control group of a
 measured candidate, or a probe of the fallback's own update, shows it), a batch of unusable LLM answers changes nothing,
 weights are halved but never below `FALLBACK_MIN_WEIGHT`, and a quarantine lasts `QUARANTINE_STEPS`.
-`probe_reproduction` measures the control group when no candidate did. `graphs/nodes.py` `fallback` calls both
-after the proposer's last revision.
+`probe_reproduction` measures the control group when no candidate did.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from agents import critic
+from agents import attributor, critic, repair_ladder
 from agents.context import EvolverContext
+from agents.schemas import Attribution
 from harness.detector import DetectorConfig
+from harness.ops import validate as validate_update
 from harness.types import FailureEvent, HarnessState, HarnessUpdate, Quarantine, Retire, Reweight
 from tools.candidate import measure_candidate
 from tools.endpoint import PolicyEndpoint
@@ -83,7 +91,7 @@ def fallback_decision(
       it) changes sampling; one noisy group never does;
     - and only one the frozen policy reproduces: when a measured candidate's control group did not show it
       (`reproduction` is False) nothing changes; when no candidate was measured the decision carries
-      `needs_probe` and the graph measures the fallback's own update first (`graphs/nodes.py` `fallback`);
+      `needs_probe` and `decide` measures the fallback's own update first (`probe_reproduction`);
     - `attempts` (the event's candidates, as the graph records them) made only of LLM answers that gave
       no measurable candidate (prose, malformed JSON, a wrong interface) change nothing: a garbage answer
       is never a sampling change on its own (in the graph an unusable answer is handed to the rule brain,
@@ -204,3 +212,123 @@ def probe_reproduction(
         else f"not reproduced on the frozen policy ({why}): sampling stays as is"
     )
     return Probe(ok, reason, m.compact())
+
+
+def next_rung_elsewhere(
+    event: FailureEvent, evidence: dict[str, Any], attribution: Attribution | None, enabled: list[str]
+) -> tuple[int, str, str] | None:
+    """The repair ladder's next rung on an interface other than the attributed one and sampling, if any.
+
+    A dead task with such a rung left defers its fallback: the task's next round climbs to that rung
+    (`repair_ladder.rung_elsewhere`). None for a batch-level event, a skipped one or one never attributed."""
+    if event.task_id == "*" or evidence.get("error") or attribution is None:
+        return None
+    order = repair_ladder.order_for(event.type, attributor.PREFERENCE.get(event.type, ()), evidence)
+    return repair_ladder.rung_elsewhere(event.type, order, evidence, enabled, attribution.interface)
+
+
+class Decision(BaseModel):
+    """The fallback's decision for one event, with what the report says of it.
+
+    `verdict`: `off` (the run allows no fallback: `apply_fallback` off or the sampling interface disabled),
+    `deferred` (the repair ladder has a rung on another interface), `none` (`fallback_decision` changes nothing),
+    `invalid` (its update does not validate on the harness), `not_reproduced` (the probe found the frozen policy does
+    not show the failure), `commit` (the graph commits `update` through its `commit` node). `reason` is the one
+    reported (for a commit also the update's rationale, so the store's log carries it); `rule_reason` is
+    `fallback_decision`'s own, which a refused update (invalid, stale at commit) reports."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["off", "deferred", "none", "invalid", "not_reproduced", "commit"]
+    reason: str = ""
+    rule_reason: str = ""
+    update: HarnessUpdate | None = None
+    errors: list[str] = Field(default_factory=list)
+    probe: dict[str, Any] | None = None  # the reproduction probe's measurement, compact, when it refused
+
+    @property
+    def commits(self) -> bool:
+        return self.verdict == "commit"
+
+    def _update(self) -> dict[str, Any]:
+        assert self.update is not None  # only the verdicts that carry an update report one
+        return self.update.model_dump(mode="json")
+
+    def report(self) -> dict[str, Any] | None:
+        """The report's `fallback` entry of a decision that commits nothing (None: the run allows no fallback)."""
+        assert not self.commits  # a commit is reported by `applied` or `refused`
+        if self.verdict == "off":
+            return None
+        if self.verdict in ("deferred", "none"):
+            return {"applied": False, "reason": self.reason}
+        if self.verdict == "invalid":
+            return self.refused(self.errors)
+        return {"update": self._update(), "applied": False, "reason": self.reason, "probe": self.probe}
+
+    def refused(self, errors: list[str]) -> dict[str, Any]:
+        """The report's `fallback` entry of an update the harness refused (invalid, or stale at commit)."""
+        return {"update": self._update(), "applied": False, "errors": errors, "reason": self.rule_reason}
+
+    def applied(self, version: int) -> dict[str, Any]:
+        """The report's `fallback` entry of the committed update, now harness `version`."""
+        return {"update": self._update(), "applied": True, "version": version, "reason": self.reason}
+
+
+def decide(
+    event: FailureEvent,
+    harness: HarnessState,
+    attempts: Sequence[dict[str, Any]],
+    ctx: EvolverContext,
+    *,
+    step: int,
+    evidence: dict[str, Any],
+    attribution: Attribution | None,
+    endpoint: PolicyEndpoint,
+    judge: Judge,
+    probe_cache: ProbeCache | None,
+    detector_config: DetectorConfig | None,
+) -> Decision:
+    """After R rejected revisions: the safe sampling change, if allowed and still valid; else no change.
+
+    In order: a rung elsewhere on the repair ladder defers it (with the memory on, since the rungs are memory's
+    proposal records); the run must allow a fallback; `fallback_decision` picks the update; the harness must accept
+    it; and when no candidate was measured the frozen policy must show the failure now (`probe_reproduction`; with
+    the critic off nothing is measured, and the reason says so)."""
+    rung = next_rung_elsewhere(event, evidence, attribution, ctx.enabled_interfaces()) if ctx.memory else None
+    if rung is not None:
+        why = f"deferred: the repair ladder's next rung is {rung[1]}/{rung[2]} (agents/repair_ladder.py)"
+        return Decision(verdict="deferred", reason=why)
+    if not (ctx.apply_fallback and "sampling" in ctx.interfaces):
+        return Decision(verdict="off")
+    fb = fallback_decision(event, harness, attempts, step=step)
+    if fb.update is None:
+        return Decision(verdict="none", reason=fb.reason, rule_reason=fb.reason)
+    errors = validate_update(harness, fb.update)
+    if errors:
+        return Decision(verdict="invalid", reason=fb.reason, rule_reason=fb.reason, update=fb.update, errors=errors)
+    reason = fb.reason
+    if fb.needs_probe and ctx.critic:  # no candidate was measured: act only if the frozen policy shows the failure now
+        probe = probe_reproduction(
+            fb,
+            event,
+            harness,
+            endpoint,
+            judge,
+            ctx,
+            probe_cache=probe_cache,
+            step=step,
+            detector_config=detector_config,
+        )
+        if not probe.reproduced:
+            return Decision(
+                verdict="not_reproduced",
+                reason=probe.reason,
+                rule_reason=fb.reason,
+                update=fb.update,
+                probe=probe.measurement,
+            )
+        reason = probe.reason
+    elif fb.needs_probe:
+        reason = f"{reason} (critic off: not reproduced on the frozen policy first)"
+    update = fb.update.model_copy(update={"rationale": reason})  # the store's log carries the reason, as reported
+    return Decision(verdict="commit", reason=reason, rule_reason=fb.reason, update=update)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections import Counter, defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,110 +17,106 @@ from typing import Any
 from bench_spec import ARMS, PRESETS, SPURIOUS_EVENTS, Job
 from bench_stats import mean_of, power_report, sd_of
 
+from graphs.round_record import RoundRecord
+from harness.store import UpdateRecord
 from harness.types import INTERFACES
-from trainer.io import read_jsonl
+from trainer.run_logs import read_events, read_metrics, read_rounds, read_updates
 
 
 def collect_run(run_dir: Path) -> dict[str, Any]:
     """Training-side numbers from the run folder the trainer wrote."""
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
-    rounds = read_jsonl(run_dir / "rounds.jsonl") if (run_dir / "rounds.jsonl").is_file() else []
-    events = read_jsonl(run_dir / "events.jsonl") if (run_dir / "events.jsonl").is_file() else []
-    groups = sum(m.get("n_groups", 0) for m in metrics)
-    dead = sum(m.get("dead_share", 0.0) * m.get("n_groups", 0) for m in metrics)
+    metrics = read_metrics(run_dir / "metrics.jsonl")
+    rounds = read_rounds(run_dir / "rounds.jsonl")
+    events = read_events(run_dir / "events.jsonl")
+    groups = sum(m.n_groups for m in metrics)
+    dead = sum((m.dead_share or 0.0) * m.n_groups for m in metrics)
     per_iface = {i: {"proposals": 0, "accepted": 0, "rejected": 0} for i in INTERFACES}
-    decisions: dict[str, int] = {}
-    fallbacks = errors = 0
-    fails: dict[str, int] = {}  # the critic's failed checks ("FAIL: std_gain") per interface
+    decisions: Counter[str] = Counter()
+    fails: Counter[str] = Counter()  # the critic's failed checks ("FAIL: std_gain") per interface
     # Training's verdicts on accepted updates (trainer/provisional.py), per interface of the graded update.
     graded = {i: {"confirm": 0, "revert": 0, "superseded": 0} for i in INTERFACES}
     for r in rounds:
-        errors += 1 if r.get("error") else 0
-        for v in (r.get("provisional") or {}).get("verdicts", []):
-            iface = v.get("interface")
-            if iface in graded and v.get("verdict") in graded[iface]:
-                graded[iface][v["verdict"]] += 1
-        for rep in r.get("reports", []):
-            for att in rep.get("attempts") or []:
-                for reason in att.get("reasons") or []:
-                    if reason.startswith("FAIL"):
-                        key = f"{rep.get('interface')}: {reason.split(':', 1)[-1].strip()}"
-                        fails[key] = fails.get(key, 0) + 1
-            decision = str(rep.get("decision"))
-            decisions[decision] = decisions.get(decision, 0) + 1
-            fallbacks += decision == "fallback"
-            iface = rep.get("interface")
-            if iface not in per_iface:
+        for v in r.provisional.verdicts if r.provisional is not None else []:
+            if v.interface in graded and v.verdict in graded[v.interface]:
+                graded[v.interface][v.verdict] += 1
+        for rep in r.reports:
+            for att in rep.attempts:
+                fails.update(
+                    f"{rep.interface}: {reason.split(':', 1)[-1].strip()}"
+                    for reason in att.reasons or []
+                    if reason.startswith("FAIL")
+                )
+            decision = str(rep.decision)
+            decisions[decision] += 1
+            if rep.interface not in per_iface:
                 continue  # no attribution (e.g. skipped event): nothing was proposed
-            n = len(rep.get("attempts") or [])
+            n = len(rep.attempts)
             acc = 1 if decision == "accepted" else 0
-            per_iface[iface]["proposals"] += n
-            per_iface[iface]["accepted"] += acc
-            per_iface[iface]["rejected"] += n - acc
-    event_types: dict[str, int] = {}
-    for e in events:
-        event_types[e["type"]] = event_types.get(e["type"], 0) + 1
-    times = [m["time"] for m in metrics if "time" in m]
+            per_iface[rep.interface]["proposals"] += n
+            per_iface[rep.interface]["accepted"] += acc
+            per_iface[rep.interface]["rejected"] += n - acc
+    event_types = Counter(e.type for e in events)
+    times = [m.time for m in metrics if m.time is not None]
     # Can a repair act? Only if its task is drawn again after the round (tasks are drawn at step time, so
     # from step+1 on). Count the groups on updated tasks (or their variants) after it.
-    upd_file = run_dir / "harness" / "updates.jsonl"
-    updates = read_jsonl(upd_file) if upd_file.is_file() else []  # the plain arm has no harness folder
+    # The plain arm has no harness folder: no updates.
+    updates = [u for u in read_updates(run_dir / "harness" / "updates.jsonl") if u.update is not None]
     revisits = 0
     for u in updates:
-        touched = {op["task_id"] for op in u["update"]["ops"]}
+        assert u.update is not None
+        touched = {op.task_id for op in u.update.ops}
         for m in metrics:
-            if m["step"] > u["step"]:
-                revisits += sum(1 for t in m.get("tasks", []) if t.split(".")[0] in touched)
+            if m.step > u.step:
+                revisits += sum(1 for t in m.tasks if t.split(".")[0] in touched)
     update_log = _update_log(run_dir, updates, rounds)
-    late = [m for m in metrics if m["step"] > len(metrics) // 2]
+    late = [m for m in metrics if m.step > len(metrics) // 2]
     # Wall time per step: from the step's start (trainer.grpo training_step) to its metrics line (after the
     # evolver pause); summed, it is the training wall time across sittings (resume gaps and model loading are
     # not in it). Older runs without `step_started`: the step time plus the pause.
-    walls: list[float] = []
-    for m in metrics:
-        if "step_started" in m and "time" in m:
-            walls.append(m["time"] - m["step_started"])
-        else:
-            walls.append(m.get("train_step_s", 0.0) + m.get("pause_s", 0.0))
+    walls = [
+        m.time - m.step_started
+        if m.step_started is not None and m.time is not None
+        else (m.train_step_s or 0.0) + m.pause_s
+        for m in metrics
+    ]
     # The pre-flight round runs before step 1 (trainer/preflight.py): its pause (probes and round) is training wall
     # time and pause that no step's line holds. Its probes, and the critic's, are generation beyond the trained groups.
-    pre_pause = sum(float(r.get("pause_s") or 0.0) for r in rounds if r.get("preflight"))
-    probe_rollouts = sum(int((r.get("preflight") or {}).get("rollouts") or 0) for r in rounds) + sum(
-        float((a.get("numbers") or {}).get("cost_probe_rollouts") or 0.0)
+    preflights = [r for r in rounds if r.preflight is not None]
+    pre_pause = sum(r.pause_s for r in preflights)
+    probe_rollouts = sum(r.preflight.rollouts for r in preflights if r.preflight is not None) + sum(
+        float((a.numbers or {}).get("cost_probe_rollouts") or 0.0)
         for r in rounds
-        for rep in r.get("reports") or []
-        for a in rep.get("attempts") or []
+        for rep in r.reports
+        for a in rep.attempts
     )
     cum, ckpt_wall = pre_pause, {}
     for m, w in zip(metrics, walls):
         cum += w
-        ckpt_wall[str(m["step"])] = cum
-    gen = sum(m.get("ds_groups_generated", m.get("n_groups", 0)) for m in metrics)
-    trained = sum(m.get("ds_groups_kept", m.get("n_groups", 0)) for m in metrics)
+        ckpt_wall[str(m.step)] = cum
+    dapo = [m.ds_groups_kept is not None for m in metrics]
+    gen = sum(m.ds_groups_generated if m.ds_groups_generated is not None else m.n_groups for m in metrics)
+    trained = sum(m.ds_groups_kept if m.ds_groups_kept is not None else m.n_groups for m in metrics)
     # A DAPO step trains on its kept groups: those the detector still calls dead (std < eps, wider than DAPO's
     # exact zero) are `ds_kept_dead` (0 in runs from before it was counted).
-    dead_trained = sum(
-        m.get("ds_kept_dead", 0) if "ds_groups_kept" in m else m.get("dead_share", 0.0) * m.get("n_groups", 0)
-        for m in metrics
-    )
+    dead_trained = sum(m.ds_kept_dead if kept else (m.dead_share or 0.0) * m.n_groups for m, kept in zip(metrics, dapo))
     return {
         "steps": [
             {
-                "step": m["step"],
-                "reward": m.get("reward"),
-                "reward_std": m.get("reward_std"),
-                "dead_share": m.get("dead_share"),
-                "n_groups": m.get("n_groups"),
-                "pause_s": m.get("pause_s", 0.0),
-                "harness_version": m.get("harness_version_after", m.get("harness_version")),
-                "hinted_share": m.get("hinted_share"),
+                "step": m.step,
+                "reward": m.reward,
+                "reward_std": m.reward_std,
+                "dead_share": m.dead_share,
+                "n_groups": m.n_groups,
+                "pause_s": m.pause_s,
+                "harness_version": m.harness_version_now,
+                "hinted_share": m.hinted_share,
                 "wall_s": w,
-                "train_step_s": m.get("train_step_s"),
-                "overhead_s": m.get("harness_overhead_s"),
+                "train_step_s": m.train_step_s,
+                "overhead_s": m.harness_overhead_s,
                 # Per group, in batch order: which task, its mean and std (what per-task dead shares are read from).
-                "tasks": m.get("tasks"),
-                "group_means": m.get("group_means"),
-                "group_stds": m.get("group_stds"),
+                "tasks": m.tasks or None,
+                "group_means": m.group_means or None,
+                "group_stds": m.group_stds,
             }
             for m, w in zip(metrics, walls)
         ],
@@ -128,38 +125,41 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "zero_var_trained": dead_trained / trained if trained else None,
         "groups_generated": gen,
         "groups_trained": trained,
-        "ds_short": sum(m.get("ds_short", 0) for m in metrics),
+        "ds_short": sum(m.ds_short for m in metrics),
         "wall_s": pre_pause + sum(walls),
         "ckpt_wall": ckpt_wall,
-        "train_step_s": sum(m.get("train_step_s", 0.0) for m in metrics),
-        "overhead_s": sum(m.get("harness_overhead_s", 0.0) for m in metrics),
-        "sampler_s": sum(m.get("sampler_s", 0.0) for m in metrics),
-        "reward_overhead_s": sum(m.get("reward_overhead_s", 0.0) for m in metrics),
-        "pause_s": pre_pause + sum(m.get("pause_s", 0.0) for m in metrics),
+        "train_step_s": sum(m.train_step_s or 0.0 for m in metrics),
+        "overhead_s": sum(m.harness_overhead_s or 0.0 for m in metrics),
+        "sampler_s": sum(m.sampler_s for m in metrics),
+        "reward_overhead_s": sum(m.reward_overhead_s for m in metrics),
+        "pause_s": pre_pause + sum(m.pause_s for m in metrics),
         "preflight_pause_s": pre_pause,
         # The pre-flight's and the critic's probes (the fallback's and batching's are not counted).
         "probe_rollouts": probe_rollouts,
         "probe_groups": probe_rollouts / group_size(run_dir) if probe_rollouts else 0.0,
         "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,
-        "judge_warnings": int(sum(m.get("judge_warnings", 0) for m in metrics)),
+        "judge_warnings": int(sum(m.judge_warnings for m in metrics)),
         "rounds": len(rounds),
-        "round_errors": errors,
-        "decisions": decisions,
-        "fallbacks": fallbacks,
+        "round_errors": sum(1 for r in rounds if r.error),
+        "decisions": dict(decisions),
+        "fallbacks": decisions["fallback"],
         "per_interface": per_iface,
-        "event_types": event_types,
-        "critic_fails": fails,
+        "event_types": dict(event_types),
+        "critic_fails": dict(fails),
         "graded": graded,
         "confirmed": sum(g["confirm"] for g in graded.values()),
         "reverted": sum(g["revert"] for g in graded.values()),
-        "spurious_events": sum(event_types.get(t, 0) for t in SPURIOUS_EVENTS),
+        "spurious_events": sum(event_types[t] for t in SPURIOUS_EVENTS),
         "updates": len(updates),
         "update_log": update_log,
         "updated_task_revisits": revisits,
-        "hinted_share": mean_of([m.get("hinted_share") for m in metrics]),
-        "train_reward_late": mean_of([m.get("reward") for m in late]),
+        "hinted_share": mean_of([m.hinted_share for m in metrics]),
+        "train_reward_late": mean_of([m.reward for m in late]),
         # The pre-flight round's probes (trainer/preflight.py): tasks, group means and stds, dead tasks, seconds.
-        "preflight": next((r["preflight"] for r in rounds if r.get("preflight")), None),
+        "preflight": next(
+            (r.preflight.model_dump(mode="json", exclude_unset=True) for r in preflights if r.preflight is not None),
+            None,
+        ),
     }
 
 
@@ -170,28 +170,26 @@ def group_size(run_dir: Path) -> int:
     return int(yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["num_generations"])
 
 
-def _update_log(run_dir: Path, updates: list[dict[str, Any]], rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _update_log(run_dir: Path, updates: list[UpdateRecord], rounds: list[RoundRecord]) -> list[dict[str, Any]]:
     """One line per harness update, for the report's "which updates moved the curve": its step, interface, tasks
     and their domains (from the run's first harness version), the ops, where it came from (a rule brain's template,
     the fallback, a revert) and training's verdict on each of its tasks, the pause that gave it and why (none: the
     update was never graded: a fallback, a revert, or no training group on its task before the run ended)."""
     first = run_dir / "harness" / "versions" / "v000000.json"
     tasks = json.loads(first.read_text())["tasks"] if first.is_file() else {}
-    # An update that touched several tasks is graded per task: {version: {task: (verdict, pause step)}}.
-    verdicts: dict[Any, dict[str, tuple[Any, Any, list[str]]]] = {}
+    domain = {tid: t["domain"] for tid, t in tasks.items()}
+    # An update that touched several tasks is graded per task: {version: {task: (verdict, pause step, reasons)}}.
+    verdicts: dict[int, dict[str, tuple[str, int, list[str]]]] = defaultdict(dict)
     for r in rounds:
-        for v in (r.get("provisional") or {}).get("verdicts", []):
-            verdicts.setdefault(v.get("version"), {})[str(v.get("task_id"))] = (
-                v.get("verdict"),
-                r.get("step"),
-                v.get("reasons") or [],
-            )
+        for v in r.provisional.verdicts if r.provisional is not None else []:
+            verdicts[v.version][v.task_id] = (v.verdict, r.step, v.reasons)
     log = []
     for u in updates:
-        meta, ops = u.get("meta") or {}, u["update"]["ops"]
-        ids = sorted({op["task_id"] for op in ops})
+        assert u.update is not None  # `collect_run` passes committed updates only
+        meta, ops = u.meta, u.update.ops
+        ids = sorted({op.task_id for op in ops})
         # A variant task (`<id>.<n>`) belongs to its parent's domain.
-        domains = sorted({(tasks.get(t.split(".")[0]) or {}).get("domain", "?") for t in ids})
+        domains = sorted({domain.get(t.split(".")[0], "?") for t in ids})
         origin = (
             "fallback"
             if meta.get("fallback")
@@ -199,20 +197,20 @@ def _update_log(run_dir: Path, updates: list[dict[str, Any]], rounds: list[dict[
             if meta.get("revert_of")
             else meta.get("template") or meta.get("source")
         )
-        graded = verdicts.get(u.get("version"), {})
         log.append(
             {
-                "version": u.get("version"),
-                "step": u["step"],
-                "interface": u["update"]["interface"],
+                "version": u.version,
+                "step": u.step,
+                "interface": u.update.interface,
                 "tasks": ids,
                 "domains": domains,
-                "ops": [op["op"] for op in ops],
+                "ops": [op.op for op in ops],
                 "failure_type": meta.get("failure_type"),
                 "origin": origin,
                 # Training's verdicts per task (confirm / revert / superseded) and the pause that gave each.
                 "verdicts": {
-                    t: {"verdict": v, "step": st, "reasons": why} for t, (v, st, why) in sorted(graded.items())
+                    t: {"verdict": v, "step": st, "reasons": why}
+                    for t, (v, st, why) in sorted(verdicts[u.version].items())
                 },
             }
         )

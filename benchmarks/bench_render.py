@@ -1,17 +1,33 @@
-"""Benchmark report: plots (PNG) and the Markdown report; a hand-written analysis section in an existing
-report is kept on re-render.
+"""Benchmark report: plots (PNG) and the Markdown report, one function per section; a hand-written analysis
+section in an existing report is kept on re-render. Formats only: every number it shows is in `results.json`
+or computed by `benchmarks/bench_tables.py` (per section) and `benchmarks/bench_stats.py`.
 """
 
 from __future__ import annotations
 
 import os
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from bench_collect import GAIN_TARGETS, arm_summary, gain_targets, paired_vs_fixed, targets
+from bench_collect import GAIN_TARGETS
 from bench_spec import ARMS, DAPO_OVERSAMPLE
-from bench_stats import DETECT_POINTS, mean_of, paired, sd_of, steps_to_best
+from bench_stats import DETECT_POINTS
+from bench_tables import (
+    PrefixMatch,
+    critic_fails,
+    evolver_rows,
+    gain_rows,
+    groups_generated_trained,
+    heldout_curves,
+    horizon_numbers,
+    interval_rows,
+    measured_gain_targets,
+    move_picks,
+    paired_fixed_rows,
+    seed_matched_targets,
+    steps_to_best_rows,
+    zero_var_curves,
+)
 
 from harness.types import INTERFACES
 
@@ -23,6 +39,25 @@ def _fmt(x: Any, nd: int = 1, sd: Any = None) -> str:
     return s + (f" ± {sd:.{nd}f}" if sd is not None else "")
 
 
+def _ci(p: dict[str, Any] | None) -> str:
+    if p is None or p["mean"] is None:
+        return "–"
+    return f"{p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}]"
+
+
+def _pct_sign(x: Any) -> str:
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
+def _share(num: Any, den: Any) -> str:
+    return "–" if num is None or not den else f"{100 * num / den:.0f}%"
+
+
+def _pct(x: Any, nd: int = 1) -> str:
+    return _fmt(None if x is None else 100 * x, nd)
+
+
+# -- plots ---------------------------------------------------------------------------------------------------
 def plots(results: dict[str, Any], plot_dir: Path) -> list[str]:
     """Two small PNGs: held-out scores over steps, zero-variance share over training. Returns file names."""
     import matplotlib
@@ -31,19 +66,18 @@ def plots(results: dict[str, Any], plot_dir: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     plot_dir.mkdir(parents=True, exist_ok=True)
-    by_arm: dict[str, list[dict[str, Any]]] = {}
-    for r in results["runs"]:
-        by_arm.setdefault(r["arm"], []).append(r)
     names = []
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=80)
-    for arm, runs in by_arm.items():
-        steps = sorted({s for r in runs for s, _, _ in r["summary"]["curve"]})
-        for ax, idx in ((axes[0], 1), (axes[1], 2)):
-            ys = [
-                mean_of([next((c[idx] for c in r["summary"]["curve"] if c[0] == s), None) for r in runs]) for s in steps
-            ]
+    for arm, c in heldout_curves(results["runs"]).items():
+        for ax, ys in ((axes[0], c.score), (axes[1], c.audit)):
             ax.plot(
-                steps, ys, marker="o", ms=3, lw=2 if ARMS[arm].key else 1, ls="-" if ARMS[arm].key else "--", label=arm
+                c.steps,
+                ys,
+                marker="o",
+                ms=3,
+                lw=2 if ARMS[arm].key else 1,
+                ls="-" if ARMS[arm].key else "--",
+                label=arm,
             )
     axes[0].set_title("held-out training-criteria score")
     axes[1].set_title("held-out audit score")
@@ -58,13 +92,7 @@ def plots(results: dict[str, Any], plot_dir: Path) -> list[str]:
     names.append("heldout.png")
 
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=80)
-    for arm, runs in by_arm.items():
-        steps = sorted({s for r in runs for s, _ in r["summary"]["dead_curve"]})
-        ys = [
-            mean_of([next((d for st, d in r["summary"]["dead_curve"] if st == s), None) for r in runs]) for s in steps
-        ]
-        w = 4  # trailing mean over 4 steps: one step holds only batch/G groups
-        smooth = [mean_of(ys[max(0, i - w + 1) : i + 1]) for i in range(len(ys))]
+    for arm, (steps, smooth) in zero_var_curves(results["runs"]).items():
         ax.plot(steps, smooth, lw=2 if ARMS[arm].key else 1, ls="-" if ARMS[arm].key else "--", label=arm)
     ax.set_title("zero-variance group share (trailing 4-step mean)")
     ax.set_xlabel("step")
@@ -76,22 +104,21 @@ def plots(results: dict[str, Any], plot_dir: Path) -> list[str]:
     plt.close(fig)
     names.append("zero_variance.png")
 
-    paired = paired_vs_fixed(results["runs"])
+    paired = paired_fixed_rows(results["runs"])
     if paired:
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), dpi=80)
-        arms = list(paired)
         for ax, key, title in (
             (axes[0], "score", "Δ held-out score vs fixed (final)"),
             (axes[1], "audit", "Δ audit score vs fixed (final)"),
         ):
-            for i, arm in enumerate(arms):
-                vals = [v for v in paired[arm][key] if v is not None]
-                ax.bar(i, mean_of(vals) or 0.0, color="tab:green" if ARMS[arm].key else "tab:gray", alpha=0.6)
+            for i, p in enumerate(paired):
+                vals, mean = (p.score, p.score_mean) if key == "score" else (p.audit_known, p.audit_mean)
+                ax.bar(i, mean or 0.0, color="tab:green" if ARMS[p.arm].key else "tab:gray", alpha=0.6)
                 ax.scatter([i] * len(vals), vals, color="k", s=10, zorder=3)  # one dot per seed
             ax.axhline(0, color="k", lw=0.8)
             ax.axhline(3, color="tab:red", lw=0.8, ls=":")  # the issue's +3-point target
-            ax.set_xticks(range(len(arms)))
-            ax.set_xticklabels(arms, rotation=35, ha="right", fontsize=7)
+            ax.set_xticks(range(len(paired)))
+            ax.set_xticklabels([p.arm for p in paired], rotation=35, ha="right", fontsize=7)
             ax.set_title(title)
             ax.set_ylabel("points (0-100)")
             ax.grid(alpha=0.3, axis="y")
@@ -102,6 +129,7 @@ def plots(results: dict[str, Any], plot_dir: Path) -> list[str]:
     return names
 
 
+# -- the report, section by section --------------------------------------------------------------------------
 ANALYSIS_BEGIN, ANALYSIS_END = "<!-- BEGIN ANALYSIS (hand-written, kept on re-render) -->", "<!-- END ANALYSIS -->"
 
 
@@ -114,12 +142,36 @@ def eval_subset(b: dict[str, Any]) -> str:
 
 
 def render(results: dict[str, Any], report: Path) -> str:
-    arm_sum = results["arms"]
-    lines = [f"# Benchmark: HarnessRL vs fixed harness vs dynamic filtering ({results['preset']} preset)", ""]
-    lines += [
+    lines = [
+        *_title(results),
+        *_setup_section(results),
+        *_runs_section(results),
+        *_main_table(results),
+        *_paired_fixed_section(results),
+        *_new_sections(results),
+        *_domain_section(results),
+        *_evolver_section(results),
+        *_critic_fails_section(results),
+        *_targets_section(results),
+        *_per_run_section(results),
+        *_plots_section(results, report),
+        "",
+        _analysis(report),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _title(results: dict[str, Any]) -> list[str]:
+    return [
+        f"# Benchmark: HarnessRL vs fixed harness vs dynamic filtering ({results['preset']} preset)",
+        "",
         "Generated by `benchmarks/compare.py` (tables, targets, plots); the analysis section is written by hand.",
         "",
     ]
+
+
+def _setup_section(results: dict[str, Any]) -> list[str]:
     b = results["budget"]
     pool = (
         "all train tasks"
@@ -143,7 +195,7 @@ def render(results: dict[str, Any], report: Path) -> str:
             f"{' (snapshot taken ' + results['git']['taken'] + ')' if results['git'].get('taken') else ''}, "
             f"frozen into `<out>/code` for the whole run (every arm runs the same code).",
         ]
-    lines += [
+    lines = [
         "## Setup",
         "",
         *how,
@@ -171,19 +223,28 @@ def render(results: dict[str, Any], report: Path) -> str:
                 f"{', '.join(c[:10] for c in g['commits'])}): {', '.join(g['jobs'])}; `--commit` chooses."
             ]
         lines += [""]
+    return lines
+
+
+def _runs_section(results: dict[str, Any]) -> list[str]:
     # Each job's own time and commit, from its summary: a table rendered from summaries of several sittings
     # has no single runtime.
     ran = {r["name"]: r for r in results["runs"]}
     if results.get("base"):
         ran["base"] = results["base"]
-    lines += ["## Runs", "", "| job | status | job time (min) | commit |", "|---|---|---|---|"]
+    lines = ["## Runs", "", "| job | status | job time (min) | commit |", "|---|---|---|---|"]
     for k, v in results["status"].items():
         j = ran.get(k, {})
         mins = _fmt(j["job_s"] / 60, 0) if j.get("job_s") else "–"
         lines.append(f"| {k} | {v} | {mins} | {(j.get('code') or {}).get('commit', '')[:7] or '–'} |")
+    return lines
+
+
+def _main_table(results: dict[str, Any]) -> list[str]:
+    arm_sum = results["arms"]
     # The external yardstick's column, where any arm has it (summaries from before it have not).
     ife = any(s.get("final_ifeval") is not None for s in arm_sum.values())
-    lines += [
+    lines = [
         "",
         "## Main table (mean ± sd over seeds)",
         "",
@@ -252,123 +313,41 @@ def render(results: dict[str, Any], report: Path) -> str:
         ),
         "",
     ]
-    lines += [
+    return lines
+
+
+def _paired_fixed_section(results: dict[str, Any]) -> list[str]:
+    lines = [
         "## Paired with the fixed harness (same seed, same eval draws): final-checkpoint differences",
         "",
         "| arm | seeds | Δ score per seed | mean Δ score | Δ audit per seed | mean Δ audit |",
         "|---|---|---|---|---|---|",
     ]
-    for arm, d in paired_vs_fixed(results["runs"]).items():
+    for p in paired_fixed_rows(results["runs"]):
         lines.append(
-            f"| {arm} | {d['seeds']} | {', '.join(_fmt(x) for x in d['score'])} | "
-            f"{_fmt(mean_of(d['score']), 1, sd_of(d['score']))} | {', '.join(_fmt(x) for x in d['audit'])} | "
-            f"{_fmt(mean_of(d['audit']), 1, sd_of(d['audit']))} |"
+            f"| {p.arm} | {p.seeds} | {', '.join(_fmt(x) for x in p.score)} | "
+            f"{_fmt(p.score_mean, 1, p.score_sd)} | {', '.join(_fmt(x) for x in p.audit)} | "
+            f"{_fmt(p.audit_mean, 1, p.audit_sd)} |"
         )
-    lines += _new_sections(results)
-    lines += ["", "## Per domain (final checkpoint, score / audit)", ""]
-    domains = sorted({d for s in arm_sum.values() for d in s["final_domains"]})
-    lines += ["| arm | " + " | ".join(domains) + " |", "|---|" + "---|" * len(domains)]
-    for arm, s in arm_sum.items():
-        cells = [
-            f"{_fmt(s['final_domains'].get(d, {}).get('score'))} / {_fmt(s['final_domains'].get(d, {}).get('audit'))}"
-            for d in domains
-        ]
-        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "## Evolver (summed over seeds): proposals / accepted / rejected per interface",
-        "",
-        "| arm | rounds | sampling | guidance | criteria | fallbacks | committed updates | groups on updated "
-        "tasks after the update | hinted rollouts | round errors | spurious events | events |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for arm, s in arm_sum.items():
-        runs = [r for r in results["runs"] if r["arm"] == arm]
-        ev: dict[str, int] = {}
-        for r in runs:
-            for k, v in r["summary"]["event_types"].items():
-                ev[k] = ev.get(k, 0) + v
-        pi = s["per_interface"]
-        cells = [f"{pi[i]['proposals']} / {pi[i]['accepted']} / {pi[i]['rejected']}" for i in INTERFACES]
-        lines.append(
-            f"| {arm} | {sum(r['summary']['rounds'] for r in runs)} | "
-            + " | ".join(cells)
-            + f" | {sum(r['summary']['fallbacks'] for r in runs)} | "
-            f"{sum(r.get('updates', 0) for r in runs)} | {sum(r.get('updated_task_revisits', 0) for r in runs)} | "
-            f"{_fmt(mean_of([r.get('hinted_share') for r in runs]), 2)} | "
-            f"{sum(r['summary']['round_errors'] for r in runs)} | "
-            f"{sum(r['summary']['spurious_events'] for r in runs)} | "
-            f"{', '.join(f'{k} {v}' for k, v in sorted(ev.items())) or '–'} |"
-        )
-    lines += ["", "Critic checks that failed (per interface, summed over seeds):", ""]
-    for arm in arm_sum:
-        fails: dict[str, int] = {}
-        for r in results["runs"]:
-            if r["arm"] == arm:
-                for k, v in r.get("critic_fails", {}).items():
-                    fails[k] = fails.get(k, 0) + v
-        if fails:
-            lines.append(f"- {arm}: " + ", ".join(f"{k} x{v}" for k, v in sorted(fails.items())))
-    lines += ["", "## Targets (aims, measured as is)", "", "| target | measured | met? | note |", "|---|---|---|---|"]
-    for t in seed_matched_targets(results["runs"]):
-        met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**no**")
-        lines.append(f"| {t['target']} | {_fmt(t['value'], 2)} | {met} | {t.get('note', '')} |")
-    lines += [
-        "",
-        "## Per run",
-        "",
-        "| run | best step | best score | best audit | final score | final audit | "
-        "zero-var | wall s | pause s | eval s | harness version |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in results["runs"]:
-        s = r["summary"]
-        lines.append(
-            f"| {r['name']} | {s['best_step']} | {_fmt(s['best_score'])} | {_fmt(s['best_audit'])} | "
-            f"{_fmt(s['final_score'])} | {_fmt(s['final_audit'])} | {_fmt(s['zero_var_share'], 2)} | "
-            f"{_fmt(s['wall_s'], 0)} | {_fmt(s['pause_s'], 0)} | {_fmt(s['eval_s'], 0)} | "
-            f"v{s['harness_version']} |"
-        )
-    lines += ["", "## Plots", ""]
-    rel = os.path.relpath(results["plot_dir"], report.parent)
-    lines += [f"![{p}]({rel}/{p})" for p in results["plots"]]
-    analysis = f"{ANALYSIS_BEGIN}\n## Analysis\n\n(not written yet)\n{ANALYSIS_END}"
-    if report.is_file():
-        old = report.read_text()
-        if ANALYSIS_BEGIN in old and ANALYSIS_END in old:
-            analysis = old[old.index(ANALYSIS_BEGIN) : old.index(ANALYSIS_END) + len(ANALYSIS_END)]
-    lines += ["", analysis, ""]
-    return "\n".join(lines)
-
-
-def _ci(p: dict[str, Any] | None) -> str:
-    if p is None or p["mean"] is None:
-        return "–"
-    return f"{p['mean']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}]"
-
-
-PAIRS = [
-    ("harnessrl", "fixed"),
-    ("harnessrl", "dapo"),
-    ("dapo", "fixed"),
-    ("harnessrl-dapo", "dapo"),
-    ("harnessrl-dapo", "harnessrl"),
-    ("harnessrl-dapo", "fixed"),
-    ("dynfilter", "fixed"),
-    ("plain", "fixed"),
-    ("no-sampling", "harnessrl"),
-    ("no-guidance", "harnessrl"),
-    ("no-criteria", "harnessrl"),
-    ("no-memory", "harnessrl"),
-    ("no-critic", "harnessrl"),
-    ("no-confirm", "harnessrl"),
-]
+    return lines
 
 
 def _new_sections(results: dict[str, Any]) -> list[str]:
     """Issue 13's additions: paired intervals at equal steps and equal wall time, steps to fixed's best, costs
     (zero-variance, pause, overhead, DAPO's extra generation), power, and the GPU preset's status."""
-    runs, base, arm_sum = results["runs"], results.get("base"), results["arms"]
+    return [
+        *_intervals_section(results),
+        *_steps_to_best_section(results),
+        *_costs_section(results),
+        *gain_section(results),
+        *moves_section(results),
+        *horizon_section(results.get("horizon"), results["runs"]),
+        *_power_section(results.get("power")),
+        *_gpu_section(results),
+    ]
+
+
+def _intervals_section(results: dict[str, Any]) -> list[str]:
     lines = [
         "",
         "## Paired differences with bootstrap 95% intervals (points, 0-100)",
@@ -382,39 +361,35 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
         "Δ audit, equal wall time | Δ score, equal wall time | steps at equal time (arm/ref) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for arm, ref in PAIRS:
-        if arm not in arm_sum or ref not in arm_sum:
-            continue
-        a = paired(runs, base, arm, ref, metric="audit")
-        if a is None:
-            continue
-        sc = paired(runs, base, arm, ref, metric="avg")
-        g = paired(runs, base, arm, ref, metric="audit", greedy=True)
-        ta = paired(runs, base, arm, ref, metric="audit", equal_time=True)
-        ts = paired(runs, base, arm, ref, metric="avg", equal_time=True)
+    for r in interval_rows(results):
         lines.append(
-            f"| {arm} − {ref} | {a['seeds']} | {_ci(a)} | {_ci(sc)} | {_ci(g)} | {_ci(ta)} | {_ci(ts)} | "
-            f"{', '.join(f'{x}/{y}' for x, y in ta['steps'])} |"
+            f"| {r.arm} − {r.ref} | {r.audit['seeds']} | {_ci(r.audit)} | {_ci(r.score)} | {_ci(r.greedy_audit)} | "
+            f"{_ci(r.time_audit)} | {_ci(r.time_score)} | "
+            f"{', '.join(f'{x}/{y}' for x, y in r.time_audit['steps'])} |"
         )
-    lines += [
+    return lines
+
+
+def _steps_to_best_section(results: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "## Steps to the fixed arm's best held-out score",
         "",
         "| arm | per seed: fixed's best (step) → first checkpoint of the arm at or above it | mean ratio |",
         "|---|---|---|",
     ]
-    for arm in ("harnessrl", "dapo", "harnessrl-dapo", "dynfilter"):
-        rows = steps_to_best(runs, arm)
-        if not rows:
-            continue
+    for arm, rows, mean_ratio in steps_to_best_rows(results["runs"]):
         cells = "; ".join(
             f"s{r['seed']}: {_fmt(r['fixed_best'])} ({r['fixed_best_step']}) → "
             f"{'never' if r['reached_at'] is None else r['reached_at']}"
             for r in rows
         )
-        ratios = [r["ratio"] for r in rows]
-        lines.append(f"| {arm} | {cells} | {_fmt(mean_of(ratios), 2) if all(x is not None for x in ratios) else '–'} |")
-    lines += [
+        lines.append(f"| {arm} | {cells} | {_fmt(mean_ratio, 2)} |")
+    return lines
+
+
+def _costs_section(results: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "## Costs: zero-variance groups, pauses, harness overhead, DAPO's extra generation",
         "",
@@ -422,14 +397,11 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
         "of step time | overhead s | step wall s (no pause) | groups generated / trained | extra generation |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for arm, s in arm_sum.items():
-        rs = [r for r in runs if r["arm"] == arm]
-        gen = sum(r["summary"].get("groups_generated") or 0 for r in rs)
-        tr = sum(r["summary"].get("groups_trained") or 0 for r in rs)
-        pct = lambda x: None if x is None else 100 * x  # noqa: E731
+    for arm, s in results["arms"].items():
+        gen, tr = groups_generated_trained(results["runs"], arm)
         lines.append(
             f"| {arm} | {_fmt(s.get('zero_var_share'), 2)} | {_fmt(s.get('zero_var_trained'), 2)} | "
-            f"{_fmt(pct(s.get('pause_share')), 1)} | {_fmt(pct(s.get('overhead_share')), 2)} | "
+            f"{_pct(s.get('pause_share'))} | {_pct(s.get('overhead_share'), 2)} | "
             f"{_fmt(s.get('overhead_s'), 1)} | {_fmt(s.get('step_wall_s'), 1)} | {gen} / {tr} | "
             f"{_pct_sign(s.get('extra_generation'))} |"
         )
@@ -456,102 +428,109 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
         "a token-mean loss and one process (refused at start otherwise).",
         "",
     ]
-    lines += gain_section(results)
-    lines += moves_section(results)
-    lines += horizon_section(results.get("horizon"), results["runs"])
-    lines += _power_section(results.get("power"))
-    if not results.get("gpu_summaries"):
-        lines += [
-            "",
-            "## GPU preset",
-            "",
-            "The `gpu` preset (same protocol, >= 100 steps per arm, every job a "
-            "concurrent bf16 process on one GPU, sized for < 8 min on one H200) **has not been run**: no GPU "
-            "was available. Its config is validated in tests/test_bench_smoke.py; run it with "
-            "`benchmarks/compare.py --preset gpu --arms all --seeds 0,1,2,3,4,5 --report benchmarks/RESULTS-gpu.md`.",
-        ]
     return lines
 
 
-def _pct_sign(x: Any) -> str:
-    return "–" if x is None else f"{100 * x:.0f}%"
+def _gpu_section(results: dict[str, Any]) -> list[str]:
+    if results.get("gpu_summaries"):
+        return []
+    return [
+        "",
+        "## GPU preset",
+        "",
+        "The `gpu` preset (same protocol, >= 100 steps per arm, every job a "
+        "concurrent bf16 process on one GPU, sized for < 8 min on one H200) **has not been run**: no GPU "
+        "was available. Its config is validated in tests/test_bench_smoke.py; run it with "
+        "`benchmarks/compare.py --preset gpu --arms all --seeds 0,1,2,3,4,5 --report benchmarks/RESULTS-gpu.md`.",
+    ]
 
 
-def _share(num: Any, den: Any) -> str:
-    return "–" if num is None or not den else f"{100 * num / den:.0f}%"
+def _domain_section(results: dict[str, Any]) -> list[str]:
+    arm_sum = results["arms"]
+    lines = ["", "## Per domain (final checkpoint, score / audit)", ""]
+    domains = sorted({d for s in arm_sum.values() for d in s["final_domains"]})
+    lines += ["| arm | " + " | ".join(domains) + " |", "|---|" + "---|" * len(domains)]
+    for arm, s in arm_sum.items():
+        cells = [
+            f"{_fmt(s['final_domains'].get(d, {}).get('score'))} / {_fmt(s['final_domains'].get(d, {}).get('audit'))}"
+            for d in domains
+        ]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return lines
 
 
-def _by_arm(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for r in runs:
-        out.setdefault(r["arm"], []).append(r)
-    return out
+def _evolver_section(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "## Evolver (summed over seeds): proposals / accepted / rejected per interface",
+        "",
+        "| arm | rounds | sampling | guidance | criteria | fallbacks | committed updates | groups on updated "
+        "tasks after the update | hinted rollouts | round errors | spurious events | events |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in evolver_rows(results):
+        pi = e.per_interface
+        cells = [f"{pi[i]['proposals']} / {pi[i]['accepted']} / {pi[i]['rejected']}" for i in INTERFACES]
+        lines.append(
+            f"| {e.arm} | {e.rounds} | " + " | ".join(cells) + f" | {e.fallbacks} | "
+            f"{e.updates} | {e.updated_task_revisits} | "
+            f"{_fmt(e.hinted_share, 2)} | "
+            f"{e.round_errors} | "
+            f"{e.spurious_events} | "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(e.event_types.items())) or '–'} |"
+        )
+    return lines
 
 
-def _on_seeds(runs: list[dict[str, Any]], seeds: set[int]) -> list[dict[str, Any]]:
-    return [r for r in runs if r["seed"] in seeds]
+def _critic_fails_section(results: dict[str, Any]) -> list[str]:
+    lines = ["", "Critic checks that failed (per interface, summed over seeds):", ""]
+    for arm, fails in critic_fails(results).items():
+        if fails:
+            lines.append(f"- {arm}: " + ", ".join(f"{k} x{v}" for k, v in sorted(fails.items())))
+    return lines
 
 
-def seed_matched_targets(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`bench_collect.targets`, with every row that compares two arms measured over the seeds both ran.
-
-    Why: `targets` differences the arms' means, so while a sitting is in progress (one arm at seeds 0-1, the
-    other at 0) a row would compare different seeds; the paired tables never do. A row compares arms a and b
-    when it is measurable with both and with neither alone; with no seed in common it is not measurable. The
-    fix belongs in `bench_collect.targets`, which a sitting's code hash freezes."""
-    by_arm = _by_arm(runs)
-
-    def measure(sub: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-        return targets(sub, {a: arm_summary(rs) for a, rs in sub.items() if rs})
-
-    rows = measure(by_arm)
-    for a, b in combinations(sorted(by_arm), 2):
-        sa, sb = {r["seed"] for r in by_arm[a]}, {r["seed"] for r in by_arm[b]}
-        if sa == sb:
-            continue
-        both, alone_a, alone_b = measure({a: by_arm[a], b: by_arm[b]}), measure({a: by_arm[a]}), measure({b: by_arm[b]})
-        common = sa & sb
-        matched = measure({a: _on_seeds(by_arm[a], common), b: _on_seeds(by_arm[b], common)}) if common else None
-        for i, row in enumerate(both):
-            if row["value"] is None or alone_a[i]["value"] is not None or alone_b[i]["value"] is not None:
-                continue
-            new = dict(matched[i]) if matched else {**row, "value": None, "met": None}
-            seeds = f"over the seeds both ran: {sorted(common)} ({a} ran {sorted(sa)}, {b} {sorted(sb)})"
-            new["note"] = "; ".join(n for n in (new.get("note"), seeds) if n)
-            rows[i] = new
-    return rows
+def _targets_section(results: dict[str, Any]) -> list[str]:
+    lines = ["", "## Targets (aims, measured as is)", "", "| target | measured | met? | note |", "|---|---|---|---|"]
+    for t in seed_matched_targets(results["runs"]):
+        met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        lines.append(f"| {t['target']} | {_fmt(t['value'], 2)} | {met} | {t.get('note', '')} |")
+    return lines
 
 
-# Update-log origins that did not pass the critic.
-NOT_CRITIC = ("fallback", "revert")
+def _per_run_section(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "## Per run",
+        "",
+        "| run | best step | best score | best audit | final score | final audit | "
+        "zero-var | wall s | pause s | eval s | harness version |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results["runs"]:
+        s = r["summary"]
+        lines.append(
+            f"| {r['name']} | {s['best_step']} | {_fmt(s['best_score'])} | {_fmt(s['best_audit'])} | "
+            f"{_fmt(s['final_score'])} | {_fmt(s['final_audit'])} | {_fmt(s['zero_var_share'], 2)} | "
+            f"{_fmt(s['wall_s'], 0)} | {_fmt(s['pause_s'], 0)} | {_fmt(s['eval_s'], 0)} | "
+            f"v{s['harness_version']} |"
+        )
+    return lines
 
 
-def accepted_updates(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Summed over the runs: the updates that passed the critic (update-log entries that are neither a fallback
-    nor a revert), one per task an update touched, with training's verdict on each (confirm, revert, superseded,
-    or none yet: `ungraded`), also per interface. None where a summary predates the update log.
+def _plots_section(results: dict[str, Any], report: Path) -> list[str]:
+    rel = os.path.relpath(results["plot_dir"], report.parent)
+    return ["", "## Plots", "", *(f"![{p}]({rel}/{p})" for p in results["plots"])]
 
-    Why not the summaries' own counts: an accepted repair that the evolver generalises to sibling tasks is one
-    accepted critic decision but commits one update per task, each graded on its own, so confirmed verdicts over
-    accepted decisions (`bench_collect.gain_targets`, which a sitting's code hash freezes) can pass 100%."""
-    if not runs or any("update_log" not in r for r in runs):
-        return None
-    out: dict[str, Any] = {"updates": 0, "confirm": 0, "revert": 0, "superseded": 0, "ungraded": 0}
-    out["per_interface"] = {i: {"updates": 0, "confirm": 0, "revert": 0} for i in INTERFACES}
-    for r in runs:
-        for u in r["update_log"]:
-            if u["origin"] in NOT_CRITIC:
-                continue
-            per = out["per_interface"][u["interface"]]
-            for t in u["tasks"]:
-                verdict = (u["verdicts"].get(t) or {}).get("verdict")
-                key = verdict if verdict in ("confirm", "revert", "superseded") else "ungraded"
-                out["updates"] += 1
-                out[key] += 1
-                per["updates"] += 1
-                if key in per:
-                    per[key] += 1
-    return out
+
+def _analysis(report: Path) -> str:
+    """The hand-written analysis of the report already at `report` (a placeholder where it has none)."""
+    analysis = f"{ANALYSIS_BEGIN}\n## Analysis\n\n(not written yet)\n{ANALYSIS_END}"
+    if report.is_file():
+        old = report.read_text()
+        if ANALYSIS_BEGIN in old and ANALYSIS_END in old:
+            analysis = old[old.index(ANALYSIS_BEGIN) : old.index(ANALYSIS_END) + len(ANALYSIS_END)]
+    return analysis
 
 
 def gain_section(results: dict[str, Any]) -> list[str]:
@@ -579,47 +558,21 @@ def gain_section(results: dict[str, Any]) -> list[str]:
         + " | zero-var generated | zero-var trained | extra generation | pause % | overhead % |",
         "|---|---|---|---|" + "---|" * len(INTERFACES) + "---|---|---|---|---|",
     ]
-    pct = lambda x, nd=1: _fmt(None if x is None else 100 * x, nd)  # noqa: E731
-    upd_by_arm = {a: accepted_updates([r for r in results["runs"] if r["arm"] == a]) for a in arm_sum}
-    for arm, s in arm_sum.items():
-        prop, acc = s.get("proposals_total"), s.get("accepted_total")
-        au, g = upd_by_arm[arm], s.get("graded")
-        if au is not None:
-            n, conf, rev, sup, never = au["updates"], au["confirm"], au["revert"], au["superseded"], au["ungraded"]
-            cells = [f"{v['updates']} / {v['confirm']} / {v['revert']}" for v in au["per_interface"].values()]
-        else:  # summaries from before the update log: the accepted decisions stand in for the updates
-            n, conf, rev, never = acc, s.get("confirmed_total"), s.get("reverted_total"), None
-            sup = None if g is None else sum(v["superseded"] for v in g.values())
-            cells = [
-                f"{s['per_interface'][i]['accepted']} / "
-                + ("– / –" if g is None else f"{g[i]['confirm']} / {g[i]['revert']}")
-                for i in INTERFACES
-            ]
+    for g in gain_rows(results):
+        s = arm_sum[g.arm]
+        cells = [f"{x.updates} / " + (f"{x.confirm} / {x.revert}" if x.graded else "– / –") for x in g.per_interface]
         lines.append(
-            f"| {arm} | {_fmt(prop, 0)} | {_fmt(acc, 0)} ({_share(acc, prop)}) | {_fmt(n, 0)}: "
-            f"{_fmt(conf, 0)} / {_fmt(rev, 0)} / {_fmt(sup, 0)} / {_fmt(never, 0)} ({_share(conf, n)}) | "
+            f"| {g.arm} | {_fmt(g.proposals, 0)} | {_fmt(g.accepted, 0)} ({_share(g.accepted, g.proposals)}) | "
+            f"{_fmt(g.updates, 0)}: {_fmt(g.confirmed, 0)} / {_fmt(g.reverted, 0)} / {_fmt(g.superseded, 0)} / "
+            f"{_fmt(g.never_graded, 0)} ({_share(g.confirmed, g.updates)}) | "
             + " | ".join(cells)
             + f" | {_fmt(s.get('zero_var_share'), 2)} | {_fmt(s.get('zero_var_trained'), 2)} | "
-            f"{_pct_sign(s.get('extra_generation'))} | {pct(s.get('pause_share'))} | "
-            f"{pct(s.get('overhead_share'), 2)} |"
+            f"{_pct_sign(s.get('extra_generation'))} | {_pct(s.get('pause_share'))} | "
+            f"{_pct(s.get('overhead_share'), 2)} |"
         )
-    measured = gain_targets(arm_sum)
+    measured = measured_gain_targets(results)
     if not measured:
         return lines
-    confirm_test = next(test for key, _, test in GAIN_TARGETS if key == "confirm_share")
-    for arm, m in measured.items():  # over accepted updates where the update log has them (see accepted_updates)
-        au = upd_by_arm.get(arm)
-        if au is not None and au["updates"]:
-            share = au["confirm"] / au["updates"]
-            m["confirm_share"] = {"value": share, "met": bool(confirm_test(share))}
-    by_arm = _by_arm(results["runs"])
-    fixed_seeds = {r["seed"] for r in by_arm.get("fixed", [])}
-    for arm, m in measured.items():  # the ratio to fixed over the seeds both ran (see seed_matched_targets)
-        seeds = {r["seed"] for r in by_arm.get(arm, [])}
-        if fixed_seeds and seeds != fixed_seeds:
-            common = seeds & fixed_seeds
-            pair = {a: arm_summary(_on_seeds(by_arm[a], common)) for a in (arm, "fixed")} if common else None
-            m["zero_var_ratio"] = gain_targets(pair)[arm]["zero_var_ratio"] if pair else {"value": None, "met": None}
     arms = list(measured)
     lines += [
         "",
@@ -636,17 +589,10 @@ def gain_section(results: dict[str, Any]) -> list[str]:
             m = measured[arm][key]
             v = m["value"]
             nd = {"overhead_share": 2, "pause_share": 1, "extra_generation": 1}.get(key, 0)
-            text = _fmt(v, 2) if key == "zero_var_ratio" else pct(v, nd) + "%"
+            text = _fmt(v, 2) if key == "zero_var_ratio" else _pct(v, nd) + "%"
             cells.append("–" if v is None else f"{text} {'✓' if m['met'] else '✗'}")
         lines.append(f"| {words} | " + " | ".join(cells) + " |")
     return lines
-
-
-def _domain_audit(run: dict[str, Any], base: dict[str, Any] | None, step: int, domain: str) -> float | None:
-    """The held-out audit (0-100) of one domain at a checkpoint of the run (step 0: the base model)."""
-    e = (base or {}).get("eval") if step == 0 else run["evals"].get(str(step))
-    d = (e or {}).get("domains", {}).get(domain)
-    return None if d is None or d.get("audit") is None else 100.0 * d["audit"]
 
 
 def moves_section(results: dict[str, Any]) -> list[str]:
@@ -654,58 +600,45 @@ def moves_section(results: dict[str, Any]) -> list[str]:
     the same seed), every harness update beside its domain's held-out audit: from the last checkpoint before the
     update to the run's last one, against fixed's change over the same steps at the same seed. Updates of one domain
     share its curve, so this places updates; it does not attribute the curve to one of them."""
-    runs, base = results["runs"], results.get("base")
-    fixed = {r["seed"]: r for r in runs if r["arm"] == "fixed"}
-    lines: list[str] = []
-    for arm in [a for a in ARMS if ARMS[a].overrides[0] == "harness.evolver=true"]:
-        mine = [r for r in runs if r["arm"] == arm and r["seed"] in fixed and "update_log" in r]
-        if not mine:
-            continue
-        gap = lambda r: r["summary"]["final_audit"] - fixed[r["seed"]]["summary"]["final_audit"]  # noqa: E731
-        ranked = sorted(mine, key=lambda r: (gap(r), r["seed"]))
-        picks = [("best", ranked[-1])] + ([("worst", ranked[0])] if len(ranked) > 1 else [])
-        for label, run in picks:
-            f = fixed[run["seed"]]
-            steps = [c[0] for c in run["summary"]["curve"]]
-            curve = ", ".join(
-                f"{s}: {_fmt(a - b, 2)}"
-                for (s, _, a), (_, _, b) in zip(run["summary"]["curve"], f["summary"]["curve"])
-                if a is not None and b is not None
-            )
-            lines += [
-                "",
-                f"**{arm}, {label} seed ({run['seed']}{', the only one' if len(ranked) == 1 else ''}):** final "
-                f"audit {_fmt(gap(run), 2)} points against fixed; {arm} − fixed audit per checkpoint: {curve}.",
-                "",
-            ]
-            if not run["update_log"]:
-                lines.append("No harness update in this run.")
-                continue
-            lines += [
-                "| v | step | interface | tasks (domain) | origin | failure | training's verdict | "
-                f"domain audit, checkpoint before → last: {arm} | fixed | difference |",
-                "|---|---|---|---|---|---|---|---|---|---|",
-            ]
-            last = steps[-1]
-            for u in run["update_log"]:
-                before = max((s for s in steps if s <= u["step"]), default=0)
-                cells = []
-                for d in u["domains"]:
-                    vals = [_domain_audit(r, base, st, d) for r in (run, f) for st in (before, last)]
-                    if None in vals:
-                        cells.append((f"{d}: –", "–", "–"))
-                        continue
-                    h, x = vals[1] - vals[0], vals[3] - vals[2]
-                    cells.append((f"{d} {before}→{last}: {_fmt(h, 2)}", _fmt(x, 2), _fmt(h - x, 2)))
-                verdict = ", ".join(f"{v['verdict']} (step {v['step']})" for v in u["verdicts"].values()) or "–"
-                lines.append(
-                    f"| {u['version']} | {u['step']} | {u['interface']} | {', '.join(u['tasks'])} "
-                    f"({', '.join(u['domains'])}) | {u['origin'] or '–'} | {u['failure_type'] or '–'} | {verdict} | "
-                    + " | ".join("; ".join(c[i] for c in cells) for i in range(3))
-                    + " |"
-                )
-    if not lines:
+    picks = move_picks(results)
+    if not picks:
         return []
+    lines: list[str] = []
+    for p in picks:
+        curve = ", ".join(f"{s}: {_fmt(d, 2)}" for s, d in p.curve)
+        lines += [
+            "",
+            f"**{p.arm}, {p.label} seed ({p.seed}{', the only one' if p.only_one else ''}):** final "
+            f"audit {_fmt(p.gap, 2)} points against fixed; {p.arm} − fixed audit per checkpoint: {curve}.",
+            "",
+        ]
+        if not p.updates:
+            lines.append("No harness update in this run.")
+            continue
+        lines += [
+            "| v | step | interface | tasks (domain) | origin | failure | training's verdict | "
+            f"domain audit, checkpoint before → last: {p.arm} | fixed | difference |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for m in p.updates:
+            u = m.update
+            cells = [
+                (f"{d.domain}: –", "–", "–")
+                if d.difference is None
+                else (
+                    f"{d.domain} {m.before}→{m.last}: {_fmt(d.arm_change, 2)}",
+                    _fmt(d.fixed_change, 2),
+                    _fmt(d.difference, 2),
+                )
+                for d in m.domains
+            ]
+            verdict = ", ".join(f"{v['verdict']} (step {v['step']})" for v in u["verdicts"].values()) or "–"
+            lines.append(
+                f"| {u['version']} | {u['step']} | {u['interface']} | {', '.join(u['tasks'])} "
+                f"({', '.join(u['domains'])}) | {u['origin'] or '–'} | {u['failure_type'] or '–'} | {verdict} | "
+                + " | ".join("; ".join(c[i] for c in cells) for i in range(3))
+                + " |"
+            )
     return [
         "",
         "## Which updates moved the curve",
@@ -720,26 +653,15 @@ def moves_section(results: dict[str, Any]) -> list[str]:
     ]
 
 
-def _same_prefix(run: dict[str, Any], mine: dict[str, Any] | None) -> str:
-    """Whether a longer run's checkpoints repeat the same-named run of this table where both were evaluated
-    (a constant learning rate and the same seed make the first steps the same run; a schedule over the step
-    budget does not)."""
-    if mine is None:
-        return f"{run['name']}: not in this table"
-    common = sorted(set(run["evals"]) & set(mine["evals"]), key=int)
-    if not common:
-        return f"{run['name']}: no checkpoint evaluated in both"
-    same = [
-        s
-        for s in common
-        if (run["evals"][s]["audit"], run["evals"][s]["avg_at_k"])
-        == (mine["evals"][s]["audit"], mine["evals"][s]["avg_at_k"])
-    ]
-    if same == common:
-        return (
-            f"{run['name']}: the same audit and score as this table's at every common checkpoint (to step {common[-1]})"
-        )
-    return f"{run['name']}: differs from this table's at step(s) {', '.join(s for s in common if s not in same)}"
+def _same_prefix(m: PrefixMatch) -> str:
+    """Whether a longer run's checkpoints repeat the same-named run of this table, in words."""
+    if not m.in_table:
+        return f"{m.name}: not in this table"
+    if not m.common:
+        return f"{m.name}: no checkpoint evaluated in both"
+    if not m.differing:
+        return f"{m.name}: the same audit and score as this table's at every common checkpoint (to step {m.common[-1]})"
+    return f"{m.name}: differs from this table's at step(s) {', '.join(m.differing)}"
 
 
 def horizon_section(h: dict[str, Any] | None, table_runs: list[dict[str, Any]] | None = None) -> list[str]:
@@ -755,45 +677,37 @@ def horizon_section(h: dict[str, Any] | None, table_runs: list[dict[str, Any]] |
             f"No job summary of this table's code (`{(h['code_hash'] or '?')[:12]}`) there yet: the longer pair has "
             f"not run on it{' (other code, never mixed in: ' + other + ')' if other else ''}."
         ]
-    runs, base = h["runs"], h["base"]
-    by_name = {r["name"]: r for r in table_runs or []}
-    steps = sorted({s for r in runs for s, _, _ in r["summary"]["curve"]})
-    arms = [a for a in ARMS if a != "fixed" and any(r["arm"] == a for r in runs)]
-    fixed_seeds = sorted(r["seed"] for r in runs if r["arm"] == "fixed")
-    head[1] = f"## Longer horizon: {max(steps)} steps, {', '.join(['fixed', *arms])} (seeds {fixed_seeds})"
+    n = horizon_numbers(h, table_runs)
+    head[1] = f"## Longer horizon: {max(n.steps)} steps, {', '.join(['fixed', *n.arms])} (seeds {n.fixed_seeds})"
     link = f"; its own report (every table and plot): [{h['report']}]({h['report']})" if h.get("report") else ""
     lines = head + [
         f"Job summaries `{h['dir']}`, the same code as this table (`{h['code_hash'][:12]}`){link}. Same preset and "
         "eval as above; only the step budget differs. Audit on 0-100, mean over seeds; the difference is paired by "
         "seed and task, its 95% interval resamples seeds and tasks. Against this table's runs of the same name: "
-        + "; ".join(_same_prefix(r, by_name.get(r["name"])) for r in runs)
+        + "; ".join(_same_prefix(m) for m in n.prefixes)
         + ".",
         "",
     ]
-    if not arms:
+    if not n.arms:
         lines += ["Only fixed has run there on this code: no pair to difference yet.", ""]
     lines += [
-        "| " + " | ".join(["step", "fixed audit", *(f"{a} audit | {a} − fixed [95%] | per seed" for a in arms)]) + " |",
-        "|---|---|" + "---|---|---|" * len(arms),
+        "| "
+        + " | ".join(["step", "fixed audit", *(f"{a} audit | {a} − fixed [95%] | per seed" for a in n.arms)])
+        + " |",
+        "|---|---|" + "---|---|---|" * len(n.arms),
     ]
-
-    def mean_audit(arm: str, step: int) -> float | None:
-        return mean_of([a for r in runs if r["arm"] == arm for s, _, a in r["summary"]["curve"] if s == step])
-
-    for step in steps:
-        cells = [f"{step}", _fmt(mean_audit("fixed", step))]
-        for a in arms:
-            d = paired(runs, base, a, "fixed", metric="audit", at_step=step)
+    for row in n.rows:
+        cells = [f"{row.step}", _fmt(row.fixed_audit)]
+        for mean_audit, d in row.arms:
             per_seed = ", ".join(f"s{sd}: {_fmt(x)}" for sd, x in zip(d["seeds"], d["per_seed"])) if d else "–"
-            cells += [_fmt(mean_audit(a, step)), _ci(d), per_seed]
+            cells += [_fmt(mean_audit), _ci(d), per_seed]
         lines.append("| " + " | ".join(cells) + " |")
-    for a in arms:
-        rows = steps_to_best(runs, a)
+    for a in n.arms:
         reach = [
             f"s{r['seed']}: fixed {_fmt(r['fixed_best'])} at step {r['fixed_best_step']} → "
             + ("never" if r["reached_at"] is None else f"step {r['reached_at']}")
             + ("" if r["ratio"] is None else f" (ratio {r['ratio']:.2f})")
-            for r in rows
+            for r in n.reach[a]
         ]
         if reach:
             lines += ["", f"Steps to fixed's best held-out score, {a}: " + "; ".join(reach) + "."]

@@ -56,9 +56,10 @@ sys.path.insert(0, str(ROOT))
 if str(HERE) not in sys.path:
     sys.path.insert(1, str(HERE))
 
+from bench_code import code_state, snapshot_code  # noqa: E402
 from bench_collect import build_results, code_groups, collect, load_summaries  # noqa: E402
 from bench_render import plots, render  # noqa: E402
-from bench_run import code_state, execute, plan, run_job, snapshot_code  # noqa: E402
+from bench_run import execute, plan, run_job  # noqa: E402
 from bench_spec import ARMS, KEY_ARMS, PRESETS, Job  # noqa: E402
 
 from harness.atomic import atomic_write_text  # noqa: E402

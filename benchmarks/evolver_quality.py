@@ -60,8 +60,9 @@ alone. Follow-up groups are counted apart (they stand for training steps, not fo
 The result file is rewritten after every arm (`complete` says whether all arms finished). The parts:
 `benchmarks/evq_cases.py` (planted defects, the gaming overlay, known-bad candidates), `benchmarks/evq_detect.py`
 (the detection visits and the follow-up groups), `benchmarks/evq_grade.py` (grading on follow-up groups, the
-two-round cases, a case's row), `benchmarks/evq_report.py` (summary, targets and EVOLVER.md); this file is the
-CLI and the driver (arms, rounds). They import each other by plain name.
+two-round cases, a case's row), `benchmarks/evq_probes.py` (the policy endpoint that counts probe rollouts and
+serves repeated requests from a cache), `benchmarks/evq_report.py` (summary, targets and EVOLVER.md); this file is
+the CLI and the driver (arms, rounds). They import each other by plain name.
 
 Porting to a changed evolver: only the "API adapter" blocks (below, and the grading half in `evq_grade.py`) name
 evolver internals.
@@ -74,7 +75,6 @@ import json
 import os
 import shlex
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,6 +90,7 @@ if str(HERE) not in sys.path:
 from evq_cases import DEFECTS, STEP, Case, GamingOverlay, build_cases, initial_state, known_bad  # noqa: E402
 from evq_detect import Detection, detect, matching_event, planted_event  # noqa: E402
 from evq_grade import case_row, grade_round, in_training, no_second_round, record_visits, seen_again  # noqa: E402
+from evq_probes import ProbeEndpoint  # noqa: E402
 from evq_report import render_markdown, summarise, write_report  # noqa: E402
 
 # == API adapter: the evolver names this benchmark depends on (edit here and in evq_grade.py when they move) ==
@@ -133,7 +134,6 @@ def make_services(
     memory: Any,
     detector_config: DetectorConfig,
     *,
-    k: int,
     max_tokens: int,
     seed: int,
 ) -> RunServices:
@@ -143,7 +143,6 @@ def make_services(
         judge=judge,
         memory=memory,
         detector_config=detector_config,
-        sample_k=k,
         max_tokens=max_tokens,
         seed=seed,
     )
@@ -210,61 +209,6 @@ class Arm:
 ARMS: dict[str, Arm] = {
     a.name: a for a in (Arm("rules", True, True), Arm("no-memory", False, True), Arm("no-critic", True, False))
 }
-
-
-# -- the policy endpoint: counts every probe rollout, serves repeated requests from a cache --------------
-@dataclass
-class ProbeCounter:
-    requested: int = 0  # rollouts asked for (the evolver's probe cost)
-    generated: int = 0  # rollouts actually generated (not served from the cache)
-    calls: int = 0
-    gen_seconds: float = 0.0
-    charged_seconds: float = 0.0  # generation seconds of cache hits, charged to whoever asked again
-
-    def snapshot(self) -> dict[str, float]:
-        return {
-            "requested": self.requested,
-            "generated": self.generated,
-            "calls": self.calls,
-            "gen_seconds": self.gen_seconds,
-            "charged_seconds": self.charged_seconds,
-        }
-
-
-class ProbeEndpoint:
-    """Counts every rollout requested and memoises identical requests (generation is seeded: same request,
-    same texts), charging a cache hit the seconds its first generation took."""
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-        self.name = inner.name
-        self.count = ProbeCounter()
-        self._cache: dict[str, tuple[list[list[str]], float]] = {}
-        self._lock = threading.Lock()
-
-    def sample(
-        self,
-        messages_batch: list[list[dict]],
-        n: int = 1,
-        max_tokens: int = 64,
-        temperature: float = 1.0,
-        seed: int | None = None,
-    ) -> list[list[str]]:
-        key = json.dumps([messages_batch, n, max_tokens, temperature, seed], sort_keys=True)
-        with self._lock:
-            self.count.calls += 1
-            self.count.requested += n * len(messages_batch)
-            if key in self._cache:
-                texts, secs = self._cache[key]
-                self.count.charged_seconds += secs
-                return [list(t) for t in texts]
-            t0 = time.perf_counter()
-            texts = self.inner.sample(messages_batch, n=n, max_tokens=max_tokens, temperature=temperature, seed=seed)
-            secs = time.perf_counter() - t0
-            self.count.generated += n * len(messages_batch)
-            self.count.gen_seconds += secs
-            self._cache[key] = ([list(t) for t in texts], secs)
-            return texts
 
 
 # -- one arm ------------------------------------------------------------------------------------------------
@@ -412,7 +356,7 @@ def run_arm(
     for c in cases:  # the training groups the detector saw, as the trainer records them
         record_visits(grading_memory, detection.visits[c.task.id], c.task.domain)
     key = f"evolver-quality-{arm.name}-{os.getpid()}"
-    svc = make_services(store, endpoint, judge, memory, cfg, k=args.k, max_tokens=args.max_tokens, seed=args.seed)
+    svc = make_services(store, endpoint, judge, memory, cfg, max_tokens=args.max_tokens, seed=args.seed)
     register_services(key, svc)
     ctx = make_context(
         arm,
@@ -557,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import torch
 
     from tools.local_endpoint import LocalEndpoint
-    from trainer.config import load_config
+    from trainer.config_loader import load_config
     from trainer.policy_models import resolve_model
 
     torch.set_num_threads(args.threads)

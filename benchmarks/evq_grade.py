@@ -96,7 +96,7 @@ def grade_round(
     W follow-up training-like groups of the graded task (its new variant for an `add_variant`) under the harness
     the round left, recorded in memory as training records them, then the trainer's confirm/revert rule; while it
     waits (a fade-out plan's unhinted visits do not count) W more groups, up to `args.max_followups` windows.
-    `endpoint` is the benchmark's counting endpoint (`evolver_quality.ProbeEndpoint`). Fills the row's verdict
+    `endpoint` is the benchmark's counting endpoint (`evq_probes.ProbeEndpoint`). Fills the row's verdict
     fields."""
     row.update(
         graded=False,

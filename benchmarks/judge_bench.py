@@ -1,6 +1,6 @@
 """Judge concurrency benchmark: 64 responses x 8 text-only criteria, 50 ms injected judge latency.
 
-The chat model is `tests.fakes.fake_chat.FunctionChatModel`, whose async path sleeps 50 ms with
+The chat model is `tests.support.fakes.fake_chat.FunctionChatModel`, whose async path sleeps 50 ms with
 `asyncio.sleep` before answering, like a remote judge endpoint. The same batch is scored once with
 `Judge(concurrency=1)` (serial) and once with `Judge(concurrency=32)`, each with a fresh cache, and
 the speed-up is reported as a ratio from one run. Target: >= 20x at concurrency 32.
@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: repo root on the path
 
 from harness.types import Criterion  # noqa: E402
+from tests.support.fakes.fake_chat import FunctionChatModel  # noqa: E402
 from tools.judge import Judge  # noqa: E402
-from tests.fakes.fake_chat import FunctionChatModel  # noqa: E402
 
 
 def _respond(messages) -> str:

@@ -43,7 +43,7 @@ from bench_run import pick_eval_tasks  # noqa: E402
 from bench_spec import PRESETS  # noqa: E402
 
 from harness.liveness import dead_subset_share  # noqa: E402
-from trainer.config import load_config  # noqa: E402
+from trainer.config_loader import load_config  # noqa: E402
 from trainer.preflight import DEAD_SHARE, probe  # noqa: E402
 
 DRAWS = 4000  # random choices of disjoint groups per (task, n)
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from tools.local_endpoint import LocalEndpoint
     from memory.store import TrainingMemory
+    from tools.local_endpoint import LocalEndpoint
     from trainer.grpo import load_policy
     from trainer.harness_run import HarnessRun
 

@@ -8,8 +8,8 @@ Topology::
     task_lane (one task's events, one after the other):
     gather_evidence -> attribute -> propose -> validate -> critique
         critique --route_after_critique--> approve (require_approval) | commit | revise -> propose | fallback
-        approve -> commit | record      fallback -> record
-        commit --route_after_commit--> generalise (the lane's commit) | record (the batch's commit)
+        approve -> commit | record      fallback --route_after_fallback--> commit | record
+        commit --route_after_commit--> generalise (the lane's commit) | record (the batch's or the fallback's)
         generalise --route_after_generalise--> commit | record
         record -> gather_evidence (next event) | END
 
@@ -17,10 +17,12 @@ Topology::
 measured candidate (`agents/generalise.py` states the rule). The node bodies are in `graphs/nodes.py`.
 The accept site is one: every accept/reject is decided in `agents/decisions.py` and taken by a route below
 (`route_after_critique` on `after_critique` for the lane's candidate, `route_after_generalise` on `batch_accept`
-for the batch), and every accepted candidate goes to the one `commit` node. Every commit is provisional: the
-trainer confirms or reverts it on the next training groups (`agents.decisions.grade`). `graph` is compiled
-without a checkpointer (the LangGraph server supplies one); `graphs/runner.py` compiles `builder` with a SQLite
-checkpointer for in-process runs.
+for the batch), and every accepted candidate goes to the one `commit` node. The fallback's sampling update goes
+there too (`route_after_fallback`, on the `agents.fallback.Decision` the fallback node keeps), so `commit` is the one
+node that commits. Every accepted candidate's commit is provisional: the trainer confirms or reverts it on the next
+training groups (`agents.decisions.grade`); a fallback is not graded. `graph` is compiled without a checkpointer
+(the LangGraph server supplies one); `graphs/runner.py` compiles `builder` with a SQLite checkpointer for in-process
+runs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from agents import decisions
+from agents import fallback as fallback_rule
 from agents.context import EvolverContext
 from agents.schemas import Critique, Proposal
 from graphs import nodes
@@ -87,9 +90,17 @@ def route_after_critique(
     return "revise" if d.verdict == "revise" else "fallback"
 
 
+def route_after_fallback(state: LaneState) -> Literal["commit", "record"]:
+    """The fallback's commit, as `agents.fallback.decide` decided it (the fallback node keeps the `Decision`)."""
+    return "commit" if fallback_rule.Decision.model_validate(state["fallback_decision"]).commits else "record"
+
+
 def route_after_commit(state: LaneState) -> Literal["generalise", "record"]:
-    """After the lane's commit, its repair is batched for similar tasks; after the batch's, the event is done."""
-    return "generalise" if state.get("generalised") is None else "record"
+    """After the lane's commit, its repair is batched for similar tasks; then the event is done.
+
+    Done at once after the batch's commit or the fallback's."""
+    done = state.get("generalised") is not None or state.get("fallback_decision") is not None
+    return "record" if done else "generalise"
 
 
 def route_after_generalise(state: LaneState) -> Literal["commit", "record"]:
@@ -122,9 +133,9 @@ lane.add_node("validate", nodes.validate)  # ops.validate + scope gates
 lane.add_node("critique", nodes.critique)  # measure on the frozen policy + acceptance rule
 lane.add_node("revise", nodes.revise)  # count the revision, back to propose
 lane.add_node("approve", nodes.approve)  # optional human approval (interrupt)
-lane.add_node("commit", nodes.commit)  # new harness version: the lane's accepted candidate, or the accepted batch
+lane.add_node("commit", nodes.commit)  # new harness version: the lane's accepted candidate, the batch, or the fallback
 lane.add_node("generalise", nodes.generalise)  # the accepted repair, batched for similar tasks, measured and judged
-lane.add_node("fallback", nodes.fallback)  # safe sampling change after R rejections
+lane.add_node("fallback", nodes.fallback)  # the safe sampling change's decision after R rejections
 lane.add_node("record", nodes.record)  # memory + report, next event
 lane.add_edge(START, "start_lane")
 lane.add_edge("start_lane", "gather_evidence")
@@ -137,7 +148,7 @@ lane.add_edge("revise", "propose")
 lane.add_conditional_edges("approve", route_after_approve)
 lane.add_conditional_edges("commit", route_after_commit)
 lane.add_conditional_edges("generalise", route_after_generalise)
-lane.add_edge("fallback", "record")
+lane.add_conditional_edges("fallback", route_after_fallback)
 lane.add_conditional_edges("record", route_after_record)
 task_lane = lane.compile(name="task_lane")
 

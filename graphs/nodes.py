@@ -1,11 +1,12 @@
 """The evolver's node bodies: what each step of `graphs/evolver.py` does.
 
 Each node reads the run-time choices from `EvolverContext` and the live infrastructure (store, memory,
-endpoint, judge) from `graphs.services`, calls the agent that does the thinking (attributor, proposer,
-critic), and returns a partial `LaneState`/`EvolverState` update of plain JSON. No node accepts: the routes
-(`route_after_critique` for the lane's candidate, `route_after_generalise` for the batch) live with the wiring in
-`graphs/evolver.py` and ask `agents/decisions.py`; `commit` is the one node that commits, and every commit
-carries the meta that makes it provisional (`decisions.provisional_meta`: the trainer confirms or reverts it later).
+endpoint, judge) from `graphs.services`, calls the agent that does the thinking (evidence, attributor, proposer,
+critic, fallback), and returns a partial `LaneState`/`EvolverState` update of plain JSON. No node accepts: the routes
+(`route_after_critique` for the lane's candidate, `route_after_generalise` for the batch, `route_after_fallback` for
+the fallback's update) live with the wiring in `graphs/evolver.py` and ask `agents/decisions.py` (the fallback's
+`agents/fallback.py`); `commit` is the one node that commits, and every accepted candidate's commit carries the
+meta that makes it provisional (`decisions.provisional_meta`: the trainer confirms or reverts it later).
 """
 
 from __future__ import annotations
@@ -15,27 +16,26 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from agents import attributor, critic, decisions, proposer, repair_ladder, rules_bank
+from agents import attributor, critic, decisions, evidence, gates, proposer, repair_ladder
+from agents import fallback as fallback_rule
 from agents import generalise as gen
 from agents.chat_models import brain_model, judge_settings, load_chat_model
 from agents.context import EvolverContext
-from agents.fallback import fallback_decision, probe_reproduction
 from agents.llm import ToolBox
-from agents.rollout_signals import RolloutSignals, rollout_signals
+from agents.rollout_signals import RolloutSignals
 from agents.schemas import Attribution, Proposal
+from graphs.round_record import Attempt, EventReport, Generalised
 from graphs.services import RunServices, get_services
 from graphs.state import EvolverState, LaneState
 from harness.ops import UpdateRejected
 from harness.ops import validate as validate_update
 from harness.store import HarnessStore
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from memory.records import AttributionRecord, EventRecord, ProposalRecord
 from tools.agent_tools import make_tools
 from tools.candidate import Measurement, measure_candidate
 from tools.probes import task_rollouts
 from tools.sequential import StopRule
-from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
-
-MAX_OPS = 8
 
 
 def _ctx(runtime: Runtime[EvolverContext]) -> EvolverContext:
@@ -125,12 +125,8 @@ def start_lane(state: LaneState) -> dict[str, Any]:
     return {"cursor": 0}
 
 
-def _records(items: list[Any]) -> list[dict[str, Any]]:
-    return [{"id": r.record_id, "kind": r.kind, "document": r.document()} for r in items]
-
-
 def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
-    """Current harness view of the task plus within-task history and cross-task cases from memory."""
+    """The event's evidence (`agents/evidence.py`), on a fresh per-event state; records the event in memory."""
     ctx, event = _ctx(runtime), _event(state)
     svc = _services(ctx)
     harness = _harness(state, svc)
@@ -144,86 +140,21 @@ def gather_evidence(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[
         "decision": "",
         "committed_version": None,
         "fallback": None,
+        "fallback_decision": None,
         "attribution": None,
         "tool_calls": [],
         "generalised": None,
     }
-    if event.task_id == "*" or not harness.has_task(event.task_id):
-        why = (
-            "batch-level event: no per-task update"
-            if event.task_id == "*"
-            else f"unknown task {event.task_id!r} in harness v{harness.version}"
-        )
+    why = evidence.skip_reason(event, harness)
+    if why is not None:
         return {**reset, "evidence": {"error": why, "harness_version": harness.version}}
-    task = harness.task(event.task_id)
-    evidence: dict[str, Any] = {
-        "harness_version": harness.version,
-        "task": {
-            "id": task.id,
-            "domain": task.domain,
-            "prompt": task.user_prompt,
-            "criteria": [c.model_dump(mode="json", exclude={"origin"}) for c in task.criteria],
-            "hints": [h.text for h in harness.guidance_for(task.id).hints],
-            "sampling": harness.sampling[task.id].model_dump(mode="json") if task.id in harness.sampling else None,
-        },
-        "history": [],
-        "similar": [],
-        "proposals": [],
-        "unmet": [],
-        "cross_task": [],
-        "signature": rules_bank.criterion_signature(task, [event.criterion_id]),
-    }
-    mem = svc.memory
-    if mem is not None:
-        record = EventRecord(event=event, domain=task.domain, harness_version=harness.version)
-        mem.add_event(record)
+    view = evidence.task_view(event, harness)
+    if svc.memory is not None:
+        record = EventRecord(event=event, domain=view["task"]["domain"], harness_version=harness.version)
+        svc.memory.add_event(record)
         if ctx.memory:
-            history = mem.task_history(task.id, last_n=ctx.history_last_n)
-            evidence["history"] = _records(history)
-            evidence["proposals"] = [
-                {
-                    "id": p.record_id,
-                    "interface": p.interface,
-                    "outcome": p.outcome,
-                    "step": p.step,
-                    "revision": p.revision,
-                    "failure_type": p.failure_type,
-                    "template": p.template,  # the repair ladder's rungs (agents/repair_ladder.py)
-                }
-                for p in mem.proposals_for(task.id)
-            ]
-            evidence["similar"] = [
-                {"id": c.id, "task_id": c.task_id, "document": c.document, "outcome": c.outcome, "deltas": c.deltas}
-                for c in mem.similar_cases(
-                    record.document(), k=ctx.similar_k, failure_type=event.type, exclude_task=task.id
-                )
-            ]
-            # Outcomes of every other task's proposals on this failure type: the rule brains' template evidence.
-            evidence["cross_task"] = [
-                {
-                    "id": p.record_id,
-                    "event_id": p.event_id,
-                    "task_id": p.task_id,
-                    "failure_type": p.failure_type,
-                    "interface": p.interface,
-                    "template": p.template,
-                    "outcome": p.outcome,
-                    "domain": p.domain,
-                    "signature": p.signature,
-                }
-                for p in mem.proposals_like(event.type, exclude_task=task.id)
-            ]
-            groups = [r for r in history if isinstance(r, GroupSummary) and r.best is not None]
-            if groups:  # criteria even the best recent rollout missed: what hints should target
-                evidence["unmet"] = [c for c, ok in groups[-1].best.verdicts.items() if not ok]  # type: ignore[union-attr]
-            # What the task's own rollouts do (lengths, repeats, contrasts): the templates size their updates from it.
-            cached = [
-                g
-                for g in mem.task_history(task.id, last_n=ctx.history_last_n, kinds=("groups",))
-                if isinstance(g, GroupSummary)
-            ]
-            evidence["signals"] = rollout_signals(cached).model_dump(mode="json")
-    return {**reset, "evidence": evidence}
+            view = {**view, **evidence.from_memory(svc.memory, record, ctx)}
+    return {**reset, "evidence": view}
 
 
 def attribute(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
@@ -294,29 +225,13 @@ def propose(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any
     return {**out, "proposal": prop.model_dump(mode="json"), "critique": None}
 
 
-def _gates(update: HarnessUpdate, event: FailureEvent, att: Attribution, ctx: EvolverContext) -> list[str]:
-    """Static gates beyond `harness.ops.validate`: scope, interface and size of a candidate."""
-    errors = []
-    if update.interface != att.interface:
-        errors.append(f"update.interface: {update.interface!r} but the attribution chose {att.interface!r}")
-    if update.interface not in ctx.enabled_interfaces():
-        errors.append(f"update.interface: {update.interface!r} is disabled in this run")
-    for i, op in enumerate(update.ops):
-        if op.task_id != event.task_id:
-            errors.append(f"ops[{i}] ({op.op}).task_id: {op.task_id!r} is not the event's task {event.task_id!r}")
-        if op.op.startswith("restore_"):  # restores are the trainer's reverts (agents/decisions.py), never a proposal
-            errors.append(f"ops[{i}] ({op.op}): restore ops are reserved for reverting a provisional update")
-    if len(update.ops) > MAX_OPS:
-        errors.append(f"ops: {len(update.ops)} ops, at most {MAX_OPS} per update")
-    return errors
-
-
 def validate(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     ctx, event = _ctx(runtime), _event(state)
     prop = Proposal.model_validate(state["proposal"])
     if prop.update is None:
         return {"validation": [prop.error or "no candidate"]}
-    errors = _gates(prop.update, event, Attribution.model_validate(state["attribution"]), ctx)
+    att = Attribution.model_validate(state["attribution"])
+    errors = gates.scope_errors(prop.update, event, att.interface, ctx.enabled_interfaces())
     errors += validate_update(_harness(state, _services(ctx)), prop.update)
     return {"validation": errors}
 
@@ -419,16 +334,19 @@ BATCH_PENDING = "pending"  # a measured batch the batch rule accepted, until `co
 
 
 def commit(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
-    """The one commit: the candidate a route accepted, on top of the latest version.
+    """The one commit: the candidate a route accepted, or the fallback's update, on top of the latest version.
 
     The lane's proposal after `route_after_critique` (or approval), the batch `generalise` measured after
-    `route_after_generalise`; provisional (`decisions.provisional_meta`). The store re-validates: another lane may
-    have committed meanwhile."""
+    `route_after_generalise`, both provisional (`decisions.provisional_meta`); the fallback's sampling update after
+    `route_after_fallback`. The store re-validates: another lane may have committed meanwhile."""
     ctx, event = _ctx(runtime), _event(state)
     store = _services(ctx).store
     batch = state.get("generalised")
     if batch is not None:
         return _commit_batch(store, state, event, batch)
+    fb = state.get("fallback_decision")
+    if fb is not None:
+        return _commit_fallback(store, state, event, fallback_rule.Decision.model_validate(fb))
     prop = Proposal.model_validate(state["proposal"])
     assert prop.update is not None  # route_after_critique only accepts a measured update
     pid = f"{event.id}:r{state['revision']}"
@@ -476,6 +394,25 @@ def _commit_batch(store: HarnessStore, state: LaneState, event: FailureEvent, ba
     except UpdateRejected as err:
         return {"generalised": {**batch, "decision": "rejected_stale", "note": str(err)}}
     return {"generalised": {**batch, "decision": "accepted", "version": new.version}, "harness_version": new.version}
+
+
+def _commit_fallback(
+    store: HarnessStore, state: LaneState, event: FailureEvent, d: fallback_rule.Decision
+) -> dict[str, Any]:
+    """`commit` for the fallback `route_after_fallback` sends: its sampling update, not provisional (not graded)."""
+    assert d.commits and d.update is not None  # route_after_fallback only sends a decision that commits
+    try:
+        new = store.commit(
+            d.update, step=state["step"], meta={"event_id": event.id, "failure_type": event.type, "fallback": True}
+        )
+    except UpdateRejected as err:
+        return {"decision": "rejected", "fallback": d.refused([str(err)])}
+    return {
+        "decision": "fallback",
+        "committed_version": new.version,
+        "harness_version": new.version,
+        "fallback": d.applied(new.version),
+    }
 
 
 def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
@@ -547,198 +484,113 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     return {"generalised": {**out, "decision": BATCH_PENDING if verdict.verdict == "accept" else "rejected"}}
 
 
-def _next_rung_elsewhere(state: LaneState, event: FailureEvent, ctx: EvolverContext) -> tuple[int, str, str] | None:
-    ev = state["evidence"]
-    if event.task_id == "*" or ev.get("error") or not state.get("attribution"):
-        return None
-    att = Attribution.model_validate(state["attribution"])
-    order = repair_ladder.order_for(event.type, attributor.PREFERENCE.get(event.type, ()), ev)
-    return repair_ladder.rung_elsewhere(event.type, order, ev, ctx.enabled_interfaces(), att.interface)
-
-
 def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
-    """After R rejected revisions: the safe sampling change, if allowed and still valid; else no change."""
+    """After R rejected revisions: the fallback's decision (`agents.fallback.decide`), kept for its route.
+
+    A decision that commits goes to `commit` (`route_after_fallback`); any other is reported here."""
     ctx, event = _ctx(runtime), _event(state)
     svc = _services(ctx)
-    store = svc.store
-    harness = _harness(state, svc)
-    if ctx.memory and (rung := _next_rung_elsewhere(state, event, ctx)) is not None:
-        # A dead task's repair ladder has a rung left on another interface: the task's next round climbs to it.
-        why = f"deferred: the repair ladder's next rung is {rung[1]}/{rung[2]} (agents/repair_ladder.py)"
-        return {"decision": "rejected", "fallback": {"applied": False, "reason": why}}
-    fb = (
-        fallback_decision(event, harness, state["attempts"], step=state["step"])
-        if ctx.apply_fallback and "sampling" in ctx.interfaces
-        else None
+    att = state.get("attribution")
+    d = fallback_rule.decide(
+        event,
+        _harness(state, svc),
+        state["attempts"],
+        ctx,
+        step=state["step"],
+        evidence=state["evidence"],
+        attribution=None if att is None else Attribution.model_validate(att),
+        endpoint=svc.endpoint,
+        judge=svc.judge,
+        probe_cache=svc.probe_cache,
+        detector_config=svc.detector_config,
     )
-    if fb is None or fb.update is None:
-        return {"decision": "rejected", "fallback": None if fb is None else {"applied": False, "reason": fb.reason}}
-    update = fb.update
-    errors = validate_update(harness, update)
-    if errors:
-        return {
-            "decision": "rejected",
-            "fallback": {
-                "update": update.model_dump(mode="json"),
-                "applied": False,
-                "errors": errors,
-                "reason": fb.reason,
-            },
-        }
-    reason = fb.reason
-    if fb.needs_probe and ctx.critic:  # no candidate was measured: act only if the frozen policy shows the failure now
-        probe = probe_reproduction(
-            fb,
-            event,
-            harness,
-            svc.endpoint,
-            svc.judge,
-            ctx,
-            probe_cache=svc.probe_cache,
-            step=state["step"],
-            detector_config=svc.detector_config,
-        )
-        if not probe.reproduced:
-            return {
-                "decision": "rejected",
-                "fallback": {
-                    "update": update.model_dump(mode="json"),
-                    "applied": False,
-                    "reason": probe.reason,
-                    "probe": probe.measurement,
-                },
-            }
-        reason = probe.reason
-    elif fb.needs_probe:
-        reason = f"{reason} (critic off: not reproduced on the frozen policy first)"
-    update = update.model_copy(update={"rationale": reason})  # the store's log carries the reason, as it is reported
-    try:
-        new = store.commit(
-            update, step=state["step"], meta={"event_id": event.id, "failure_type": event.type, "fallback": True}
-        )
-    except UpdateRejected as err:
-        return {
-            "decision": "rejected",
-            "fallback": {
-                "update": update.model_dump(mode="json"),
-                "applied": False,
-                "errors": [str(err)],
-                "reason": fb.reason,
-            },
-        }
-    return {
-        "decision": "fallback",
-        "committed_version": new.version,
-        "harness_version": new.version,
-        "fallback": {
-            "update": update.model_dump(mode="json"),
-            "applied": True,
-            "version": new.version,
-            "reason": reason,
-        },
-    }
+    out: dict[str, Any] = {"fallback_decision": d.model_dump(mode="json")}
+    return out if d.commits else {**out, "decision": "rejected", "fallback": d.report()}
 
 
-def _outcome(attempt: dict[str, Any], last: bool, decision: str) -> str:
+def _outcome(attempt: Attempt, last: bool, decision: str) -> str:
     if last and decision == "accepted":
         return "accepted"
-    return "invalid" if attempt["critique"]["invalid"] else "rejected"
+    return "invalid" if attempt.critique.invalid else "rejected"
 
 
 def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
     """Write every candidate (with its numbers and outcome) to memory and emit the event's report."""
     ctx, event = _ctx(runtime), _event(state)
     decision = state["decision"] or ("skipped" if "error" in state["evidence"] else "rejected_by_human")
-    attempts = state["attempts"]
-    att = state["attribution"]
+    attempts = [Attempt.model_validate(a) for a in state["attempts"]]
+    att = None if state["attribution"] is None else Attribution.model_validate(state["attribution"])
+    gen_out = None if state.get("generalised") is None else Generalised.model_validate(state["generalised"])
     mem = _services(ctx).memory
     if mem is not None and att is not None:
         domain = state["evidence"].get("task", {}).get("domain", "")
         for i, a in enumerate(attempts):
-            if a["critique"].get("no_effect"):  # refused for free: not a failure of its template (agents/critic.py)
+            if a.critique.no_effect:  # refused for free: not a failure of its template (agents/critic.py)
                 continue
-            deltas = {
-                k: float(v) for k, v in ((a.get("measurement") or {}).get("deltas") or {}).items() if v is not None
-            }
             mem.add_proposal(
-                ProposalRecord(
-                    proposal_id=f"{event.id}:r{a['revision']}",
-                    event_id=event.id,
-                    task_id=event.task_id,
-                    step=event.step,
-                    failure_type=event.type,
-                    interface=att["interface"],
-                    update=None if a["update"] is None else HarnessUpdate.model_validate(a["update"]),
-                    measurements=a["critique"]["numbers"],
+                ProposalRecord.of_attempt(
+                    event,
+                    revision=a.revision,
+                    interface=att.interface,
+                    update=None if a.update is None else HarnessUpdate.model_validate(a.update),
+                    measurements=a.critique.numbers,
+                    reasons=a.critique.reasons,
+                    deltas=(a.measurement or {}).get("deltas") or {},
                     outcome=_outcome(a, i == len(attempts) - 1, decision),  # type: ignore[arg-type]
-                    reasons=a["critique"]["reasons"],
-                    deltas=deltas,
-                    revision=a["revision"],
                     harness_version=state["evidence"].get("harness_version", 0),
                     domain=domain,
-                    template=a["template"],
+                    template=a.template,
                     signature=state["evidence"].get("signature", ""),
-                    evidence_used=a.get("evidence_used", []),
+                    evidence_used=a.evidence_used,
                 )
             )
         fb = state["fallback"]
         if fb and fb.get("applied"):
             mem.add_proposal(
-                ProposalRecord(
-                    proposal_id=f"{event.id}:fallback",
-                    event_id=event.id,
-                    task_id=event.task_id,
-                    step=event.step,
-                    failure_type=event.type,
-                    interface="sampling",
-                    update=HarnessUpdate.model_validate(fb["update"]),
-                    outcome="fallback",
-                    reasons=[fb["reason"]],
+                ProposalRecord.of_fallback(
+                    event,
+                    HarnessUpdate.model_validate(fb["update"]),
+                    reason=fb["reason"],
+                    version=fb["version"],
                     revision=len(attempts),
-                    harness_version=fb["version"],
                     domain=domain,
                 )
             )
-        gen_out = state.get("generalised") or {}
-        if gen_out.get("critique") is not None:  # one record per target: its share of the batch, the batch's verdict
-            crit = gen_out["critique"]
-            for tid, upd in gen_out["per_task"].items():
-                ev = FailureEvent.model_validate(gen_out["events"][tid])
+        if gen_out is not None and gen_out.critique is not None:
+            # One record per target: its share of the batch, the batch's verdict.
+            crit = gen_out.critique
+            for tid, upd in gen_out.per_task.items():
                 mem.add_proposal(
-                    ProposalRecord(
-                        proposal_id=f"{gen_out['proposal_id']}:gen:{tid}",
-                        event_id=ev.id,
-                        task_id=tid,
+                    ProposalRecord.of_generalised(
+                        gen_out.events[tid],
+                        HarnessUpdate.model_validate(upd),
+                        source_id=gen_out.proposal_id,
                         step=event.step,
-                        failure_type=ev.type,
-                        interface=att["interface"],
-                        update=HarnessUpdate.model_validate(upd),
-                        measurements=crit["numbers"],
-                        outcome="accepted" if gen_out["decision"] == "accepted" else "rejected",
-                        reasons=crit["reasons"],
-                        revision=0,
-                        harness_version=gen_out["version"] or state["harness_version"],
+                        interface=att.interface,
+                        measurements=crit.numbers,
+                        reasons=crit.reasons,
+                        accepted=gen_out.decision == "accepted",
+                        harness_version=gen_out.version or state["harness_version"],
                         domain=domain,
-                        template=gen_out["template"],
-                        generalised_from=gen_out["proposal_id"],
-                        signature=gen_out["signatures"].get(tid, ""),
+                        template=gen_out.template,
+                        signature=(gen_out.signatures or {}).get(tid, ""),
                     )
                 )
-    report = {
-        "event_id": event.id,
-        "task_id": event.task_id,
-        "failure_type": event.type,
-        "decision": decision,
-        "interface": None if att is None else att["interface"],
-        "attribution": att,
-        "revisions": state.get("revision", 0),
-        "committed_version": state.get("committed_version"),
-        "attempts": attempts,
-        "fallback": state.get("fallback"),
-        "note": state["evidence"].get("error"),
-        "tool_calls": state.get("tool_calls", []),
-        "generalised": state.get("generalised"),
-    }
+    report = EventReport(
+        event_id=event.id,
+        task_id=event.task_id,
+        failure_type=event.type,
+        decision=decision,
+        interface=None if att is None else att.interface,
+        attribution=att,
+        revisions=state.get("revision", 0),
+        committed_version=state.get("committed_version"),
+        attempts=attempts,
+        fallback=state.get("fallback"),
+        note=state["evidence"].get("error"),
+        tool_calls=state.get("tool_calls", []),
+        generalised=gen_out,
+    )
     accepted = []
     if decision == "accepted":
         last = attempts[-1]
@@ -747,23 +599,29 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
                 "event_id": event.id,
                 "task_id": event.task_id,
                 "version": state["committed_version"],
-                "template": last["template"],
-                "update": last["update"],
-                "numbers": last["critique"]["numbers"],
+                "template": last.template,
+                "update": last.update,
+                "numbers": last.critique.numbers,
             }
         )
-    gen_out = state.get("generalised") or {}
-    if gen_out.get("decision") == "accepted":
+    if gen_out is not None and gen_out.decision == "accepted":
+        assert gen_out.critique is not None  # an accepted batch was measured and judged
         accepted.append(
             {
                 "event_id": event.id,
                 "task_id": event.task_id,
-                "version": gen_out["version"],
-                "template": gen_out["template"],
-                "update": gen_out["update"],
-                "targets": gen_out["targets"],
-                "numbers": gen_out["critique"]["numbers"],
-                "generalised_from": gen_out["proposal_id"],
+                "version": gen_out.version,
+                "template": gen_out.template,
+                "update": gen_out.update,
+                "targets": gen_out.targets,
+                "numbers": gen_out.critique.numbers,
+                "generalised_from": gen_out.proposal_id,
             }
         )
-    return {"reports": [report], "accepted": accepted, "cursor": state["cursor"] + 1}
+    # The state is plain JSON: the report's keys are the ones set here (graphs/round_record.py), its values plain
+    # Python as the lane held them (JSON mode would turn a NaN number typed `Any` into null).
+    return {
+        "reports": [report.model_dump(exclude_unset=True)],
+        "accepted": accepted,
+        "cursor": state["cursor"] + 1,
+    }

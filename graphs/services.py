@@ -59,8 +59,9 @@ _DEFAULT = EvolverContext()
 class RunServices:
     """Everything an evolver run touches that is not a plain value, plus the context's sampling numbers.
 
-    The agents' tools read the sampling numbers from here; `live_services` and `get_services` copy them from the
-    context.
+    The agents' tools draw rollouts with the sampling numbers from here (max tokens, temperature, seed);
+    `live_services` and `get_services` copy them from the context. How many rollouts a measurement draws is the
+    critic's (`agents.critic.measure_settings`, from the context), not the services'.
     """
 
     store: HarnessStore
@@ -68,7 +69,6 @@ class RunServices:
     judge: Judge
     memory: TrainingMemory | None = None
     detector_config: DetectorConfig = field(default_factory=DetectorConfig)
-    sample_k: int = _DEFAULT.sample_k
     max_tokens: int = _DEFAULT.max_tokens
     temperature: float = _DEFAULT.temperature
     seed: int = _DEFAULT.seed
@@ -95,7 +95,6 @@ _SETTINGS = (
     "judge_model",
     "base_url",
     "api_key_env",
-    "sample_k",
     "max_tokens",
     "temperature",
     "seed",
@@ -118,7 +117,6 @@ def live_services(
         judge=judge,
         memory=memory,
         detector_config=detector_config,
-        sample_k=ctx.sample_k,
         max_tokens=ctx.max_tokens,
         temperature=ctx.temperature,
         seed=ctx.seed,
@@ -215,7 +213,6 @@ def services_from_settings(
     api_key_env: str = _DEFAULT.api_key_env,
     chat_model_factory: ChatModelFactory | None = None,
     detector_config: DetectorConfig | None = None,
-    sample_k: int = _DEFAULT.sample_k,
     max_tokens: int = _DEFAULT.max_tokens,
     temperature: float = _DEFAULT.temperature,
     seed: int = _DEFAULT.seed,
@@ -252,7 +249,6 @@ def services_from_settings(
         judge=Judge(llm),
         memory=mem,
         detector_config=detector_config or DetectorConfig(),
-        sample_k=sample_k,
         max_tokens=max_tokens,
         temperature=temperature,
         seed=seed,

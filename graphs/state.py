@@ -67,7 +67,9 @@ class LaneState(TypedDict, total=False):
     approved: bool | None
     decision: str  # accepted | rejected | rejected_stale | rejected_by_human | fallback | skipped
     committed_version: int | None
-    fallback: dict[str, Any] | None
+    fallback: dict[str, Any] | None  # the report's entry: agents.fallback.Decision.report / applied / refused
+    # The fallback's agents.fallback.Decision: `route_after_fallback` reads it, `commit` commits its update.
+    fallback_decision: dict[str, Any] | None
     # The accepted repair's batched update for similar tasks (agents/generalise.py): built, measured and judged by
     # `generalise` (decision "pending" once the batch rule accepts it), committed by `commit`.
     generalised: dict[str, Any] | None

@@ -484,8 +484,10 @@ class FailureEvent(_Model):
             )
         return self
 
-    # An `events.jsonl` line is the event plus the harness version it was detected under: a fact of the run's
-    # log, not of the event, so it is added on writing and removed on reading (replay, `evolve SNAPSHOT`).
+    # An `events.jsonl` line is the event with the harness version its group was scored under written in front, so a
+    # reader of the log sees each line's version at a glance. The event carries that version already, in
+    # `stats["harness_version"]` (the detector copies it from the group; `trainer.round_events.stale_check` reads it
+    # there), so the front copy is dropped on reading (replay, `evolve SNAPSHOT`) instead of becoming a second field.
     def log_line(self, harness_version: int) -> dict[str, Any]:
         return {"harness_version": harness_version, **self.model_dump(mode="json")}
 

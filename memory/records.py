@@ -303,6 +303,109 @@ class ProposalRecord(_Record):
     evidence_used: list[str] = Field(default_factory=list)  # cross-task evidence that changed the template choice
     generalised_from: str = ""  # the accepted proposal this one re-targets (agents/generalise.py), else ""
 
+    @classmethod
+    def of_attempt(
+        cls,
+        event: FailureEvent,
+        *,
+        revision: int,
+        interface: Interface,
+        update: HarnessUpdate | None,
+        measurements: dict[str, Any],
+        reasons: list[str],
+        deltas: dict[str, float | None],
+        outcome: Outcome,
+        harness_version: int,
+        domain: str,
+        template: str,
+        signature: str,
+        evidence_used: list[str],
+    ) -> ProposalRecord:
+        """The record of candidate `revision` for `event`: its update, the critic's numbers and the outcome.
+
+        `deltas` are the measurement's (candidate minus control); one that could not be computed (None) is left
+        out, since Chroma keeps only finite numbers."""
+        return cls(
+            proposal_id=f"{event.id}:r{revision}",
+            event_id=event.id,
+            task_id=event.task_id,
+            step=event.step,
+            failure_type=event.type,
+            interface=interface,
+            update=update,
+            measurements=measurements,
+            outcome=outcome,
+            reasons=reasons,
+            deltas={k: float(v) for k, v in deltas.items() if v is not None},
+            revision=revision,
+            harness_version=harness_version,
+            domain=domain,
+            template=template,
+            signature=signature,
+            evidence_used=evidence_used,
+        )
+
+    @classmethod
+    def of_fallback(
+        cls, event: FailureEvent, update: HarnessUpdate, *, reason: str, version: int, revision: int, domain: str
+    ) -> ProposalRecord:
+        """The record of the sampling fallback committed for `event` as harness `version`.
+
+        `revision` is the number of candidates before it, so it sorts after them."""
+        return cls(
+            proposal_id=f"{event.id}:fallback",
+            event_id=event.id,
+            task_id=event.task_id,
+            step=event.step,
+            failure_type=event.type,
+            interface="sampling",
+            update=update,
+            outcome="fallback",
+            reasons=[reason],
+            revision=revision,
+            harness_version=version,
+            domain=domain,
+        )
+
+    @classmethod
+    def of_generalised(
+        cls,
+        target: FailureEvent,
+        update: HarnessUpdate,
+        *,
+        source_id: str,
+        step: int,
+        interface: Interface,
+        measurements: dict[str, Any],
+        reasons: list[str],
+        accepted: bool,
+        harness_version: int,
+        domain: str,
+        template: str,
+        signature: str,
+    ) -> ProposalRecord:
+        """The record of one target's share of a generalised batch (the accepted proposal `source_id` re-targeted).
+
+        The batch's numbers, reasons and verdict are every target's; `step` and `domain` are the source event's."""
+        return cls(
+            proposal_id=f"{source_id}:gen:{target.task_id}",
+            event_id=target.id,
+            task_id=target.task_id,
+            step=step,
+            failure_type=target.type,
+            interface=interface,
+            update=update,
+            measurements=measurements,
+            outcome="accepted" if accepted else "rejected",
+            reasons=reasons,
+            revision=0,
+            harness_version=harness_version,
+            domain=domain,
+            template=template,
+            generalised_from=source_id,
+            signature=signature,
+        )
+
     @property
     def record_id(self) -> str:
         return self.proposal_id

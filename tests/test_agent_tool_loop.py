@@ -35,11 +35,11 @@ from graphs.evolver import graph
 from graphs.nodes import ANSWER
 from graphs.trace_html import _decisions
 from harness.types import INTERFACES, FailureEvent
-from tools.agent_tools import make_tools
 from memory.records import ProposalRecord
-from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
-from tests.fakes.fake_chat import FunctionChatModel, ScriptedChatModel, tool_reply
-from tests.fakes.openai_stub import tool_call
+from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run
+from tests.support.fakes.fake_chat import FunctionChatModel, ScriptedChatModel, tool_reply
+from tests.support.fakes.openai_stub import tool_call
+from tools.agent_tools import make_tools
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 ATTRIBUTION = json.dumps(

@@ -16,11 +16,11 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from harness.types import FailureEvent, HarnessUpdate
+from memory.records import EventRecord, ProposalRecord
+from tests.support.fakes.fake_chat import FunctionChatModel
+from tests.support.services_factories import tools_by_name as _tools
 from tools.agent_tools import make_tools
 from tools.judge import Judge
-from memory.records import EventRecord, ProposalRecord
-from tests.fakes.fake_chat import FunctionChatModel
-from tests.services_factories import tools_by_name as _tools
 
 INFRA = {"store", "endpoint", "judge", "memory", "services", "step", "state", "detector_config"}
 EXPECTED_ARGS = {

@@ -17,8 +17,8 @@ from agents.schemas import Attribution, Critique, parse_json_output
 from graphs.evolver import route_after_critique
 from harness.ops import validate
 from harness.types import FAILURE_TYPES, INTERFACES, FailureEvent, HarnessState
-from tests.fakes.evolver_fakes import event, suite
-from tests.fakes.fake_chat import ScriptedChatModel, scripted
+from tests.support.fakes.evolver_fakes import event, suite
+from tests.support.fakes.fake_chat import ScriptedChatModel, scripted
 
 STATE = HarnessState.from_tasks(suite())
 
@@ -232,7 +232,7 @@ def test_llm_proposer_hallucinated_ids_fail_validation_not_the_harness():
 
 
 def test_structured_output_tool_call_path_and_plain_json_fallback():
-    from tests.fakes.fake_chat import tool_reply
+    from tests.support.fakes.fake_chat import tool_reply
 
     att = ask_structured(
         ScriptedChatModel(messages=iter([tool_reply("Attribution", {"interface": "guidance", "diagnosis": "d"})])),

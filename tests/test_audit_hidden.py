@@ -29,12 +29,12 @@ from graphs.services import RunServices
 from harness.detector import Detector, GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import INTERFACES, Criterion, HarnessState, HarnessUpdate, Message, Task
+from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
+from memory.store import TrainingMemory
+from tests.support.fakes.fake_chat import FunctionChatModel, ScriptedChatModel
 from tools.agent_tools import make_tools
 from tools.candidate import MeasureSettings, measure_candidate
 from tools.judge import Judge
-from memory.records import AttributionRecord, EventRecord, GroupSummary, ProposalRecord
-from memory.store import TrainingMemory
-from tests.fakes.fake_chat import FunctionChatModel, ScriptedChatModel
 
 MARKER = "zqx-hidden-7731"
 DOCTOR = "Drink water and rest in a dark room; see a doctor if it lasts."
@@ -140,7 +140,6 @@ def world(tmp_path_factory):
         endpoint=Policy(),
         judge=judge,
         memory=TrainingMemory.ephemeral(embedding="hash"),
-        sample_k=4,
         seed=3,
     )
     state = store.latest()

@@ -19,11 +19,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # benchmarks/ is not a package: its modules import each other by plain name, as when compare.py runs.
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import bench_code  # noqa: E402
 import bench_collect  # noqa: E402
+import bench_eval  # noqa: E402
 import bench_render  # noqa: E402
 import bench_run  # noqa: E402
 import bench_spec  # noqa: E402
 import bench_stats  # noqa: E402
+import bench_tables  # noqa: E402
 
 
 def _load_compare():
@@ -69,8 +72,8 @@ def test_code_snapshot_holds_every_benchmark_module():
         for p in (ROOT / "benchmarks").glob("*.py")
         if p.name == "compare.py" or p.name.startswith("bench_")
     }
-    assert modules <= set(bench_run.SNAPSHOT_PATHS)
-    assert all((ROOT / p).exists() for p in bench_run.SNAPSHOT_PATHS)
+    assert modules <= set(bench_code.SNAPSHOT_PATHS)
+    assert all((ROOT / p).exists() for p in bench_code.SNAPSHOT_PATHS)
 
 
 @pytest.mark.parametrize(
@@ -135,7 +138,7 @@ def test_plan_orders_key_arms_first_and_shares_the_budget(tmp_path):
 
 
 def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
-    from trainer.config import load_config
+    from trainer.config_loader import load_config
 
     args = _args(tmp_path, "--arms", "all", "--seeds", "3")
     for job in bench_run.plan(args)[1:]:
@@ -193,11 +196,11 @@ def test_report_names_the_eval_set(per_domain, words):
 def test_length_stats_within_task_correlation():
     result = {"tasks": {"t1": {"scores": [0.5, 1.0]}, "t2": {"scores": [0.0, 0.5]}}}
     # Longer answers score higher inside each task -> +1, although the longer task (t2) scores lower overall.
-    pos = bench_run.length_stats(result, [["a", "a b c"], ["a b c d e", "a b c d e f g"]])
+    pos = bench_eval.length_stats(result, [["a", "a b c"], ["a b c d e", "a b c d e f g"]])
     assert pos["length_corr"] == pytest.approx(1.0)
-    neg = bench_run.length_stats(result, [["a b c", "a"], ["a b c d e f g", "a b c d e"]])
+    neg = bench_eval.length_stats(result, [["a b c", "a"], ["a b c d e f g", "a b c d e"]])
     assert neg["length_corr"] == pytest.approx(-1.0)
-    flat = bench_run.length_stats(result, [["a", "b"], ["c", "d"]])
+    flat = bench_eval.length_stats(result, [["a", "b"], ["c", "d"]])
     assert flat["length_corr"] is None and flat["mean_words"] == 1.0
 
 
@@ -221,12 +224,12 @@ def test_batched_eval_endpoint_with_the_trainers_evaluate():
     by_id = {t.id: t for t in load_suite(ROOT / "data" / "rubric-mix-lite") if t.split == "test"}
     tasks = [by_id[t] for t in bench_run.pick_eval_tasks(str(ROOT / "data" / "rubric-mix-lite"), 1)]
     inner = _FakePolicy()
-    ep = bench_run.BatchedEvalEndpoint(inner, [render_prompt(t, []) for t in tasks], 3, 16, 1.0, 7)
+    ep = bench_eval.BatchedEvalEndpoint(inner, [render_prompt(t, []) for t in tasks], 3, 16, 1.0, 7)
     res = evaluate(tasks, ep, Judge(), k=3, max_tokens=16, temperature=1.0, seed=7, progress=False)
     assert inner.calls == [(len(tasks), 3, 7)]  # one batched call for every task
     assert [len(r) for r in ep.responses] == [3] * len(tasks) and ep.responses[1][0] == "answer 0 word "
     assert set(res["tasks"]) == {t.id for t in tasks}
-    stats = bench_run.length_stats(res, ep.responses)
+    stats = bench_eval.length_stats(res, ep.responses)
     assert stats["mean_words"] > 1
     with pytest.raises(RuntimeError, match="does not match"):
         ep.sample([render_prompt(tasks[0], [])], n=3, max_tokens=16, temperature=1.0)  # past the end
@@ -294,17 +297,22 @@ def test_collect_run_counts_dead_groups_pauses_and_proposals(tmp_path):
             },
         ],
     )
-    _jsonl(tmp_path / "events.jsonl", [{"type": "collapse_low"}, {"type": "spurious_length"}, {"type": "stuffing"}])
-    (tmp_path / "harness").mkdir()
     _jsonl(
-        tmp_path / "harness" / "updates.jsonl",
+        tmp_path / "events.jsonl",
         [
-            # Draws happen at step time: the rows of steps 1 and 2 follow it (step 1 draws a, step 2 a.v1).
-            {"version": 1, "step": 0, "update": {"interface": "sampling", "ops": [{"task_id": "a", "op": "reweight"}]}},
-            # No step after 3: never revisited.
-            {"version": 2, "step": 2, "update": {"interface": "sampling", "ops": [{"task_id": "b", "op": "reweight"}]}},
+            {"id": f"e{i}", "type": t, "task_id": "a", "step": 1}
+            for i, t in enumerate(("collapse_low", "spurious_length", "stuffing"))
         ],
     )
+    (tmp_path / "harness").mkdir()
+
+    def reweight(version: int, step: int, task: str) -> dict:
+        update = {"interface": "sampling", "ops": [{"task_id": task, "op": "reweight", "weight": 2.0}]}
+        return {"version": version, "parent_version": version - 1, "step": step, "timestamp": "t", "update": update}
+
+    # Draws happen at step time: the rows of steps 1 and 2 follow the first (step 1 draws a, step 2 a.v1); no step
+    # after 3: the second is never revisited.
+    _jsonl(tmp_path / "harness" / "updates.jsonl", [reweight(1, 0, "a"), reweight(2, 2, "b")])
     got = bench_collect.collect_run(tmp_path)
     assert got["zero_var_share"] == pytest.approx(0.75)
     assert got["pause_s"] == 4.0 and got["judge_warnings"] == 1 and got["loop_s"] == 10.0
@@ -405,7 +413,7 @@ def test_targets_compare_two_arms_over_the_seeds_both_ran():
         by_arm.setdefault(r["arm"], []).append(r)
     arms = {a: bench_collect.arm_summary(rs) for a, rs in by_arm.items()}
     unmatched = {r["target"]: r for r in bench_collect.targets(by_arm, arms)}
-    rows = {r["target"]: r for r in bench_render.seed_matched_targets(runs)}
+    rows = {r["target"]: r for r in bench_tables.seed_matched_targets(runs)}
     vs_fixed = "audit(harnessrl) - audit(fixed) >= 3 points (final checkpoint)"
     assert unmatched[vs_fixed]["value"] == pytest.approx(42.0 - 50.0)  # the mean of fixed's two seeds
     assert rows[vs_fixed]["value"] == pytest.approx(2.0) and rows[vs_fixed]["met"] is False  # seed 0 alone
@@ -534,7 +542,7 @@ def test_ifeval_yardstick_is_a_column_per_arm_when_present(tmp_path):
 
 # -- issue 13: presets, code identity, summaries, DAPO selection, power ------------------------------------
 def test_protocol_presets_match_the_issue(tmp_path):
-    from trainer.config import load_config
+    from trainer.config_loader import load_config
 
     for name, min_steps in (("smollm2-40", 40), ("gpu", 100)):
         p = bench_spec.PRESETS[name]
@@ -556,7 +564,7 @@ def test_protocol_presets_match_the_issue(tmp_path):
 
 
 def test_code_hash_follows_the_code_not_the_report(tmp_path):
-    for rel in bench_run.SNAPSHOT_PATHS:
+    for rel in bench_code.SNAPSHOT_PATHS:
         f = tmp_path / rel
         f.parent.mkdir(parents=True, exist_ok=True)
         if (ROOT / rel).is_file():
@@ -564,11 +572,11 @@ def test_code_hash_follows_the_code_not_the_report(tmp_path):
         else:
             f.mkdir(exist_ok=True)
             (f / "a.py").write_text("x = 1\n")
-    h0 = bench_run.code_hash(tmp_path)
+    h0 = bench_code.code_hash(tmp_path)
     (tmp_path / "benchmarks" / "bench_render.py").write_text("changed\n")  # report-only: same code
-    assert bench_run.code_hash(tmp_path) == h0
+    assert bench_code.code_hash(tmp_path) == h0
     (tmp_path / "trainer" / "a.py").write_text("x = 2\n")
-    assert bench_run.code_hash(tmp_path) != h0
+    assert bench_code.code_hash(tmp_path) != h0
 
 
 def _summary(name, code_hash, commit="c0ffee", taken="2026-01-01 00:00 UTC", kind="arm"):
@@ -737,7 +745,8 @@ def test_paired_at_equal_wall_time_uses_the_checkpoints_reached_in_time():
 def test_dynamic_sampling_refuses_what_does_not_compose_at_load(overrides, fields):
     """HarnessRL on DAPO (issue 22): what dynamic sampling cannot do is refused when the config loads, naming
     the fields; the evolver itself composes with it (the arm's config loads)."""
-    from trainer.config import ConfigError, load_config
+    from trainer.config import ConfigError
+    from trainer.config_loader import load_config
 
     with pytest.raises(ConfigError) as exc:
         load_config(ROOT / "configs" / "tiny.yaml", overrides)
@@ -747,7 +756,8 @@ def test_dynamic_sampling_refuses_what_does_not_compose_at_load(overrides, field
 
 
 def test_dynamic_sampling_refuses_several_processes_before_the_model_loads(monkeypatch):
-    from trainer.config import ConfigError, load_config
+    from trainer.config import ConfigError
+    from trainer.config_loader import load_config
     from trainer.dynamic_sampling import check_one_process
 
     cfg = load_config(ROOT / "configs" / "tiny.yaml", list(bench_spec.ARMS["harnessrl-dapo"].overrides))
@@ -865,11 +875,11 @@ def test_a_generalised_repair_is_graded_per_update_not_per_accepted_decision():
         upd(5, "criteria", "rp-1", "revert"),
     ]
     fixed["update_log"] = []
-    au = bench_render.accepted_updates([h])
+    au = bench_tables.accepted_updates([h])
     assert (au["updates"], au["confirm"], au["ungraded"]) == (3, 2, 1)
     assert au["per_interface"]["criteria"] == {"updates": 2, "confirm": 2, "revert": 0}
     assert au["per_interface"]["sampling"] == {"updates": 1, "confirm": 0, "revert": 0}
-    assert bench_render.accepted_updates([h, {"arm": "harnessrl"}]) is None  # a summary without the log
+    assert bench_tables.accepted_updates([h, {"arm": "harnessrl"}]) is None  # a summary without the log
     runs = [fixed, h]
     arms = {a: bench_collect.arm_summary([r for r in runs if r["arm"] == a]) for a in ("fixed", "harnessrl")}
     text = "\n".join(bench_render.gain_section({"runs": runs, "arms": arms}))
@@ -886,7 +896,7 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
     out, report = tmp_path / "bench", tmp_path / "report" / "RESULTS.md"
     # The code identity, taken once: on a shared checkout other edits between the two invocations below would
     # (rightly) make every job run again under the new code.
-    state = bench_run.code_state()
+    state = bench_code.code_state()
     monkeypatch.setattr(compare, "code_state", lambda: dict(state))
     sums = tmp_path / "results"
     argv = [
@@ -1006,18 +1016,23 @@ def test_update_log_names_each_updates_origin_domain_and_verdict(tmp_path):
     tasks = {"sci-1": {"id": "sci-1", "domain": "science"}, "med-2": {"id": "med-2", "domain": "medical"}}
     (run / "harness" / "versions" / "v000000.json").write_text(json.dumps({"version": 0, "tasks": tasks}))
 
-    def upd(version, step, interface, task, op, **meta):
+    def upd(version, step, interface, op, **meta):
         return {
             "version": version,
+            "parent_version": version - 1,
             "step": step,
-            "update": {"interface": interface, "ops": [{"task_id": task, "op": op}]},
+            "update": {"interface": interface, "ops": [op]},
             "meta": meta,
+            "timestamp": "t",
         }
 
+    hint = {"task_id": "sci-1", "op": "add_hint", "hint": {"id": "h1", "text": "Name the law."}}
+    quarantine = {"task_id": "med-2.1", "op": "quarantine", "until_step": 12}
+    restore = {"task_id": "sci-1", "op": "restore_guidance", "from_version": 0}
     updates = [
-        upd(1, 8, "guidance", "sci-1", "add_hint", template="hint", failure_type="collapse_low", source="rules"),
-        upd(2, 8, "sampling", "med-2.1", "quarantine", fallback=True, failure_type="flat"),
-        upd(3, 16, "guidance", "sci-1", "restore_guidance", revert_of=1, source="revert"),
+        upd(1, 8, "guidance", hint, template="hint", failure_type="collapse_low", source="rules"),
+        upd(2, 8, "sampling", quarantine, fallback=True, failure_type="flat"),
+        upd(3, 16, "guidance", restore, revert_of=1, source="revert"),
     ]
     (run / "harness" / "updates.jsonl").write_text("".join(json.dumps(u) + "\n" for u in updates))
     verdict = {"version": 1, "task_id": "sci-1", "verdict": "revert", "reasons": ["failure persists on 2 of 2 groups"]}

@@ -1,6 +1,6 @@
 """LLM brains fall back to rules, visibly (issue 20 item 3): an LLM attributor, proposer or critic that cannot answer
 validly after its retries hands that decision to its rule brain; the graph's report (the trace's state),
-rounds.jsonl (`trainer.evolver_round.summarize`), the console (`trainer.progress.round_lines`) and the report
+rounds.jsonl (`graphs.round_record.summarize`), the console (`trainer.progress.round_lines`) and the report
 (`trainer.report.summary`) say which brain made each decision.
 
 Real graph, store, memory, judge and HTTP (the OpenAI stub answers every LLM call with text that is no JSON); the
@@ -16,10 +16,10 @@ import pytest
 from agents.context import EvolverContext
 from agents.proposer import llm_proposal
 from agents.schemas import Attribution, Proposal
+from graphs.round_record import RoundRecord, summarize
 from graphs.runner import run_in_process
 from harness.types import FailureEvent
-from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
-from trainer.evolver_round import summarize
+from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run
 from trainer.progress import brain_line, round_lines
 from trainer.report import summary, summary_sentences
 
@@ -60,11 +60,12 @@ def test_failing_llm_brains_hand_each_decision_to_the_rules(tmp_path, openai_stu
     assert report["decision"] == "accepted" and svc.store.latest().version == 1
     assert sum("response_format" in r for r in openai_stub.requests) >= 3  # the three brains did ask
 
-    slim = summarize(out)["reports"][0]
-    assert slim["brains"]["attributor"] == "llm_fallback"
-    assert slim["brains"]["proposer"] == ["llm_fallback"] and slim["brains"]["critic"] == ["llm_fallback"]
-    assert any("LLM proposer failed" in e for e in slim["brains"]["llm_errors"])
-    lines = round_lines(10, summarize(out), 0, 1, 1.0, 1)
+    record = RoundRecord(step=10, **summarize(out))
+    slim = record.reports[0]
+    assert slim.brains.attributor == "llm_fallback"
+    assert slim.brains.proposer == ["llm_fallback"] and slim.brains.critic == ["llm_fallback"]
+    assert any("LLM proposer failed" in e for e in slim.brains.llm_errors)
+    lines = round_lines(10, record, 0, 1, 1.0, 1)
     assert any(
         line.strip().startswith(
             "brains: attributor rules (LLM failed), proposer rules (LLM failed), critic rules (LLM failed)"
@@ -72,8 +73,7 @@ def test_failing_llm_brains_hand_each_decision_to_the_rules(tmp_path, openai_stu
         for line in lines
     ), lines
 
-    data = {"rounds": [{"step": 10, **summarize(out)}], "updates": [], "events": [], "metrics": []}
-    s = summary(data)
+    s = summary({"rounds": [record], "updates": [], "events": [], "metrics": []})
     assert s["brains"] == {
         "attributor": {"llm_fallback": 1},
         "proposer": {"llm_fallback": 1},
@@ -87,12 +87,19 @@ def test_failing_llm_brains_hand_each_decision_to_the_rules(tmp_path, openai_stu
 
 def test_rule_brains_are_named_as_such_and_the_console_stays_quiet(tmp_path, openai_stub):
     out, _ = _round(tmp_path, openai_stub)
-    slim = summarize(out)["reports"][0]
-    assert slim["brains"] == {"attributor": "rules", "proposer": ["rules"], "critic": ["rules"], "llm_errors": []}
-    assert not any("brains:" in line for line in round_lines(10, summarize(out), 0, 1, 1.0, 1))
-    assert summary({"rounds": [{"step": 10, **summarize(out)}], "updates": [], "events": [], "metrics": []})[
-        "brains"
-    ] == {"attributor": {"rules": 1}, "proposer": {"rules": 1}, "critic": {"rules": 1}}
+    record = RoundRecord(step=10, **summarize(out))
+    assert record.dump()["reports"][0]["brains"] == {
+        "attributor": "rules",
+        "proposer": ["rules"],
+        "critic": ["rules"],
+        "llm_errors": [],
+    }
+    assert not any("brains:" in line for line in round_lines(10, record, 0, 1, 1.0, 1))
+    assert summary({"rounds": [record], "updates": [], "events": [], "metrics": []})["brains"] == {
+        "attributor": {"rules": 1},
+        "proposer": {"rules": 1},
+        "critic": {"rules": 1},
+    }
 
 
 def test_a_working_llm_is_named_llm(tmp_path, openai_stub):
@@ -115,8 +122,8 @@ def test_a_working_llm_is_named_llm(tmp_path, openai_stub):
     )
     out, _ = _round(tmp_path, openai_stub, proposer_model="openai:stub")
     slim = summarize(out)["reports"][0]
-    assert slim["brains"]["proposer"] == ["llm"] and slim["brains"]["llm_errors"] == []
-    assert brain_line(slim["brains"]) == "attributor rules, proposer LLM, critic rules"
+    assert slim.brains.proposer == ["llm"] and slim.brains.llm_errors == []
+    assert brain_line(slim.brains) == "attributor rules, proposer LLM, critic rules"
 
 
 class _Broken:
@@ -135,7 +142,7 @@ class _Broken:
 @pytest.mark.parametrize("with_fallback", [True, False])
 def test_llm_proposal_uses_the_fallback_only_when_given(with_fallback):
     from harness.types import HarnessState
-    from tests.fakes.evolver_fakes import suite
+    from tests.support.fakes.evolver_fakes import suite
 
     ev = FailureEvent.model_validate(event("e1", "stuffing", "med-1", criterion_id="water"))
     att = Attribution(interface="criteria", diagnosis="d")

@@ -1,17 +1,12 @@
-"""`harnessrl train/eval/report` from the command line: errors that say how to fix, SIGKILL + --resume,
-and (slow) the SmolLM2 demo config as shipped."""
+"""`harnessrl train` from the command line: errors that say how to fix, --overwrite, and (slow) the SmolLM2 demo
+config as shipped. A SIGKILLed `harnessrl train` finished by `--resume` is tests/test_crash_consistency.py's
+(a kill at each fault point, every run-folder invariant checked after the resume)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-
 import pytest
-from test_trainer_support import REPO, write_suite
 
+from tests.support.tiny_run import REPO, write_suite
 from trainer.cli import main
 from trainer.io import read_jsonl
 
@@ -114,46 +109,8 @@ def test_overwrite_and_resume_exclude_each_other(capsys):
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_finishes_the_run(tmp_path):
-    suite = write_suite(tmp_path / "suite")
-    run_dir = tmp_path / "run"
-    args = [
-        "--config",
-        str(REPO / "configs" / "tiny.yaml"),
-        f"run_dir={run_dir}",
-        f"data.suite={suite}",
-        "train.max_steps=40",
-        "--no-progress",
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer.cli", "train", *args],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    marker = run_dir / "checkpoints" / "checkpoint-4" / "harness_version.json"
-    deadline = time.monotonic() + 240
-    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert marker.exists(), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout"
-    os.killpg(proc.pid, signal.SIGKILL)  # mid-run, no cleanup: locks die with the process
-    proc.wait()
-    killed_at = max(r["step"] for r in read_jsonl(run_dir / "metrics.jsonl"))
-    assert killed_at < 40
-
-    rc = main(["train", "--resume", *args[:-1], "train.max_steps=8", "--no-progress"])
-    assert rc == 0
-    steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")]
-    assert steps[-1] == 8 and len(steps) == len(set(steps)), steps  # steps after the checkpoint were replayed once
-    from trainer.checkpoint import read_state
-
-    assert read_state(run_dir / "checkpoints" / "checkpoint-8")["step"] == 8
-
-
-@pytest.mark.slow
+# About 250 s on an idle two-core machine; it ran past the default 600 s at a load average of 10.
+@pytest.mark.timeout(1500)
 def test_the_demo_config_as_shipped_confirms_a_repair(tmp_path):
     """`make demo`'s training, configs/cpu-demo.yaml unchanged (SmolLM2-135M + LoRA, seed 0): the pre-flight probes
     the 6 pool tasks, rounds follow steps 4 and 8, and training confirms at least one accepted update, which the

@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import pytest
-from test_trainer_support import REPO, _task, tiny_config, write_suite
 
-from trainer.config import ConfigError, load_config
+from tests.support.tiny_run import REPO, _task, tiny_config, write_suite
+from trainer.config import ConfigError
+from trainer.config_loader import load_config
 
 TINY = REPO / "configs" / "tiny.yaml"
 VLLM = ["train.use_vllm=true", "train.vllm_mode=server", "train.vllm_server_base_url=http://gpu:8000"]

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainer.config import ConfigError, RunConfig, config_from_dict, describe, load_config
+from trainer.config import ConfigError, RunConfig, describe
+from trainer.config_loader import config_from_dict, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_CONFIGS = sorted(p for p in (REPO / "configs").glob("*.yaml") if not p.name.startswith("accelerate"))

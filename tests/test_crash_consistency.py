@@ -4,7 +4,7 @@ of a finished run, corrupt files) and what must hold after each.
 Fast tests work on a run folder built in process (a `HarnessRun`, a checkpoint written by
 `write_checkpoint_state`, versions committed after it). The slow fault-injection tests train the tiny preset:
 a base run is trained once in process, then each fault is injected into a `--resume` subprocess
-(`tests/crash_driver.py` arms it: a torn write, a kill inside a step, an evolver round, a harness commit or a
+(`tests/support/crash_driver.py` arms it: a torn write, a kill inside a step, an evolver round, a harness commit or a
 checkpoint save), the subprocess is SIGKILLed at that point, and a second `--resume` must finish the run with
 every invariant of `check_invariants` holding.
 """
@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_trainer_support import REPO, tiny_config
 
 from harness.store import HarnessStore, StoreCorrupt
 from harness.types import AddHint, FailureEvent, HarnessUpdate, Hint, Schedule, SetSchedule
 from memory.records import EventRecord
+from tests.support.tiny_run import REPO, tiny_config
 from trainer.checkpoint import ResumeError, prepare_resume, read_state, restore, write_checkpoint_state
 from trainer.cli import main
 from trainer.harness_run import HarnessRun
@@ -539,7 +539,7 @@ def test_a_fault_then_resume_keeps_every_invariant(base_run, tmp_path, point, at
         proc = subprocess.Popen(
             [
                 sys.executable,
-                str(REPO / "tests" / "crash_driver.py"),
+                str(REPO / "tests" / "support" / "crash_driver.py"),
                 point,
                 str(marker),
                 str(at_step),

@@ -15,10 +15,10 @@ from agents import critic, proposer
 from agents.context import EvolverContext
 from agents.schemas import Attribution
 from harness.types import FailureEvent, Guidance, HarnessState, Hint
+from tests.support.fakes.evolver_fakes import event, suite
+from tests.support.fakes.fake_chat import ScriptedPolicy
 from tools.candidate import MeasureSettings, measure_candidate
 from tools.judge import Judge
-from tests.fakes.evolver_fakes import event, suite
-from tests.fakes.fake_chat import ScriptedPolicy
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 UNSURE = "I am not sure."

@@ -13,13 +13,13 @@ from agents import critic
 from agents.context import EvolverContext
 from harness.detector import GroupStats, RolloutRecord
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from memory.store import TrainingMemory
+from tests.support.fakes.evolver_fakes import event, suite
+from tests.support.fakes.fake_chat import ScriptedPolicy
 from tools.candidate import MeasureSettings, measure_candidate
 from tools.judge import Judge
 from tools.probes import task_rollouts
 from tools.sequential import exact_plan
-from memory.store import TrainingMemory
-from tests.fakes.evolver_fakes import event, suite
-from tests.fakes.fake_chat import ScriptedPolicy
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 UNSURE = "I am not sure."

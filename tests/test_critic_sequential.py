@@ -6,10 +6,10 @@ from __future__ import annotations
 from agents import critic
 from agents.context import EvolverContext
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
+from tests.support.fakes.evolver_fakes import event, suite
+from tests.support.fakes.fake_chat import ScriptedPolicy
 from tools.candidate import MeasureSettings, measure_candidate
 from tools.judge import Judge
-from tests.fakes.evolver_fakes import event, suite
-from tests.fakes.fake_chat import ScriptedPolicy
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 HINT = {

@@ -8,7 +8,7 @@ import pytest
 
 from harness.detector import Detector, DetectorConfig, GroupStats, RolloutRecord
 from harness.types import FailureEvent
-from tests.harness_factories import crit
+from tests.support.harness_factories import crit
 
 HEALTHY_TEXTS = [
     "Rest and drink water.",

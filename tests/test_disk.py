@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from trainer.checkpoint import STATE_FILE
-from trainer.config import load_config
+from trainer.config_loader import load_config
 from trainer.disk import (
     DiskBudgetError,
     check_budget,

@@ -30,8 +30,7 @@ def test_import_measure_does_not_import_torch():
     import subprocess
 
     code = (
-        "import tools, tools.endpoint, tools.openai_endpoint, tools.local_endpoint, sys; "
-        "print('torch' in sys.modules)"
+        "import tools, tools.endpoint, tools.openai_endpoint, tools.local_endpoint, sys; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -186,7 +185,7 @@ def test_stub_works_with_chat_openai_structured_output_and_tools(openai_stub):
     from langchain_openai import ChatOpenAI
     from pydantic import BaseModel
 
-    from tests.fakes.openai_stub import tool_call
+    from tests.support.fakes.openai_stub import tool_call
 
     class Verdict(BaseModel):
         met: bool

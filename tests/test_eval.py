@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_trainer_support import tiny_config
 
+from tests.support.tiny_run import tiny_config
 from trainer.cli import main
-from trainer.config import save_config
+from trainer.config_loader import save_config
 from trainer.evaluate import evaluate
 
 

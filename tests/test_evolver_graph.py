@@ -15,8 +15,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from graphs.evolver import builder, graph
-from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
+from graphs.evolver import builder, graph, lane
+from harness.types import HarnessUpdate, Retire, Reweight
+from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 
@@ -166,6 +167,60 @@ def test_the_fallback_waits_while_the_ladder_has_a_rung_elsewhere(tmp_path):
         "reason": "deferred: the repair ladder's next rung is criteria/split_graded (agents/repair_ladder.py)",
     }
     assert svc.store.latest().version == 0
+
+
+def test_the_fallback_is_committed_by_the_commit_node(tmp_path):
+    """The fallback node only decides; `route_after_fallback` sends its update to `commit`, the one node that commits.
+
+    The store's record of it carries exactly the fallback's meta, and the reported reason as the update's rationale.
+    """
+    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: "I am not sure."))
+    ev = event("e-low2", "collapse_low", "med-1", mean=0.0, std=0.0)
+    lane_input = {"task_id": "med-1", "events": [ev], "harness_version": 0, "step": 10, "round_tasks": ["med-1"]}
+    ctx = {"services_key": key, "sample_k": 4, "interfaces": ["guidance", "sampling"]}
+    steps = [
+        node for update in lane.compile().stream(lane_input, context=ctx, stream_mode="updates") for node in update
+    ]
+    assert steps[-3:] == ["fallback", "commit", "record"] and steps.count("commit") == 1
+    record = svc.store.history()[-1]
+    assert record.meta == {"event_id": "e-low2", "failure_type": "collapse_low", "fallback": True}
+    (fallback_record,) = [p for p in svc.memory.proposals_for("med-1") if p.outcome == "fallback"]
+    assert record.version == 1 and record.update.rationale == fallback_record.reasons[0]
+    assert record.update.rationale.endswith("(reproduced on the frozen policy: control group dead=True (std 0.000))")
+
+
+def test_a_fallback_gone_stale_before_its_commit_is_reported_refused(tmp_path):
+    """Another change between the fallback's decision and its commit (here the task was retired): the store refuses
+    the quarantine, nothing is committed, and the report keeps the update, the store's error and the rule's reason."""
+    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: "I am not sure."))
+    low = HarnessUpdate(interface="sampling", ops=[Reweight(task_id="med-1", weight=0.05)], rationale="at the floor")
+    svc.store.commit(low, step=9)  # a collapse_low task at the minimum weight is quarantined, not halved
+    g = lane.compile(checkpointer=InMemorySaver(), interrupt_before=["commit"])
+    cfg, ctx = (
+        {"configurable": {"thread_id": "stale"}},
+        {"services_key": key, "sample_k": 4, "interfaces": ["guidance", "sampling"]},
+    )
+    ev = event("e-q", "collapse_low", "med-1", mean=0.0, std=0.0)
+    g.invoke(
+        {"task_id": "med-1", "events": [ev], "harness_version": 1, "step": 10, "round_tasks": []}, cfg, context=ctx
+    )
+    paused = g.get_state(cfg)
+    assert paused.next == ("commit",) and paused.values["fallback_decision"]["verdict"] == "commit"
+    svc.store.commit(HarnessUpdate(interface="sampling", ops=[Retire(task_id="med-1")], rationale="meanwhile"), step=10)
+    (report,) = g.invoke(None, cfg, context=ctx)["reports"]
+    fb = report["fallback"]
+    assert report["decision"] == "rejected" and report["committed_version"] is None and svc.store.latest().version == 2
+    assert list(fb) == ["update", "applied", "errors", "reason"] and fb["applied"] is False
+    assert fb["errors"] == [
+        "ops[0] (quarantine).task_id: task 'med-1' is retired; only an active task can be quarantined"
+    ]
+    # The rule's own reason; the rationale the store would have logged carries the probe's verdict too.
+    assert fb["reason"] == (
+        "fallback: collapse_low confirmed in 2 groups and not repaired; quarantine the task until step 14, "
+        "then it is drawn again"
+    )
+    assert fb["update"]["rationale"].startswith(fb["reason"] + " (reproduced on the frozen policy")
+    assert not [p for p in svc.memory.proposals_for("med-1") if p.outcome == "fallback"]
 
 
 def test_revisions_use_feedback_and_are_bounded(tmp_path):

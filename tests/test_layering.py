@@ -9,7 +9,16 @@ Rules (each check is a plain function, exercised on the real tree and on synthet
   `LAYERS` fails the test: a new package has to be placed in the order first;
 - a private name (one leading underscore, not a dunder) of another package is never imported: not
   `from x.y import _z`, not `import x._y`, and not reached as an attribute (`x.y._z`, `mod._z` where `mod`
-  was imported from another package). `benchmarks/` scripts follow this rule too; tests do not.
+  was imported from another package). `benchmarks/` scripts follow this rule too; tests do not;
+- no import circle between the modules of one package (cross-package circles the layers already rule out): the
+  graph's edges are every import, at the top, inside a function (lazy) and under `TYPE_CHECKING`. A type-only
+  import is not a load-order circle, but it counts: a type named is still a dependency on the module that
+  defines it, a circle through one is the same two modules each knowing the other (it turns into a load-order
+  circle the day the type is needed at run time, e.g. by an `isinstance`), and the layer check counts it too.
+  A module that must name the type of a module above it takes a narrow `Protocol` of its own instead. Importing
+  `pkg.mod` runs `pkg/__init__.py` first, but that is the loader's order, not an edge: an `__init__` re-exporting
+  its modules is no circle; a module importing a name from its package's `__init__` (`from pkg import Name`) is
+  an edge to it. A failure names the circle's path, each step with the file and line of its import.
 """
 
 from __future__ import annotations
@@ -159,6 +168,105 @@ def tree_violations(root: Path) -> list[Violation]:
     return out
 
 
+# -- import circles inside a package ---------------------------------------------------------------------------
+def module_name(rel_path: str) -> str:
+    """`trainer/config.py` -> `trainer.config`; a package's `trainer/commands/__init__.py` -> `trainer.commands`."""
+    dotted = rel_path.removesuffix(".py").replace("/", ".")
+    return dotted.removesuffix(".__init__")
+
+
+def import_edges(rel_path: str, source: str, modules: set[str]) -> dict[str, int]:
+    """Modules of `modules` that one module imports (top-level, lazy or type-only), each with its first line."""
+    me = module_name(rel_path)
+    package = me if rel_path.endswith("__init__.py") else me.rpartition(".")[0]
+    found: dict[str, int] = {}
+
+    def add(target: str, line: int) -> None:
+        # `import a.b.c` is an edge to a.b.c only: running a.b's `__init__` first is the loader's order.
+        if target in modules and target != me:
+            found.setdefault(target, line)
+
+    for node in ast.walk(ast.parse(source, filename=rel_path)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                origin = ".".join([*base, node.module] if node.module else base)
+            else:
+                origin = node.module or ""
+            for alias in node.names:
+                sub = f"{origin}.{alias.name}"
+                add(sub if sub in modules else origin, node.lineno)  # a submodule, else a name from `origin`
+    return found
+
+
+@dataclass(frozen=True)
+class Circle:
+    """One import circle: modules in import order, the first repeated at the end, and where each step is."""
+
+    modules: tuple[str, ...]
+    steps: tuple[str, ...]  # "path:line" of the import from modules[i] to modules[i + 1]
+
+    def __str__(self) -> str:
+        return " -> ".join(self.modules) + "".join(
+            f"\n    {self.modules[i]} imports {self.modules[i + 1]} at {step}" for i, step in enumerate(self.steps)
+        )
+
+
+def import_circles(sources: dict[str, str]) -> list[Circle]:
+    """Import circles of one package: a shortest one through each module that no circle found before passes through.
+
+    `sources` maps the paths of one package's modules to their text; imports of other packages are no edges."""
+    paths = {module_name(p): p for p in sources}
+    graph = {m: import_edges(p, sources[p], set(paths)) for m, p in paths.items()}
+    circles: list[Circle] = []
+    seen: set[str] = set()
+    for start in sorted(graph):
+        if start in seen:
+            continue
+        # Breadth-first from `start` back to itself: the shortest circle through it, if any.
+        parent: dict[str, str] = {}
+        queue, found = [start], False
+        while queue and not found:
+            nxt: list[str] = []
+            for m in queue:
+                for t in sorted(graph[m]):
+                    if t == start:
+                        parent[start], found = m, True
+                        break
+                    if t not in parent:
+                        parent[t] = m
+                        nxt.append(t)
+                if found:
+                    break
+            queue = nxt
+        if not found:
+            continue
+        chain = [start]
+        while True:
+            chain.append(parent[chain[-1]])
+            if chain[-1] == start:
+                break
+        chain.reverse()
+        seen.update(chain)
+        steps = tuple(f"{paths[a]}:{graph[a][b]}" for a, b in zip(chain, chain[1:]))
+        circles.append(Circle(tuple(chain), steps))
+    return circles
+
+
+def tree_circles(root: Path) -> list[Circle]:
+    """The import circles of every placed package of the repository."""
+    out: list[Circle] = []
+    for pkg in top_level_packages(root):
+        if pkg not in LAYERS:
+            continue
+        files = [f for f in sorted((root / pkg).rglob("*.py")) if "__pycache__" not in f.parts]
+        out += import_circles({f.relative_to(root).as_posix(): f.read_text(encoding="utf-8") for f in files})
+    return out
+
+
 # -- the real tree -------------------------------------------------------------------------------------------
 def test_every_package_is_placed_in_the_layer_order() -> None:
     assert unplaced_packages(REPO) == [], "add the new package to LAYERS in tests/test_layering.py"
@@ -167,6 +275,11 @@ def test_every_package_is_placed_in_the_layer_order() -> None:
 def test_imports_point_down_and_private_names_stay_home() -> None:
     problems = tree_violations(REPO)
     assert not problems, "\n" + "\n".join(map(str, problems))
+
+
+def test_no_import_circle_inside_a_package() -> None:
+    circles = tree_circles(REPO)
+    assert not circles, "\n" + "\n".join(map(str, circles))
 
 
 # -- the checker itself can fail -----------------------------------------------------------------------------
@@ -228,3 +341,65 @@ def test_an_unplaced_package_fails(tmp_path: Path) -> None:
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "run.py").write_text("")
     assert unplaced_packages(tmp_path) == ["newpkg", "scripts"]
+
+
+# -- the circle check itself can fail -------------------------------------------------------------------------
+CIRCLES: list[tuple[dict[str, str], list[tuple[str, ...]]]] = [
+    (  # the shape of the old config <-> dynamic_sampling circle: one side lazy
+        {
+            "trainer/config.py": "def check():\n    from trainer.dynamic_sampling import LOSS_TYPES\n",
+            "trainer/dynamic_sampling.py": "from trainer.config import ConfigError\n",
+        },
+        [("trainer.config", "trainer.dynamic_sampling", "trainer.config")],
+    ),
+    (  # three modules; a submodule imported by `from pkg import mod`, and a relative import
+        {
+            "trainer/__init__.py": "",
+            "trainer/harness_run.py": "from trainer import evolver_round\n",
+            "trainer/evolver_round.py": "import json\nfrom .round_events import take\n",
+            "trainer/round_events.py": "import trainer.harness_run as hr\n",
+        },
+        [("trainer.evolver_round", "trainer.round_events", "trainer.harness_run", "trainer.evolver_round")],
+    ),
+    (  # a type-only import counts
+        {
+            "graphs/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from graphs.b import B\n",
+            "graphs/b.py": "import graphs.a\n",
+        },
+        [("graphs.a", "graphs.b", "graphs.a")],
+    ),
+    (  # a name taken from the package's `__init__`, which imports the module back
+        {"tools/__init__.py": "from tools.judge import Judge\n", "tools/judge.py": "from tools import VERSION\n"},
+        [("tools", "tools.judge", "tools")],
+    ),
+    (  # no circle: a chain, an `__init__` re-exporting its modules, a subpackage, other packages' imports
+        {
+            "harness/__init__.py": "from harness.types import Task\nfrom harness.store import Store\n",
+            "harness/types.py": "from harness.checks import Check\nimport trainer.config\n",
+            "harness/store.py": "from harness.types import Task\nfrom harness import checks\n",
+            "harness/checks.py": "import json\nfrom harness.sub.x import y\n",
+            "harness/sub/__init__.py": "",
+            "harness/sub/x.py": "from ..checks_base import z\n",
+        },
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("sources", "expect"), CIRCLES)
+def test_circle_check_catches_a_planted_circle(sources: dict[str, str], expect: list[tuple[str, ...]]) -> None:
+    circles = import_circles(sources)
+    assert [c.modules for c in circles] == expect
+    for c in circles:
+        assert len(c.steps) == len(c.modules) - 1
+        assert all(step.split(":")[0] in sources for step in c.steps)
+        assert str(c).startswith(" -> ".join(c.modules))
+
+
+def test_a_circle_names_each_import_with_its_file_and_line() -> None:
+    (circle,) = import_circles(CIRCLES[0][0])
+    assert str(circle) == (
+        "trainer.config -> trainer.dynamic_sampling -> trainer.config\n"
+        "    trainer.config imports trainer.dynamic_sampling at trainer/config.py:2\n"
+        "    trainer.dynamic_sampling imports trainer.config at trainer/dynamic_sampling.py:1"
+    )

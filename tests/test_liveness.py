@@ -77,9 +77,8 @@ def test_bad_settings_are_refused(kwargs):
 
 # -- the sampler's use (trainer/sampler.py, harness.liveness_weighting) ----------------------------------------
 def test_liveness_weighting_draws_a_predicted_dead_task_less_until_an_edit_resets_it(tmp_path):
-    from test_trainer_support import tiny_config
-
     from memory.store import TrainingMemory
+    from tests.support.tiny_run import tiny_config
     from trainer.config import ConfigError
     from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler, placeholder_row

@@ -11,11 +11,11 @@ import pytest
 from harness.detector import DetectorConfig
 from harness.ops import UpdateRejected, apply
 from harness.types import Criterion, Guidance, HarnessState, HarnessUpdate, Hint, Message, Schedule, Task
+from tests.support.fakes.fake_chat import ScriptedPolicy
 from tools.candidate import MeasureSettings, measure_candidate
 from tools.judge import Judge
 from tools.probes import ProbeCache, latest_rollouts
 from tools.sequential import StopRule
-from tests.fakes.fake_chat import ScriptedPolicy
 
 HINT = "Mention that drinking water and resting in a dark room often helps"
 

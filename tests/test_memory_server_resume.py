@@ -4,22 +4,19 @@ A run folder's memory is moved aside and rebuilt from the checkpoint's `memory.j
 aside, so `trainer.checkpoint.restore` makes it hold exactly that snapshot (`TrainingMemory.restore_exactly`):
 records written after the checkpoint (by the trainer or by another process, e.g. a LangGraph server) are
 deleted, records changed or lost since come back as the snapshot has them. The first test checks the store
-method offline; the `chroma_server` test resumes a run against a real `chroma run` server.
+method offline; the `chroma_server` test resumes a run against a real `chroma run` server (the session's,
+emptied before the test).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from test_trainer_support import tiny_config
 
 from harness.types import FailureEvent
 from memory import AttributionRecord, EventRecord, TrainingMemory
-from tests.server_process import free_port, running_server
-
-CHROMA = Path(sys.executable).parent / "chroma"  # the Rust CLI shipped with the chromadb wheel
+from tests.support.tiny_run import tiny_config
 
 
 def _event(i: str, task: str, step: int, domain: str = "writing") -> EventRecord:
@@ -58,17 +55,7 @@ def test_restore_exactly_leaves_only_the_snapshot(tmp_path):
     mem.close()
 
 
-# -- against a real `chroma run` server ----------------------------------------------------------------------
-@pytest.fixture
-def chroma_url(tmp_path):
-    port = free_port()
-    cmd = [str(CHROMA), "run", "--path", str(tmp_path / "db"), "--host", "127.0.0.1", "--port", str(port)]
-    with running_server(
-        cmd, ready_url=f"http://127.0.0.1:{port}/api/v2/heartbeat", log_path=tmp_path / "chroma.log", timeout_s=30
-    ):
-        yield f"http://127.0.0.1:{port}"
-
-
+# -- against a real `chroma run` server (the `chroma_url` fixture of tests/conftest.py) ---------------------------
 @pytest.mark.chroma_server
 def test_resume_rolls_the_memory_server_back_to_the_checkpoint(chroma_url, tmp_path):
     import chromadb

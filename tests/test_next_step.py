@@ -11,11 +11,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from test_trainer_support import tiny_config
 
 from harness.store import HarnessStore
 from harness.types import HarnessUpdate, Reweight
 from memory.store import TrainingMemory
+from tests.support.tiny_run import tiny_config
 from trainer.harness_run import HarnessRun
 from trainer.io import read_jsonl
 from trainer.sampler import HarnessSampler, make_dataset
@@ -39,6 +39,7 @@ def stub_round(cfg, events, version, step, context, thread_id):
             {
                 "event_id": events[0].id,
                 "task_id": task_id,
+                "failure_type": events[0].type,
                 "decision": "accepted",
                 "interface": "sampling",
                 "committed_version": state.version,

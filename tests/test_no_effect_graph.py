@@ -6,7 +6,7 @@ from __future__ import annotations
 from agents.context import EvolverContext
 from graphs.evolver import graph
 from harness.detector import GroupStats, RolloutRecord
-from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
+from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 

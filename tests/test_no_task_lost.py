@@ -13,7 +13,7 @@ import itertools
 from graphs.evolver import graph
 from harness.sampling import TaskSampler
 from harness.types import HarnessState
-from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
+from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 GARBAGE = [

@@ -1,7 +1,9 @@
 """Each evolver knob is declared once, in `agents.context.EvolverContext` (issue 18 item 2).
 
 The config's `evolver:` section is typed by it, `harnessrl evolve` builds its flags from its fields, and no other
-config section, hand-written flag or literal default in `graphs/services.py` declares one again."""
+config section, hand-written flag or literal default in `graphs/services.py` or in the measurement's settings
+(`tools/candidate.py`, below agents: its budget defaults are constants there that the context's fields take)
+declares one again."""
 
 from __future__ import annotations
 
@@ -14,15 +16,9 @@ from pathlib import Path
 import pytest
 
 from agents.context import PER_RUN, EvolverContext
-from trainer.config import (
-    MOVED_TO_EVOLVER,
-    SECTIONS,
-    SET_BY_TRAINER,
-    ConfigError,
-    config_from_dict,
-    describe,
-    load_config,
-)
+from trainer.config import SECTIONS, SET_BY_TRAINER, ConfigError, describe
+from trainer.config_loader import config_from_dict, load_config
+from trainer.config_migrations import MOVED_TO_EVOLVER
 
 REPO = Path(__file__).resolve().parents[1]
 KNOBS = {f.name for f in dataclasses.fields(EvolverContext)}
@@ -107,6 +103,18 @@ def test_evolve_flags_are_built_from_the_context_not_written_by_hand():
 
 def test_services_copy_no_context_default():
     assert literal_defaults((REPO / "graphs" / "services.py").read_text(encoding="utf-8")) == []
+
+
+def test_measure_settings_copy_no_knob_default():
+    """`MeasureSettings` sits below agents and cannot read the context: its budget defaults are the constants the
+    context's fields take. The fields the trainer fills per round (`max_tokens`, `temperature`, `seed`) are no
+    knobs: `agents.critic.measure_settings` always passes them."""
+    from tools.candidate import SAMPLE_K, SAMPLE_K_MAX, MeasureSettings
+
+    found = literal_defaults((REPO / "tools" / "candidate.py").read_text(encoding="utf-8"))
+    assert [f for f in found if f.rpartition(".")[2] not in SET_BY_TRAINER] == []
+    ctx, settings = EvolverContext(), MeasureSettings()
+    assert (ctx.sample_k, ctx.sample_k_max) == (settings.sample_k, settings.sample_k_max) == (SAMPLE_K, SAMPLE_K_MAX)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from harness.ops import UpdateRejected, apply, validate
 from harness.store import diff_states
 from harness.types import OP_INTERFACE, HarnessState, HarnessUpdate
-from tests.harness_factories import crit, state
+from tests.support.harness_factories import crit, state
 
 
 def upd(*ops: dict) -> HarnessUpdate:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from test_trainer_support import tiny_config
 
+from tests.support.tiny_run import tiny_config
 from trainer.config import ConfigError
 
 

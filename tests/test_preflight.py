@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 from test_detector import group
-from test_trainer_support import tiny_config
 
 from memory.store import TrainingMemory
+from tests.support.tiny_run import tiny_config
 from trainer import preflight
 from trainer.evolver_round import EvolverPause
 from trainer.harness_run import HarnessRun

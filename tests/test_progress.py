@@ -5,19 +5,22 @@ from __future__ import annotations
 import logging
 import warnings
 
+from graphs.round_record import RoundRecord
 from trainer.progress import quiet_library_warnings, round_lines, step_line
+from trainer.step_metrics import StepMetrics
 
 
 def test_step_line_has_the_four_numbers_and_no_raw_keys():
-    line = step_line(5, 10, {"reward": 0.41234, "dead_share": 0.5, "pass_rate/t1/c1": 1.0}, 3, 31.24)
+    line = step_line(5, 10, StepMetrics(reward=0.41234, dead_share=0.5, **{"pass_rate/t1/c1": 1.0}), 3, 31.24)
     assert line == "step 5/10  reward 0.412  dead 0.50  harness v3  31.2 s"
     assert "pass_rate" not in line
-    assert "judge warnings 2" in step_line(1, 2, {"reward": 0.0, "dead_share": 1.0, "judge_warnings": 2}, 0, 1.0)
-    assert step_line(1, 2, {}, 0, 1.0).startswith("step 1/2  reward -  dead -")
+    assert "judge warnings 2" in step_line(1, 2, StepMetrics(reward=0.0, dead_share=1.0, judge_warnings=2), 0, 1.0)
+    assert step_line(1, 2, StepMetrics(), 0, 1.0).startswith("step 1/2  reward -  dead -")
 
 
 def test_round_lines_say_what_was_accepted_on_which_task_and_why():
     summary = {
+        "step": 4,
         "reports": [
             {
                 "task_id": "wri-0015",
@@ -30,9 +33,9 @@ def test_round_lines_say_what_was_accepted_on_which_task_and_why():
                 ],
             },
             {"task_id": "med-0036", "failure_type": "flat", "decision": "rejected", "interface": None, "attempts": []},
-        ]
+        ],
     }
-    lines = round_lines(4, summary, 0, 3, 61.04, 2)
+    lines = round_lines(4, RoundRecord.model_validate(summary), 0, 3, 61.04, 2)
     assert lines[0] == "evolver round after step 4: 2 event(s), harness v0 -> v3, pause 61.0 s"
     assert (
         lines[1]
@@ -43,13 +46,15 @@ def test_round_lines_say_what_was_accepted_on_which_task_and_why():
 
 def test_round_lines_read_without_none_and_show_provisional_verdicts_and_batches():
     summary = {
+        "step": 8,
         "provisional": {
             "window": 2,
             "waiting": 1,
             "verdicts": [
                 {
+                    "version": 2,
                     "line": "med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead "
-                    "(std 0.00, 0.00) -> revert v4"
+                    "(std 0.00, 0.00) -> revert v4",
                 }
             ],
         },
@@ -86,7 +91,7 @@ def test_round_lines_read_without_none_and_show_provisional_verdicts_and_batches
         ],
         "error": None,
     }
-    lines = round_lines(8, summary, 3, 6, 2.0, 2)
+    lines = round_lines(8, RoundRecord.model_validate(summary), 3, 6, 2.0, 2)
     assert lines[1] == (
         "  provisional med-1 v2 (collapse_low): revert: collapse_low persists: 2 of 2 groups dead "
         "(std 0.00, 0.00) -> revert v4"
@@ -99,7 +104,7 @@ def test_round_lines_read_without_none_and_show_provisional_verdicts_and_batches
     assert lines[4] == "  med-3: stuffing -> accepted v5 on criteria: tighten_repeat (gamed drop 0.50)"
     assert lines[5] == "    batched to med-4: accepted v6 (1 of 1 targets held)"
     assert not any("None" in line for line in lines)
-    failed = round_lines(8, {"error": "ConnectionError: down", "reports": []}, 3, 3, 1.0, 1)
+    failed = round_lines(8, RoundRecord(step=8, error="ConnectionError: down"), 3, 3, 1.0, 1)
     assert failed[-1] == "  round failed, harness left at v3: ConnectionError: down"
 
 

@@ -14,8 +14,8 @@ from agents.schemas import Attribution
 from harness.ops import apply
 from harness.sampling import TaskSampler
 from harness.types import FAILURE_TYPES, FailureEvent, HarnessState, HarnessUpdate
-from tests.fakes.evolver_fakes import suite
-from tests.fakes.fake_chat import scripted
+from tests.support.fakes.evolver_fakes import suite
+from tests.support.fakes.fake_chat import scripted
 
 STATE = HarnessState.from_tasks(suite())
 

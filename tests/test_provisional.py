@@ -20,7 +20,7 @@ from harness.detector import DetectorConfig, GroupStats, RolloutRecord
 from harness.store import HarnessStore
 from harness.types import AddHint, AddVariant, FailureEvent, HarnessUpdate, Hint, Message, Schedule, SetSchedule
 from memory.store import TrainingMemory
-from tests.harness_factories import crit, state
+from tests.support.harness_factories import crit, state
 from trainer.provisional import graded_id, pending, review
 
 CFG = DetectorConfig()
@@ -465,8 +465,7 @@ def _score(reward, run, task, texts, version, step):
 
 
 def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path, caplog):
-    from test_trainer_support import tiny_config
-
+    from tests.support.tiny_run import tiny_config
     from trainer.callback import HarnessCallback
     from trainer.harness_run import HarnessRun
     from trainer.reward import RubricReward
@@ -512,8 +511,7 @@ def test_pause_reverts_a_repair_whose_groups_stay_dead_before_the_round(tmp_path
 
 
 def test_provisional_updates_survive_a_resume(tmp_path):
-    from test_trainer_support import tiny_config
-
+    from tests.support.tiny_run import tiny_config
     from trainer.checkpoint import restore, write_checkpoint_state
     from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler
@@ -541,18 +539,21 @@ def test_provisional_updates_survive_a_resume(tmp_path):
 
 
 def test_report_counts_confirmed_reverted_and_provisional_updates():
+    from graphs.round_record import RoundRecord
+    from harness.store import UpdateRecord
     from trainer.outcomes import update_effect_rows
     from trainer.report import summary, summary_sentences
 
-    def upd(version, meta, op="add_hint"):
-        return {
-            "version": version,
-            "step": 2 * version,
-            "meta": meta,
-            "update": {"interface": "guidance", "ops": [{"op": op, "task_id": f"t{version}"}]},
-        }
+    def upd(version, meta, op=None):
+        op = op or {"op": "add_hint", "task_id": f"t{version}", "hint": {"id": "h1", "text": "Be brief."}}
+        update = {"interface": "guidance", "ops": [op]}
+        return UpdateRecord(
+            version=version, parent_version=version - 1, step=2 * version, meta=meta, update=update, timestamp="t"
+        )
 
     prov = {"provisional": {"targets": [{"task_id": "t"}]}}
+    restore = {"op": "restore_guidance", "task_id": "t2", "from_version": 1}
+    verdicts = [{"version": 1, "verdict": "confirm"}, {"version": 2, "verdict": "revert"}]
     data = {
         "metrics": [],
         "events": [],
@@ -561,24 +562,19 @@ def test_report_counts_confirmed_reverted_and_provisional_updates():
             upd(1, prov),
             upd(2, prov),
             upd(3, prov),
-            upd(4, {"source": "revert", "revert_of": 2}, "restore_guidance"),
+            upd(4, {"source": "revert", "revert_of": 2}, restore),
             upd(5, {"fallback": True}),
         ],
         "rounds": [
-            {
-                "step": 8,
-                "provisional": {
-                    "verdicts": [{"version": 1, "verdict": "confirm"}, {"version": 2, "verdict": "revert"}],
-                    "n_confirmed": 1,
-                    "n_reverted": 1,
-                },
-            }
+            RoundRecord.model_validate(
+                {"step": 8, "provisional": {"verdicts": verdicts, "n_confirmed": 1, "n_reverted": 1}}
+            )
         ],
     }
     s = summary(data)
     assert (s["confirmed_total"], s["reverted_total"], s["provisional_total"], s["revert_total"]) == (1, 1, 1, 1)
     assert s["accepted_total"] == 3 and s["fallback_total"] == 1  # a revert is not an accept
-    assert [r["outcome"] for r in update_effect_rows(data)] == [
+    assert [r["outcome"] for r in update_effect_rows(data["metrics"], data["updates"], data["rounds"])] == [
         "confirmed",
         "reverted",
         "provisional",
@@ -660,8 +656,7 @@ def test_the_real_rule_reverts_as_often_as_the_stated_rate(p, stated):
 
 
 def test_a_failing_review_is_logged_and_training_goes_on(tmp_path, monkeypatch):
-    from test_trainer_support import tiny_config
-
+    from tests.support.tiny_run import tiny_config
     from trainer import evolver_round
     from trainer.callback import HarnessCallback
     from trainer.harness_run import HarnessRun

@@ -25,7 +25,8 @@ from types import SimpleNamespace
 
 import pytest
 from langchain_openai import ChatOpenAI
-from test_trainer_support import tiny_config
+
+from tests.support.tiny_run import tiny_config
 
 SNAPSHOT = Path(__file__).parent / "fixtures" / "evolver_snapshot"
 MODEL = "smollm"
@@ -358,8 +359,8 @@ def test_each_role_reaches_its_own_server(smollm, openai_stub, tmp_path):
 
 # -- judge outage: left out, counted, flagged (no server) -----------------------------------------------------
 def _rar_run(tmp_path, stub, *overrides):
-    from tools.judge import Judge
     from memory.store import TrainingMemory
+    from tools.judge import Judge
     from trainer.harness_run import HarnessRun
     from trainer.sampler import HarnessSampler
 
@@ -440,6 +441,7 @@ def test_the_flag_follows_the_configured_share(tmp_path, openai_stub):
 
 def test_the_console_warns_on_a_flagged_step(caplog):
     from trainer.progress import ConsoleProgress, judge_flag_line, step_line
+    from trainer.step_metrics import StepMetrics
 
     flagged = {
         "reward": 0.1,
@@ -448,8 +450,8 @@ def test_the_console_warns_on_a_flagged_step(caplog):
         "judge_left_out_share": 0.375,
         "judge_flagged": True,
     }
-    assert step_line(3, 4, flagged, 0, 1.0).endswith("JUDGE FLAGGED")
-    assert judge_flag_line(3, {**flagged, "judge_flagged": False}) is None
+    assert step_line(3, 4, StepMetrics.model_validate(flagged), 0, 1.0).endswith("JUDGE FLAGGED")
+    assert judge_flag_line(3, StepMetrics.model_validate({**flagged, "judge_flagged": False})) is None
     progress = ConsoleProgress(SimpleNamespace(last_record=flagged, state=SimpleNamespace(version=0)))
     state = SimpleNamespace(is_world_process_zero=True, global_step=3, max_steps=4)
     with caplog.at_level(logging.INFO, logger="harnessrl"):

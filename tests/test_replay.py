@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
-from test_trainer_support import tiny_config
 
 from harness.store import HarnessStore
 from harness.types import HarnessState, HarnessUpdate
-from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
+from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run
+from tests.support.tiny_run import tiny_config
 from trainer.cli import main
 from trainer.io import read_jsonl
 
@@ -144,8 +144,8 @@ def _fake_run(root: Path, *, event_ids: bool, reports: bool) -> tuple[Path, list
     events.jsonl, rounds.jsonl, checkpoint-10 with its state and memory snapshot (incl. the round's own records)."""
     from memory.records import AttributionRecord
     from memory.store import TrainingMemory
-    from tests.fakes.evolver_fakes import suite
-    from trainer.config import save_config
+    from tests.support.fakes.evolver_fakes import suite
+    from trainer.config_loader import save_config
 
     run = root / "run"
     cfg = tiny_config(root / "cfg", f"run_dir={run}", "evolver.memory_embedding=hash")

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.store import UpdateRecord
 from trainer import report
 from trainer.io import read_jsonl
+from trainer.step_metrics import StepMetrics
 
 
 def _jsonl(path: Path, rows: list[dict]) -> None:
@@ -22,16 +24,18 @@ def _jsonl(path: Path, rows: list[dict]) -> None:
 
 def _update(version: int, step: int, interface: str, *, fallback: bool = False) -> dict:
     meta = {"event_id": f"e{version}", "fallback": True} if fallback else {"event_id": f"e{version}", "revision": 0}
+    task = f"t{version}"
+    op = {
+        "sampling": {"op": "reweight", "task_id": task, "weight": 2.0},
+        "criteria": {"op": "remove_criterion", "task_id": task, "criterion_id": "c1"},
+    }[interface]
     return {
         "version": version,
         "parent_version": version - 1,
         "step": step,
         "meta": meta,
-        "update": {
-            "interface": interface,
-            "rationale": f"r{version}",
-            "ops": [{"op": "reweight" if interface == "sampling" else "add_hint", "task_id": f"t{version}"}],
-        },
+        "update": {"interface": interface, "rationale": f"r{version}", "ops": [op]},
+        "timestamp": "2026-01-01T00:00:00",
     }
 
 
@@ -101,7 +105,7 @@ def run_dir(tmp_path: Path) -> Path:
     _jsonl(
         root / "harness" / "updates.jsonl",
         [
-            {"version": 0, "step": 0, "update": None},
+            {"version": 0, "parent_version": None, "step": 0, "update": None, "timestamp": "2026-01-01T00:00:00"},
             _update(1, 4, "criteria"),
             _update(2, 4, "sampling", fallback=True),
             _update(3, 8, "sampling"),
@@ -169,7 +173,7 @@ def test_update_points_and_plot_legend_count_each_outcome(run_dir, monkeypatch):
         ("guidance", "not accepted"): 2,
     }
     monkeypatch.setattr(report, "_png", lambda fig: fig)  # keep the figure to read its legend
-    fig = report._updates_plot(data, [x["step"] for x in data["metrics"]])
+    fig = report._updates_plot(data, [x.step for x in data["metrics"]])
     legend = sorted(t.get_text() for t in fig.axes[0].get_legend().get_texts())
     assert legend == [
         "criteria accepted (1)",
@@ -290,31 +294,24 @@ def test_update_effect_rows_split_each_tasks_groups_at_the_update(run_dir):
 
     data = report.collect(run_dir)
     # t1 (v1 at step 4): groups at steps 2 and 4 before, 6 after; one dead before, none after.
-    data["metrics"] = [
-        {"step": 2, "tasks": ["t1", "x"], "group_means": [0.0, 0.5], "group_stds": [0.0, 0.2]},
-        {"step": 4, "tasks": ["t1"], "group_means": [0.5], "group_stds": [0.3]},
-        {"step": 6, "tasks": ["t1"], "group_means": [0.7], "group_stds": [0.25]},
+    metrics = [
+        StepMetrics(step=2, tasks=["t1", "x"], group_means=[0.0, 0.5], group_stds=[0.0, 0.2]),
+        StepMetrics(step=4, tasks=["t1"], group_means=[0.5], group_stds=[0.3]),
+        StepMetrics(step=6, tasks=["t1"], group_means=[0.7], group_stds=[0.25]),
     ]
-    rows = {r["version"]: r for r in update_effect_rows(data)}
+    rows = {r["version"]: r for r in update_effect_rows(metrics, data["updates"], data["rounds"])}
     r1 = rows[1]
     assert (r1["groups before"], r1["groups after"]) == (2, 1)
     assert r1["mean before"] == pytest.approx(0.25) and r1["dead before"] == pytest.approx(0.5)
     assert r1["mean after"] == pytest.approx(0.7) and r1["dead after"] == 0.0 and r1["outcome"] == "accepted"
     assert rows[2]["groups before"] == 0 and rows[2]["mean after"] is None and rows[2]["outcome"] == "fallback"
     # A harder variant an update added is the task's "after": its groups count there.
-    data["updates"] = [
-        {
-            "version": 9,
-            "step": 4,
-            "meta": {},
-            "update": {
-                "interface": "sampling",
-                "ops": [{"op": "add_variant", "task_id": "t1", "variant_id": "t1.v9-hard"}],
-            },
-        }
-    ]
-    data["metrics"].append({"step": 7, "tasks": ["t1.v9-hard"], "group_means": [0.4], "group_stds": [0.2]})
-    (v9,) = update_effect_rows(data)
+    prompt = [{"role": "user", "content": "The harder question."}]
+    variant = {"op": "add_variant", "task_id": "t1", "variant_id": "t1.v9-hard", "prompt": prompt}
+    update = {"interface": "sampling", "ops": [variant]}
+    updates = [UpdateRecord(version=9, parent_version=8, step=4, update=update, timestamp="2026-01-01T00:00:00")]
+    metrics.append(StepMetrics(step=7, tasks=["t1.v9-hard"], group_means=[0.4], group_stds=[0.2]))
+    (v9,) = update_effect_rows(metrics, updates, data["rounds"])
     assert v9["tasks"] == ["t1", "t1.v9-hard"] and v9["groups after"] == 2 and v9["mean after"] == pytest.approx(0.55)
 
 
@@ -325,11 +322,12 @@ def test_update_effects_count_dead_groups_at_the_runs_own_detector_eps(run_dir):
     (run_dir / "config.yaml").write_text("harness:\n  detector:\n    eps: 0.35\n")
     data = report.collect(run_dir)
     assert data["dead_eps"] == 0.35
-    data["metrics"] = [
-        {"step": 2, "tasks": ["t1"], "group_means": [0.5], "group_stds": [0.3]},
-        {"step": 6, "tasks": ["t1"], "group_means": [0.7], "group_stds": [0.4]},
+    metrics = [
+        StepMetrics(step=2, tasks=["t1"], group_means=[0.5], group_stds=[0.3]),
+        StepMetrics(step=6, tasks=["t1"], group_means=[0.7], group_stds=[0.4]),
     ]
-    r1 = {r["version"]: r for r in update_effect_rows(data, dead_eps=data["dead_eps"])}[1]
+    rows = update_effect_rows(metrics, data["updates"], data["rounds"], dead_eps=data["dead_eps"])
+    r1 = {r["version"]: r for r in rows}[1]
     assert (r1["dead before"], r1["dead after"]) == (1.0, 0.0)  # std 0.3 is dead at eps 0.35, live at the default
 
 
@@ -357,7 +355,7 @@ def test_eval_domains_side_by_side_and_summary_sentences(run_dir):
             },
         },
     }
-    rows = {r["domain"]: r for r in eval_domain_rows(data)}
+    rows = {r["domain"]: r for r in eval_domain_rows(data["eval"])}
     assert rows["med"]["criteria change"] == pytest.approx(0.15) and rows["sci"]["audit change"] is None
     assert rows["all"]["audit change"] == pytest.approx(0.1)
     text = " ".join(report.summary_sentences(report.summary(data)))

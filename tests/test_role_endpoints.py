@@ -9,10 +9,10 @@ A round with the proposer on one server and the critic and judge on another (vll
 from __future__ import annotations
 
 import pytest
-from test_trainer_support import tiny_config
 
 from agents.chat_models import brain_model, judge_settings, role_endpoint
 from agents.context import LLM_ROLES, EvolverContext
+from tests.support.tiny_run import tiny_config
 
 SHARED, OWN = "http://shared:8000/v1", "http://own:8001/v1"
 
@@ -62,7 +62,7 @@ def test_the_evolvers_judge_uses_the_judge_endpoint(tmp_path):
     from graphs.services import services_from_settings
     from harness.store import HarnessStore
     from harness.types import HarnessState
-    from tests.fakes.evolver_fakes import suite
+    from tests.support.fakes.evolver_fakes import suite
 
     HarnessStore(tmp_path / "harness").init(HarnessState.from_tasks(suite()))
     ctx = EvolverContext(
@@ -82,8 +82,8 @@ def test_the_evolvers_judge_uses_the_judge_endpoint(tmp_path):
 
 def test_yaml_fields_reach_the_context_and_the_training_judge(tmp_path, monkeypatch):
     from memory.store import TrainingMemory
-    from trainer.evolver_round import evolver_context, judge_endpoint
-    from trainer.harness_run import HarnessRun
+    from trainer.evolver_round import evolver_context
+    from trainer.harness_run import HarnessRun, judge_endpoint
 
     monkeypatch.setenv("JUDGE_KEY", "sk-judge")
     cfg = tiny_config(

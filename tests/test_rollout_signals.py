@@ -11,8 +11,8 @@ from harness.detector import GroupStats, RolloutRecord
 from harness.ops import apply, validate
 from harness.types import FailureEvent, HarnessState
 from memory.records import GroupSummary
-from tests.fakes.evolver_fakes import suite
-from tests.fakes.fake_chat import FunctionChatModel
+from tests.support.fakes.evolver_fakes import suite
+from tests.support.fakes.fake_chat import FunctionChatModel
 
 STATE = HarnessState.from_tasks(suite())
 

@@ -16,13 +16,13 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from test_trainer_support import TINY_TASKS, _task, tiny_config, write_suite
 
 from agents.context import EvolverContext
 from graphs.runner import RoundTimeout, run_in_process, split_context
 from harness.types import FailureEvent
 from memory.store import TrainingMemory
-from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
+from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run
+from tests.support.tiny_run import TINY_TASKS, _task, tiny_config, write_suite
 from trainer.callback import HarnessCallback
 from trainer.evolver_round import EvolverStopped, server_setting_notes
 from trainer.harness_run import HarnessRun
@@ -31,6 +31,7 @@ from trainer.report import summary, summary_sentences
 from trainer.reward import RubricReward
 from trainer.round_events import take_events
 from trainer.sampler import HarnessSampler
+from trainer.step_metrics import StepMetrics
 
 
 def _run(tmp_path, *overrides, tasks=TINY_TASKS):
@@ -249,7 +250,7 @@ def test_unscoreable_responses_and_skipped_criteria_are_counted_per_step(tmp_pat
     # t-text: its one criterion has no check and there is no judge: 4 verdicts skipped, 4 responses unscoreable.
     assert (rec["unscoreable"], rec["criteria_skipped"]) == (4, 4)
     assert rec["unscoreable_flagged"] is flagged and rec["skipped_flagged"] is flagged  # 4 of 8 both times
-    lines = scoring_flag_lines(1, rec)
+    lines = scoring_flag_lines(1, StepMetrics.model_validate(rec))
     assert sorted(lines) == (["skipped", "unscoreable"] if flagged else [])
 
 
@@ -295,9 +296,9 @@ def test_report_sums_the_scoring_counts():
         "updates": [],
         "events": [],
         "metrics": [
-            {"step": 1, "unscoreable": 2, "criteria_skipped": 4, "judge_left_out": 0, "unscoreable_flagged": True},
-            {"step": 2, "unscoreable": 0, "criteria_skipped": 1, "judge_left_out": 3, "judge_flagged": True},
-            {"step": 3},
+            StepMetrics(step=1, unscoreable=2, criteria_skipped=4, judge_left_out=0, unscoreable_flagged=True),
+            StepMetrics(step=2, unscoreable=0, criteria_skipped=1, judge_left_out=3, judge_flagged=True),
+            StepMetrics(step=3),
         ],
     }  # a step written before these counts existed
     s = summary(data)

@@ -15,7 +15,7 @@ from agents.schemas import Attribution
 from graphs.evolver import graph
 from harness.types import INTERFACES, FailureEvent, HarnessState, HarnessUpdate
 from memory.records import ProposalRecord
-from tests.fakes.evolver_fakes import PromptPolicy, event, make_run, suite
+from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run, suite
 
 STATE = HarnessState.from_tasks(suite())
 LOW = FailureEvent.model_validate(event("e-low", "collapse_low", "med-1", mean=0.0, std=0.0))

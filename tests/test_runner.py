@@ -14,7 +14,7 @@ import pytest
 from agents.context import EvolverContext
 from graphs.runner import load_snapshot, run_in_process, thread_unfinished
 from harness.types import FailureEvent
-from tests.fakes.evolver_fakes import PromptPolicy, event, make_run
+from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 

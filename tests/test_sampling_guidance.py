@@ -11,7 +11,7 @@ from harness.guidance import hint_leaks_reference, render_prompt, reveal_fractio
 from harness.ops import apply
 from harness.sampling import TaskSampler
 from harness.types import Guidance, HarnessUpdate, Hint, Message, Schedule
-from tests.harness_factories import state, task
+from tests.support.harness_factories import state, task
 
 
 def test_weights_floor_and_sum() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.scoring import aggregate, programmatic_verdicts, score_programmatic
-from tests.harness_factories import crit
+from tests.support.harness_factories import crit
 
 CRITERIA = [crit("e", 5), crit("i", 3, "important"), crit("o", 2, "optional"), crit("p", -4)]
 

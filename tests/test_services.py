@@ -22,13 +22,13 @@ from graphs.services import (
 )
 from harness.detector import DetectorConfig
 from harness.store import HarnessStore
+from tests.support.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
+from tests.support.services_factories import mixed_answers as _mixed
+from tests.support.services_factories import tool_state as _state
+from tests.support.services_factories import tools_by_name as _tools
 from tools.judge import Judge
-from tests.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
-from tests.services_factories import mixed_answers as _mixed
-from tests.services_factories import tool_state as _state
-from tests.services_factories import tools_by_name as _tools
 
-SAMPLING = ("sample_k", "max_tokens", "temperature", "seed")
+SAMPLING = ("max_tokens", "temperature", "seed")
 
 
 def test_register_and_get_services(services):
@@ -57,7 +57,7 @@ def test_services_from_settings_over_real_http(tmp_path, openai_stub):
     }
     s = get_services(ctx)
     assert get_services(dict(ctx)) is s  # built once per settings
-    assert (s.sample_k, s.max_tokens, s.memory) == (3, 8, None)
+    assert (s.max_tokens, s.seed, s.memory) == (8, 1, None)
     out = json.loads(_tools(s)["sample_policy"].invoke({"task_id": "a", "n": 2}))
     assert out == ["water and rest", "water and rest"]
     assert openai_stub.requests[-1]["n"] == 2

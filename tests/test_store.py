@@ -16,7 +16,7 @@ import pytest
 from harness.ops import UpdateRejected
 from harness.store import HarnessStore, StoreCorrupt
 from harness.types import OP_INTERFACE, HarnessUpdate
-from tests.harness_factories import crit, state
+from tests.support.harness_factories import crit, state
 
 REPO = Path(__file__).resolve().parents[1]
 

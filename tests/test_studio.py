@@ -1,24 +1,21 @@
 """Studio path: a real `langgraph dev` server runs the evolver from `langgraph.json`, driven via `langgraph_sdk`.
 
-Offline: LANGSMITH_TRACING=false, LANGGRAPH_CLI_NO_ANALYTICS=1, the frozen policy and the LLM brain are the
-OpenAI stub server of this test process (the server reaches it over HTTP). The server log goes to a temp
-folder (a log inside the project would trip hot reload) and the server runs in its own process group, which
-is killed afterwards.
+Every test here shares the session's server (`langgraph_dev_url` in tests/conftest.py, started by
+`tests/support/servers.py`: offline, its log in a temp folder, its process group killed at the end). The frozen
+policy and the LLM brain are the OpenAI stub server of this test process (the server reaches it over HTTP),
+except in the last test, which trains the tiny preset with its rounds on the server and its memory on the
+session's `chroma run` server.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
-
-from tests.server_process import free_port, running_server
 
 pytestmark = pytest.mark.studio
 
@@ -35,24 +32,10 @@ TIGHT = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    langgraph = Path(sys.executable).parent / "langgraph"
-    if not langgraph.exists():
-        pytest.fail(f"{langgraph} missing: install the dev extra (langgraph-cli[inmem])")
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("studio") / "langgraph-dev.log"
-    env = {
-        **os.environ,
-        "LANGSMITH_TRACING": "false",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "PYTHONPATH": str(REPO),
-        "OMP_NUM_THREADS": "1",
-    }
-    url = f"http://127.0.0.1:{port}"
-    cmd = [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port), "--config", "langgraph.json"]
-    with running_server(cmd, ready_url=f"{url}/ok", log_path=log_path, timeout_s=90, env=env, cwd=REPO):
-        yield url
+@pytest.fixture
+def server(langgraph_dev_url):
+    """The session's `langgraph dev` URL."""
+    return langgraph_dev_url
 
 
 @pytest.fixture
@@ -175,11 +158,12 @@ def test_the_assistant_chooses_the_brains_of_trainer_and_evolve_runs(server, stu
     """Runs started by the trainer (`trainer.evolver_round.run_round`) and by `harnessrl evolve --server` send only
     the run-specific context: the assistant they name decides the proposer, whatever the caller's own settings."""
     from langgraph_sdk import get_sync_client
-    from test_trainer_support import tiny_config
 
+    from graphs.round_record import summarize
     from harness.types import FailureEvent
+    from tests.support.tiny_run import tiny_config
     from trainer.cli import main
-    from trainer.evolver_round import evolver_context, run_round, summarize
+    from trainer.evolver_round import evolver_context, run_round
 
     client = get_sync_client(url=server)
     limits = {"sample_k": 4, "sample_k_max": 4, "max_tokens": 16}
@@ -308,11 +292,12 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
     import time
 
     from langgraph_sdk import get_sync_client
-    from test_trainer_support import tiny_config
 
+    from graphs.round_record import summarize
     from harness.types import FailureEvent
+    from tests.support.tiny_run import tiny_config
     from trainer.config import ConfigError
-    from trainer.evolver_round import evolver_context, run_round, summarize
+    from trainer.evolver_round import evolver_context, run_round
 
     client = get_sync_client(url=server)
     data = _input("snap-stuffing-med-1")
@@ -435,3 +420,76 @@ def test_trainer_rounds_wait_for_a_person_and_an_unanswered_approval_is_a_reject
     # In process nobody could answer: the config refuses it.
     with pytest.raises(ConfigError, match="require_approval needs harness.langgraph_url"):
         tiny_config(tmp_path / "in-process", "evolver.require_approval=true")
+
+
+# -- training with the rounds on the server and the memory on `chroma run` ---------------------------------------------
+STEPS = 6
+# As in test_trainer_e2e: guidance off (a random model cannot follow hints), so t-long's collapse goes to the
+# criteria interface, where the loosened length check is measurably better on the frozen tiny model.
+OVERRIDES = (
+    f"train.max_steps={STEPS}",
+    "data.tasks=[t-long,t-any]",
+    "evolver.interfaces=[sampling,criteria]",
+    "evolver.sample_k=8",
+)
+
+
+@pytest.mark.chroma_server
+def test_training_with_the_evolver_on_langgraph_dev(langgraph_dev_url, chroma_url, tmp_path):
+    from langgraph_sdk import get_sync_client
+
+    from harness.store import HarnessStore
+    from memory import TrainingMemory
+    from tests.support.tiny_run import tiny_config
+    from trainer.grpo import train
+    from trainer.io import read_jsonl
+
+    cfg = tiny_config(
+        tmp_path,
+        *OVERRIDES,
+        f"harness.langgraph_url={langgraph_dev_url}",
+        f"harness.memory_url={chroma_url}",
+    )
+    assert cfg.harness.policy_endpoint == "local"
+    summary = train(cfg, progress=False)
+    root = cfg.run_path
+    assert summary["steps"] == STEPS
+
+    rounds = read_jsonl(root / "rounds.jsonl")
+    assert [r["step"] for r in rounds] == [2, 4]
+    assert all("error" not in r for r in rounds), [r.get("traceback") for r in rounds]
+
+    # Each round is a thread on the server, with the round's reports in its state.
+    client = get_sync_client(url=langgraph_dev_url)
+    for r in rounds:
+        if r.get("skipped"):
+            continue
+        thread = client.threads.get(r["thread_id"])
+        assert thread["metadata"]["run_dir"] == str(cfg.run_path) and thread["metadata"]["step"] == r["step"]
+        # The default assistant (the graph id) became one made from the config; the round ran on it.
+        assistant = client.assistants.get(r["assistant_id"])
+        assert assistant["name"] == f"harnessrl train {cfg.run_path.name}" and assistant["context"]["sample_k"] == 8
+        assert thread["metadata"]["assistant_id"] == r["assistant_id"]
+        values = client.threads.get_state(r["thread_id"])["values"]
+        assert {rep["event_id"] for rep in values["reports"]} == {rep["event_id"] for rep in r["reports"]}
+
+    # The server committed an accepted update; the trainer trained on it.
+    accepted = [(r["step"], rep) for r in rounds for rep in r["reports"] if rep["decision"] == "accepted"]
+    step, rep = next((s, rep) for s, rep in accepted if rep["task_id"] == "t-long" and rep["interface"] == "criteria")
+    version = rep["committed_version"]
+    store = HarnessStore(root / "harness")
+    assert store.load(version).criteria("t-long")[0].check.min < 18
+    metrics = read_jsonl(root / "metrics.jsonl")
+    assert next(m for m in metrics if m["step"] == step)["harness_version_after"] >= version
+    assert summary["harness_version"] == store.latest().version >= version
+    # That the rewards sampled under the committed version follow it is the trainer's part, the same whichever
+    # process ran the round: test_trainer_e2e.py::test_rounds_accept_an_update_that_changes_following_rewards.
+
+    # The policy went through disk (the last two saves kept) and the memory through the Chroma server.
+    frozen = sorted(p.name for p in (root / "frozen").iterdir())
+    assert len(frozen) == 2 and all(n.startswith(("step-2-", "step-4-")) for n in frozen)
+    assert not (root / "memory").exists()
+    host, port = chroma_url.rsplit(":", 1)
+    with TrainingMemory.http(host.split("//")[1], int(port), embedding="hash") as mem:
+        counts = mem.count()
+    assert counts["groups"] > 0 and counts["proposals"] > 0  # written by the trainer and by the server

@@ -1,27 +1,23 @@
-"""Training with the evolver served by `langgraph dev` (README "Watching the evolver in LangGraph Studio").
+"""Training with the evolver served by `langgraph dev` (README "Watching the evolver in LangGraph Studio"), offline.
 
 The CPU default (`harness.policy_endpoint: local`) on a server: at each pause the trainer saves the frozen
 policy to `run_dir/frozen/step-N-<id>/` and the server loads `local:<that folder>`; memory is shared through
 a `chroma run` server (`harness.memory_url`) because the trainer would otherwise hold the memory folder's
-lock. The first tests check the pieces offline (save/load/prune, the server-side cache, the context); the
-studio-marked test runs the tiny preset against real `langgraph dev` and `chroma run` processes.
+lock. These tests check the pieces (save/load/prune, the server-side cache, the context);
+`tests/test_studio.py::test_training_with_the_evolver_on_langgraph_dev` runs the tiny preset against real
+`langgraph dev` and `chroma run` processes.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from test_trainer_support import tiny_config
 
-from tests.server_process import free_port, running_server
-from trainer.io import read_jsonl
+from tests.support.tiny_run import tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 PROMPT = [[{"role": "user", "content": "Say anything you like."}]]
 
 
@@ -29,7 +25,7 @@ PROMPT = [[{"role": "user", "content": "Say anything you like."}]]
 def tiny_policy():
     import torch
 
-    from trainer.config import load_config
+    from trainer.config_loader import load_config
     from trainer.grpo import load_policy
 
     torch.set_num_threads(1)
@@ -92,12 +88,11 @@ def test_adapter_without_its_base_model_is_a_clear_error(tmp_path):
 
 
 def test_server_side_cache_loads_each_folder_once_and_keeps_two(tiny_policy, tmp_path, monkeypatch):
-    from test_trainer_support import write_suite
-
     from graphs import services
     from harness.data import load_suite
     from harness.store import HarnessStore
     from harness.types import HarnessState
+    from tests.support.tiny_run import write_suite
 
     tasks = load_suite(write_suite(tmp_path / "suite"))
     HarnessStore(tmp_path / "run" / "harness").init(HarnessState.from_tasks([t for t in tasks if t.split == "train"]))
@@ -161,137 +156,3 @@ def test_a_server_round_sends_only_the_run_specific_context(tmp_path):
         "max_revisions",
         "interfaces",
     } <= set(kept)
-
-
-# -- the real thing --------------------------------------------------------------------------------------------
-STEPS = 6
-# As in test_trainer_e2e: guidance off (a random model cannot follow hints), so t-long's collapse goes to the
-# criteria interface, where the loosened length check is measurably better on the frozen tiny model.
-OVERRIDES = (
-    f"train.max_steps={STEPS}",
-    "data.tasks=[t-long,t-any]",
-    "evolver.interfaces=[sampling,criteria]",
-    "evolver.sample_k=8",
-)
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    logs = tmp_path_factory.mktemp("servers")  # outside the repo: `langgraph dev` watches the project
-    env = {
-        **os.environ,
-        "LANGSMITH_TRACING": "false",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "PYTHONPATH": str(REPO),
-        "OMP_NUM_THREADS": "1",
-    }
-    cport, lport = free_port(), free_port()
-    chroma = [
-        str(BIN / "chroma"),
-        "run",
-        "--path",
-        str(logs / "chroma-db"),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(cport),
-    ]
-    dev = [
-        str(BIN / "langgraph"),
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--port",
-        str(lport),
-        "--config",
-        "langgraph.json",
-    ]
-    with (
-        running_server(
-            chroma, ready_url=f"http://127.0.0.1:{cport}/api/v2/heartbeat", log_path=logs / "chroma.log", timeout_s=30
-        ),
-        running_server(
-            dev,
-            ready_url=f"http://127.0.0.1:{lport}/ok",
-            log_path=logs / "langgraph-dev.log",
-            timeout_s=90,
-            env=env,
-            cwd=REPO,
-        ),
-    ):
-        yield {
-            "memory_url": f"http://127.0.0.1:{cport}",
-            "langgraph_url": f"http://127.0.0.1:{lport}",
-            "log": logs / "langgraph-dev.log",
-        }
-
-
-@pytest.mark.studio
-def test_training_with_the_evolver_on_langgraph_dev(servers, tmp_path):
-    from langgraph_sdk import get_sync_client
-
-    from harness.store import HarnessStore
-    from memory import TrainingMemory
-    from trainer.grpo import train
-
-    cfg = tiny_config(
-        tmp_path,
-        *OVERRIDES,
-        f"harness.langgraph_url={servers['langgraph_url']}",
-        f"harness.memory_url={servers['memory_url']}",
-    )
-    assert cfg.harness.policy_endpoint == "local"
-    summary = train(cfg, progress=False)
-    root = cfg.run_path
-    assert summary["steps"] == STEPS
-
-    rounds = read_jsonl(root / "rounds.jsonl")
-    assert [r["step"] for r in rounds] == [2, 4]
-    assert all("error" not in r for r in rounds), [r.get("traceback") for r in rounds]
-
-    # Each round is a thread on the server, with the round's reports in its state.
-    client = get_sync_client(url=servers["langgraph_url"])
-    for r in rounds:
-        if r.get("skipped"):
-            continue
-        thread = client.threads.get(r["thread_id"])
-        assert thread["metadata"]["run_dir"] == str(cfg.run_path) and thread["metadata"]["step"] == r["step"]
-        # The default assistant (the graph id) became one made from the config; the round ran on it.
-        assistant = client.assistants.get(r["assistant_id"])
-        assert assistant["name"] == f"harnessrl train {cfg.run_path.name}" and assistant["context"]["sample_k"] == 8
-        assert thread["metadata"]["assistant_id"] == r["assistant_id"]
-        values = client.threads.get_state(r["thread_id"])["values"]
-        assert {rep["event_id"] for rep in values["reports"]} == {rep["event_id"] for rep in r["reports"]}
-
-    # The server committed an accepted update; the trainer trained on it.
-    accepted = [(r["step"], rep) for r in rounds for rep in r["reports"] if rep["decision"] == "accepted"]
-    step, rep = next((s, rep) for s, rep in accepted if rep["task_id"] == "t-long" and rep["interface"] == "criteria")
-    version = rep["committed_version"]
-    store = HarnessStore(root / "harness")
-    assert store.load(version).criteria("t-long")[0].check.min < 18
-    metrics = read_jsonl(root / "metrics.jsonl")
-    assert next(m for m in metrics if m["step"] == step)["harness_version_after"] >= version
-    assert summary["harness_version"] == store.latest().version >= version
-    before = [
-        m
-        for r in metrics
-        for t, m in zip(r["tasks"], r["group_means"])
-        if t == "t-long" and r["harness_version"] < version
-    ]
-    after = [
-        m
-        for r in metrics
-        for t, m in zip(r["tasks"], r["group_means"])
-        if t == "t-long" and r["harness_version"] >= version and r["step"] > step
-    ]
-    assert before and all(m == 0.0 for m in before)
-    assert after and max(after) > 0.0
-
-    # The policy went through disk (the last two saves kept) and the memory through the Chroma server.
-    frozen = sorted(p.name for p in (root / "frozen").iterdir())
-    assert len(frozen) == 2 and all(n.startswith(("step-2-", "step-4-")) for n in frozen)
-    assert not (root / "memory").exists()
-    host, port = servers["memory_url"].rsplit(":", 1)
-    with TrainingMemory.http(host.split("//")[1], int(port), embedding="hash") as mem:
-        counts = mem.count()
-    assert counts["groups"] > 0 and counts["proposals"] > 0  # written by the trainer and by the server

@@ -1,14 +1,13 @@
 """End to end on the tiny preset: real TRL GRPO, real evolver graph (rule brains + critic measuring the
-frozen tiny model), checkpoints that carry the harness, and resume. One trained run is shared."""
+frozen tiny model), checkpoints that carry the harness, the report. One trained run is shared. Resuming from
+those checkpoints is tests/test_crash_consistency.py's (a resume after each kind of crash, every invariant of the
+run folder checked: the checkpoint's harness version and memory restored, steps after it replayed once)."""
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import pytest
-from test_trainer_support import tiny_config
 
+from tests.support.tiny_run import tiny_config
 from trainer.checkpoint import read_state
 from trainer.io import read_jsonl
 
@@ -16,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 STEPS = 6
 # guidance off: a random model cannot follow a hint, so collapse_low is routed to the criteria interface,
-# where the loosened length check is measurably better on the frozen policy (see test_trainer_support).
+# where the loosened length check is measurably better on the frozen policy (see tests/support/tiny_run.py).
 OVERRIDES = (
     f"train.max_steps={STEPS}",
     "data.tasks=[t-long,t-any]",
@@ -101,28 +100,3 @@ def test_report_renders(trained):
     page = out.read_text()
     assert page.count("data:image/png;base64,") >= 4 and "Harness updates" in page
     assert summary(collect(cfg.run_path))["accepted_total"] >= 1
-
-
-def test_resume_from_checkpoint_restores_harness_and_memory(trained, tmp_path):
-    from trainer.grpo import build_trainer
-
-    cfg, _ = trained
-    copy = tmp_path / "run"
-    shutil.copytree(cfg.run_path, copy)
-    rcfg = tiny_config(tmp_path / "cfg", *OVERRIDES, f"run_dir={copy}")
-    ckpt = copy / "checkpoints" / "checkpoint-2"
-    state = read_state(ckpt)
-    snapshot_groups = sum(
-        1 for line in (ckpt / "memory.jsonl").read_text().splitlines()[1:] if json.loads(line)["kind"] == "groups"
-    )
-    trainer, run, _ = build_trainer(rcfg, resume_from=ckpt, progress=False)
-    try:
-        assert run.state.version == state["harness_version"] and run.store.versions()[-1] == state["harness_version"]
-        assert run.memory.count()["groups"] == snapshot_groups
-        assert all(r["step"] <= 2 for r in read_jsonl(copy / "metrics.jsonl"))
-        trainer.train(resume_from_checkpoint=str(ckpt))
-        assert trainer.state.global_step == STEPS
-        steps = [r["step"] for r in read_jsonl(copy / "metrics.jsonl")]
-        assert steps == list(range(1, STEPS + 1))
-    finally:
-        run.close()

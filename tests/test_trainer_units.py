@@ -8,11 +8,11 @@ import pickle
 from types import SimpleNamespace
 
 import pytest
-from test_trainer_support import tiny_config
 
 from harness.detector import GroupStats, RolloutRecord
 from harness.types import AddHint, FailureEvent, HarnessUpdate, Hint, Reweight, Schedule, SetSchedule
 from memory.store import TrainingMemory
+from tests.support.tiny_run import tiny_config
 from trainer.callback import HarnessCallback
 from trainer.checkpoint import read_state, restore, write_checkpoint_state
 from trainer.harness_run import HarnessRun
@@ -177,6 +177,7 @@ def test_round_applies_committed_update_and_records_pause(run):
                 {
                     "event_id": events[0].id,
                     "task_id": "t-paris",
+                    "failure_type": events[0].type,
                     "decision": "accepted",
                     "interface": "guidance",
                     "attempts": [],
@@ -229,7 +230,7 @@ def test_round_context_and_services_take_the_config_knobs(tmp_path):
         r.close()
     ctx, svc = seen["ctx"], seen["svc"]
     assert (ctx.seed, ctx.sample_k, ctx.critic, ctx.memory, ctx.interfaces) == (7, 3, False, False, ["criteria"])
-    numbers = ("sample_k", "max_tokens", "temperature", "seed")
+    numbers = ("max_tokens", "temperature", "seed")  # the services' sampling numbers: the context's
     assert {k: getattr(svc, k) for k in numbers} == {k: getattr(ctx, k) for k in numbers}
     assert svc.memory is None
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_trainer_support import REPO, tiny_config, write_suite
 
 from memory.store import TrainingMemory
+from tests.support.tiny_run import REPO, tiny_config, write_suite
 from trainer import reward as reward_module
 from trainer.checkpoint import restore, write_checkpoint_state
 from trainer.harness_run import HarnessRun
@@ -232,7 +232,7 @@ def _replayed_draws(cfg, ckpt: Path, groups_after: list[list[float]], steps: lis
 @pytest.mark.slow
 def test_two_processes_round_broadcast_kill_and_resume(tmp_path, tiny_model_dir):
     from trainer.checkpoint import find_checkpoint, read_state
-    from trainer.config import load_config
+    from trainer.config_loader import load_config
 
     suite = write_suite(tmp_path / "suite")
     run_dir = tmp_path / "run"

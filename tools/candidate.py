@@ -201,6 +201,12 @@ def _weight(state: HarnessState, task_id: str) -> float:
 
 
 # -- the measurement ---------------------------------------------------------------------------------------
+# The default budget, written once: `agents.context.EvolverContext` (the knobs `evolver.sample_k` /
+# `evolver.sample_k_max`, with their help) takes its defaults from here, the lowest layer that uses them.
+SAMPLE_K = 4  # rollouts per visit prompt and side at the first look
+SAMPLE_K_MAX = 16  # the cap the groups double up to while the sequential test is undecided
+
+
 @dataclass(frozen=True)
 class MeasureSettings:
     """How one measurement samples and when it stops: budget, frozen-policy sampling, step, detector thresholds.
@@ -208,8 +214,8 @@ class MeasureSettings:
     Fixed for a round; `agents.critic.measure_settings` builds it from the graph's context.
     """
 
-    sample_k: int = 4  # rollouts per visit prompt and side at the first look
-    sample_k_max: int = 16  # the cap the groups double up to while the sequential test is undecided
+    sample_k: int = SAMPLE_K
+    sample_k_max: int = SAMPLE_K_MAX
     k: int | None = None  # a fixed budget: sample_k = sample_k_max = k
     alpha: float = ALPHA  # overall error rate of the sequential test
     resamples: int = BOOTSTRAP  # bootstrap resamples per look (the exact hit test needs none)

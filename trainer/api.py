@@ -16,7 +16,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from trainer.config import SECTIONS, SET_BY_TRAINER, ConfigError, RunConfig, load_config, save_config
+from trainer.config import SECTIONS, SET_BY_TRAINER, ConfigError, RunConfig
+from trainer.config_loader import load_config, save_config
+from trainer.harness_run import HarnessRun
 
 
 def _override(name: str, value: Any) -> str:
@@ -50,7 +52,7 @@ class HarnessParts:
     """What a TRL script adds to its `GRPOTrainer`; `run` is the live run (harness store, memory, detector)."""
 
     cfg: RunConfig
-    run: Any
+    run: HarnessRun
     sampler: Any
     dataset: Any
     reward: Any
@@ -154,7 +156,6 @@ def harness_parts(
     others read it (they open no memory and write nothing)."""
     from trainer.callback import HarnessCallback
     from trainer.grpo import harness_trainer_class
-    from trainer.harness_run import HarnessRun
     from trainer.reward import RubricReward
     from trainer.sampler import HarnessSampler, make_dataset
 

@@ -62,6 +62,8 @@ from typing import Any
 from harness.ops import apply
 from harness.store import HarnessStore, StoreCorrupt
 from harness.types import FailureEvent, HarnessState
+from trainer.config import RunConfig
+from trainer.harness_run import HarnessRun, RunPaths, load_train_tasks
 from trainer.io import atomic_write_json, atomic_write_text, heal_jsonl, truncate_jsonl
 
 log = logging.getLogger(__name__)
@@ -82,7 +84,7 @@ class ResumeError(ValueError):
     """
 
 
-def write_checkpoint_state(ckpt_dir: Path, run: Any, step: int) -> None:
+def write_checkpoint_state(ckpt_dir: Path, run: HarnessRun, step: int) -> None:
     ckpt_dir = Path(ckpt_dir)
     if run.memory is not None:
         run.memory.snapshot(ckpt_dir / MEMORY_FILE)
@@ -271,7 +273,7 @@ def _snapshot(state: dict[str, Any], ckpt_dir: Path, fresh_memory: bool) -> Path
     return None
 
 
-def _build_memory(cfg: Any, root: Path, snap: Path | None, ckpt_dir: Path) -> tuple[Path, dict[str, int]]:
+def _build_memory(cfg: RunConfig, root: Path, snap: Path | None, ckpt_dir: Path) -> tuple[Path, dict[str, int]]:
     """A memory folder next to `memory/` holding the snapshot (or empty): (folder, records per kind)."""
     from memory.store import MemoryStoreError, TrainingMemory
 
@@ -315,15 +317,13 @@ def _sweep_temp_files(root: Path) -> list[str]:
     return [p.relative_to(root).as_posix() for p in found]
 
 
-def prepare_resume(cfg: Any, ckpt_dir: Path, *, fresh_memory: bool = False) -> dict[str, Any]:
+def prepare_resume(cfg: RunConfig, ckpt_dir: Path, *, fresh_memory: bool = False) -> dict[str, Any]:
     """Roll the run folder's files back to the checkpoint, before a `HarnessRun` opens it (main process only).
 
     Checks first and changes nothing when a check fails (`ResumeError`); then cuts torn log tails, moves later
     harness versions aside, rebuilds unloadable versions where exact, cuts the logs back to the checkpoint's step
     and swaps in the memory built from the snapshot (a local memory folder; a Chroma server is rolled back by
     `restore`). Returns the summary's file part."""
-    from trainer.harness_run import RunPaths, load_train_tasks
-
     ckpt_dir = Path(ckpt_dir)
     paths = RunPaths(Path(cfg.run_dir))
     state = read_state(ckpt_dir)
@@ -381,7 +381,7 @@ def prepare_resume(cfg: Any, ckpt_dir: Path, *, fresh_memory: bool = False) -> d
 
 
 def restore(
-    run: Any, ckpt_dir: Path, *, fresh_memory: bool = False, prepared: dict[str, Any] | None = None
+    run: HarnessRun, ckpt_dir: Path, *, fresh_memory: bool = False, prepared: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Make `run` (opened with open_memory=False) match the checkpoint. Returns a summary for the log.
 
@@ -450,7 +450,7 @@ def resume_lines(summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def _restore_live_state(run: Any, state: dict[str, Any]) -> None:
+def _restore_live_state(run: HarnessRun, state: dict[str, Any]) -> None:
     """The in-process part of a checkpoint, on every process.
 
     Detector windows and sampler rng (identical on all processes, which observe the same groups and draw the same

@@ -1,39 +1,35 @@
-"""Run configuration: typed dataclasses loaded from YAML plus dotted command-line overrides.
+"""Run configuration schema: the typed dataclasses of a run config and their own refusals.
 
-A config file has a top-level `run_dir` and five sections (`model`, `data`, `train`, `harness`, `evolver`);
-every field carries a help string in its metadata (shown by `harnessrl train --help-config`). `harness`
-holds what the trainer reads around a round (evolver on/off, cadence, sampler, detector, pause budget);
-`evolver` is typed by the graph's context, `agents.context.EvolverContext`, so each evolver knob is declared
-once, there (the fields the trainer fills per round, `SET_BY_TRAINER`, are refused). Old `harness.<knob>`
-keys (`MOVED_TO_EVOLVER`) are read for one release with a warning naming the new key. Loading is strict:
+A config has a top-level `run_dir` and five sections (`model`, `data`, `train`, `harness`, `evolver`); every field
+carries a help string in its metadata (shown by `harnessrl train --help-config`, `describe`). `harness` holds what
+the trainer reads around a round (evolver on/off, cadence, sampler, detector, pause budget); `evolver` is typed by
+the graph's context, `agents.context.EvolverContext`, so each evolver knob is declared once, there (the fields the
+trainer fills per round, `SET_BY_TRAINER`, are refused by the loader).
 
-- an unknown key is an error that names the key, the file and the closest valid keys;
-- a wrong type names the field and the expected type;
-- cross-field rules (`evolve_every` aligned with `save_steps`, batch divisible by the group size,
-  `ddp_timeout` above the pause budget, ...) are checked in `__post_init__` and say how to fix them.
-
-Overrides use dotted paths: `--set train.max_steps=4` or bare `train.max_steps=4`; values are parsed
-as YAML scalars/lists (`evolver.interfaces=[sampling,criteria]`).
+What a config cannot be is refused here, by the dataclasses themselves: one-field rules and cross-field rules
+(`evolve_every` aligned with `save_steps`, batch divisible by the group size, `ddp_timeout` above the pause budget,
+dynamic sampling only with `beta = 0` and a token-mean loss (`LOSS_TYPES`), ...) in `__post_init__`, each saying
+how to fix it. Reading YAML and overrides is `trainer/config_loader.py`; old keys are
+`trainer/config_migrations.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import types
-import typing
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from agents.context import LLM_ROLES, PER_RUN, EvolverContext
+from agents.context import PER_RUN, EvolverContext
 
 
 class ConfigError(ValueError):
     """A config problem; the message names the file (when known), the field and the fix."""
+
+
+# TRL losses normalised by `num_items_in_batch` (token mean over the batch): the only ones whose normaliser DAPO
+# dynamic sampling can set to the kept rows (trainer/dynamic_sampling.py), so the only ones allowed with it.
+LOSS_TYPES = ("dapo", "cispo", "vespo")
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -311,8 +307,6 @@ class RunConfig:
                 f"{h.max_pause_s * 2}"
             )
         if h.dynamic_sampling:
-            from trainer.dynamic_sampling import LOSS_TYPES
-
             # TRL shuffles the generation batch before the loss (private `_prepare_inputs`), so the loss cannot
             # tell a dropped row from a kept one whose advantage is 0: only the token-mean normaliser can be
             # corrected (trainer/dynamic_sampling.py), not a per-row term.
@@ -403,222 +397,6 @@ SET_BY_TRAINER = {
     "seed": "train.seed",
 }
 assert set(PER_RUN) <= set(SET_BY_TRAINER)
-# Keys that moved from `harness:` to `evolver:` (issue 18); the old ones are read, with a warning, for one release.
-MOVED_TO_EVOLVER = {
-    name: name
-    for name in (
-        "interfaces",
-        "memory",
-        "critic",
-        "sample_k",
-        "sample_k_max",
-        "critic_alpha",
-        "max_revisions",
-        "generalise_max_tasks",
-        "attributor_model",
-        "proposer_model",
-        "critic_model",
-        "judge_model",
-        "memory_embedding",
-        "require_approval",
-        *(f"{role}_{part}" for role in LLM_ROLES for part in ("base_url", "api_key_env")),
-    )
-}
-MOVED_TO_EVOLVER |= {"llm_base_url": "base_url", "llm_api_key_env": "api_key_env"}
-# Context fields deleted (issue 18): a key naming one is refused with why and what to set instead.
-REMOVED_FROM_EVOLVER = {"dead_eps": "it was never read; a group is dead when its reward std < harness.detector.eps"}
-
-
-# -- loading ----------------------------------------------------------------------------------------
-def _suggest(key: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(key, options, n=3, cutoff=0.5)
-    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else f"; valid keys: {sorted(options)}"
-
-
-def _check_type(path: str, value: Any, annotation: Any, where: str) -> Any:
-    """Validate (and lightly coerce int->float) one value against its annotation."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if annotation is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _check_type(path, value, a, where)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise errors[0] if len(errors) == 1 else ConfigError(f"{where}{path}: {value!r} does not match {annotation}")
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{where}{path}: {value!r} is not one of {list(args)}")
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}{path}: expected a list, got {type(value).__name__} {value!r}")
-        return [_check_type(f"{path}[{i}]", v, args[0], where) for i, v in enumerate(value)] if args else value
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}{path}: expected a mapping, got {type(value).__name__} {value!r}")
-        return value
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if annotation is float and isinstance(value, str):
-        try:  # YAML 1.1 reads "1e-3" (no dot) as a string
-            return float(value)
-        except ValueError:
-            pass
-    if annotation in (int, float) and isinstance(value, bool):
-        raise ConfigError(f"{where}{path}: expected {annotation.__name__}, got a boolean {value!r}")
-    if annotation in (int, float, str, bool) and not isinstance(value, annotation):
-        raise ConfigError(f"{where}{path}: expected {annotation.__name__}, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _build(cls: type, data: dict[str, Any], prefix: str, where: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if cls is EvolverContext and key in SET_BY_TRAINER:
-            raise ConfigError(
-                f"{where}{prefix}{key} is not a config setting: the trainer sets it for each round "
-                f"from {SET_BY_TRAINER[key]}"
-            )
-        if cls is EvolverContext and key in REMOVED_FROM_EVOLVER:
-            raise ConfigError(f"{where}{prefix}{key} was removed: {REMOVED_FROM_EVOLVER[key]}")
-        if key not in names:
-            raise ConfigError(f"{where}unknown key '{prefix}{key}'{_suggest(key, names)}")
-        if dataclasses.is_dataclass(hints[key]):
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where}{prefix}{key}: expected a mapping (section), got {value!r}")
-            kwargs[key] = _build(hints[key], value, f"{prefix}{key}.", where)
-        else:
-            kwargs[key] = _check_type(f"{prefix}{key}", value, hints[key], where)
-    try:
-        return cls(**kwargs)
-    except ConfigError as e:
-        raise ConfigError(f"{where}{e}") from None
-    except ValueError as e:
-        if cls is not EvolverContext:
-            raise
-        # The context's own checks name its class; a config names the section (and the way out of an empty list).
-        hint = "; or set harness.evolver=false" if "interfaces is empty" in str(e) else ""
-        raise ConfigError(f"{where}{str(e).replace('EvolverContext.', prefix)}{hint}") from None
-
-
-def _migrate(data: dict[str, Any], where: str) -> dict[str, Any]:
-    """Move the old `harness.<knob>` keys to `evolver.<knob>` with a warning naming the new key (one release)."""
-    old = data.get("harness")
-    if not isinstance(old, dict) or not set(old) & set(MOVED_TO_EVOLVER):
-        return data
-    harness, evolver = dict(old), dict(data.get("evolver") or {})
-    for key in [k for k in harness if k in MOVED_TO_EVOLVER]:
-        new, value = MOVED_TO_EVOLVER[key], harness.pop(key)
-        if new in evolver:
-            raise ConfigError(f"{where}harness.{key} and evolver.{new} are both set: keep only evolver.{new}")
-        if key == "judge_model" and value is None:  # the old "no LLM judge" is the rule judge's name now
-            value = "rules"
-        evolver[new] = value
-        warnings.warn(
-            f"{where}harness.{key} is deprecated: it is evolver.{new} now (the old key is read until the next release)",
-            FutureWarning,
-            stacklevel=3,
-        )
-    return {**data, "harness": harness, "evolver": evolver}
-
-
-def _migrate_override(text: str) -> str:
-    """`harness.sample_k=8` -> `evolver.sample_k=8` with the same warning (so an override still wins over the file)."""
-    key, sep, value = text.partition("=")
-    section, dot, name = key.strip().partition(".")
-    if section != "harness" or not dot or name not in MOVED_TO_EVOLVER:
-        return text
-    new = MOVED_TO_EVOLVER[name]
-    if name == "judge_model" and value.strip() in ("", "null", "~", "None"):
-        value = "rules"
-    warnings.warn(
-        f"override {text!r}: harness.{name} is deprecated: it is evolver.{new} now (the old key is read "
-        f"until the next release)",
-        FutureWarning,
-        stacklevel=3,
-    )
-    return f"evolver.{new}{sep}{value}"
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """`train.max_steps=4` -> (["train", "max_steps"], 4). Values are YAML scalars/lists."""
-    if "=" not in text:
-        raise ConfigError(f"override {text!r} must look like section.key=value (e.g. train.max_steps=4)")
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    if not key:
-        raise ConfigError(f"override {text!r} has an empty key")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as e:
-        raise ConfigError(f"override {text!r}: value is not valid YAML ({e})") from None
-    return key.split("."), value
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    out = _deepcopy(data)
-    for text in overrides:
-        path, value = parse_override(text)
-        node = out
-        for part in path[:-1]:
-            nxt = node.setdefault(part, {})
-            if not isinstance(nxt, dict):
-                raise ConfigError(f"override {text!r}: {part!r} is not a section")
-            node = nxt
-        node[path[-1]] = value
-    return out
-
-
-def _deepcopy(d: Any) -> Any:
-    if isinstance(d, dict):
-        return {k: _deepcopy(v) for k, v in d.items()}
-    if isinstance(d, list):
-        return [_deepcopy(v) for v in d]
-    return d
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Load a YAML run config, apply dotted overrides, validate. Errors name the file and the field."""
-    data: dict[str, Any] = {}
-    where = ""
-    overrides = [_migrate_override(o) for o in overrides or []]
-    if path is not None:
-        p = Path(path)
-        where = f"{p}: "
-        if not p.is_file():
-            raise ConfigError(f"config file {p} not found (see configs/ for presets)")
-        try:
-            loaded = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{where}invalid YAML: {e}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{where}top level must be a mapping of sections, got {type(loaded).__name__}")
-        data = _migrate(loaded, where)
-    if overrides:
-        data = apply_overrides(data, overrides)
-        where = f"{where}(with overrides {overrides}) " if where else f"overrides {overrides}: "
-    return _build(RunConfig, data, "", where)
-
-
-def config_from_dict(data: dict[str, Any]) -> RunConfig:
-    """Rebuild a config saved as a dict (e.g. a run's config.yaml)."""
-    return _build(RunConfig, _migrate(data, ""), "", "")
-
-
-def save_config(cfg: RunConfig, path: Path) -> None:
-    from trainer.io import atomic_write_text
-
-    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
 
 def describe() -> str:

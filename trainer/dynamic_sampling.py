@@ -20,12 +20,13 @@ Differences from verl, stated in benchmarks/RESULTS.md: one over-sampled generat
 `ds_short`); dropped rows still pass through TRL's forward/backward with zero weight (extra compute, paid in
 wall time like the over-sampling itself).
 
-What composes with it and what is refused at start (`trainer.config.RunConfig`, `check_one_process`):
+What composes with it and what is refused at start (the config itself, `trainer.config.RunConfig`, and the launch,
+`check_one_process`):
 
 - `train.beta = 0` only: TRL shuffles the generation batch before the loss (private `_prepare_inputs`), so
   the loss cannot tell a dropped row from a kept row whose advantage is 0; a KL term would act on dropped rows;
-- a token-mean `train.loss_type` (`LOSS_TYPES`): only their normaliser (`num_items_in_batch`) is set to the kept
-  rows' tokens; `grpo`/`bnpo`/`dr_grpo` would average the dropped rows in;
+- a token-mean `train.loss_type` (`trainer.config.LOSS_TYPES`): only their normaliser (`num_items_in_batch`) is set
+  to the kept rows' tokens; `grpo`/`bnpo`/`dr_grpo` would average the dropped rows in;
 - one process: each rank's reward sees only its own slice, so the selection would be per rank and the kept
   token count local (refused before the model loads, and again by `HarnessGRPOTrainer`).
 
@@ -46,13 +47,13 @@ from typing import Any
 
 import numpy as np
 
-LOSS_TYPES = ("dapo", "cispo", "vespo")  # TRL losses normalised by `num_items_in_batch` (token mean over the batch)
+from trainer.config import ConfigError, RunConfig
 
 
-def check_one_process(cfg: Any) -> None:
-    """Refuse `harness.dynamic_sampling` under a multi-process launch (`WORLD_SIZE` > 1), before the model loads."""
-    from trainer.config import ConfigError
+def check_one_process(cfg: RunConfig) -> None:
+    """Refuse `harness.dynamic_sampling` under a multi-process launch (`WORLD_SIZE` > 1), before the model loads.
 
+    Not a schema refusal: the same config is fine in one process (a report, a replay), so it is checked at launch."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.harness.dynamic_sampling and world > 1:
         raise ConfigError(

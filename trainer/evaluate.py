@@ -186,7 +186,7 @@ def run_eval(
 
     from harness.data import load_suite
     from tools.local_endpoint import LocalEndpoint
-    from trainer.config import config_from_dict
+    from trainer.config_loader import config_from_dict
     from trainer.harness_run import make_judge, suite_tasks
     from trainer.policy_models import resolve_model
 

@@ -6,7 +6,8 @@
 the round's events (trainer/round_events.py), publish the frozen policy (trainer/frozen.py), build the context
 (`evolver_context`: the one place config knobs become graph context), run the round (`run_round`), re-read the
 harness the graph committed and broadcast it to the other ranks (`EvolverPause.sync_state`; they wait there, so
-`ddp_timeout` must exceed the pause), and record the round in rounds.jsonl (`summarize`).
+`ddp_timeout` must exceed the pause), and record the round in rounds.jsonl (one
+`graphs.round_record.RoundRecord`, its events condensed by `graphs.round_record.summarize`).
 
 A round is all-or-nothing: if the evolver raises (judge or endpoint down, server unreachable) or outlasts
 `harness.max_pause_s`, the error goes to rounds.jsonl, versions committed during the round are moved aside
@@ -35,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from agents.chat_models import role_endpoint
 from agents.context import EvolverContext
+from graphs.round_record import Provisional, RoundRecord, summarize
 from graphs.runner import run_in_process, run_on_server, split_context
 from graphs.services import live_services, register_services, unregister_services
 from harness.detector import DetectorConfig
@@ -119,8 +120,8 @@ class EvolverPause:
         start = before = run.state.version
         # Grade the provisional updates first: a revert is committed before the round takes its events, so events
         # about a reverted task are stale (the revert answered them) and the round starts from the latest version.
-        graded = self._review_provisional(step) if self.is_main() else {}
-        if graded.get("revert_versions"):
+        graded = self._review_provisional(step) if self.is_main() else None
+        if graded is not None and graded.revert_versions:
             before = run.store.latest().version
         # Only the main process holds events (trainer.harness_run.HarnessRun.add_events) and reads the store here: the
         # others wait in `sync_state` and must not read files the round is writing.
@@ -136,7 +137,9 @@ class EvolverPause:
             else RoundEvents([], [], [], [])
         )
         self.push_weights_to_training_server()  # collective: every rank, before rank 0's round
-        # `event_ids`: the round's exact input (full events in events.jsonl), for `harnessrl evolve RUN --step N`.
+        # The fields of the round's rounds.jsonl line (graphs.round_record.RoundRecord), built once below; a key only
+        # some rounds carry is set only then. `event_ids`: the round's exact input (full events in events.jsonl), for
+        # `harnessrl evolve RUN --step N`.
         info: dict[str, Any] = {
             "step": step,
             "version_before": before,
@@ -150,7 +153,7 @@ class EvolverPause:
             "n_live": len(live),
             **({"live_dropped": [e.id for e in live]} if live else {}),
             "n_waiting": len(run.pending_events),
-            **({"provisional": graded} if graded else {}),
+            **({"provisional": graded} if graded is not None else {}),
             **({"preflight": preflight} if preflight is not None else {}),
         }
         if self.is_main():
@@ -167,32 +170,37 @@ class EvolverPause:
         pause = time.monotonic() - t0
         self.pause_s_total += pause
         info.update(version_after=new_state.version, pause_s=pause)
+        record = RoundRecord(**info)
         if self.is_main():
-            append_jsonl(
-                run.paths.rounds,
-                {k: v for k, v in info.items() if k != "reports"} | {"reports": info.get("reports", [])},
-            )
-        run.rounds_done.append({k: info.get(k) for k in ("step", "thread_id", "version_before", "version_after")})
-        self.count_failure(step, info, new_state.version)
+            append_jsonl(run.paths.rounds, record.dump())
+        run.rounds_done.append(
+            {
+                "step": record.step,
+                "thread_id": record.thread_id,
+                "version_before": record.version_before,
+                "version_after": record.version_after,
+            }
+        )
+        self.count_failure(step, record, new_state.version)
         if self.is_main():
             # One readable summary per round: what happened to each event, on which task, and why.
-            for line in round_lines(step, info, start, new_state.version, pause, len(events)):
+            for line in round_lines(step, record, start, new_state.version, pause, len(events)):
                 log.info("%s", line)
         return pause
 
-    def count_failure(self, step: int, info: dict[str, Any], version: int) -> None:
+    def count_failure(self, step: int, record: RoundRecord, version: int) -> None:
         """Count failed rounds in a row; at `harness.max_failed_rounds` set `stop_reason` (on every rank)."""
         limit = self.cfg.harness.max_failed_rounds
         reason: str | None = None
         if self.is_main():
-            if info.get("error"):
+            if record.error:
                 self.failed_in_a_row += 1
-            elif not info.get("skipped"):
+            elif not record.skipped:
                 self.failed_in_a_row = 0
             if limit and self.failed_in_a_row >= limit:
                 reason = (
                     f"{self.failed_in_a_row} evolver rounds in a row failed (harness.max_failed_rounds={limit}); "
-                    f"the last, after step {step}: {info['error']}. Training stopped after step {step} on "
+                    f"the last, after step {step}: {record.error}. Training stopped after step {step} on "
                     f"harness v{version}, which the failed rounds left unchanged; the step's checkpoint keeps "
                     f"their events. Fix the cause (the LLM, judge or policy endpoint, or the LangGraph server: "
                     f"see rounds.jsonl), then continue the run with `harnessrl train --config <your config> "
@@ -204,20 +212,23 @@ class EvolverPause:
             if self.is_main():
                 log.error("%s", reason)
 
-    def _review_provisional(self, step: int) -> dict[str, Any]:
-        """`review_run`, which must not stop training.
+    def _review_provisional(self, step: int) -> Provisional | None:
+        """`review_run`, which must not stop training (None: grading is off).
 
         If it fails (memory or store unreachable), the error goes to rounds.jsonl and the console like a failed
         round's, training goes on, and the updates are graded at the next pause.
         """
         try:
-            return review_run(self.run, step)
+            graded = review_run(self.run, step)
         except Exception as e:  # noqa: BLE001 - grading is not worth a training run; logged in full
             log.error("grading provisional updates at step %d failed (they stay provisional): %s", step, e)
-            return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=8)}
+            return Provisional(error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=8))
+        return Provisional.model_validate(graded) if graded else None
 
     def _run_round(self, step: int, events: list[FailureEvent], before: int) -> dict[str, Any]:
-        """Publish the policy, build the context, run the round and summarise it; roll back a round that raises."""
+        """Publish the policy, build the context, run the round and summarise it; roll back a round that raises.
+
+        Returns the round's fields of its rounds.jsonl line (`RoundRecord`)."""
         run = self.run
         thread_id = thread_id_for(self.cfg, step)
         key = f"harnessrl:{run.paths.root.resolve()}"
@@ -368,14 +379,6 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
     )
 
 
-def judge_endpoint(cfg: RunConfig) -> tuple[str | None, str]:
-    """(base URL, API-key variable) of the run's judge, resolved by `agents.chat_models.role_endpoint`.
-
-    `evolver.judge_base_url` / `judge_api_key_env`, else the shared `evolver.base_url` / `api_key_env`.
-    """
-    return role_endpoint(cfg.evolver, "judge")
-
-
 def thread_id_for(cfg: RunConfig, step: int) -> str:
     # Unique per attempt: a resumed run that repeats the round at `step` must not continue the old thread.
     return f"{cfg.run_path.name}-step{step:06d}-{time.time_ns() % 10**12:012d}"
@@ -450,91 +453,3 @@ def server_setting_notes(cfg: RunConfig, context: EvolverContext, assistant_cont
         if key in used and used[key] != mine[key]:
             notes.append(f"{key}: the server's assistant uses {used[key]!r}, not the config's {mine[key]!r}")
     return notes
-
-
-def summarize(out: dict[str, Any]) -> dict[str, Any]:
-    """Counts for rounds.jsonl from the graph's output (accepted updates + per-event reports)."""
-    accepted = out.get("accepted") or []
-    reports = out.get("reports") or []
-    outcomes: dict[str, int] = {}
-    slim = []
-    for r in reports:
-        key = str(r.get("decision", "unknown"))
-        outcomes[key] = outcomes.get(key, 0) + 1
-        # Keep the per-event essentials in rounds.jsonl; full attempts live in evolver.sqlite and memory.
-        slim.append(
-            {
-                k: r.get(k)
-                for k in (
-                    "event_id",
-                    "task_id",
-                    "failure_type",
-                    "decision",
-                    "interface",
-                    "revisions",
-                    "committed_version",
-                    "note",
-                )
-            }
-            | {"generalised": _slim_generalised(r.get("generalised"))}
-            | {"brains": brains(r)}
-            | {
-                "attempts": [
-                    {
-                        "template": a.get("template"),
-                        "numbers": (a.get("critique") or {}).get("numbers"),
-                        "reasons": (a.get("critique") or {}).get("reasons"),
-                        "evidence_used": a.get("evidence_used") or [],
-                        "decision": a.get("decision"),
-                    }
-                    for a in r.get("attempts") or []
-                    if isinstance(a, dict)
-                ]
-            }
-        )
-    by_event = {r.get("event_id"): r.get("interface") for r in reports}
-    interfaces = [by_event.get(a.get("event_id")) for a in accepted]
-    # On a server the assistant chose models and limits: record which one (absent in process).
-    where = {k: out[k] for k in ("assistant_id", "server_settings", "approvals") if k in out}
-    return {
-        "n_accepted": len(accepted),
-        "accepted_interfaces": interfaces,
-        "outcomes": outcomes,
-        "reports": slim,
-        **where,
-    }
-
-
-def brains(report: dict[str, Any]) -> dict[str, Any]:
-    """Which brain made each decision of one event's report.
-
-    The attributor's, then per attempt the proposer's and the critic's; each "rules", "llm" or "llm_fallback" (the
-    LLM could not answer validly, the rule brain did). `llm_errors`: why, for each fallback.
-    """
-    att = report.get("attribution") or {}
-    attempts = [a for a in report.get("attempts") or [] if isinstance(a, dict)]
-    errors = [
-        n.removeprefix("LLM failed: ")
-        for n in att.get("notes") or []
-        if att.get("source") == "llm_fallback" and str(n).startswith("LLM failed: ")
-    ]
-    errors += [a["llm_error"] for a in attempts if a.get("llm_error")]
-    errors += [
-        (a.get("critique") or {}).get("review", "") for a in attempts if a.get("critic_source") == "llm_fallback"
-    ]
-    return {
-        "attributor": att.get("source"),
-        "proposer": [a.get("source") for a in attempts],
-        "critic": [a.get("critic_source") for a in attempts],
-        "llm_errors": errors,
-    }
-
-
-def _slim_generalised(gen: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The batched repair of an accepted one, as rounds.jsonl keeps it: targets, skips, decision, numbers."""
-    if not gen:
-        return None
-    return {
-        **{k: gen.get(k) for k in ("decision", "targets", "skipped", "signature", "version", "note", "verdict")},
-        "numbers": (gen.get("critique") or {}).get("numbers"),
-    }

@@ -101,7 +101,7 @@ def push_weights_to_training_server(cfg: RunConfig, trainer: Trainer | None) -> 
     (merged, pushed, unmerged) and full weights, and it gathers parameters with collectives under
     ZeRO-3/FSDP, so every rank must call it (rank 0 alone deadlocks). TRL's record of the last pushed step
     is private and is not written: TRL pushes the same weights again before the next step's generation
-    (one redundant push per round). Not run in CI (no GPU vLLM); LoRA hot-loading is (test_http_frozen_policy)."""
+    (one redundant push per round). Not run in CI (no GPU vLLM); LoRA hot-loading is (test_vllm_cpu)."""
     if cfg.frozen_policy_source != "training_server":
         return False
     if trainer is None:

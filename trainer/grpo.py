@@ -24,7 +24,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from trainer.config import RunConfig, save_config
+from trainer.config import RunConfig
+from trainer.config_loader import save_config
 
 log = logging.getLogger(__name__)
 

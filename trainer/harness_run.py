@@ -41,7 +41,8 @@ from harness.detector import Detector, DetectorConfig
 from harness.liveness import Liveness
 from harness.store import HarnessStore
 from harness.types import FailureEvent, HarnessState
-from trainer.config import ConfigError, RunConfig, save_config
+from trainer.config import ConfigError, RunConfig
+from trainer.config_loader import save_config
 from trainer.io import append_jsonl
 
 log = logging.getLogger(__name__)
@@ -215,8 +216,6 @@ class HarnessRun:
 
         The evolver gets its own: its stats must not mix with the training reward's.
         """
-        from trainer.evolver_round import judge_endpoint
-
         return make_judge(self.cfg.evolver.judge_model, *judge_endpoint(self.cfg))
 
     @classmethod
@@ -296,6 +295,17 @@ def is_main_rank() -> bool:
 
     Read from the environment because a run is built before the trainer's process group exists."""
     return int(os.environ.get("RANK", "0")) == 0
+
+
+def judge_endpoint(cfg: RunConfig) -> tuple[str | None, str]:
+    """(base URL, API-key variable) of the run's judge, resolved by `agents.chat_models.role_endpoint`.
+
+    `evolver.judge_base_url` / `judge_api_key_env`, else the shared `evolver.base_url` / `api_key_env`. Here, in the
+    run hub that builds every judge of the run (the reward's, the pause's, a replay's), not in the pause above it.
+    """
+    from agents.chat_models import role_endpoint  # langchain and the provider SDKs load only when a judge is built
+
+    return role_endpoint(cfg.evolver, "judge")
 
 
 def make_judge(judge_model: str | None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY") -> Any:

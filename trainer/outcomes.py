@@ -7,40 +7,45 @@ Reads only files; no torch.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from graphs.round_record import RoundRecord
 from harness.detector import DetectorConfig
+from harness.store import UpdateRecord
+from harness.types import AddVariant
+from trainer.step_metrics import StepMetrics
 
 
-def graded_verdicts(data: dict[str, Any]) -> dict[int, list[str]]:
+def graded_verdicts(rounds: list[RoundRecord]) -> dict[int, list[str]]:
     """Version -> the verdicts training gave its provisional targets.
 
     Read from rounds.jsonl `provisional` (see trainer/provisional.py).
     """
-    out: dict[int, list[str]] = {}
-    for r in data["rounds"]:
-        for v in (r.get("provisional") or {}).get("verdicts") or []:
-            out.setdefault(int(v["version"]), []).append(str(v["verdict"]))
-    return out
+    out: dict[int, list[str]] = defaultdict(list)
+    for r in rounds:
+        for v in r.provisional.verdicts if r.provisional is not None else []:
+            out[v.version].append(v.verdict)
+    return dict(out)
 
 
-def update_outcome(update: dict[str, Any], verdicts: dict[int, list[str]]) -> str:
+def update_outcome(update: UpdateRecord, verdicts: dict[int, list[str]]) -> str:
     """What became of a committed version.
 
     Fallback, revert (a version that undid another), or for the critic's accepts: reverted (training undid it,
     on any target), confirmed (training held it on every target), superseded, provisional (still waiting for its
     groups), accepted (nothing in training can grade it).
     """
-    meta = update.get("meta") or {}
+    meta = update.meta  # the commit's meta (graphs/nodes.py, agents/decisions.py provisional_meta, provisional.py)
     if meta.get("fallback"):
         return "fallback"
     if meta.get("source") == "revert":
         return "revert"
     if not meta.get("provisional"):
         return "accepted"
-    got = verdicts.get(int(update["version"]), [])
-    n_targets = len(meta["provisional"].get("targets") or [])
+    got = verdicts.get(update.version, [])
+    n_targets = len(meta["provisional"]["targets"])
     if "revert" in got:
         return "reverted"
     if got and len(got) >= n_targets:
@@ -48,18 +53,20 @@ def update_outcome(update: dict[str, Any], verdicts: dict[int, list[str]]) -> st
     return "provisional"
 
 
-def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> list[dict[str, Any]]:
+def update_effect_rows(
+    metrics: list[StepMetrics], updates: list[UpdateRecord], rounds: list[RoundRecord], dead_eps: float | None = None
+) -> list[dict[str, Any]]:
     """Per committed update: the groups its tasks had before it and after it (mean, std, dead share).
 
     A reader sees whether the repair held. A task's groups come from metrics.jsonl (`tasks`, `group_means`,
     `group_stds` per step); a harder variant an update added counts as the task's "after".
     """
     eps = DetectorConfig().eps if dead_eps is None else dead_eps
-    groups: dict[str, list[tuple[int, float, float | None]]] = {}
-    for m in data["metrics"]:
-        stds = m.get("group_stds") or [None] * len(m.get("tasks") or [])
-        for tid, mean, std in zip(m.get("tasks") or [], m.get("group_means") or [], stds):
-            groups.setdefault(tid, []).append((int(m["step"]), float(mean), std))
+    groups: dict[str, list[tuple[int, float, float | None]]] = defaultdict(list)
+    for m in metrics:
+        stds: list[float | None] = list(m.group_stds or [None] * len(m.tasks))
+        for tid, mean, std in zip(m.tasks, m.group_means, stds):
+            groups[tid].append((m.step, float(mean), std))
 
     def side(rows: list[tuple[int, float, float | None]]) -> dict[str, Any]:
         stds = [s for _, _, s in rows if s is not None]
@@ -71,19 +78,20 @@ def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> l
         }
 
     out = []
-    verdicts = graded_verdicts(data)
-    for u in data["updates"]:
-        ops = u["update"]["ops"]
-        tasks = sorted({o["task_id"] for o in ops if o.get("task_id")})
-        added = sorted({o["variant_id"] for o in ops if o.get("op") == "add_variant"})
-        before = [g for t in tasks for g in groups.get(t, []) if g[0] <= u["step"]]
-        after = [g for t in [*tasks, *added] for g in groups.get(t, []) if g[0] > u["step"]]
+    verdicts = graded_verdicts(rounds)
+    for u in updates:
+        assert u.update is not None  # committed versions only (trainer/report_data.py `collect`)
+        ops = u.update.ops
+        tasks = sorted({o.task_id for o in ops if o.task_id})
+        added = sorted({o.variant_id for o in ops if isinstance(o, AddVariant)})
+        before = [g for t in tasks for g in groups[t] if g[0] <= u.step]
+        after = [g for t in [*tasks, *added] for g in groups[t] if g[0] > u.step]
         b, a = side(before), side(after)
         out.append(
             {
-                "version": u["version"],
-                "step": u["step"],
-                "interface": u["update"]["interface"],
+                "version": u.version,
+                "step": u.step,
+                "interface": u.update.interface,
                 "outcome": update_outcome(u, verdicts),
                 "tasks": tasks + added,
                 "groups before": b["groups"],
@@ -99,9 +107,8 @@ def update_effect_rows(data: dict[str, Any], dead_eps: float | None = None) -> l
     return out
 
 
-def eval_domain_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Base and trained model side by side per domain (same draws: `harnessrl eval` keeps both)."""
-    ev = data["eval"]
+def eval_domain_rows(ev: dict[str, Any]) -> list[dict[str, Any]]:
+    """Base and trained model side by side per domain (same draws: `harnessrl eval` keeps both in eval.json)."""
     base, trained = ev.get("base"), ev.get("trained")
     if not base or not trained:
         return []
@@ -131,7 +138,7 @@ def eval_domain_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_trace_pages(run_dir: Path, data: dict[str, Any]) -> dict[str, str]:
+def write_trace_pages(run_dir: Path, rounds: list[RoundRecord]) -> dict[str, str]:
     """One trace page per in-process round (run_dir/traces/<thread>.html); thread id -> relative link.
 
     Rounds run on a LangGraph server keep their threads there (open them in Studio).
@@ -142,8 +149,8 @@ def write_trace_pages(run_dir: Path, data: dict[str, Any]) -> dict[str, str]:
     links: dict[str, str] = {}
     if not db.is_file():
         return links
-    for r in data["rounds"]:
-        tid = r.get("thread_id")
+    for r in rounds:
+        tid = r.thread_id
         if not tid:
             continue
         try:

@@ -36,6 +36,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from graphs.round_record import RoundRecord
 from harness.detector import GroupStats, RolloutRecord
 from harness.guidance import render_prompt, visible_hints
 from tools.judge import run_sync
@@ -222,5 +223,5 @@ def run_preflight(pause: EvolverPause) -> float:
     if pause.is_main():
         record = {"step": PREFLIGHT_STEP, "n_accepted": 0, "error": summary["error"]}
         append_jsonl(run.paths.rounds, record | {"preflight": summary, "pause_s": summary["probe_s"], "reports": []})
-    pause.count_failure(PREFLIGHT_STEP, {"error": summary.get("error")}, run.state.version)
+    pause.count_failure(PREFLIGHT_STEP, RoundRecord(step=PREFLIGHT_STEP, error=summary["error"]), run.state.version)
     return summary["probe_s"]

@@ -19,15 +19,13 @@ Each brain set (attributor, proposer, critic models: `rules` or provider:model) 
 process, in its own folder `OUT/<n>-<name>/` (harness/, memory/, evolver.sqlite, trace.html, output.json),
 with the run's own knobs from its config.yaml (sample_k, max_completion_length, temperature, seed, judge,
 detector, interfaces, ...), each through a fresh memo over the one loaded policy, so the critic's seeded
-control groups are the same for every set and each set's probe cost is its own. `comparison_rows` puts
-the sets side by side per event next to what the run itself recorded; `print_comparison` prints that with
-rich and `write_comparison_html` writes it as one self-contained page linking each set's trace.
+control groups are the same for every set and each set's probe cost is its own. The comparison of the sets
+with what the run itself recorded (`comparison.json`, `comparison.html`) is `trainer/replay_page.py`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import itertools
 import json
 import logging
@@ -41,13 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from agents.context import RULES
-from graphs.nodes import ANSWER
+from graphs.round_record import EventReport, RoundRecord
 from harness.atomic import atomic_write_text
-from harness.store import HarnessStore
+from harness.store import HarnessStore, UpdateRecord
 from harness.types import FailureEvent
 from trainer.checkpoint import MEMORY_FILE, STATE_FILE, checkpoints
-from trainer.config import RunConfig, load_config
-from trainer.io import read_jsonl
+from trainer.config import RunConfig
+from trainer.config_loader import load_config
+from trainer.run_logs import read_events, read_rounds
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +98,7 @@ class RecordedRound:
     events: list[FailureEvent]
     events_source: str  # where the event list came from, for the user
     checkpoint: Path
-    record: dict[str, Any]  # the rounds.jsonl line (thread id, recorded per-event reports, ...)
-
-    @property
-    def reports(self) -> list[dict[str, Any]]:
-        return list(self.record.get("reports") or [])
+    record: RoundRecord  # the rounds.jsonl line (thread id, recorded per-event reports, ...)
 
 
 def load_round(run_dir: str | Path, step: int) -> RecordedRound:
@@ -111,18 +106,18 @@ def load_round(run_dir: str | Path, step: int) -> RecordedRound:
     run_dir = Path(run_dir)
     if not (run_dir / "rounds.jsonl").is_file():
         raise FileNotFoundError(f"{run_dir}: no rounds.jsonl; expected a run folder written by `harnessrl train`")
-    rounds = read_jsonl(run_dir / "rounds.jsonl")
-    here = [r for r in rounds if int(r.get("step", -1)) == step]
-    done = [int(r["step"]) for r in rounds if r.get("n_events")]
+    rounds = read_rounds(run_dir / "rounds.jsonl")
+    here = [r for r in rounds if r.step == step]
+    done = [r.step for r in rounds if r.n_events]
     if not here:
         raise ValueError(
             f"{run_dir / 'rounds.jsonl'}: no evolver round at step {step}; rounds with events ran at steps {done}"
         )
     record = here[-1]  # a resumed run truncates rounds after its checkpoint: one line per step remains
-    if not record.get("n_events"):
+    if not record.n_events or record.version_before is None:
         raise ValueError(
             f"{run_dir / 'rounds.jsonl'}: the round at step {step} had no events "
-            f"({record.get('skipped', 'skipped')}); rounds with events ran at steps {done}"
+            f"({record.skipped or 'skipped'}); rounds with events ran at steps {done}"
         )
     cfg = load_config(run_dir / "config.yaml")
     ckpt = run_dir / "checkpoints" / f"checkpoint-{step}"
@@ -138,7 +133,7 @@ def load_round(run_dir: str | Path, step: int) -> RecordedRound:
         run_dir=run_dir,
         step=step,
         cfg=cfg,
-        version_before=int(record["version_before"]),
+        version_before=record.version_before,
         events=events,
         events_source=source,
         checkpoint=ckpt,
@@ -146,28 +141,23 @@ def load_round(run_dir: str | Path, step: int) -> RecordedRound:
     )
 
 
-def _round_events(
-    run_dir: Path, record: dict[str, Any], rounds: list[dict[str, Any]]
-) -> tuple[list[FailureEvent], str]:
-    step = int(record["step"])
+def _round_events(run_dir: Path, record: RoundRecord, rounds: list[RoundRecord]) -> tuple[list[FailureEvent], str]:
+    step = record.step
     path = run_dir / "events.jsonl"
-    lines = [r for r in read_jsonl(path) if int(r.get("step", 0)) <= step]
-    by_id: dict[str, dict[str, Any]] = {}
-    for r in lines:
-        by_id[str(r.get("id"))] = r  # the last line per id wins
-    ids, source = record.get("event_ids"), "rounds.jsonl event_ids"
-    if ids is None and record.get("reports"):
-        ids, source = [r["event_id"] for r in record["reports"]], "rounds.jsonl reports (the run predates event_ids)"
+    events = [e for e in read_events(path) if e.step <= step]
+    by_id = {e.id: e for e in events}  # the last line per id wins
+    ids, source = record.event_ids, "rounds.jsonl event_ids"
+    if ids is None and record.reports:
+        ids = [str(r.event_id) for r in record.reports]
+        source = "rounds.jsonl reports (the run predates event_ids)"
     if ids is None:
-        before = max((int(r["step"]) for r in rounds if int(r.get("step", 0)) < step), default=0)
-        chosen = [r for r in lines if int(r.get("step", 0)) > before]
+        before = max((r.step for r in rounds if r.step < step), default=0)
         source = f"events.jsonl lines of steps {before + 1}..{step} (the run recorded no event list for this round)"
-    else:
-        missing = [i for i in ids if i not in by_id]
-        if missing:
-            raise ValueError(f"{path}: events {missing} of the round at step {step} ({source}) are not in the file")
-        chosen = [by_id[i] for i in ids]
-    return [FailureEvent.from_log_line(r) for r in chosen], source
+        return [e for e in events if e.step > before], source
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise ValueError(f"{path}: events {missing} of the round at step {step} ({source}) are not in the file")
+    return [by_id[i] for i in ids], source
 
 
 # -- the scratch folder of one brain set --------------------------------------------------------------------
@@ -190,11 +180,11 @@ def copy_harness(src_root: Path, dest_root: Path, version: int) -> HarnessStore:
             if not ln.strip():
                 continue
             try:
-                rec = json.loads(ln)
+                rec = UpdateRecord.model_validate_json(ln)
             except ValueError as e:  # read past a torn or damaged line, saying where, as the report does
-                log.warning("%s:%d: not a JSON record (%s); line skipped", src.updates_path, i, e)
+                log.warning("%s:%d: not an update record (%s); line skipped", src.updates_path, i, e)
                 continue
-            if rec.get("version", version + 1) <= version:
+            if rec.version <= version:
                 kept.append(ln)
         dest.updates_path.write_bytes(b"".join(ln + b"\n" for ln in kept))
     return dest
@@ -223,7 +213,9 @@ class BrainRun:
     brains: BrainSet
     folder: Path
     thread_id: str
-    output: dict[str, Any]
+    output: dict[str, Any]  # the graph's output, as output.json keeps it
+    reports: list[EventReport]  # its per-event reports, read once
+    harness_version: int  # the harness version after the round
     seconds: float
     event_seconds: dict[str, float]
     policy_stats: dict[str, int]
@@ -279,8 +271,6 @@ def replay_round(
                 overrides=overrides or {},
             )
         )
-    atomic_write_text(out / "comparison.json", json.dumps(comparison_json(result), indent=1, default=str))
-    write_comparison_html(result, out / "comparison.html")
     return result
 
 
@@ -306,8 +296,8 @@ def _run_one(
     from graphs.trace_html import write_trace
     from harness.detector import DetectorConfig
     from memory.store import TrainingMemory
-    from trainer.evolver_round import evolver_context, judge_endpoint
-    from trainer.harness_run import make_judge
+    from trainer.evolver_round import evolver_context
+    from trainer.harness_run import judge_endpoint, make_judge
 
     h = rr.cfg.harness
     folder.mkdir(parents=True)
@@ -370,6 +360,8 @@ def _run_one(
         folder=folder,
         thread_id=thread_id,
         output=out,
+        reports=[EventReport.model_validate(r) for r in out["reports"]],
+        harness_version=out["harness_version"],
         seconds=seconds,
         event_seconds=event_seconds(db, thread_id),
         policy_stats=endpoint.stats(),
@@ -406,191 +398,3 @@ def event_seconds(db: Path, thread_id: str) -> dict[str, float]:
             if start is not None and end is not None:
                 out[ev["id"]] = round((end - start).total_seconds(), 2)
     return out
-
-
-# -- the comparison ------------------------------------------------------------------------------------------
-def _f(x: Any) -> str:
-    return "–" if x is None else (f"{x:.2f}" if isinstance(x, float) else str(x))
-
-
-def _answer(attempt: dict[str, Any]) -> str:
-    """What the proposer produced: its rule template, or the LLM's ops (or why it had none)."""
-    upd = attempt.get("update") or {}
-    ops = ", ".join(f"{op.get('op')}({op.get('criterion_id') or op.get('task_id', '')})" for op in upd.get("ops", []))
-    if (
-        attempt.get("source") == "llm_fallback"
-    ):  # the LLM gave nothing usable: the rule brain decided (agents/proposer.py)
-        return f"llm: unusable ({(attempt.get('llm_error') or '')[:60]}) -> rules {attempt.get('template') or '–'}"
-    if attempt.get("source") == "llm" or attempt.get("template") == "llm":
-        return f"llm: {ops}" if ops else f"llm: {(attempt.get('error') or 'no update')[:80]}"
-    return attempt.get("template") or attempt.get("error") or "–"
-
-
-def _numbers(attempt: dict[str, Any] | None) -> str:
-    n = ((attempt or {}).get("critique") or {}).get("numbers") or (attempt or {}).get("numbers") or {}
-    if not n:
-        return "unmeasured"
-    return (
-        f"mean {_f(n.get('control_mean'))}→{_f(n.get('candidate_mean'))}  "
-        f"std {_f(n.get('control_std'))}→{_f(n.get('candidate_std'))}"
-    )
-
-
-def _cell(report: dict[str, Any] | None, seconds: float | None, recorded: bool = False) -> dict[str, str]:
-    if report is None:
-        return {"decision": "–", "answer": "", "numbers": "", "cost": "", "seconds": ""}
-    attempts = [a for a in report.get("attempts") or [] if isinstance(a, dict)]
-    decision = str(report.get("decision"))
-    if report.get("committed_version"):
-        decision += f" v{report['committed_version']}"
-    gen = report.get("generalised") or {}
-    if (
-        gen.get("decision") == "accepted"
-    ):  # the repair was also committed for similar tasks (graphs/nodes.py generalise)
-        decision += (
-            f" + generalised to {len(gen.get('per_task') or gen.get('events') or [])} tasks v{gen.get('version')}"
-        )
-    answers = " → ".join(_answer(a) for a in attempts) or (report.get("note") or "–")
-    rollouts = tokens = 0
-    for a in attempts:
-        # The critic copies the measurement's cost into its numbers (so rounds.jsonl has it); else the measurement's.
-        n = ((a.get("critique") or {}).get("numbers")) or a.get("numbers") or {}
-        cost = ((a.get("measurement") or {}).get("cost")) or {}
-        rollouts += int(n.get("cost_probe_rollouts") or cost.get("probe_rollouts") or 0)
-        tokens += int(n.get("cost_probe_tokens") or cost.get("probe_tokens") or 0)
-    tools = sum(1 for c in report.get("tool_calls") or [] if c.get("name") != ANSWER)
-    cost = f"{rollouts} rollouts, {tokens} tokens" + (f", {tools} tool calls" if tools else "")
-    return {
-        "decision": decision,
-        "answer": answers,
-        "numbers": _numbers(attempts[-1] if attempts else None),
-        "cost": cost,
-        "seconds": "not recorded" if recorded else (f"{seconds:.1f} s" if seconds is not None else "–"),
-    }
-
-
-def comparison_rows(result: Replay) -> list[dict[str, Any]]:
-    """One row per event of the round: the run's recorded outcome, then each brain set's."""
-    recorded = {r.get("event_id"): r for r in result.round.reports}
-    rows = []
-    for ev in result.round.events:
-        runs = []
-        for run in result.runs:
-            rep = next((r for r in run.output.get("reports", []) if r.get("event_id") == ev.id), None)
-            runs.append(_cell(rep, run.event_seconds.get(ev.id)))
-        rows.append(
-            {
-                "event_id": ev.id,
-                "task_id": ev.task_id,
-                "type": ev.type,
-                "recorded": _cell(recorded.get(ev.id), None, recorded=True),
-                "runs": runs,
-            }
-        )
-    return rows
-
-
-def comparison_json(result: Replay) -> dict[str, Any]:
-    rr = result.round
-    return {
-        "run_dir": str(rr.run_dir),
-        "step": rr.step,
-        "harness_version": rr.version_before,
-        "policy": result.policy,
-        "events_source": rr.events_source,
-        "recorded_thread_id": rr.record.get("thread_id"),
-        "brain_sets": [
-            {
-                "brains": dataclasses.asdict(r.brains),
-                "folder": r.folder.name,
-                "thread_id": r.thread_id,
-                "harness_version_after": r.output.get("harness_version"),
-                "seconds": round(r.seconds, 2),
-                "n_accepted": len(r.output.get("accepted") or []),
-                "policy": r.policy_stats,
-                "trace": str(r.trace.relative_to(result.out)),
-            }
-            for r in result.runs
-        ],
-        "rows": comparison_rows(result),
-    }
-
-
-_FIELDS = ("decision", "answer", "numbers", "cost", "seconds")
-
-
-def print_comparison(result: Replay, console: Any = None) -> None:
-    """The side-by-side table in the terminal (rich)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    rr = result.round
-    console = console or Console(width=220)
-    table = Table(
-        title=f"round at step {rr.step} of {rr.run_dir.name}, from harness v{rr.version_before} "
-        f"({len(rr.events)} events; policy {result.policy})",
-        show_lines=True,
-    )
-    table.add_column("event")
-    table.add_column("recorded in the run")
-    for i, r in enumerate(result.runs, 1):
-        table.add_column(
-            f"{i}: {r.brains.label()}\nv{rr.version_before}→v{r.output.get('harness_version')}, {r.seconds:.0f} s"
-        )
-    for row in comparison_rows(result):
-
-        def text(c: dict[str, str]) -> str:
-            return "\n".join(f"[bold]{c['decision']}[/bold]" if k == "decision" else c[k] for k in _FIELDS if c[k])
-
-        table.add_row(
-            f"{row['event_id']}\n{row['task_id']} · {row['type']}",
-            text(row["recorded"]),
-            *(text(c) for c in row["runs"]),
-        )
-    console.print(table)
-    console.print(f"events from {rr.events_source}")
-    for i, r in enumerate(result.runs, 1):
-        console.print(f"{i}: {r.folder}  trace: {r.trace}")
-    console.print(f"comparison: {result.out / 'comparison.html'}")
-
-
-_CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}
-td,th{border:1px solid #ccc;padding:.4em .6em;vertical-align:top;font-size:.9em}th{background:#f3f3f3;text-align:left}
-.d{font-weight:bold}.m{color:#555;font-family:monospace;font-size:.85em}"""
-
-
-def write_comparison_html(result: Replay, path: Path) -> Path:
-    """The table as one self-contained page (inline CSS, no script); each brain set links its trace page."""
-    rr = result.round
-    e = html.escape
-    head = "".join(
-        f"<th>{i}: {e(r.brains.label())}<br>"
-        f"<span class=m>v{rr.version_before}→v{e(str(r.output.get('harness_version')))}, "
-        f"{r.seconds:.0f} s, policy calls {r.policy_stats.get('policy_requests', 0)}</span><br>"
-        f'<a href="{e(r.trace.relative_to(result.out).as_posix())}">trace</a> · '
-        f'<a href="{e((r.folder / "output.json").relative_to(result.out).as_posix())}">output.json</a></th>'
-        for i, r in enumerate(result.runs, 1)
-    )
-
-    def cell(c: dict[str, str]) -> str:
-        return (
-            "<td>"
-            + "".join(f"<div class={'d' if k == 'decision' else 'm'}>{e(c[k])}</div>" for k in _FIELDS if c[k])
-            + "</td>"
-        )
-
-    body = "".join(
-        f"<tr><td><b>{e(row['event_id'])}</b><br>{e(row['task_id'])} · {e(row['type'])}</td>"
-        f"{cell(row['recorded'])}{''.join(cell(c) for c in row['runs'])}</tr>"
-        for row in comparison_rows(result)
-    )
-    page = (
-        f"<!doctype html><html><head><meta charset=utf-8><title>replay step {rr.step}</title><style>{_CSS}</style>"
-        f"</head><body><h1>Replay of the round at step {rr.step}</h1>"
-        f"<p>Run <code>{e(str(rr.run_dir))}</code>, harness v{rr.version_before}, "
-        f"policy <code>{e(result.policy)}</code>, "
-        f"{len(rr.events)} events from {e(rr.events_source)}.</p>"
-        f"<table><tr><th>event</th><th>recorded in the run</th>{head}</tr>{body}</table></body></html>"
-    )
-    atomic_write_text(path, page)
-    return path

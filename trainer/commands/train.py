@@ -54,7 +54,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainer.config import ConfigError, describe, load_config
+    from trainer.config import ConfigError, describe
+    from trainer.config_loader import load_config
 
     if args.help_config:
         print(describe())

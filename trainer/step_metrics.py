@@ -1,0 +1,61 @@
+"""One line of a run's `metrics.jsonl` as its readers see it (the console, the report, the benchmarks).
+
+The line is written per training step by the reward (`trainer/reward.py`: rewards, dead share, groups, the judge's
+counts and flags), the step's timing (`trainer/grpo.py`), DAPO's dynamic sampling (`ds_*`,
+`trainer/dynamic_sampling.py`) and the callback (`trainer/callback.py`: pause, time, the harness version after the
+pause). Every field has a default, so lines of older runs (without the later keys) still read; a value that was
+never written is None where "absent" and "zero" differ (a step's time, DAPO's counts).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StepMetrics(BaseModel):
+    # The judge's counts per kind ("judge/malformed", "judge/errors", ...) are written only when non-zero: kept as
+    # extra keys, read by no one here.
+    model_config = ConfigDict(extra="allow")
+
+    step: int = 0
+    reward: float | None = None
+    reward_std: float | None = None
+    dead_share: float | None = None
+    n_groups: int = 0
+    harness_version: int | None = None
+    harness_versions: list[int] = Field(default_factory=list)
+    harness_version_after: int | None = None
+    hinted_share: float | None = None
+    # Per group, in batch order: which task, its mean and std.
+    tasks: list[str] = Field(default_factory=list)
+    group_means: list[float] = Field(default_factory=list)
+    group_stds: list[float] | None = None  # None: a line written before stds were
+    judge_warnings: int = 0
+    judge_left_out: int = 0
+    judge_left_out_share: float = 0.0
+    judge_flagged: bool = False
+    unscoreable: int = 0
+    unscoreable_flagged: bool = False
+    criteria_skipped: int = 0
+    skipped_flagged: bool = False
+    # Timing: the step's start and its line's time (wall clock), its training and the harness's own seconds.
+    step_started: float | None = None
+    time: float | None = None
+    train_step_s: float | None = None
+    harness_overhead_s: float | None = None
+    sampler_s: float = 0.0
+    reward_overhead_s: float = 0.0
+    pause_s: float = 0.0
+    # DAPO dynamic sampling (None: the run did not use it).
+    ds_groups_generated: int | None = None
+    ds_groups_kept: int | None = None
+    ds_groups_dead: int | None = None
+    ds_kept_dead: int = 0
+    ds_short: int = 0
+    ds_rollouts_generated: int | None = None
+    ds_rollouts_trained: int | None = None
+
+    @property
+    def harness_version_now(self) -> int | None:
+        """The harness version after the step's pause (lines before it was written: the version the step drew)."""
+        return self.harness_version if self.harness_version_after is None else self.harness_version_after
