@@ -103,8 +103,16 @@ class EvolverContext:
     # -- loop --------------------------------------------------------------------------------------
     max_revisions: int = _f(2, "R: a rejected candidate is revised at most this many times, then the fallback")
     require_approval: bool = _f(False, "pause at an approval interrupt before committing an accepted update")
-    memory: bool = _f(True, "ablation: False ignores memory evidence (events are still recorded)")
-    critic: bool = _f(True, "ablation: False accepts every valid proposal without measuring it")
+    memory: bool = _f(
+        True,
+        "ablation: False: the agents read no memory (history, similar cases, repair ladder), generalise is off and "
+        "the critic's controls are fresh probes, not cached training groups; a training round in process (or on a "
+        "server without harness.memory_url) gets no memory at all (events are still recorded)",
+    )
+    critic: bool = _f(
+        True,
+        "ablation: False accepts every valid proposal without measuring it; a fallback then commits unprobed",
+    )
     apply_fallback: bool = _f(True, "after R rejected revisions, apply the safe sampling fallback")
     interfaces: list[str] = _f(list(INTERFACES), "interfaces the evolver may update (ablation: leave some out)")
     history_last_n: int = _f(10, "within-task memory records shown to the attributor")

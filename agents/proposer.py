@@ -10,10 +10,11 @@ changed the choice (`rule_proposal`). `render_template` re-renders an accepted t
 an accepted repair is generalised (`agents/generalise.py`).
 
 LLM brain: the model may first call its tools (current_harness, task_history, similar_cases,
-sample_policy, score_responses), then writes the update as JSON; anything that does not parse or names unknown tasks
-or criteria becomes `Proposal(update=None, error=...)` that the critic rejects as invalid; an answer that is not
-usable after the retries hands the decision to the rule brain (`fallback=`, `source: llm_fallback`), so a
-hallucinating model never corrupts the harness and never changes sampling on its own. The model never
+sample_policy, score_responses), then writes the update as JSON. An answer that is not usable after the retries (it
+does not parse or fit the schema) or that picks another interface hands the decision to the rule brain (`fallback=`,
+`source: llm_fallback`); a schema-valid update the harness refuses (unknown tasks or criteria) fails the graph's
+validate node and costs a revision. So a hallucinating model never corrupts the harness and never changes sampling
+on its own. The model never
 sees the hidden audit: the event and the critic's feedback reach it through `harness.visibility`.
 
 When every candidate was rejected, the safe sampling change is `agents/fallback.py`'s.

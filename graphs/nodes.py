@@ -244,7 +244,9 @@ def _cached_rollouts(
     Every cached group for the paired re-scoring of a criteria candidate; the unhinted groups (of the parent, for a
     new variant) as the exact test's control pool otherwise.
     """
-    if svc.memory is None or ctx.history_rollouts <= 0:
+    # The memory ablation (`memory=false`) measures on fresh probes, also where a memory service is open (a Studio
+    # or `harnessrl evolve` round given a memory location).
+    if svc.memory is None or not ctx.memory or ctx.history_rollouts <= 0:
         return None, None
     if update.interface == "criteria":
         return task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts), None

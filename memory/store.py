@@ -8,7 +8,9 @@ Two ways to reach Chroma, same API:
   exclusive `flock` on `<path>/harnessrl.lock` for the life of the store, so a second process (or a second
   store in this process) fails fast with a `MemoryStoreError` instead of corrupting the sqlite/HNSW files.
 - `TrainingMemory.http(host, port)`: an `HttpClient` to a `chroma run --path <dir>` server, for when the
-  trainer, `langgraph dev` and scripts all need the memory at once.
+  trainer, `langgraph dev` and scripts all need the memory at once. A server can go away and come back: a write
+  it cannot take is queued in order and written when it answers again (`memory/outage.py`); a read while it is
+  away is a `MemoryServerDown`, as is a queue that would overflow (training stops rather than drop a record).
 - `TrainingMemory.ephemeral()`: in-memory, for tests.
 
 Every collection is created and opened with our embedding function passed explicitly (never Chroma's
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import threading
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import chromadb
+import httpx
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings
@@ -44,6 +48,7 @@ from chromadb.errors import ChromaError
 
 from harness.atomic import atomic_write_text
 from memory.embeddings import make_embedding
+from memory.outage import MAX_QUEUED_RECORDS, QueuedWrite, WriteQueue
 from memory.records import (
     KINDS,
     AttributionRecord,
@@ -55,6 +60,8 @@ from memory.records import (
     record_from_metadata,
 )
 
+log = logging.getLogger(__name__)
+
 _RUN_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){0,127}$")
 LOCK_FILE = "harnessrl.lock"
 SNAPSHOT_FORMAT = "harnessrl-memory-v1"
@@ -62,6 +69,10 @@ SNAPSHOT_FORMAT = "harnessrl-memory-v1"
 
 class MemoryStoreError(RuntimeError):
     """The memory store cannot be opened or used; the message names the path/URL and what to do."""
+
+
+class MemoryServerDown(MemoryStoreError):
+    """The Chroma server does not answer: a read cannot be served, or the queue of writes waiting for it is full."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,7 @@ class TrainingMemory:
         run_id: str | None = None,
         location: str = "",
         lock_fd: int | None = None,
+        queue: WriteQueue | None = None,
     ) -> None:
         if run_id is not None and not _RUN_ID.match(run_id):
             raise ValueError(
@@ -120,6 +132,9 @@ class TrainingMemory:
         self._last_seq = 0
         self._closed = False
         self._cols: dict[str, Collection] = {}
+        # Writes waiting for a server that went away (`http` stores only: a local folder has no outages).
+        self._queue = queue
+        self._queue_lock = threading.RLock()  # the reward's thread and the pause's may both write
         emb_meta = {
             "harnessrl_embedding": self.embedding.name(),
             "harnessrl_embedding_config": json.dumps(self.embedding.get_config(), sort_keys=True),
@@ -207,8 +222,12 @@ class TrainingMemory:
         port: int = 8000,
         embedding: Any = "minilm",
         run_id: str | None = None,
+        max_queued: int = MAX_QUEUED_RECORDS,
     ) -> TrainingMemory:
-        """A store on a running `chroma run` server (several processes may share it)."""
+        """A store on a running `chroma run` server (several processes may share it).
+
+        Writes the server cannot take while it is away are queued, up to `max_queued` records (`memory/outage.py`).
+        """
         url = f"http://{host}:{port}"
         try:
             client = chromadb.HttpClient(host=host, port=port, settings=_settings())
@@ -218,7 +237,7 @@ class TrainingMemory:
                 f"no Chroma server at {url} ({type(e).__name__}: {e}); start one with "
                 f"`chroma run --path <folder> --host {host} --port {port}`"
             ) from e
-        return cls(client, embedding=embedding, run_id=run_id, location=url)
+        return cls(client, embedding=embedding, run_id=run_id, location=url, queue=WriteQueue(url, max_queued))
 
     @classmethod
     def ephemeral(cls, embedding: Any = "hash", run_id: str | None = None) -> TrainingMemory:
@@ -248,9 +267,24 @@ class TrainingMemory:
             self._release()
 
     def close(self) -> None:
-        """Flush and release the folder (idempotent). The store cannot be used afterwards."""
+        """Flush and release the folder (idempotent). The store cannot be used afterwards.
+
+        Writes still queued for a server that does not answer are lost with the process: said as an error, with
+        where the memory stands (the last complete checkpoint holds a whole snapshot).
+        """
         if self._closed:
             return
+        if self._queue is not None and self._queue.pending:
+            try:
+                self._flush()
+            except (httpx.TransportError, MemoryStoreError) as e:  # closing must still release the client
+                log.error(
+                    "memory server at %s still unreachable at close (%s): %d queued records were not written. "
+                    "The last complete checkpoint's memory snapshot is whole: restart the server and resume from it",
+                    self.location,
+                    e,
+                    self._queue.queued,
+                )
         self._closed = True
         self._cols = {}
         try:
@@ -279,7 +313,41 @@ class TrainingMemory:
             self._last_seq = max(time.time_ns(), self._last_seq + 1)
             return self._last_seq
 
+    # -- a server that goes away (memory/outage.py) -------------------------------------------------------------
+    def _flush(self) -> None:
+        """Write out the queued writes, oldest first; raises `httpx.TransportError` while the server is away."""
+        if self._queue is None or not self._queue.pending:
+            return
+        with self._queue_lock:
+            self._client.heartbeat()  # cheap: no embedding is computed for a write the server cannot take
+            self._queue.flush(self._upsert)
+
+    def _down(self, doing: str, e: BaseException) -> MemoryServerDown:
+        waiting = f"; records queued for it: {self._queue.queued}" if self._queue and self._queue.queued else ""
+        return MemoryServerDown(
+            f"memory server at {self.location} unreachable while {doing} ({type(e).__name__}: {e}){waiting}. "
+            f"Restart it on the same port and folder (`chroma run --path <its folder> --port <port>`)"
+        )
+
+    def queue_counts(self) -> dict[str, int]:
+        """Records waiting for the server now, records written after waiting, outages begun (0s without a server).
+
+        Counted over this store's life; the trainer writes the first two into `metrics.jsonl`.
+        """
+        q = self._queue
+        if q is None:
+            return {"queued": 0, "flushed": 0, "outages": 0}
+        return {"queued": q.queued, "flushed": q.flushed, "outages": q.outages}
+
     # -- writes (upserts on stable ids: recording the same thing twice is idempotent) -------------------------
+    def _upsert(self, write: QueuedWrite) -> None:
+        try:
+            self._col(write.kind).upsert(ids=write.ids, documents=write.documents, metadatas=write.metadatas)  # type: ignore[arg-type]
+        except ChromaError as e:
+            raise MemoryStoreError(
+                f"memory at {self.location}: writing {len(write.ids)} {write.kind} failed: {e}"
+            ) from e
+
     def _put(self, records: Sequence[Record]) -> list[str]:
         if not records:
             return []
@@ -288,12 +356,31 @@ class TrainingMemory:
             raise ValueError("_put takes records of one kind")
         ids = [r.record_id for r in records]
         metas = [{**r.metadata(), "seq": self._next_seq()} for r in records]
-        docs = [r.document() for r in records]
-        try:
-            self._col(kind).upsert(ids=ids, documents=docs, metadatas=metas)  # type: ignore[arg-type]
-        except ChromaError as e:
-            raise MemoryStoreError(f"memory at {self.location}: writing {len(ids)} {kind} failed: {e}") from e
+        write = QueuedWrite(kind, ids, [r.document() for r in records], metas)
+        queue = self._queue
+        if queue is None:
+            self._upsert(write)
+            return ids
+        with self._queue_lock:
+            try:
+                self._flush()  # what waits goes first: the server sees the writes in the order they were made
+                self._upsert(write)
+            except httpx.TransportError as e:
+                self._hold(queue, write, e)
         return ids
+
+    def _hold(self, queue: WriteQueue, write: QueuedWrite, e: httpx.TransportError) -> None:
+        """Queue a write the server could not take; a queue that is full stops training instead."""
+        if not queue.fits(len(write.ids)):
+            raise MemoryServerDown(
+                f"memory server at {self.location} unreachable ({type(e).__name__}: {e}) and "
+                f"{queue.queued} records are queued for it, the most this process holds: training stops "
+                f"here rather than drop a record. Restart the server on the same port and folder (`chroma run "
+                f"--path <its folder> --port <port>`), then continue with `harnessrl train --config <your "
+                f"config> --resume` (the last complete checkpoint's memory is restored exactly; the steps since "
+                f"are trained again)"
+            ) from e
+        queue.add(write, e)
 
     def add_group(
         self, summary: GroupSummary | Any, best: Any = None, worst: Any = None, harness_version: int = 0, **kw: Any
@@ -324,7 +411,10 @@ class TrainingMemory:
     # -- reads ----------------------------------------------------------------------------------------------
     def _get(self, kind: str, where: dict[str, Any] | None, ids: list[str] | None = None) -> list[tuple[dict, Record]]:
         try:
+            self._flush()  # a reader sees every write made before it, queued ones included
             res = self._col(kind).get(ids=ids, where=where, include=["metadatas"])  # type: ignore[arg-type]
+        except httpx.TransportError as e:
+            raise self._down(f"reading {kind}", e) from e
         except ChromaError as e:
             raise MemoryStoreError(f"memory at {self.location}: reading {kind} failed: {e}") from e
         metas = res["metadatas"] or []
@@ -389,9 +479,12 @@ class TrainingMemory:
         if k <= 0:
             return []
         try:
+            self._flush()
             res = self._col(kind).query(
                 query_texts=[query_text], n_results=k, where=where, include=["metadatas", "documents", "distances"]
             )
+        except httpx.TransportError as e:
+            raise self._down(f"querying {kind}", e) from e
         except ChromaError as e:
             raise MemoryStoreError(f"memory at {self.location}: querying {kind} failed: {e}") from e
         out = []
@@ -440,11 +533,18 @@ class TrainingMemory:
         return self._query("events", query_text, k, _where(failure_type=failure_type))
 
     def count(self) -> dict[str, int]:
-        return {kind: self._col(kind).count() for kind in KINDS}
+        try:
+            self._flush()
+            return {kind: self._col(kind).count() for kind in KINDS}
+        except httpx.TransportError as e:
+            raise self._down("counting records", e) from e
 
     # -- snapshots (engine-independent JSONL; resume restores the memory with the harness version) ------------
     def snapshot(self, dest: str | os.PathLike[str]) -> Path:
         """Write every record to a JSONL file atomically (`atomic_write_text`).
+
+        Queued writes are written to the server first, so the snapshot holds them; while the server is away it
+        cannot be read, and the snapshot is a `MemoryServerDown` (no file is written).
 
         Embeddings are not stored: `restore` recomputes them, which keeps the file small and portable across
         embedders of the same kind.

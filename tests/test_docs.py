@@ -15,6 +15,16 @@ Rules (each check is a plain function, exercised on the real tree and on a synth
   is defined where it says: the module file exists and defines each part in turn (read with `ast`, nothing is
   imported).
 - every file the README's tree lists under a package folder (`harness/`, then `  types.py ...`) exists there.
+- every backticked repository path in README.md, AGENTS.md, docs/*.md and benchmarks/*.md (`agents/critic.py`,
+  `tools/vllm_cpu/`, `configs/tiny.yaml`) exists. A path counts when it names a folder (`/` at the end) or a source
+  or text file, holds no placeholder (`<group>`, `*`), and either names a module outside `runs/` or starts with a
+  top-level entry of the tree other than `runs/`: a run folder's `final/` or `checkpoint-N/`, and user-chosen names
+  such as `runs/mine` or `my_tasks.jsonl`, are not checked. Inline code only: fenced blocks (commands, the README's
+  tree) are left out.
+- every backticked dotted name of a package in those docs (`agents.decisions.after_critique`, `tools.judge`) resolves
+  as `unresolved` reads it, or names a module or package; `harness.<x>` where `harness/<x>.py` is no module is a
+  config key (`harness.max_events`; `tests/test_readme_config.py` checks the config's fields) and a file name
+  (`memory.jsonl`) is no name: neither is checked here.
 """
 
 from __future__ import annotations
@@ -339,3 +349,108 @@ def test_readme_tree_names_only_existing_modules(tmp_path):
     fake = "## What is in the repo\n\n```\npkg/   a package\n  alpha.py   here\n  gone.py, alpha.py   not\n```\n"
     assert readme_tree_misses(fake, _fake_repo(tmp_path)) == ["pkg/gone.py"]
     assert readme_tree_misses(README.read_text(encoding="utf-8"), REPO) == []
+
+
+# -- backticked repository paths and names in the prose docs ------------------------------------------------------
+PATH_DOCS = ("README.md", "AGENTS.md", "docs/*.md", "benchmarks/*.md")
+FENCED = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+REPO_PATH = re.compile(
+    r"(?<![\w./<>*-])((?:[A-Za-z_][\w.-]*/)+(?:[A-Za-z_][\w.-]*\.(?:py|md|yaml|yml|toml|txt|cfg|sh|json))?)(?![\w<>*/-])"
+)
+FILE_SUFFIXES = {"py", "md", "json", "jsonl", "yaml", "yml", "html", "sqlite", "lock", "txt", "torn"}
+CONFIG_SECTION_PACKAGES = {"harness"}  # a package whose name is also a config section (`harness.max_events`)
+
+
+def inline_code(doc: str) -> list[str]:
+    """The inline code spans of a Markdown text, fenced blocks left out (their backticks would pair wrongly)."""
+    return INLINE_CODE.findall(FENCED.sub("", doc))
+
+
+def tree_tops(files: list[str]) -> set[str]:
+    """The top-level entries of the tree (first parts of its files), without `runs/`, where run folders go."""
+    return {f.split("/")[0] for f in files} - {"runs"}
+
+
+def missing_repo_paths(doc: str, root: Path, tops: set[str]) -> list[str]:
+    """Backticked repository paths in `doc` that do not exist under `root` (see the module docstring)."""
+    missing: list[str] = []
+    for token in inline_code(doc):
+        for path in REPO_PATH.findall(token):
+            first = path.split("/")[0]
+            ours = first in tops or (path.endswith(".py") and first != "runs")  # no run folder holds a module
+            if ours and not (root / path).exists() and path not in missing:
+                missing.append(path)
+    return missing
+
+
+def _spans(doc: str) -> str:
+    return "\n".join(f"`{c}`" for c in inline_code(doc))
+
+
+def unresolved_refs(doc: str, root: Path, packages: set[str]) -> list[str]:
+    """Backticked dotted names of `packages` in `doc` that name no module, package or definition (docstring)."""
+    bad: list[str] = []
+    for name in dotted_names(_spans(doc), packages):
+        parts = name.split(".")
+        if parts[-1] in FILE_SUFFIXES:
+            continue  # a file name (`memory.jsonl`)
+        if parts[0] in CONFIG_SECTION_PACKAGES and not (root / parts[0] / f"{parts[1]}.py").is_file():
+            continue  # a config key
+        if (root / Path(*parts)).with_suffix(".py").is_file() or (root / Path(*parts) / "__init__.py").is_file():
+            continue  # a module or package
+        if unresolved([name], root) and name not in bad:
+            bad.append(name)
+    return bad
+
+
+def _path_docs(root: Path) -> dict[str, str]:
+    return {
+        f.relative_to(root).as_posix(): f.read_text(encoding="utf-8")
+        for pattern in PATH_DOCS
+        for f in sorted(root.glob(pattern))
+    }
+
+
+def test_backticked_repository_paths_in_the_docs_exist():
+    docs = _path_docs(REPO)
+    assert {"README.md", "AGENTS.md", "docs/DESIGN.md", "docs/ARCHITECTURE.md"} <= set(docs)
+    tops = tree_tops(repo_files(REPO))
+    checked = [p for text in docs.values() for c in inline_code(text) for p in REPO_PATH.findall(c)]
+    assert len([p for p in checked if p.split("/")[0] in tops]) >= 100, "the path pattern finds too few paths"
+    bad = {name: missing for name, text in docs.items() if (missing := missing_repo_paths(text, REPO, tops))}
+    assert not bad, f"these docs name repository paths that do not exist (moved or renamed?): {bad}"
+
+
+def test_backticked_dotted_names_in_the_docs_exist():
+    docs = _path_docs(REPO)
+    packages = {m.split("/")[0] for m in package_modules(REPO)}
+    assert sum(len(dotted_names(_spans(text), packages)) for text in docs.values()) >= 50, "too few names found"
+    bad = {name: refs for name, text in docs.items() if (refs := unresolved_refs(text, REPO, packages))}
+    assert not bad, f"these docs name modules or functions that do not exist (moved or renamed?): {bad}"
+
+
+def test_synthetic_doc_with_a_planted_bad_path_fails(tmp_path):
+    root = _fake_repo(tmp_path)
+    tops = tree_tops(["pkg/alpha.py", "scripts/tool.py", "runs/old/config.yaml"])
+    assert tops == {"pkg", "scripts"}
+    doc = (
+        "`pkg/alpha.py` and `pkg/sub/`, `scripts/tool.py --help`, `pkg/gone.py` (planted), `pkg/nothere/`,"
+        " `moved/alpha.py` (a folder that is gone),\n"
+        "```\npkg/fenced.py is a command's, not checked\n```\n"
+        "`python pkg/gone.py` again, `runs/mine/x.py`, a run's `final/` and `checkpoint-N/`, `pkg/<name>.py`,"
+        " `pkg/content/*.yaml`, `my_tasks.jsonl`, `pkg/updates.jsonl`, `pkg.alpha.run`, plain pkg/gone2.py"
+    )
+    assert missing_repo_paths(doc, root, tops) == ["pkg/gone.py", "pkg/nothere/", "moved/alpha.py"]
+
+
+def test_synthetic_doc_with_a_planted_bad_name_fails(tmp_path):
+    root = _fake_repo(tmp_path)
+    doc = (
+        "`pkg.alpha.run`, `pkg.alpha.Box.open`, `pkg.alpha`, `pkg.sub`, `pkg.sub.beta`, `pkg.alpha.gone` (planted),"
+        " `pkg.measure` (a moved module), `pkg.sub.beta.f`, `other.x.y`, `pkg/alpha.py`\n"
+        "```\n`pkg.fenced.name` in a block\n```\n"
+    )
+    assert unresolved_refs(doc, root, {"pkg"}) == ["pkg.alpha.gone", "pkg.measure", "pkg.sub.beta.f"]
+    assert unresolved_refs("`harness.max_events` `harness.gone.f`", root, {"harness"}) == []  # config keys
+    assert unresolved_refs("`pkg.jsonl` `pkg.gone.py`", root, {"pkg"}) == []  # file names

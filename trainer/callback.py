@@ -3,7 +3,8 @@
 TRL/transformers callbacks have no "pause" flag; blocking inside a hook *is* the pause. With `harness.preflight`,
 `on_train_begin` of a run at step 0 runs the pre-flight round (`trainer.preflight.run_preflight`). Every
 `harness.evolve_every` steps `on_step_end` runs `EvolverPause.evolve` and stops training when the pause says so
-(`stop_reason`); every step it writes the step's metrics line. `on_save` adds the harness state to each TRL
+(`stop_reason`); every step it writes the step's metrics line (with the memory server's outage, when there is one:
+records queued and flushed). `on_save` adds the harness state to each TRL
 checkpoint (`trainer.checkpoint.write_checkpoint_state`), then prunes the complete checkpoints beyond
 `train.save_total_limit` (`trainer.disk.prune_checkpoints`).
 """
@@ -35,6 +36,7 @@ class HarnessCallback(TrainerCallback):
         self.run = run
         self.cfg = run.cfg
         self.pause = EvolverPause(run, trainer, run_graph=run_graph)
+        self._flushed_seen = 0  # the memory's flushed count at the last step's line
 
     @property
     def trainer(self) -> Trainer | None:
@@ -81,10 +83,24 @@ class HarnessCallback(TrainerCallback):
                 "harness_overhead_s": record.get("sampler_s", 0.0) + record.get("reward_overhead_s", 0.0),
             }
         )
+        record.update(self._memory_outage())
         self.run.last_record = record
         if self.pause.is_main():
             append_jsonl(self.run.paths.metrics, record)
         return control
+
+    def _memory_outage(self) -> dict[str, int]:
+        """The memory server's outage at the step's end, for metrics.jsonl (written only when there is one).
+
+        `memory_queued`: records waiting for the server now; `memory_flushed`: queued records written during the
+        step, once it answered again (`memory/outage.py`).
+        """
+        if self.run.memory is None:
+            return {}
+        counts = self.run.memory.queue_counts()
+        flushed = counts["flushed"] - self._flushed_seen
+        self._flushed_seen = counts["flushed"]
+        return {k: v for k, v in (("memory_queued", counts["queued"]), ("memory_flushed", flushed)) if v}
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object
@@ -95,7 +111,7 @@ class HarnessCallback(TrainerCallback):
             # The state file marks the checkpoint complete: every rank's part (its rng_state_N.pth) must be
             # written before it, or a kill in between leaves a "complete" checkpoint that cannot resume.
             acc.wait_for_everyone()
-        if self.pause.is_main() and ckpt.is_dir():
-            write_checkpoint_state(ckpt, self.run, state.global_step)
+        # Pruning counts complete checkpoints only; one the memory server's outage left incomplete prunes nothing.
+        if self.pause.is_main() and ckpt.is_dir() and write_checkpoint_state(ckpt, self.run, state.global_step):
             prune_checkpoints(Path(args.output_dir).parent, self.cfg.train.save_total_limit)  # only once it is complete
         return control

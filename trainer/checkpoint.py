@@ -10,6 +10,13 @@
   a checkpoint without it (killed mid-save) is incomplete and resume skips it.
 - `memory.jsonl`: a snapshot of the training memory (`TrainingMemory.snapshot`).
 
+A checkpoint is complete only with a snapshot that holds every record written before it: the snapshot first writes
+out the memory writes queued while a Chroma server was away (`memory/outage.py`). A server that is still away when
+the checkpoint is saved (`memory.store.MemoryServerDown`) cannot be read, so neither the snapshot nor the state file
+is written: the checkpoint is left incomplete (resume skips it, and a state file beside a snapshot lacking the queued
+records would resume a memory without them), a warning says so, and training goes on with its writes queued; the
+first checkpoint after the server answers holds them.
+
 Resume makes the run folder match the checkpoint. It first checks what it will need, changing nothing
 when something is wrong (`prepare_resume`; a corrupt or missing file is a `ResumeError` naming the file, what
 is wrong and the way out):
@@ -84,10 +91,23 @@ class ResumeError(ValueError):
     """
 
 
-def write_checkpoint_state(ckpt_dir: Path, run: HarnessRun, step: int) -> None:
+def write_checkpoint_state(ckpt_dir: Path, run: HarnessRun, step: int) -> bool:
+    """Add the harness state (and memory snapshot) to a TRL checkpoint; False: left incomplete (memory server away)."""
+    from memory.store import MemoryServerDown
+
     ckpt_dir = Path(ckpt_dir)
     if run.memory is not None:
-        run.memory.snapshot(ckpt_dir / MEMORY_FILE)
+        try:
+            run.memory.snapshot(ckpt_dir / MEMORY_FILE)
+        except MemoryServerDown as e:
+            log.warning(
+                "%s left incomplete (no %s): its memory snapshot cannot be read while the memory server is away "
+                "(%s). Training goes on; resume would use the last complete checkpoint",
+                ckpt_dir.name,
+                STATE_FILE,
+                e,
+            )
+            return False
     with run.lock:
         pending = [e.model_dump(mode="json") for e in run.pending_events]
     atomic_write_json(
@@ -104,6 +124,7 @@ def write_checkpoint_state(ckpt_dir: Path, run: HarnessRun, step: int) -> None:
             "written_at": time.time(),
         },
     )
+    return True
 
 
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:

@@ -228,6 +228,17 @@ def _n(count: int, noun: str) -> str:
 _BRAIN_WORDS = {"rules": "by rules", "llm": "by the LLM", "llm_fallback": "by rules after the LLM failed"}
 
 
+def _steps(steps: list[int]) -> str:
+    """Steps as runs: [3, 4, 5, 9] -> "steps 3-5, 9"."""
+    runs: list[list[int]] = []
+    for n in steps:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return "steps " + ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
 def summary_sentences(s: Summary) -> list[str]:
     """The summary as a person reads it."""
 
@@ -269,6 +280,19 @@ def summary_sentences(s: Summary) -> list[str]:
             f"{_n(s['criteria_skipped'], 'verdict')} skipped for want of a judge and "
             f"{_n(s['judge_left_out'], 'verdict')} left out because the judge failed; "
             f"{_n(s['steps_flagged'], 'step')} flagged (metrics.jsonl)."
+        )
+    if s["memory_outage_steps"] or s["memory_flushed"]:
+        down = s["memory_outage_steps"]
+        lines.append(
+            f"The memory server was unreachable at the end of {_n(len(down), 'step')}"
+            + (f" ({_steps(down)})" if down else "")
+            + f"; {_n(s['memory_flushed'], 'queued record')} written once it answered again"
+            + (
+                f", {s['memory_queued_at_end']} still queued at the last step (not written)"
+                if s["memory_queued_at_end"]
+                else ""
+            )
+            + " (metrics.jsonl: memory_queued, memory_flushed)."
         )
     if s["judge_warnings"]:
         lines.append(

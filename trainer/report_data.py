@@ -110,6 +110,9 @@ class Summary(TypedDict):
     judge_left_out: int
     steps_flagged: int
     brains: dict[str, dict[str, int]]
+    memory_outage_steps: list[int]  # steps that ended with memory writes waiting for the Chroma server
+    memory_flushed: int  # records written to it after waiting
+    memory_queued_at_end: int  # records still waiting at the last step (not written)
 
 
 def summary(data: RunData) -> Summary:
@@ -165,6 +168,9 @@ def summary(data: RunData) -> Summary:
         "judge_left_out": sum(x.judge_left_out for x in m),
         "steps_flagged": sum(1 for x in m if x.judge_flagged or x.unscoreable_flagged or x.skipped_flagged),
         "brains": brain_counts(data),
+        "memory_outage_steps": [x.step for x in m if x.memory_queued],
+        "memory_flushed": sum(x.memory_flushed for x in m),
+        "memory_queued_at_end": m[-1].memory_queued if m else 0,
     }
 
 

@@ -3,8 +3,8 @@
 `take_events` takes them from the run's pending list (`trainer.harness_run.HarnessRun.add_events` queues them):
 events about a harness an update already replaced are stale (`stale_check`), a task is repaired once per round
 (its other events are superseded), a dead group seen once on a task whose recent groups are mostly live is
-dropped (`live_check`), and tasks are ranked by expected repair value (`EVENT_CLASS`, `SLOT_ORDER`;
-docs/DESIGN.md §2) and, among dead failures of one rank, by the informative groups a repair would buy
+dropped (`live_check`), and tasks are ranked first by a fixed order of failure classes (`EVENT_CLASS`,
+`SLOT_ORDER`; docs/DESIGN.md §2) and, among dead failures of one class, by the informative groups a repair would buy
 (`repair_values`); events beyond `harness.max_events` wait for the next round.
 """
 

@@ -3,8 +3,8 @@
 The line is written per training step by the reward (`trainer/reward.py`: rewards, dead share, groups, the judge's
 counts and flags), the step's timing (`trainer/grpo.py`), DAPO's dynamic sampling (`ds_*`,
 `trainer/dynamic_sampling.py`) and the callback (`trainer/callback.py`: pause, time, the harness version after the
-pause). Every field has a default, so lines of older runs (without the later keys) still read; a value that was
-never written is None where "absent" and "zero" differ (a step's time, DAPO's counts).
+pause, the memory server's outage). Every field has a default, so lines of older runs (without the later keys)
+still read; a value that was never written is None where "absent" and "zero" differ (a step's time, DAPO's counts).
 """
 
 from __future__ import annotations
@@ -54,6 +54,10 @@ class StepMetrics(BaseModel):
     ds_short: int = 0
     ds_rollouts_generated: int | None = None
     ds_rollouts_trained: int | None = None
+    # The memory server's outage (memory/outage.py), written by the callback only while there is one: records waiting
+    # for the server at the step's end, and queued records written during the step once it answered again.
+    memory_queued: int = 0
+    memory_flushed: int = 0
 
     @property
     def harness_version_now(self) -> int | None:

@@ -6,6 +6,7 @@ to a file outside the repo; readiness is an HTTP GET that answers 200 before a d
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -52,7 +53,8 @@ def running_server(
             time.sleep(0.3)
         yield proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # the group is gone already: a test killed the server
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:

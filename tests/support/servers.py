@@ -10,9 +10,11 @@ need other settings (another model, a kill and restart) start their own with `te
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,11 +54,19 @@ def langgraph_dev(log_dir: Path) -> Iterator[str]:
 def chroma_run(root: Path) -> Iterator[str]:
     """`chroma run` with its database and log under `root`; yields its URL."""
     port = free_port()
+    with chroma_process(root, port):
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def chroma_process(root: Path, port: int, log_name: str = "chroma.log") -> Iterator[subprocess.Popen]:
+    """`chroma run` on `root`/db and `port`; yields its process, for a test that kills it and starts it again on the
+    same folder and port (the same server to its clients)."""
     cmd = [str(BIN / "chroma"), "run", "--path", str(root / "db"), "--host", "127.0.0.1", "--port", str(port)]
     with running_server(
-        cmd, ready_url=f"http://127.0.0.1:{port}/api/v2/heartbeat", log_path=root / "chroma.log", timeout_s=30
-    ):
-        yield f"http://127.0.0.1:{port}"
+        cmd, ready_url=f"http://127.0.0.1:{port}/api/v2/heartbeat", log_path=root / log_name, timeout_s=30
+    ) as proc:
+        yield proc
 
 
 def empty_chroma(url: str) -> None:
@@ -82,3 +92,34 @@ def tiny_vllm(model_dir: Path, log_dir: Path) -> Iterator:
     ) as server:
         yield server
     assert server.proc is None, "the server's process group must be gone after the server is stopped"
+
+
+class RestartableChroma:
+    """A test's own `chroma run` on one folder and port, killed with SIGKILL (a crash, not a shutdown) and started
+    again: the shared session server must never be killed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.port = root, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server: ExitStack | None = None
+        self._proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        stack = ExitStack()
+        self._proc = stack.enter_context(chroma_process(self.root, self.port, log_name=f"chroma-{self.starts}.log"))
+        self._server = stack
+
+    def kill(self) -> None:
+        if self._proc is None or self._server is None:
+            raise RuntimeError("the Chroma server is not running")
+        os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+        self._server.close()
+        self._proc = self._server = None
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._proc = self._server = None
