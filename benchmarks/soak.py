@@ -191,6 +191,29 @@ def summarise(samples: list[dict[str, Any]], rounds: list[dict[str, Any]], probe
     return out
 
 
+def _probe_new_checkpoints(
+    run_dir: Path, probed: set[str], probes: list[dict[str, Any]], sample: dict[str, Any]
+) -> None:
+    """Measure the memory of every checkpoint not probed yet (`_memory_probe`) and print one line each."""
+    for snap in sorted((run_dir / "checkpoints").glob("checkpoint-*/memory.jsonl")):
+        if snap.parent.name in probed:
+            continue
+        probed.add(snap.parent.name)
+        ck_step = int(snap.parent.name.split("-")[1])
+        try:
+            probes.append({"step": ck_step, **_memory_probe(snap, _embedding(run_dir))})
+        except (OSError, ValueError) as e:  # pruned or replaced while read: say so, go on
+            print(f"soak: memory probe of {snap.parent.name} skipped ({type(e).__name__}: {e})")
+            continue
+        p = probes[-1]
+        print(
+            f"soak: step {ck_step}: rss {sample['rss_mb']:.0f} MB, run folder {sample['total_mb']:.0f} MB, memory "
+            f"{p['records']} records, similar_cases {p['similar_cases_ms']:.1f} ms, task_history "
+            f"{p['task_history_ms']:.1f} ms",
+            flush=True,
+        )
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     run_dir = Path(args.run_dir or REPO / "runs" / f"soak-{args.name}")
     overrides = [f"train.max_steps={args.steps}", f"run_dir={run_dir}", *args.overrides]
@@ -215,28 +238,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if not proc["rss_mb"]:  # exited between poll() and the read: nothing left to measure
                     continue
                 samples.append({"t": time.time() - t0, "step": step, **proc, **_disk(run_dir)})
-                for snap in sorted((run_dir / "checkpoints").glob("checkpoint-*/memory.jsonl")):
-                    if snap.parent.name in probed:
-                        continue
-                    probed.add(snap.parent.name)
-                    ck_step = int(snap.parent.name.split("-")[1])
-                    try:
-                        probes.append({"step": ck_step, **_memory_probe(snap, _embedding(run_dir))})
-                    except (OSError, ValueError) as e:  # pruned or replaced while read: say so, go on
-                        print(f"soak: memory probe of {snap.parent.name} skipped ({type(e).__name__}: {e})")
-                        continue
-                    p = probes[-1]
-                    print(
-                        f"soak: step {ck_step}: rss {samples[-1]['rss_mb']:.0f} MB, run folder "
-                        f"{samples[-1]['total_mb']:.0f} MB, memory {p['records']} records, similar_cases "
-                        f"{p['similar_cases_ms']:.1f} ms, task_history {p['task_history_ms']:.1f} ms",
-                        flush=True,
-                    )
+                _probe_new_checkpoints(run_dir, probed, probes, samples[-1])
         except KeyboardInterrupt:
             child.terminate()
             raise
     if child.returncode != 0:
         raise SystemExit(f"soak: the training exited with {child.returncode}; see {log}")
+    if samples:  # the last checkpoint is written as the trainer exits, after the loop's last look
+        _probe_new_checkpoints(run_dir, probed, probes, samples[-1])
     rounds = [
         {"step": int(r["step"]), "pause_s": float(r.get("pause_s", 0.0))} for r in _jsonl(run_dir / "rounds.jsonl")
     ]

@@ -88,3 +88,29 @@ def test_write_refuses_a_document_without_markers(tmp_path):
     with pytest.raises(SystemExit, match="markers"):
         soak.write(doc)
     assert doc.read_text() == "# Soak\n\nno markers here\n"
+
+
+def test_a_checkpoints_memory_snapshot_is_probed_once(tmp_path, capsys):
+    """The probe restores a checkpoint's `memory.jsonl` with the run's own embedding and times the evolver's queries;
+    a checkpoint already probed is not probed again (the last one is probed after the trainer exits)."""
+    from memory import TrainingMemory
+    from memory.records import GroupSummary
+
+    (tmp_path / "config.yaml").write_text("evolver:\n  memory_embedding: hash\n")
+    snap = tmp_path / "checkpoints" / "checkpoint-4" / "memory.jsonl"
+    snap.parent.mkdir(parents=True)
+    store = TrainingMemory.ephemeral(embedding="hash")
+    for step in range(1, 5):
+        stats = {"task_id": f"t-{step % 2}", "step": step, "n": 4, "mean": 0.5, "std": 0.1, "hinted": False}
+        store.add_group(GroupSummary.from_stats(stats, domain="medical", texts=["a", "b", "c", "d"]))
+    store.snapshot(snap)
+    store.close()
+    probed: set[str] = set()
+    probes: list[dict] = []
+    sample = {"rss_mb": 900.0, "total_mb": 3.0}
+    soak._probe_new_checkpoints(tmp_path, probed, probes, sample)
+    soak._probe_new_checkpoints(tmp_path, probed, probes, sample)
+    (p,) = probes
+    assert p["step"] == 4 and p["records"] == 4 and p["per_kind"]["groups"] == 4
+    assert p["task_history_ms"] > 0 and p["similar_cases_ms"] > 0
+    assert capsys.readouterr().out.count("soak: step 4:") == 1
