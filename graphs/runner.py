@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
@@ -66,6 +67,12 @@ class ApprovalTimeout(TimeoutError):
     """A server round's approval deadline passed while a resumed run was still running; that run was cancelled."""
 
 
+class LangGraphServerDown(ConnectionError):
+    """The LangGraph server could not be reached, or stopped answering, during a round (it died or restarted)."""
+
+
+# How long a round waits for a lock on its SQLite checkpoint db before failing (s).
+SQLITE_BUSY_S = 60.0
 # How often a round waiting for a person reads its thread (s).
 APPROVAL_POLL_S = 1.0
 UNANSWERED_NOTE = "unanswered within the pause budget: rejected"
@@ -134,7 +141,10 @@ def run_in_process(
 
     async def go() -> dict[str, Any]:
         cfg = {"configurable": {"thread_id": thread_id}}
-        async with AsyncSqliteSaver.from_conn_string(str(db_path)) as saver:
+        # SQLite's default busy wait is 5 s; under load a lock taken for longer (seen once in CI, in the round after
+        # a failed one, cause not found) failed the round. A longer wait turns such a lock into a delay.
+        async with aiosqlite.connect(str(db_path), timeout=SQLITE_BUSY_S) as conn:
+            saver = AsyncSqliteSaver(conn)
             g = builder.compile(checkpointer=saver, name="evolver")
             payload: Any = inp
             while True:
@@ -260,7 +270,37 @@ def run_on_server(
     context chooses everything else. A new thread (with `metadata`) unless `thread_id` names one (one waiting at
     interrupts is answered, not run again); `timeout_s` bounds each wait (None: the SDK's default).
     `person_deadline_s` (with no `approve`): wait that long from the call for a person to answer the interrupts,
-    then reject those still waiting (see the module doc)."""
+    then reject those still waiting (see the module doc).
+
+    A server that cannot be reached or drops the connection mid-round raises `LangGraphServerDown` naming it (the
+    SDK's own error says neither which server nor what to do)."""
+    import httpx
+
+    try:
+        return _run_on_server(
+            url, inp, ctx, approve, thread_id, assistant, assistant_name, timeout_s, metadata, person_deadline_s
+        )
+    except httpx.TimeoutException:
+        raise  # the round outlasted `timeout_s`: the server answered too slowly, it did not go away
+    except httpx.TransportError as e:
+        raise LangGraphServerDown(
+            f"LangGraph server at {url} unreachable or stopped answering during the round ({type(e).__name__}: {e}); "
+            f"the next round tries it again"
+        ) from e
+
+
+def _run_on_server(
+    url: str,
+    inp: dict[str, Any],
+    ctx: EvolverContext,
+    approve: Approver | None,
+    thread_id: str | None,
+    assistant: str,
+    assistant_name: str,
+    timeout_s: float | None,
+    metadata: dict[str, Any] | None,
+    person_deadline_s: float | None,
+) -> ServerRun:
     from langgraph_sdk import get_sync_client
 
     started = time.monotonic()

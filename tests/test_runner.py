@@ -77,3 +77,14 @@ def test_snapshot_event_with_an_unknown_field_names_file_and_index(tmp_path):
     bad = {**event("e1", "collapse_low", "med-1"), "severity": "high"}
     with pytest.raises(ValueError, match=r"(?s)events\.json: events\[1\]: .*severity.*Extra inputs"):
         load_snapshot(_snapshot(tmp_path, [event("e0", "flat", "med-2"), bad]))
+
+
+def test_a_langgraph_server_that_does_not_answer_is_named(tmp_path):
+    from graphs.runner import LangGraphServerDown, run_on_server
+    from tests.support.server_process import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    with pytest.raises(
+        LangGraphServerDown, match=rf"LangGraph server at {url} unreachable or stopped answering.*tries it again"
+    ):
+        run_on_server(url, _input(), EvolverContext(run_dir=str(tmp_path)), timeout_s=5)

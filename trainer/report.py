@@ -256,6 +256,8 @@ def summary_sentences(s: Summary) -> list[str]:
         f"{_n(s['fallback_total'], 'fallback')} changed sampling after every candidate was rejected; "
         f"{_n(s['committed_total'], 'harness version')} committed in all.",
     ]
+    for step, error in s["round_errors"].items():
+        lines.append(f"The round at step {step} failed and was rolled back: {error}")
     if s["confirmed_total"] or s["reverted_total"] or s["provisional_total"]:
         lines.append(
             f"Training confirmed {_n(s['confirmed_total'], 'accepted update')} and reverted "

@@ -64,6 +64,7 @@ def _detector_eps(config: Path) -> float | None:
 # Per-event decisions written by the evolver's `record` node; everything that is neither accepted by the
 # critic nor a committed fallback (rejected, rejected_stale, rejected_by_human, skipped) left the harness as it was.
 COMMITTING = ("accepted", "fallback")
+ERROR_CHARS = 240  # a failed round's error as the summary quotes it (the full traceback is in rounds.jsonl)
 
 
 def _reports(data: RunData) -> list[tuple[int, EventLine]]:
@@ -89,6 +90,7 @@ class Summary(TypedDict):
     event_types: dict[str, int]
     rounds: int
     rounds_failed: int
+    round_errors: dict[int, str]  # step -> the failed round's error (cut to ERROR_CHARS)
     outcomes: dict[str, int]
     proposals_by_interface: dict[str, dict[str, int]]
     accepted_by_interface: dict[str, int]
@@ -147,6 +149,7 @@ def summary(data: RunData) -> Summary:
         "event_types": _count(e.type for e in data["events"]),
         "rounds": len(data["rounds"]),
         "rounds_failed": sum(1 for r in data["rounds"] if r.error),
+        "round_errors": {r.step: _cut(r.error) for r in data["rounds"] if r.error},
         "outcomes": dict(outcomes),
         "proposals_by_interface": {i: dict(c) for i, c in proposals.items()},
         "accepted_by_interface": dict(accepted),
@@ -310,6 +313,10 @@ def event_type_rows(data: RunData) -> list[EventTypeRow]:
     if out:
         out.append({"type": "total", **{k: sum(r[k] for r in out) for k in out[0] if k != "type"}})
     return out
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
 
 
 def _count(items: Any) -> dict[str, int]:

@@ -13,8 +13,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,14 +27,21 @@ BIN = Path(sys.executable).parent  # `langgraph` (langgraph-cli[inmem]) and `chr
 
 @contextmanager
 def langgraph_dev(log_dir: Path) -> Iterator[str]:
-    """`langgraph dev` serving the repo's `langgraph.json`, offline; yields its URL.
+    """`langgraph dev` serving the repo's `langgraph.json`, offline, on a free port; yields its URL."""
+    port = free_port()
+    with langgraph_dev_process(log_dir, port):
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def langgraph_dev_process(log_dir: Path, port: int, log_name: str = "langgraph-dev.log") -> Iterator[subprocess.Popen]:
+    """`langgraph dev` on `port`; yields its process, for a test that kills it and starts it again on the same port.
 
     The log goes to `log_dir`, outside the repo: a file written inside the project would trip hot reload.
     """
     langgraph = BIN / "langgraph"
     if not langgraph.exists():
         pytest.fail(f"{langgraph} missing: install the dev extra (langgraph-cli[inmem])")
-    port = free_port()
     env = {
         **os.environ,
         "LANGSMITH_TRACING": "false",
@@ -42,12 +49,11 @@ def langgraph_dev(log_dir: Path) -> Iterator[str]:
         "PYTHONPATH": str(REPO),
         "OMP_NUM_THREADS": "1",
     }
-    url = f"http://127.0.0.1:{port}"
     cmd = [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port), "--config", "langgraph.json"]
     with running_server(
-        cmd, ready_url=f"{url}/ok", log_path=log_dir / "langgraph-dev.log", timeout_s=90, env=env, cwd=REPO
-    ):
-        yield url
+        cmd, ready_url=f"http://127.0.0.1:{port}/ok", log_path=log_dir / log_name, timeout_s=90, env=env, cwd=REPO
+    ) as proc:
+        yield proc
 
 
 @contextmanager
@@ -94,12 +100,12 @@ def tiny_vllm(model_dir: Path, log_dir: Path) -> Iterator:
     assert server.proc is None, "the server's process group must be gone after the server is stopped"
 
 
-class RestartableChroma:
-    """A test's own `chroma run` on one folder and port, killed with SIGKILL (a crash, not a shutdown) and started
-    again: the shared session server must never be killed."""
+class Restartable:
+    """A test's own server on one port, killed with SIGKILL (a crash, not a shutdown) and started again: the shared
+    session servers must never be killed. `process(port, log_name)` starts one and yields its process."""
 
-    def __init__(self, root: Path) -> None:
-        self.root, self.port = root, free_port()
+    def __init__(self, process: Callable[[int, str], AbstractContextManager[subprocess.Popen]], name: str) -> None:
+        self._process, self.name, self.port = process, name, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server: ExitStack | None = None
         self._proc: subprocess.Popen | None = None
@@ -108,12 +114,12 @@ class RestartableChroma:
     def start(self) -> None:
         self.starts += 1
         stack = ExitStack()
-        self._proc = stack.enter_context(chroma_process(self.root, self.port, log_name=f"chroma-{self.starts}.log"))
+        self._proc = stack.enter_context(self._process(self.port, f"{self.name}-{self.starts}.log"))
         self._server = stack
 
     def kill(self) -> None:
         if self._proc is None or self._server is None:
-            raise RuntimeError("the Chroma server is not running")
+            raise RuntimeError(f"the {self.name} server is not running")
         os.killpg(self._proc.pid, signal.SIGKILL)
         self._proc.wait()
         self._server.close()
@@ -123,3 +129,18 @@ class RestartableChroma:
         if self._server is not None:
             self._server.close()
             self._proc = self._server = None
+
+
+class RestartableChroma(Restartable):
+    """`chroma run` on one folder (`root`/db) and port."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        super().__init__(lambda port, log: chroma_process(root, port, log_name=log), "chroma")
+
+
+class RestartableLangGraph(Restartable):
+    """`langgraph dev` on one port, its logs under `log_dir`."""
+
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__(lambda port, log: langgraph_dev_process(log_dir, port, log_name=log), "langgraph-dev")
