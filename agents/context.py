@@ -91,6 +91,9 @@ class EvolverContext:
     max_tokens: int = _f(48, "max new tokens of each frozen-policy rollout")
     temperature: float = _f(1.0, "sampling temperature of the frozen policy in the critic")
     seed: int = _f(0, "seed of the frozen-policy rollouts (critic and agent tools; candidate and control share it)")
+    reward_parts: list[str] = _f(
+        [], "reward parts beside the rubric (train.rewards), a JSON object each: the critic's probes use them"
+    )
 
     # -- acceptance thresholds (agents/critic.py documents each rule) ----------------------------
     min_std_gain: float = _f(0.05, "collapse/flat: candidate reward std must exceed control std by this")

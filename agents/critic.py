@@ -49,6 +49,7 @@ from harness.types import FailureEvent, HarnessUpdate
 from harness.visibility import public_event, redact, redact_reasons
 from tools.candidate import Measurement, MeasureSettings
 from tools.group_metrics import GroupMetrics
+from tools.reward_parts import parts_from_json
 from tools.sequential import Direction, HitTest, Sequential, StopRule
 
 log = logging.getLogger(__name__)
@@ -353,6 +354,7 @@ def measure_settings(
         seed=ctx.seed,
         step=step,
         detector_config=detector_config,
+        reward_parts=parts_from_json(ctx.reward_parts, "reward_parts"),
     )
 
 

@@ -111,6 +111,41 @@ TOOLS_NOTE = (
 # Sent when the tool rounds are used up, before the final structured answer.
 TOOLS_DONE = """No more tool calls: answer now with the ONE JSON object asked for above."""
 
+# `harnessrl data rubric --model` (agents/rubric_writer.py): training criteria and a held-out audit for one prompt.
+RUBRIC_SYSTEM = (
+    "You write grading rubrics for a reinforcement-learning training set. For the request below write:\n"
+    "- criteria: {criteria_ask}\n"
+    "- audit_criteria: {audit_ask}\n"
+    'Each item is {{"text": "...", "kind": "essential|important|optional|pitfall", "weight": number, '
+    '"check": Check|null}}; weights are non-zero within [-10, 10], positive for essential (5), important (3) and '
+    "optional (1), negative for pitfalls (-3).\n"
+    "Check types (data, never code): contains_any/contains_all/forbids{{phrases}}, "
+    "word_count/sentence_count/bullets/numbered{{min,max}}, starts_with/ends_with{{text}}, "
+    "max_repeated_ngram{{n,max_count}}, char_class{{mode}}, "
+    "regex{{pattern, no lookarounds/backreferences/nested quantifiers}}, all_of/any_of{{checks}}, not{{check}}.\n"
+    'Answer with ONE JSON object: {{"criteria": [...], "audit_criteria": [...]}}'
+)
+RUBRIC_CRITERIA_ASK = (
+    "what a good answer must do, each explicit constraint of the request as a check, the content points as "
+    "criteria (a check where a phrase decides it, else null)."
+)
+RUBRIC_NO_CRITERIA = "return [] (the task keeps the rubric shown below)."
+RUBRIC_AUDIT_ASK = (
+    "hidden checks of true quality that catch reward hacks whatever the rubric says: keyword stuffing "
+    "(max_repeated_ngram), padding or empty answers (word_count), off-topic answers, claims of evidence not given. "
+    "EVERY audit item needs a check, and none may repeat a criterion's check."
+)
+RUBRIC_NO_AUDIT = "return [] (the task keeps its audit)."
+RUBRIC_USER = """<request>
+{prompt}
+</request>
+<reference_answer>
+{reference}
+</reference_answer>
+<current_criteria>
+{criteria}
+</current_criteria>"""
+
 
 def render(template: str, **values: object) -> str:
     """Fill a prompt; the supplied names must match the template's placeholders exactly."""

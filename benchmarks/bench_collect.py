@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_spec import ARMS, PRESETS, SPURIOUS_EVENTS, Job
-from bench_stats import mean_of, power_report, sd_of
+from bench_stats import has_full_curve, mean_of, power_report, sd_of
 
 from graphs.round_record import RoundRecord
 from harness.store import UpdateRecord
@@ -117,8 +117,12 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
                 "tasks": m.tasks or None,
                 "group_means": m.group_means or None,
                 "group_stds": m.group_stds,
+                # The controls' own per-step numbers (None in other arms): fixed-norm's share of the loss normaliser
+                # it kept (live groups' tokens / all tokens), skip's exploration probability at the step's draw.
+                "ln_token_share": _share(extra.get("ln_tokens_live"), extra.get("ln_tokens_all")),
+                "skip_explore": extra.get("skip_explore"),
             }
-            for m, w in zip(metrics, walls)
+            for m, w, extra in zip(metrics, walls, (m.model_extra or {} for m in metrics))
         ],
         "zero_var_share": dead / groups if groups else None,
         # DAPO trains only on groups with variance: the share among the groups the step trained on.
@@ -161,6 +165,10 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
             None,
         ),
     }
+
+
+def _share(part: Any, whole: Any) -> float | None:
+    return None if part is None or not whole else float(part) / float(whole)
 
 
 def group_size(run_dir: Path) -> int:
@@ -224,6 +232,11 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
         evals.setdefault(0, base["eval"])
     steps = sorted(evals)
     best_step = max(steps, key=lambda s: (evals[s]["avg_at_k"], -s))  # ties: the earliest
+    # A seed past the preset's full_curve_seeds was evaluated at step 0 and its final step only: its "best" would be
+    # the better of two points, so it has none (None: left out of the arm's means of best_*).
+    full = has_full_curve(run)
+    # The second held-out set (train-split tasks outside every pool), on the base and the final checkpoint.
+    th = lambda e, key: None if not e or not e.get("train_heldout") else pct(e["train_heldout"][key])  # noqa: E731
     final = evals[steps[-1]]
     b = base["eval"] if base else None
     pct = lambda x: None if x is None else 100.0 * x  # noqa: E731
@@ -255,10 +268,15 @@ def run_summary(run: dict[str, Any], base: dict[str, Any] | None) -> dict[str, A
         "step_wall_s": (wall - run["pause_s"]) / len(run["steps"]) if run.get("steps") else None,
         "ds_short": run.get("ds_short", 0),
         "curve": [(s, pct(evals[s]["avg_at_k"]), pct(evals[s]["audit"])) for s in steps],
-        "best_step": best_step,
-        "best_score": pct(evals[best_step]["avg_at_k"]),
-        "best_audit": pct(evals[best_step]["audit"]),
-        "max_audit": max(pct(evals[s]["audit"]) or 0 for s in steps),
+        "full_curve": full,
+        "best_step": best_step if full else None,
+        "best_score": pct(evals[best_step]["avg_at_k"]) if full else None,
+        "best_audit": pct(evals[best_step]["audit"]) if full else None,
+        "max_audit": max(pct(evals[s]["audit"]) or 0 for s in steps) if full else None,
+        "final_train_heldout": th(final, "avg_at_k"),
+        "final_train_heldout_audit": th(final, "audit"),
+        "base_train_heldout": th(b, "avg_at_k"),
+        "base_train_heldout_audit": th(b, "audit"),
         "final_step": steps[-1],
         "final_score": pct(final["avg_at_k"]),
         "final_audit": pct(final["audit"]),
@@ -335,6 +353,8 @@ def arm_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "overhead_s",
         "final_ifeval",
         "final_ifeval_inst",
+        "final_train_heldout",
+        "final_train_heldout_audit",
         "accepted",
         "proposals",
         "confirmed",
@@ -417,9 +437,20 @@ def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str
             "note": "its paired interval: the paired-differences table",
         }
     )
-    # Steps to reach fixed's best held-out score, per seed (paired).
+    # Against the two controls (issue 32): HarnessRL has to beat both at the final checkpoint.
+    for name in ("fixed-norm", "skip"):
+        v = diff(h, arm_sum.get(name), "final_audit")
+        rows.append(
+            {
+                "target": f"audit(harnessrl) - audit({name}) > 0 (final checkpoint)",
+                "value": v,
+                "met": None if v is None else v > 0.0,
+                "note": "its paired interval: the paired-differences table",
+            }
+        )
+    # Steps to reach fixed's best held-out score, per seed (paired), from the seeds with full curves.
     ratios = []
-    for fr in by_arm.get("fixed", []):
+    for fr in (r for r in by_arm.get("fixed", []) if has_full_curve(r)):
         hr = next((r for r in by_arm.get("harnessrl", []) if r["seed"] == fr["seed"]), None)
         if hr is None:
             continue
@@ -561,6 +592,65 @@ def select_code(summaries: list[dict[str, Any]], choose: str | None = None) -> t
     return chosen, [g for g in groups if g is not chosen]
 
 
+STAND_IN_SEEDS = 2  # an arm is shown equal under two codes at this many seeds before older summaries stand in
+
+
+def eval_signature(summary: dict[str, Any]) -> dict[str, Any]:
+    """What "equal on every held-out task" compares: per evaluated step, each test task's sampled and greedy score
+    and audit, and the final checkpoint's second held-out set; timing and code fields are left out."""
+
+    def tasks(ev: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if ev is None else {t: (v.get("avg"), v.get("audit")) for t, v in ev["tasks"].items()}
+
+    return {
+        step: {
+            "sampled": tasks(ev),
+            "greedy": tasks(ev.get("greedy")),
+            "train_heldout": tasks(ev.get("train_heldout")),
+        }
+        for step, ev in summary["evals"].items()
+    }
+
+
+def stand_ins(
+    own: list[dict[str, Any]], others: list[dict[str, Any]], min_seeds: int = STAND_IN_SEEDS
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Summaries of older code that may stand in for this code's missing seeds of an arm, and one exception line each.
+
+    An arm's code path did not change between an older code hash and this one when, at `min_seeds` seeds or more
+    that both ran, every held-out task's numbers are equal (`eval_signature`: the same steps, the same sampled and
+    greedy score and audit per task). Then the older code's summaries of that arm at seeds this code has not run
+    stand in, each marked `stand_in` (the older code hash and the seeds shown equal); nothing else is borrowed.
+    Several older codes: the one with most jobs first (`code_groups` order), a seed taken once; within one code a
+    job found twice (two folders) counts once."""
+    mine: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for s in own:
+        if s["kind"] == "arm":
+            mine[s["arm"]][s["seed"]] = s
+    borrowed: list[dict[str, Any]] = []
+    exceptions: list[dict[str, Any]] = []
+    for group in others:
+        theirs: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+        for s in group["jobs"]:
+            if s["kind"] == "arm":
+                theirs[s["arm"]].setdefault(s["seed"], s)
+        for arm, old in sorted(theirs.items()):
+            shared = sorted(set(old) & set(mine[arm]))
+            missing = sorted(set(old) - set(mine[arm]))
+            if len(shared) < min_seeds or not missing:
+                continue
+            if any(eval_signature(old[sd]) != eval_signature(mine[arm][sd]) for sd in shared):
+                continue
+            for sd in missing:
+                stand = {**old[sd], "stand_in": {"code_hash": group["code_hash"], "shown_equal_seeds": shared}}
+                borrowed.append(stand)
+                mine[arm][sd] = stand
+            exceptions.append(
+                {"arm": arm, "seeds": missing, "code_hash": group["code_hash"], "shown_equal_seeds": shared}
+            )
+    return borrowed, exceptions
+
+
 def collect(
     summaries: list[dict[str, Any]], status: dict[str, str]
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -583,7 +673,16 @@ def build_results(
 ) -> dict[str, Any]:
     """Everything `results.json` holds except the plot file names (`bench_render.plots` adds them)."""
     chosen, left_out = select_code(load_summaries(Path(args.results)), getattr(args, "commit", None))
-    base, runs = collect(chosen["jobs"] if chosen else [], status)
+    own = chosen["jobs"] if chosen else []
+    borrowed: list[dict[str, Any]] = []
+    exceptions: list[dict[str, Any]] = []
+    if getattr(args, "stand_ins", None):
+        # Older code's summaries: the other code of --results and the folder given (one file per job and folder, so
+        # an older code's seeds shown equal usually sit in a folder of their own).
+        mine = chosen["code_hash"] if chosen else None
+        older = [j for g in left_out for j in g["jobs"]] + load_summaries(Path(args.stand_ins))
+        borrowed, exceptions = stand_ins(own, [g for g in code_groups(older) if g["code_hash"] != mine])
+    base, runs = collect(own + borrowed, status)
     pilot_dir = Path(getattr(args, "pilot_results", "") or "")
     pilot = load_summaries(pilot_dir) if str(pilot_dir) not in ("", ".") else []
     for job in jobs:
@@ -608,10 +707,13 @@ def build_results(
         "plot_dir": str(report.parent / "plots"),
         "pilot_dir": str(pilot_dir),
         "results_dir": os.path.relpath(args.results, report.parent),
-        "gpu_summaries": len(load_summaries(Path(args.results).parent / "gpu")),
+        # Summaries of the GPU presets beside this preset's folder (the report says when one has not been run).
+        "gpu_summaries": {n: len(load_summaries(Path(args.results).parent / n)) for n in ("gpu", "gpu-4b")},
         "code": None
         if chosen is None
         else {k: chosen[k] for k in ("code_hash", "commits", "dirty", "taken")} | {"n_jobs": len(chosen["jobs"])},
+        # Older code's summaries standing in for an arm shown equal on every held-out task (`stand_ins`).
+        "stand_ins": exceptions,
         "left_out": [
             {
                 "code_hash": g["code_hash"],
@@ -635,6 +737,9 @@ def build_results(
             "eval_seed": args.eval_seed,
             "seeds": args.seeds,
             "train_per_domain": args.train_per_domain,
+            "full_curve_seeds": getattr(args, "full_curve_seeds", 0),
+            "train_heldout_k": jobs[-1].train_heldout_k if jobs else 0,
+            "train_heldout_tasks": len(jobs[-1].train_heldout_tasks) if jobs else 0,
             "train_pool": next((o for o in jobs[-1].overrides if o.startswith("data.tasks=")), "all"),
             "ablation_seeds": args.ablation_seeds if args.ablation_seeds is not None else args.seeds[:1],
         },

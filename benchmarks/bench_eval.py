@@ -165,9 +165,14 @@ def eval_checkpoint(
     cache: Path,
     *,
     noise: bool = False,
+    heldout_train: list | None = None,
 ) -> dict[str, Any]:
-    """Sampled Avg@k (+ greedy, + a second eval seed and the IFEval yardstick when `noise`) of one model, cached
-    in `cache`: a job resumed after an interruption skips the evals it finished."""
+    """Sampled Avg@k (+ greedy, + a second eval seed, the IFEval yardstick and the second held-out set when `noise`)
+    of one model, cached in `cache`: a job resumed after an interruption skips the evals it finished.
+
+    The second held-out set (`heldout_train`: the suite's train-split tasks outside every arm's pool, from the same
+    generator as the test tasks) is sampled at k = `job.train_heldout_k`, on the base and the final checkpoint."""
+    heldout_train = heldout_train or []
     key = {
         "tasks": job.eval_tasks,
         "k": job.eval_k,
@@ -178,6 +183,8 @@ def eval_checkpoint(
     }
     if noise and job.ifeval_max_tokens:
         key["ifeval_max_tokens"] = job.ifeval_max_tokens
+    if noise and job.train_heldout_k and heldout_train:
+        key["train_heldout"] = [[t.id for t in heldout_train], job.train_heldout_k]
     if cache.is_file():
         old = json.loads(cache.read_text())
         if old.get("key") == key:
@@ -189,5 +196,9 @@ def eval_checkpoint(
         ev["noise"] = eval_model(model_dir, base, job, tasks, judge, dtype, temperature, seed=job.noise_seed)
     if noise and job.ifeval_max_tokens:
         ev["ifeval"] = eval_ifeval(model_dir, base, job, dtype)
+    if noise and job.train_heldout_k and heldout_train:
+        ev["train_heldout"] = eval_model(
+            model_dir, base, job, heldout_train, judge, dtype, temperature, k=job.train_heldout_k
+        )
     atomic_write_json(cache, {"key": key, "eval": ev})
     return ev

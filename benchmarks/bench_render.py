@@ -11,7 +11,7 @@ from typing import Any
 
 from bench_collect import GAIN_TARGETS
 from bench_spec import ARMS, DAPO_OVERSAMPLE
-from bench_stats import DETECT_POINTS
+from bench_stats import DETECT_POINTS, has_full_curve
 from bench_tables import (
     PrefixMatch,
     critic_fails,
@@ -19,6 +19,7 @@ from bench_tables import (
     gain_rows,
     groups_generated_trained,
     heldout_curves,
+    heldout_train_rows,
     horizon_numbers,
     interval_rows,
     measured_gain_targets,
@@ -207,6 +208,23 @@ def _setup_section(results: dict[str, Any]) -> list[str]:
         f"k={b['eval_k']} samples, {b['max_tokens']} tokens, training temperature, eval seed {b['eval_seed']} "
         f"(same random numbers for every model). Scores are Avg@k on 0-100.",
         f"- Seeds: key arms {b['seeds']}, ablations {b['ablation_seeds']}.",
+        *(
+            [
+                f"- Seeds past the first {b['full_curve_seeds']} of {b['seeds']} are evaluated at step 0 and their "
+                "final step only: the held-out curves, steps to fixed's best and the equal-wall-time differences come "
+                "from the seeds with full curves; final-checkpoint numbers from every seed."
+            ]
+            if b.get("full_curve_seeds") and len(b["seeds"]) > b["full_curve_seeds"]
+            else []
+        ),
+        *(
+            [
+                f"- Second held-out set: {b['train_heldout_tasks']} train-split tasks in no arm's pool (same "
+                f"generator as the test tasks), k={b['train_heldout_k']}, on the base and each final checkpoint."
+            ]
+            if b.get("train_heldout_tasks")
+            else []
+        ),
         "",
     ]
     code = results.get("code")
@@ -217,6 +235,7 @@ def _setup_section(results: dict[str, Any]) -> list[str]:
             f"{', '.join(c[:10] for c in code['commits'])}, "
             f"{'**dirty tree** (uncommitted changes in the benchmarked code)' if code['dirty'] else 'clean tree'}."
         ]
+        lines += stand_in_lines(results.get("stand_ins", []))
         for g in results.get("left_out", []):
             lines += [
                 f"- Left out (other code, never mixed in): code `{g['code_hash'][:12]}` (commit(s) "
@@ -224,6 +243,17 @@ def _setup_section(results: dict[str, Any]) -> list[str]:
             ]
         lines += [""]
     return lines
+
+
+def stand_in_lines(stand_ins: list[dict[str, Any]]) -> list[str]:
+    """One line per exception to "one code version per table": an arm's seeds taken from older code
+    (`bench_collect.stand_ins`), with the seeds at which both codes were shown equal."""
+    return [
+        f"- **Exception** (`--stand-ins`): {x['arm']} at seeds {x['seeds']} comes from older code "
+        f"`{x['code_hash'][:12]}`, whose {x['arm']} runs equal this code's on every held-out task at seeds "
+        f"{x['shown_equal_seeds']} (its code path did not change)."
+        for x in stand_ins
+    ]
 
 
 def _runs_section(results: dict[str, Any]) -> list[str]:
@@ -236,6 +266,8 @@ def _runs_section(results: dict[str, Any]) -> list[str]:
     for k, v in results["status"].items():
         j = ran.get(k, {})
         mins = _fmt(j["job_s"] / 60, 0) if j.get("job_s") else "–"
+        if j.get("stand_in"):  # older code's summary (`--stand-ins`): said in its status, named in the setup
+            v = f"{v}; stand-in from code `{j['stand_in']['code_hash'][:12]}`"
         lines.append(f"| {k} | {v} | {mins} | {(j.get('code') or {}).get('commit', '')[:7] or '–'} |")
     return lines
 
@@ -337,6 +369,7 @@ def _new_sections(results: dict[str, Any]) -> list[str]:
     (zero-variance, pause, overhead, DAPO's extra generation), power, and the GPU preset's status."""
     return [
         *_intervals_section(results),
+        *_heldout_train_section(results),
         *_steps_to_best_section(results),
         *_costs_section(results),
         *gain_section(results),
@@ -365,16 +398,52 @@ def _intervals_section(results: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {r.arm} − {r.ref} | {r.audit['seeds']} | {_ci(r.audit)} | {_ci(r.score)} | {_ci(r.greedy_audit)} | "
             f"{_ci(r.time_audit)} | {_ci(r.time_score)} | "
-            f"{', '.join(f'{x}/{y}' for x, y in r.time_audit['steps'])} |"
+            f"{', '.join(f'{x}/{y}' for x, y in r.time_audit['steps']) if r.time_audit else '–'} |"
+        )
+    return lines
+
+
+def _heldout_train_section(results: dict[str, Any]) -> list[str]:
+    rows = heldout_train_rows(results)
+    if not rows:
+        return []
+    ci = lambda c: "–" if c is None else f"{c[0]:+.1f} [{c[1]:+.1f}, {c[2]:+.1f}]"  # noqa: E731
+    lines = [
+        "",
+        "## Second held-out set: train-split tasks in no arm's pool",
+        "",
+        f"The suite's train-split tasks that no arm trained on ({rows[0].n_tasks} tasks, k = "
+        f"{results['budget'].get('train_heldout_k', '?')}), scored on the base model and every final checkpoint: "
+        "more held-out signal per generated token beside the 65 test tasks. They come from the same generator "
+        "as the test tasks (suitegen), so they measure the same distribution, not a new one; they are never pooled "
+        "with the test tasks. Paired by seed and task, bootstrap 95% intervals (points, 0-100).",
+        "",
+        "| arm − reference | seeds | Δ audit | Δ score | arm final score / audit | reference final score / audit |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.arm} − {r.ref} | {r.seeds} | {ci(r.audit)} | {ci(r.score)} | "
+            f"{_fmt(r.arm_final[0])} / {_fmt(r.arm_final[1])} | {_fmt(r.ref_final[0])} / {_fmt(r.ref_final[1])} |"
         )
     return lines
 
 
 def _steps_to_best_section(results: dict[str, Any]) -> list[str]:
+    cheap = sorted({r["seed"] for r in results["runs"] if not has_full_curve(r)})
     lines = [
         "",
         "## Steps to the fixed arm's best held-out score",
         "",
+        *(
+            [
+                f"From the seeds with full curves only: seeds {cheap} were evaluated at step 0 and their final step "
+                "(as were their curves in the plots, which leave them out).",
+                "",
+            ]
+            if cheap
+            else []
+        ),
         "| arm | per seed: fixed's best (step) → first checkpoint of the arm at or above it | mean ratio |",
         "|---|---|---|",
     ]
@@ -427,22 +496,61 @@ def _costs_section(results: dict[str, Any]) -> list[str]:
         "are the evidence of dead groups), only the loss sees the kept ones; like DAPO it needs `train.beta=0`, "
         "a token-mean loss and one process (refused at start otherwise).",
         "",
+        "**The two controls HarnessRL has to beat.** *fixed-norm* is the fixed harness with DAPO's loss normaliser "
+        "and nothing else: the rows of zero-variance groups (advantage 0) leave the token-mean normaliser, with no "
+        "over-sampling (the fixed arm divides by every row's tokens, dead rows included; DAPO by its kept rows). "
+        "*skip* is a zero-LLM predictive sampler (no evolver): a task whose last z groups were dead is drawn with "
+        "probability max(p^z, floor), p adapting each step towards a dead-share target "
+        f"({skip_setting(results, 'skip_target')}; floor {skip_setting(results, 'skip_floor')}; harness/skip.py). "
+        "DAPO's first batch/G draws of each step are the fixed arm's at the same seed (common random numbers); its "
+        "over-sampled surplus comes from a second stream.",
+        "",
     ]
     return lines
 
 
+def skip_setting(results: dict[str, Any], knob: str) -> str:
+    """`harness.<knob>` as the skip arm's runs set it (the config's default unless an override changed it)."""
+    import dataclasses
+
+    from trainer.config import HarnessConfig
+
+    default = next(f.default for f in dataclasses.fields(HarnessConfig) if f.name == knob)
+    seen = {
+        o.split("=", 1)[1]
+        for r in results["runs"]
+        if r["arm"] == "skip"
+        for o in r.get("job", {}).get("overrides", [])
+        if o.startswith(f"harness.{knob}=")
+    }
+    return f"`harness.{knob}` = " + (", ".join(sorted(seen)) if seen else str(default))
+
+
 def _gpu_section(results: dict[str, Any]) -> list[str]:
-    if results.get("gpu_summaries"):
-        return []
-    return [
-        "",
-        "## GPU preset",
-        "",
-        "The `gpu` preset (same protocol, >= 100 steps per arm, every job a "
-        "concurrent bf16 process on one GPU, sized for < 8 min on one H200) **has not been run**: no GPU "
-        "was available. Its config is validated in tests/test_bench_smoke.py; run it with "
-        "`benchmarks/compare.py --preset gpu --arms all --seeds 0,1,2,3,4,5 --report benchmarks/RESULTS-gpu.md`.",
-    ]
+    ran = results.get("gpu_summaries") or {}
+    if isinstance(ran, int):  # results.json from before gpu-4b: the count of the gpu preset's summaries
+        ran = {"gpu": ran}
+    lines = []
+    if not ran.get("gpu"):
+        lines += [
+            "",
+            "## GPU preset",
+            "",
+            "The `gpu` preset (same protocol, >= 100 steps per arm, every job a "
+            "concurrent bf16 process on one GPU, sized for < 8 min on one H200) **has not been run**: no GPU "
+            "was available. Its config is validated in tests/test_bench_smoke.py; run it with "
+            "`benchmarks/compare.py --preset gpu --arms all --seeds 0,1,2,3,4,5 --report benchmarks/RESULTS-gpu.md`.",
+        ]
+    if not ran.get("gpu-4b"):
+        lines += [
+            "",
+            "The `gpu-4b` preset (configs/gpu-4b.yaml: Qwen3-4B with LoRA, TRL's vLLM server for rollouts, an LLM "
+            "judge and brains on a second vLLM server; one job at a time) **has not been run**: no GPU was lent to "
+            "this sitting. Its arms are validated as trainer configs in tests/test_bench_controls.py; with the two "
+            "servers of the config's header up, run `benchmarks/compare.py --preset gpu-4b --arms key --seeds 0,1` "
+            "(its report: RESULTS-gpu.md in --out).",
+        ]
+    return lines
 
 
 def _domain_section(results: dict[str, Any]) -> list[str]:
@@ -510,7 +618,7 @@ def _per_run_section(results: dict[str, Any]) -> list[str]:
     for r in results["runs"]:
         s = r["summary"]
         lines.append(
-            f"| {r['name']} | {s['best_step']} | {_fmt(s['best_score'])} | {_fmt(s['best_audit'])} | "
+            f"| {r['name']} | {_fmt(s['best_step'], 0)} | {_fmt(s['best_score'])} | {_fmt(s['best_audit'])} | "
             f"{_fmt(s['final_score'])} | {_fmt(s['final_audit'])} | {_fmt(s['zero_var_share'], 2)} | "
             f"{_fmt(s['wall_s'], 0)} | {_fmt(s['pause_s'], 0)} | {_fmt(s['eval_s'], 0)} | "
             f"v{s['harness_version']} |"

@@ -45,6 +45,28 @@ def pick_eval_tasks(suite: str, per_domain: int, seed: int = 0, split: str = "te
     return picked
 
 
+def pick_train_heldout(suite: str, pool: list[str], per_domain: int, seed: int = 0) -> list[str]:
+    """The second held-out set: the suite's train-split tasks that no arm's pool (`pool`) contains, `per_domain` of
+    each domain in a fixed seeded pick (0 = all). Empty when the pool is every train task."""
+    import random
+
+    from harness.data import load_suite
+
+    left = [t for t in load_suite(suite) if t.split == "train" and t.id not in set(pool)]
+    picked: list[str] = []
+    for domain in sorted({t.domain for t in left}):
+        ids = sorted(t.id for t in left if t.domain == domain)
+        random.Random(f"heldout-train:{seed}:{domain}").shuffle(ids)
+        picked.extend(sorted(ids[:per_domain] if per_domain > 0 else ids))
+    return picked
+
+
+def full_curve(args: argparse.Namespace, seed: int) -> bool:
+    """Whether a job at `seed` evaluates every `--eval-every` checkpoint (the first `--full-curve-seeds` of `--seeds`)
+    or only its final one beside the base model (step 0)."""
+    return args.full_curve_seeds == 0 or seed in args.seeds[: args.full_curve_seeds]
+
+
 def common_overrides(args: argparse.Namespace, preset: Preset) -> list[str]:
     return [
         *preset.extra,
@@ -74,10 +96,10 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT, code: dict[str, Any] 
     base_cfg = yaml.safe_load((code_root / preset.config).read_text())
     suite = str(code_root / base_cfg["data"]["suite"])
     eval_tasks = pick_eval_tasks(suite, args.eval_per_domain)
-    pool = (
-        [f"data.tasks=[{','.join(pick_eval_tasks(suite, args.train_per_domain, split='train'))}]"]
-        if args.train_per_domain
-        else []
+    pool_ids = pick_eval_tasks(suite, args.train_per_domain, split="train") if args.train_per_domain else []
+    pool = [f"data.tasks=[{','.join(pool_ids)}]"] if pool_ids else []
+    train_heldout = (
+        pick_train_heldout(suite, pool_ids, args.train_heldout_per_domain) if args.train_heldout_k and pool_ids else []
     )
     out = Path(args.out) / "runs" / str(code.get("code_hash", "local"))[:12]
     results = Path(args.results)
@@ -93,6 +115,8 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT, code: dict[str, Any] 
         noise_seed=args.noise_seed,
         code=code,
         ifeval_max_tokens=args.ifeval_max_tokens,
+        train_heldout_tasks=train_heldout,
+        train_heldout_k=args.train_heldout_k if train_heldout else 0,
     )
     jobs = [
         Job(
@@ -123,6 +147,7 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT, code: dict[str, Any] 
             f"data.suite={suite}",
             f"run_dir={run_dir}",
         ]
+        full = full_curve(args, seed)
         jobs.append(
             Job(
                 kind="arm",
@@ -134,24 +159,34 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT, code: dict[str, Any] 
                 runner=ARMS[arm].runner,
                 summary_path=str(results / f"{name}.json"),
                 overrides_arm=list(ARMS[arm].overrides),
-                **shared,
+                full_curve=full,
+                **{**shared, "eval_every": args.eval_every if full else args.steps},  # final only: step 0 is base's
             )
         )
     return jobs
 
 
 # -- worker (runs in its own process unless --jobs 0) ------------------------------------------------------
-def _eval_setup(job: Job) -> tuple[Any, list, Any]:
+def _eval_setup(job: Job) -> tuple[Any, list, list, Any]:
+    """The job's config, held-out test tasks, second held-out set (train tasks outside the pool) and judge."""
     from harness.data import load_suite
     from trainer.config_loader import load_config
     from trainer.harness_run import make_judge
 
     cfg = load_config(job.config, job.overrides)
-    by_id = {t.id: t for t in load_suite(cfg.data.suite) if t.split == "test"}
+    suite = load_suite(cfg.data.suite)
+    by_id = {t.id: t for t in suite if t.split == "test"}
     missing = [t for t in job.eval_tasks if t not in by_id]
     if missing:
         raise ValueError(f"eval tasks {missing} are not held-out tasks of {cfg.data.suite}")
-    return cfg, [by_id[t] for t in job.eval_tasks], make_judge(cfg.evolver.judge_model, cfg.evolver.base_url)
+    train = {t.id: t for t in suite if t.split == "train"}
+    pool = set(cfg.data.tasks or [])
+    bad = [t for t in job.train_heldout_tasks if t not in train or t in pool]
+    if bad:
+        raise ValueError(f"second held-out tasks {bad[:5]} are not train tasks of {cfg.data.suite} outside the pool")
+    heldout_train = [train[t] for t in job.train_heldout_tasks]
+    judge = make_judge(cfg.evolver.judge_model, cfg.evolver.base_url)
+    return cfg, [by_id[t] for t in job.eval_tasks], heldout_train, judge
 
 
 def bench_dir(job: Job) -> Path:
@@ -164,7 +199,7 @@ def run_base(job: Job) -> dict[str, Any]:
 
     from trainer.policy_models import resolve_model
 
-    cfg, tasks, judge = _eval_setup(job)
+    cfg, tasks, heldout_train, judge = _eval_setup(job)
     torch.set_num_threads(cfg.train.torch_threads)
     ev = eval_checkpoint(
         resolve_model(job.model),
@@ -176,6 +211,7 @@ def run_base(job: Job) -> dict[str, Any]:
         cfg.train.temperature,
         bench_dir(job) / "eval-base.json",
         noise=True,
+        heldout_train=heldout_train,
     )
     return {"kind": "base", "name": job.name, "eval": ev, "judge_warnings": _judge_warnings(judge)}
 
@@ -212,7 +248,7 @@ def train_resumable(job: Job, cfg: Any) -> dict[str, Any]:
 
 
 def run_arm(job: Job) -> dict[str, Any]:
-    cfg, tasks, judge = _eval_setup(job)
+    cfg, tasks, heldout_train, judge = _eval_setup(job)
     summary = train_resumable(job, cfg)
     run_dir = Path(job.run_dir)
     evals: dict[int, dict[str, Any]] = {}
@@ -232,6 +268,7 @@ def run_arm(job: Job) -> dict[str, Any]:
             cfg.train.temperature,
             bench_dir(job) / f"eval-step-{step}.json",
             noise=step == summary["steps"],
+            heldout_train=heldout_train,
         )
     out = {
         "kind": "arm",

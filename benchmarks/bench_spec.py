@@ -70,6 +70,21 @@ ARMS: dict[str, Arm] = {
         # next training groups (trainer/provisional.py).
         Arm("no-confirm", "5f HarnessRL - confirm/revert", (*_FULL, "harness.confirm_window=0"), False),
         Arm("plain", "6 plain TRL GRPO (same reward, no harness code)", ("harness.evolver=false",), False, "plain"),
+        # The two controls HarnessRL has to beat (issue 32), with every seed. fixed-norm: DAPO's loss normaliser
+        # (zero-advantage rows out of it) without its over-sampling; skip: a zero-LLM predictive sampler that skips
+        # tasks after runs of dead groups (harness/skip.py), at the config's dead-share target (harness.skip_target).
+        Arm(
+            "fixed-norm",
+            "7a fixed, zero-advantage rows out of the loss normaliser",
+            ("harness.evolver=false", "harness.live_token_norm=true"),
+            True,
+        ),
+        Arm(
+            "skip",
+            "7b fixed + skip predicted-dead tasks (no LLM)",
+            ("harness.evolver=false", "harness.skip_dead=true"),
+            True,
+        ),
     ]
 }
 KEY_ARMS = [a for a in ARMS if ARMS[a].key]
@@ -97,6 +112,14 @@ class Preset:
     # The external yardstick (tools/ifeval.py): greedy answers of this many tokens to data/ifeval-heldout, scored by
     # IFEval's own checkers, for the base model and every run's last checkpoint (0 = off).
     ifeval_max_tokens: int = 128
+    # Seeds past the first this many evaluate only the base (step 0) and the final checkpoint: the curves and "steps
+    # to fixed's best" come from the seeds with full curves (issue 32). 0 = every seed has a full curve.
+    full_curve_seeds: int = 2
+    # The second held-out set: the suite's train-split tasks that no arm's pool contains, at this k (0 = off); the
+    # same generator as the test tasks, so beside them, never pooled with them.
+    train_heldout_k: int = 2
+    train_heldout_per_domain: int = 0  # of the second held-out set, this many per domain (0 = every one)
+    report_name: str = "RESULTS.md"  # the report's default file name in the --out folder
 
 
 PRESETS: dict[str, Preset] = {
@@ -170,6 +193,28 @@ PRESETS: dict[str, Preset] = {
         jobs=16,
         note="GPU only; not run in CI",
     ),
+    # Qwen3-4B + LoRA on one GPU (configs/gpu-4b.yaml: TRL's vLLM server for rollouts, an LLM judge and brains on a
+    # second vLLM server, started as its header says). GPU only, never run in CI; its report is RESULTS-gpu.md.
+    "gpu-4b": Preset(
+        "configs/gpu-4b.yaml",
+        steps=100,
+        batch=16,
+        group=4,
+        evolve_every=10,
+        eval_every=20,
+        eval_per_domain=0,
+        eval_k=4,
+        max_tokens=256,
+        train_per_domain=2,
+        # LoRA: every evaluated checkpoint is kept (train.save_total_limit=null), and full 4B checkpoints with their
+        # optimizer state would fill the disk; the adapter is pushed to TRL's vLLM server before each round.
+        # One job at a time: every arm's rollouts go to the one vLLM server of the config.
+        extra=("harness.max_events=3", "model.lora=true"),
+        jobs=1,
+        note="GPU only (configs/gpu-4b.yaml); not run in CI; report RESULTS-gpu.md",
+        ifeval_max_tokens=256,
+        report_name="RESULTS-gpu.md",
+    ),
     # Random tiny model (configs/tiny.yaml): exercises every code path in seconds; numbers are meaningless.
     "tiny": Preset(
         "configs/tiny.yaml",
@@ -186,6 +231,7 @@ PRESETS: dict[str, Preset] = {
         noise_seed=99,
         jobs=0,
         ifeval_max_tokens=8,
+        train_heldout_per_domain=1,  # 5 train tasks outside the pool: the code path, in seconds
     ),
 }
 
@@ -215,3 +261,8 @@ class Job:
     code: dict = field(default_factory=dict)  # commit, dirty, code_hash of the code the job runs
     overrides_arm: list[str] = field(default_factory=list)  # the arm's own overrides (for the summary)
     ifeval_max_tokens: int = 0  # the external yardstick on the base and the last checkpoint (0 = off)
+    # False: a seed past the preset's full_curve_seeds, evaluated at step 0 (the base job) and its final step only.
+    full_curve: bool = True
+    # The second held-out set (train-split tasks in no arm's pool), evaluated at k = train_heldout_k (0 = off).
+    train_heldout_tasks: list[str] = field(default_factory=list)
+    train_heldout_k: int = 0

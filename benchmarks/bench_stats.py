@@ -22,6 +22,13 @@ def sd_of(xs: list[float | None]) -> float | None:
     return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
 
 
+def has_full_curve(run: dict[str, Any]) -> bool:
+    """Whether the run was evaluated at every `--eval-every` checkpoint (False: a seed past the preset's
+    `full_curve_seeds`, evaluated at step 0 and its final step only; summaries from before issue 32 have full
+    curves)."""
+    return bool(run.get("job", {}).get("full_curve", True))
+
+
 # -- paired comparisons with intervals (equal steps, equal wall time) ----------------------------------------
 def _eval_at(run: dict[str, Any], base: dict[str, Any] | None, step: int) -> dict[str, Any] | None:
     if step == 0:
@@ -69,8 +76,10 @@ def paired(
     training wall times, or both at `at_step`) with a bootstrap 95% interval over seeds and tasks."""
     from bench_power import bootstrap_ci
 
-    mine = {r["seed"]: r for r in runs if r["arm"] == arm}
-    refs = {r["seed"]: r for r in runs if r["arm"] == ref}
+    # At equal wall time a run needs its full curve (a cheaper seed has no checkpoint between 0 and its last).
+    keep = (lambda r: has_full_curve(r)) if equal_time else (lambda r: True)
+    mine = {r["seed"]: r for r in runs if r["arm"] == arm and keep(r)}
+    refs = {r["seed"]: r for r in runs if r["arm"] == ref and keep(r)}
     seeds = sorted(set(mine) & set(refs))
     if not seeds:
         return None
@@ -101,10 +110,10 @@ def paired(
 
 
 def steps_to_best(runs: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
-    """Per seed: fixed's best held-out score and its step, and the first step at which `arm` reached it."""
+    """Per seed with full curves: fixed's best held-out score and its step, and the first step `arm` reached it."""
     out = []
-    for fr in (r for r in runs if r["arm"] == "fixed"):
-        hr = next((r for r in runs if r["arm"] == arm and r["seed"] == fr["seed"]), None)
+    for fr in (r for r in runs if r["arm"] == "fixed" and has_full_curve(r)):
+        hr = next((r for r in runs if r["arm"] == arm and r["seed"] == fr["seed"] and has_full_curve(r)), None)
         if hr is None:
             continue
         fs = fr["summary"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from bench_collect import GAIN_TARGETS, arm_summary, gain_targets, paired_vs_fixed, targets
 from bench_spec import ARMS
-from bench_stats import mean_of, paired, sd_of, steps_to_best
+from bench_stats import has_full_curve, mean_of, paired, sd_of, steps_to_best, task_diffs
 
 from harness.types import INTERFACES
 
@@ -43,8 +43,9 @@ class HeldoutCurve:
 
 
 def heldout_curves(runs: list[dict[str, Any]]) -> dict[str, HeldoutCurve]:
+    """Per arm, from its seeds with full curves (a cheaper seed's two points would bend the mean curve)."""
     out: dict[str, HeldoutCurve] = {}
-    for arm, mine in by_arm(runs).items():
+    for arm, mine in by_arm([r for r in runs if has_full_curve(r)]).items():
         steps = sorted({s for r in mine for s, _, _ in r["summary"]["curve"]})
         score, audit = (
             [mean_of([next((c[idx] for c in r["summary"]["curve"] if c[0] == s), None) for r in mine]) for s in steps]
@@ -109,6 +110,10 @@ def paired_fixed_rows(runs: list[dict[str, Any]]) -> list[PairedFixed]:
 PAIRS = [
     ("harnessrl", "fixed"),
     ("harnessrl", "dapo"),
+    ("harnessrl", "fixed-norm"),
+    ("harnessrl", "skip"),
+    ("fixed-norm", "fixed"),
+    ("skip", "fixed"),
     ("dapo", "fixed"),
     ("harnessrl-dapo", "dapo"),
     ("harnessrl-dapo", "harnessrl"),
@@ -134,7 +139,7 @@ class IntervalRow:
     audit: dict[str, Any]
     score: dict[str, Any] | None
     greedy_audit: dict[str, Any] | None
-    time_audit: dict[str, Any]
+    time_audit: dict[str, Any] | None  # None: no seed of both arms has a full curve
     time_score: dict[str, Any] | None
 
 
@@ -161,11 +166,62 @@ def interval_rows(results: dict[str, Any]) -> list[IntervalRow]:
     return out
 
 
+@dataclass(frozen=True)
+class HeldoutTrainRow:
+    """arm − ref on the second held-out set (train-split tasks outside every pool) at the final checkpoints, paired
+    by seed and task, with a bootstrap interval over seeds and tasks; and each arm's own final means."""
+
+    arm: str
+    ref: str
+    seeds: list[int]
+    n_tasks: int
+    audit: tuple[float, float, float] | None
+    score: tuple[float, float, float] | None
+    arm_final: tuple[float | None, float | None]  # (score, audit), mean over the seeds, 0-100
+    ref_final: tuple[float | None, float | None]
+
+
+def heldout_train_rows(results: dict[str, Any]) -> list[HeldoutTrainRow]:
+    """The `PAIRS` whose runs both evaluated the second held-out set (none in summaries from before issue 32)."""
+    from bench_power import bootstrap_ci
+
+    runs, arm_sum = results["runs"], results["arms"]
+
+    def final_ev(r: dict[str, Any]) -> dict[str, Any] | None:
+        return r["evals"].get(str(r["summary"]["final_step"]), {}).get("train_heldout")
+
+    out = []
+    for arm, ref in PAIRS:
+        if arm not in arm_sum or ref not in arm_sum:
+            continue
+        mine = {r["seed"]: r for r in runs if r["arm"] == arm and final_ev(r)}
+        refs = {r["seed"]: r for r in runs if r["arm"] == ref and final_ev(r)}
+        seeds = sorted(set(mine) & set(refs))
+        if not seeds:
+            continue
+        diffs = {
+            m: [task_diffs(final_ev(mine[s]), final_ev(refs[s]), m, False) for s in seeds] for m in ("audit", "avg")
+        }
+        out.append(
+            HeldoutTrainRow(
+                arm,
+                ref,
+                seeds,
+                len(final_ev(mine[seeds[0]])["tasks"]),  # type: ignore[index]
+                bootstrap_ci(diffs["audit"]),
+                bootstrap_ci(diffs["avg"]),
+                (arm_sum[arm].get("final_train_heldout"), arm_sum[arm].get("final_train_heldout_audit")),
+                (arm_sum[ref].get("final_train_heldout"), arm_sum[ref].get("final_train_heldout_audit")),
+            )
+        )
+    return out
+
+
 def steps_to_best_rows(runs: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]], float | None]]:
     """(arm, `bench_stats.steps_to_best` per seed, mean ratio: None unless every seed has one) for the key arms
     and dynfilter that ran."""
     out = []
-    for arm in ("harnessrl", "dapo", "harnessrl-dapo", "dynfilter"):
+    for arm in ("harnessrl", "dapo", "harnessrl-dapo", "fixed-norm", "skip", "dynfilter"):
         rows = steps_to_best(runs, arm)
         if not rows:
             continue

@@ -10,7 +10,8 @@ From the run folder (`metrics.jsonl`, `rounds.jsonl`, `events.jsonl`) it collect
 time, evolver proposals per interface and judge warnings. The report (`--report`, Markdown) holds the tables,
 the targets check and the plots; the raw numbers go to `<out>/results.json`.
 
-Arms (`--arms`, comma separated; `key` = fixed, dapo, harnessrl, harnessrl-dapo; `all` = every arm):
+Arms (`--arms`, comma separated; `key` = fixed, dapo, harnessrl, harnessrl-dapo, fixed-norm, skip; `all` = every
+arm):
 
     fixed        plain rubric GRPO, harness never changes            harness.evolver=false
     dynfilter    fixed + DAPO-style dynamic filtering                 + harness.dynamic_filtering=true
@@ -21,8 +22,17 @@ Arms (`--arms`, comma separated; `key` = fixed, dapo, harnessrl, harnessrl-dapo;
     no-memory    harnessrl without memory evidence                    evolver.memory=false
     no-critic    harnessrl accepting every valid proposal             evolver.critic=false
     no-confirm   harnessrl whose accepted updates are final (no grade) harness.confirm_window=0
+    fixed-norm   fixed, zero-variance groups' rows out of the loss normaliser  + harness.live_token_norm=true
+    skip         fixed + skip tasks predicted dead (no LLM, harness/skip.py)  + harness.skip_dead=true
 
 Key arms run with every seed in `--seeds`; ablations with `--ablation-seeds` (default: the first seed).
+Seeds past the first `--full-curve-seeds` (2) are cheaper: their runs are evaluated at step 0 (the base model) and
+their final step only, so the held-out curves and "steps to fixed's best" come from the seeds with full curves.
+DAPO shares its task draws with fixed at every step (common random numbers: an over-sampled step's first batch/G
+draws are fixed's, the surplus comes from a second stream, trainer/sampler.py). Beside the test tasks, a second
+held-out set (`--train-heldout-k`): the suite's train-split tasks that no arm's pool contains, from the same
+generator, evaluated on the base and each final checkpoint. `--stand-ins DIR` lets an older code's summaries stand
+in for an arm shown equal on every held-out task at two seeds (the report names each).
 Jobs run as separate processes (`--jobs N` at a time, one torch thread each); `--jobs 0` runs them
 in this process (tests). Finished runs are reused: rerunning the same command after an interruption
 only runs what is missing; `--render-only` rebuilds the report from finished runs.
@@ -100,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
             f"  {n}: {p.config}, {p.steps} steps, batch {p.batch}, G={p.group}, evolver every {p.evolve_every}, "
             f"eval every {p.eval_every} ({p.eval_per_domain}/domain, k={p.eval_k}, {p.max_tokens} tokens), "
             f"train pool {p.train_per_domain or 'all'}/domain"
-            f"{', ' + ' '.join(p.extra) if p.extra else ''}\n"
+            f"{', ' + ' '.join(p.extra) if p.extra else ''}{' [' + p.note + ']' if p.note else ''}\n"
             for n, p in PRESETS.items()
         )
         + "Example (the real benchmark):\n  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compare.py --preset smollm2 "
@@ -113,14 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
         choices=list(PRESETS),
         default="smollm2",
         help="smollm2: SmolLM2-135M-Instruct + LoRA (configs/cpu-demo.yaml), the real benchmark; "
-        "tiny: random tiny model (configs/tiny.yaml), seconds per arm, for smoke tests",
+        "tiny: random tiny model (configs/tiny.yaml), seconds per arm, for smoke tests; "
+        "gpu-4b: configs/gpu-4b.yaml on a GPU (never run in CI; report RESULTS-gpu.md)",
     )
     p.add_argument("--steps", type=int, help="GRPO steps per arm (the shared step budget; default from the preset)")
     p.add_argument(
         "--seeds",
         type=_csv_ints,
         default=[0, 1],
-        help="training seeds for the key arms (fixed, dapo, harnessrl, harnessrl-dapo), e.g. 0,1 (default 0,1)",
+        help=f"training seeds for the key arms ({', '.join(KEY_ARMS)}), e.g. 0,1 (default 0,1)",
     )
     p.add_argument(
         "--ablation-seeds",
@@ -161,6 +172,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="training pool: train tasks per domain, a fixed seeded pick (0 = all train tasks)",
     )
     p.add_argument("--eval-seed", type=int, default=1234, help="sampling seed of every eval (default 1234)")
+    p.add_argument(
+        "--full-curve-seeds",
+        type=int,
+        help="the first N of --seeds evaluate every --eval-every checkpoint; later seeds only the base (step 0) and "
+        "their final checkpoint, and the curves and steps to fixed's best come from the first N (default from the "
+        "preset: 2; 0 = every seed)",
+    )
+    p.add_argument(
+        "--train-heldout-k",
+        type=int,
+        help="the second held-out set: the suite's train-split tasks in no arm's pool, sampled at this k on the base "
+        "and each final checkpoint, reported beside the test tasks (default from the preset: 2; 0 = off)",
+    )
+    p.add_argument(
+        "--train-heldout-per-domain",
+        type=int,
+        help="tasks per domain of the second held-out set, a fixed seeded pick (default from the preset; 0 = all)",
+    )
+    p.add_argument(
+        "--stand-ins",
+        default=None,
+        metavar="DIR",
+        help="let summaries of an older code hash (in DIR, e.g. a committed benchmarks/results/<preset>-<hash> folder, "
+        "and those of other code in --results) stand in for an arm's missing seeds where that arm was shown equal on "
+        "every held-out task at two seeds under both codes (bench_collect.stand_ins); the report names each",
+    )
     p.add_argument("--max-tokens", type=int, help="completion tokens in training and eval (default from the preset)")
     p.add_argument(
         "--ifeval-max-tokens",
@@ -228,6 +265,9 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         "max_tokens",
         "train_per_domain",
         "jobs",
+        "full_curve_seeds",
+        "train_heldout_k",
+        "train_heldout_per_domain",
     ):
         if getattr(args, name) is None:
             setattr(args, name, getattr(preset, name))
@@ -246,12 +286,15 @@ def resolve_args(args: argparse.Namespace) -> argparse.Namespace:
         problems.append("--jobs must be >= 0")
     if args.ifeval_max_tokens < 0:
         problems.append("--ifeval-max-tokens must be >= 0 (0 = off)")
+    for name in ("full_curve_seeds", "train_heldout_k", "train_heldout_per_domain"):
+        if getattr(args, name) < 0:
+            problems.append(f"--{name.replace('_', '-')} must be >= 0")
     if not args.seeds:
         problems.append("--seeds is empty")
     if problems:
         raise SystemExit("compare.py: " + "; ".join(problems))
     args.out = args.out or str(ROOT / "runs" / f"bench-{args.preset}")
-    args.report = args.report or str(Path(args.out) / "RESULTS.md")
+    args.report = args.report or str(Path(args.out) / preset.report_name)
     args.results = args.results or str(HERE / "results" / args.preset)
     return args
 

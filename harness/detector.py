@@ -22,6 +22,10 @@ dead while 0.06 is not):
 - guidance_leak: per visit, share of hinted rollouts whose response copies >= leak_overlap of the hint's word
   4-grams; fires when share >= leak_share
 
+With reward parts beside the rubric (`train.rewards`) a group's `rewards` are the combined reward GRPO's advantages
+see: zero variance is read on them, while the max/min/mean of the three dead rules are the rubric's
+(`GroupStats.rubric_levels`), the scale tau_lo/tau_hi are set in; criterion-level rules read the rubric's verdicts.
+
 Spurious events (spurious_length, spurious_audit, stuffing) fire only when the window holds a rollout the
 hidden audit fails (audit < `audit_pass`) while the reward credits it (reward above tau_lo and no lower, by
 more than eps, than the audit-passing rollouts' mean): that is what the critic's rule needs to act on, and
@@ -102,6 +106,10 @@ class RolloutRecord(_Model):
     audit: float | None = None
     hinted: bool = False
     hint_texts: list[str] = Field(default_factory=list)
+    # With reward parts beside the rubric (tools/reward_parts.py) `reward` is the combined reward GRPO sees; these
+    # keep its rubric score and each part's value (unweighted).
+    rubric: float | None = None
+    parts: dict[str, float] = Field(default_factory=dict)
 
 
 def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -199,6 +207,10 @@ class GroupStats(_Model):
     verdicts: list[dict[str, bool]] = Field(default_factory=list)  # per rollout: criterion id -> met (same caveat)
     hinted: bool = False
     hinted_share: float = 0.0
+    # Only with reward parts beside the rubric (`rewards` is then the combined reward): per rollout the rubric score
+    # and each part's value. Empty without parts: the rubric is then `rewards` itself.
+    rubric: list[float] = Field(default_factory=list)
+    parts: dict[str, list[float]] = Field(default_factory=dict)
 
     @classmethod
     def from_rollouts(
@@ -233,6 +245,7 @@ class GroupStats(_Model):
         overlaps = [hint_overlap(r.text, r.hint_texts) if r.hinted else None for r in rollouts]
         hinted = [o for o in overlaps if o is not None]
         audits = [r.audit for r in rollouts if r.audit is not None]
+        with_parts = any(r.parts for r in rollouts)
         return cls(
             task_id=task_id,
             step=step,
@@ -258,7 +271,15 @@ class GroupStats(_Model):
             verdicts=[dict(r.verdicts) for r in rollouts],
             hinted=bool(hinted),
             hinted_share=len(hinted) / len(rollouts),
+            rubric=[r.reward if r.rubric is None else r.rubric for r in rollouts] if with_parts else [],
+            parts={k: [r.parts.get(k, 0.0) for r in rollouts] for k in rollouts[0].parts} if with_parts else {},
         )
+
+    def rubric_levels(self) -> tuple[float, float, float]:
+        """(min, mean, max) of the rubric scores: with reward parts the combined reward's differ."""
+        if not self.rubric:
+            return self.min, self.mean, self.max
+        return min(self.rubric), float(np.mean(self.rubric)), max(self.rubric)
 
     def summary(self) -> dict[str, Any]:
         """The scalar part, for event payloads and logs."""
@@ -305,14 +326,16 @@ class Detector:
     def is_dead(self, s: GroupStats) -> bool:
         return s.std < self.config.eps
 
+    # Dead or not is the combined reward's (what the advantage sees); which dead kind is the rubric's level, on the
+    # scale tau_lo/tau_hi are set in and the repairs act on (a constant reward part would turn collapse_low to flat).
     def _low(self, s: GroupStats) -> bool:
-        return self.is_dead(s) and s.max <= self.config.tau_lo
+        return self.is_dead(s) and s.rubric_levels()[2] <= self.config.tau_lo
 
     def _high(self, s: GroupStats) -> bool:
-        return self.is_dead(s) and s.min >= self.config.tau_hi
+        return self.is_dead(s) and s.rubric_levels()[0] >= self.config.tau_hi
 
     def _flat(self, s: GroupStats) -> bool:
-        return self.is_dead(s) and self.config.tau_lo < s.mean < self.config.tau_hi
+        return self.is_dead(s) and self.config.tau_lo < s.rubric_levels()[1] < self.config.tau_hi
 
     def _length_hit(self, s: GroupStats) -> bool:
         return s.length_corr is not None and s.length_corr >= self.config.length_corr

@@ -79,10 +79,10 @@ def test_code_snapshot_holds_every_benchmark_module():
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("key", ["fixed", "dapo", "harnessrl", "harnessrl-dapo"]),
+        ("key", ["fixed", "dapo", "harnessrl", "harnessrl-dapo", "fixed-norm", "skip"]),
         ("all", list(bench_spec.ARMS)),
         ("harnessrl,fixed,harnessrl", ["harnessrl", "fixed"]),
-        ("key,no-critic", ["fixed", "dapo", "harnessrl", "harnessrl-dapo", "no-critic"]),
+        ("key,no-critic", ["fixed", "dapo", "harnessrl", "harnessrl-dapo", "fixed-norm", "skip", "no-critic"]),
     ],
 )
 def test_parse_arms(text, expected):
@@ -120,9 +120,9 @@ def test_plan_orders_key_arms_first_and_shares_the_budget(tmp_path):
     names = [j.name for j in jobs]
     assert names[0] == "base"
     # Key arms for seed 0, then seed 1, then ablations (first seed only): a time budget cuts ablations first.
-    key = ["fixed", "dapo", "harnessrl", "harnessrl-dapo"]
-    assert names[1:9] == [f"{a}-s{s}" for s in (0, 1) for a in key]
-    assert names[9:] == [f"{a}-s0" for a in bench_spec.ARMS if not bench_spec.ARMS[a].key]
+    key = ["fixed", "dapo", "harnessrl", "harnessrl-dapo", "fixed-norm", "skip"]
+    assert names[1:13] == [f"{a}-s{s}" for s in (0, 1) for a in key]
+    assert names[13:] == [f"{a}-s0" for a in bench_spec.ARMS if not bench_spec.ARMS[a].key]
     arm_jobs = [j for j in jobs if j.kind == "arm"]
     assert len({tuple(j.eval_tasks) for j in jobs}) == 1  # every model sees the same held-out subset
     assert {j.ifeval_max_tokens for j in jobs} == {bench_spec.PRESETS["tiny"].ifeval_max_tokens}  # the yardstick too
@@ -159,6 +159,8 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             "dapo": (False, False, 3, True, True),
             "plain": (False, False, 3, True, True),
             "harnessrl-dapo": (True, False, 3, True, True),
+            "fixed-norm": (False, False, 3, True, True),
+            "skip": (False, False, 3, True, True),
         }[job.arm]
         e = cfg.evolver
         assert (h.evolver, h.dynamic_filtering, len(e.interfaces), e.memory, e.critic) == expect, job.arm
@@ -169,6 +171,8 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             assert job.arm[3:] not in cfg.evolver.interfaces
         # Only the no-confirm ablation turns off training's grade of accepted updates.
         assert (h.confirm_window == 0) == (job.arm == "no-confirm"), job.arm
+        # The two controls (issue 32): each its own knob, nothing else.
+        assert (h.live_token_norm, h.skip_dead) == (job.arm == "fixed-norm", job.arm == "skip"), job.arm
 
 
 @pytest.mark.parametrize("evolve, every, expected", [(2, 4, 2), (4, 4, 4), (3, 4, 1), (4, 2, 2)])
@@ -974,6 +978,9 @@ def test_tiny_smoke_every_arm(tmp_path, monkeypatch):
     assert fixed["evals"]["2"]["ifeval"]["n_prompts"] == 52 and "ifeval" not in fixed["evals"]["1"]
     assert 0.0 <= fixed["evals"]["2"]["ifeval"]["prompt_strict"] <= 1.0 and "IFEval final" in table
     assert set(fixed["ckpt_wall"]) == {"1", "2"}
+    # The second held-out set (train tasks outside the pool, issue 32) on the final checkpoint only, k=2.
+    assert fixed["evals"]["2"]["train_heldout"]["k"] == 2 and "train_heldout" not in fixed["evals"]["1"]
+    assert len(fixed["evals"]["2"]["train_heldout"]["tasks"]) == 5 and "## Second held-out set" in text
     for section in (
         "## Paired differences with bootstrap",
         "## Costs",

@@ -1,7 +1,8 @@
 """Smoke test of `benchmarks/evolver_quality.py --quick` on the tiny model: the whole pipeline runs (two rounds
 per case, accepted updates graded on follow-up groups by the trainer's confirm/revert rule) and its numbers hold
 together (what the benchmark's report is built from), plus the planting and the gaming overlay
-(`benchmarks/evq_cases.py`) and the report's re-render (`benchmarks/evq_report.py`)."""
+(`benchmarks/evq_cases.py`), the spurious_audit case through the benchmark's own detection path
+(`benchmarks/evq_detect.py`) and the report's re-render (`benchmarks/evq_report.py`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from harness.data import load_suite
+from harness.detector import DetectorConfig
+from harness.scoring import aggregate
+from tools.judge import Judge
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,6 +31,7 @@ def _load_benchmark():
 
 eq = _load_benchmark()  # puts benchmarks/ on sys.path: its parts import by plain name
 import evq_cases  # noqa: E402
+import evq_detect  # noqa: E402
 import evq_probes  # noqa: E402
 import evq_report  # noqa: E402
 
@@ -64,6 +69,19 @@ def test_planted_defects_have_the_promised_shape(suite):
     assert long.check.evaluate(padded) and not concise.check.evaluate(padded)
     assert not long.check.evaluate(sl.task.reference_answer) and concise.check.evaluate(sl.task.reference_answer)
     assert sl.pad and not any(c.pad for c in cases if c is not sl)
+    # spurious_audit: the cited non-answer out-earns a perfect honest answer on the rubric, the audit fails it.
+    sa = by["spurious_audit"]
+    judge = Judge(None)
+    honest = sa.task.reference_answer
+    scores = judge.score_sync(sa.task.criteria, sa.task.user_prompt, [evq_cases.CITATION, honest])
+    perfect = aggregate(
+        [c for c in sa.task.criteria if c.check is not None],
+        {c.id: c.weight > 0 and c.id != "evq_cited" for c in sa.task.criteria if c.check is not None},
+    )
+    assert scores[0].verdicts["evq_cited"].met and scores[0].score > perfect >= scores[1].score
+    audit = judge.audit_sync(sa.task, [evq_cases.CITATION, honest])
+    assert audit[0] < 0.5 <= audit[1]
+    assert sa.cite and sa.event_type == "spurious_audit" and not any(c.cite for c in cases if c is not sa)
 
 
 def test_sources_are_distinct_train_tasks_four_per_defect(suite):
@@ -85,8 +103,8 @@ class _Echo:
 
 
 def test_gaming_overlay_only_touches_gaming_tasks_and_every_second_rollout(suite):
-    cases = evq_cases.build_cases(suite, 1, ("stuffing", "leak", "control", "spurious_length"))
-    stuff, leak, control, pad = cases
+    cases = evq_cases.build_cases(suite, 1, ("stuffing", "leak", "control", "spurious_length", "spurious_audit"))
+    stuff, leak, control, pad, cite = cases
     policy = evq_probes.ProbeEndpoint(evq_cases.GamingOverlay(_Echo(), cases))
     ref = leak.task.reference_answer
     convs = [
@@ -96,6 +114,7 @@ def test_gaming_overlay_only_touches_gaming_tasks_and_every_second_rollout(suite
         [{"role": "user", "content": control.task.user_prompt}],
     ]
     convs.append([{"role": "user", "content": pad.task.user_prompt}])
+    convs.append([{"role": "user", "content": cite.task.user_prompt}])
     out = policy.sample(convs, n=4, seed=1)
     assert out[0][0].endswith(" ".join([stuff.stuff_word] * evq_cases.STUFF_REPEAT)) and out[0][1] == "plain answer 1"
     assert out[1][0] == ref and out[1][1] == "plain answer 1"  # a hint that gives the answer is copied
@@ -106,8 +125,40 @@ def test_gaming_overlay_only_touches_gaming_tasks_and_every_second_rollout(suite
         f"plain answer 2 {evq_cases.PADDING}",
         "plain answer 3",
     ]
+    assert out[5] == [evq_cases.CITATION] * 3 + ["plain answer 3"]  # three in four cite, the fourth is honest
     again = policy.sample(convs, n=4, seed=1)  # identical request: served from the cache, still counted
-    assert again == out and policy.count.requested == 40 and policy.count.generated == 20
+    assert again == out and policy.count.requested == 48 and policy.count.generated == 24
+
+
+class _Reference:
+    """A policy that answers every task with its reference answer (honest content, no gaming)."""
+
+    name = "reference"
+
+    def __init__(self, tasks):
+        self.answers = {t.user_prompt: t.reference_answer for t in tasks}
+
+    def sample(self, messages_batch, n=1, max_tokens=64, temperature=1.0, seed=None):
+        return [[self.answers[conv[-1]["content"]]] * n for conv in messages_batch]
+
+
+def test_spurious_audit_cases_are_detected_as_spurious_audit_by_the_benchmark_path(suite):
+    """The four planted cases, through the benchmark's own detection visits (real judge, real detector with the
+    CPU demo's window): each raises spurious_audit, and neither the stuffing nor the length rule fires first."""
+    cases = evq_cases.build_cases(suite, 4, ("spurious_audit",))
+    policy = evq_probes.ProbeEndpoint(evq_cases.GamingOverlay(_Reference([c.task for c in cases]), cases))
+    cfg = DetectorConfig(window=2, min_hits=1)
+    det = evq_detect.detect(
+        evq_cases.initial_state(cases), cases, policy, Judge(None), cfg, k=4, max_tokens=48, temperature=1.0
+    )
+    for c in cases:
+        events = det.events[c.task.id]
+        ev = evq_detect.matching_event(c, events)
+        assert ev is not None and ev.stats["train_audit_gap"] > cfg.audit_gap, (c.case_id, events)
+        assert evq_cases.EXPECTED[c.defect] == ("spurious_audit", "criteria")
+        assert not {"stuffing", "spurious_length"} & {e.type for e in events}, events
+    bad = evq_cases.known_bad(cases)
+    assert [(kind, c.case_id) for kind, c, _ in bad] == [("rewards the cue", "evq-spurious_audit-1")]
 
 
 @pytest.mark.slow
@@ -183,12 +234,13 @@ def test_quick_run_on_the_tiny_model(tmp_path, tiny_model_dir):
         assert t["false_accept_decisions"] == len(bad_a) + len(controls)
         assert t["false_accepts"] == sum(r["accepted"] for r in bad_a + controls)
     bad = res["bad_candidates"]
-    assert {r["kind"] for r in bad} == {"loosened criterion", "leaking hint", "rewards padding"}
+    assert {r["kind"] for r in bad} == {"loosened criterion", "leaking hint", "rewards padding", "rewards the cue"}
     # The reference answer as a hint is refused by the static leak guard in every arm, before any probe.
     ref_hint = [r for r in bad if r["kind"] == "leaking hint" and r["case"].startswith("evq-impossible")]
     assert ref_hint and all(r["invalid"] and not r["accepted"] and r["probe_rollouts"] == 0 for r in ref_hint)
     text = report.read_text()
     assert "| blind | rules |" in text and "| flat | rules |" in text and "| spurious_length | rules |" in text
+    assert "| spurious_audit | rules |" in text
     assert evq_report.PENDING in text and evq_report.NOTES_MARKER in text and "## Targets" in text
     # Re-rendering keeps hand-written notes below the marker.
     report.write_text(text + "my note\n")

@@ -409,3 +409,41 @@ def test_report_command_prints_sentences_or_json(run_dir, capsys):
     assert out.startswith("8 training steps") and "report: " in out and "accepted_total" not in out
     assert main(["report", str(run_dir), "--json"]) == 0
     assert '"accepted_total": 2' in capsys.readouterr().out
+
+
+def test_reward_parts_and_judge_drift_are_plotted_only_when_the_run_has_them(run_dir, monkeypatch):
+    drawn: dict[str, list[tuple[str, list]]] = {}
+    real = report._png
+
+    def png(fig):  # the lines each figure holds, by title
+        ax = fig.axes[0]
+        drawn[ax.get_title()] = [(line.get_label(), list(line.get_ydata())) for line in ax.get_lines()]
+        return real(fig)
+
+    monkeypatch.setattr(report, "_png", png)
+    page = report.build_report(run_dir).read_text()
+    assert "<h2>Reward parts</h2>" not in page and "<h2>Judge drift</h2>" not in page
+    assert not any("parts" in t or "drift" in t for t in drawn)
+
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for m in lines:
+        m.update(reward_rubric=0.05 * m["step"], reward_parts={"brevity": 0.5, "format": 0.25 * (m["step"] % 2)})
+        if m["step"] in (4, 8):
+            first = m["step"] == 4
+            m["judge_drift"] = {
+                "items": 8,
+                "n": 8,
+                "agreement": 1.0 if first else 0.75,
+                "met_rate": 0.5,
+                "first": first,
+            }
+    _jsonl(run_dir / "metrics.jsonl", lines)
+    drawn.clear()
+    page = report.build_report(run_dir).read_text()
+    assert "<h2>Reward parts</h2>" in page and "<h2>Judge drift</h2>" in page
+    parts = dict(drawn["Reward parts (batch means; parts unweighted)"])
+    assert parts["rubric"] == [0.05 * s for s in range(1, 9)]
+    assert parts["format (part)"] == [0.25 * (s % 2) for s in range(1, 9)] and parts["brevity (part)"] == [0.5] * 8
+    drift = dict(drawn["Judge drift on the fixed probe set"])
+    assert drift["agreement with the first judging"] == [1.0, 0.75] and drift["met rate"] == [0.5, 0.5]
+    assert "agreement with the checks" not in drift  # no item had a check: no line, rather than an empty one

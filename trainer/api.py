@@ -3,7 +3,10 @@
 `harness_parts` builds the pieces `harnessrl train` wires (trainer/grpo.py) from one run config: a YAML file,
 a `RunConfig`, or plain keyword arguments naming config fields (`max_steps=8`, or `evolver__sample_k=8` for a
 name that several sections share). `attach` refuses `GRPOConfig` settings that would make the harness wrong,
-each named with both values; `harness.dynamic_sampling` wraps the reward in
+each named with both values, and a trainer whose `reward_funcs` hold anything besides HarnessRL's reward (or whose
+`reward_weights` are set): other rewards are reward parts in the config (`train.rewards`, `tools/reward_parts.py`),
+summed inside HarnessRL's one reward so that the advantages are computed on what the harness sees;
+`harness.dynamic_sampling` wraps the reward in
 `trainer.dynamic_sampling.DynamicSamplingReward`, handed to the trainer class by `trainer_kwargs`. A run folder
 that already holds a harness is opened at its latest version, as a new run on that harness. Usage, what
 `attach` refuses and why resuming is not supported on this path: see README.md, section "Use it from your own
@@ -58,7 +61,7 @@ class HarnessParts:
     reward: Any
     callback: Any
     trainer_class: type
-    dynamic_sampling: Any = None  # the DynamicSamplingReward (also `reward`) when harness.dynamic_sampling is on
+    dynamic_sampling: Any = None  # DynamicSamplingReward / LiveNormReward (also `reward`) when either knob is on
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `trainer_class(...)` besides your model, tokenizer and args."""
@@ -97,12 +100,47 @@ class HarnessParts:
                 f"{self.cfg.harness.evolve_every} (the checkpoint after a round carries its harness)"
             )
         problems += generation_mismatches(args, self.cfg)
+        problems += reward_mismatches(trainer, self.reward)
         if problems:
             raise ConfigError("GRPOConfig does not fit the HarnessRL run: " + "; ".join(problems))
         self.callback.trainer = trainer
 
     def close(self) -> None:
         self.run.close()
+
+
+ADD_AS_PART = (
+    "GRPO would add it to the advantages while the detector, the critic and training's grading see HarnessRL's "
+    "reward only; pass it as a reward part instead: train.rewards: [{name: ..., weight: ..., kind: python, "
+    "function: 'your_module:your_function'}] (README, 'Other rewards beside the rubric')"
+)
+
+
+def reward_mismatches(trainer: Any, reward: Any) -> list[str]:
+    """What in a `GRPOTrainer`'s rewards HarnessRL would not see: reward functions besides `reward`, `reward_weights`.
+
+    Read from TRL's public contract: the trainer's `reward_funcs` (what was passed, plus any TRL added itself) with
+    their `reward_func_names`, and `args.reward_weights`. An object without `reward_funcs` is no GRPOTrainer and
+    adds no reward of its own."""
+    funcs = getattr(trainer, "reward_funcs", None)  # TRL's trainer: duck typing on a type we do not own
+    if funcs is None:
+        return []
+    names = list(getattr(trainer, "reward_func_names", None) or [])
+    if len(names) != len(funcs):
+        names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+    extra = [name for f, name in zip(funcs, names) if f is not reward]
+    problems = []
+    if extra:
+        problems.append(f"reward_funcs hold {extra} besides HarnessRL's reward: {ADD_AS_PART}")
+    elif len(funcs) != 1:
+        problems.append(f"reward_funcs hold HarnessRL's reward {len(funcs)} times; pass it once")
+    weights = trainer.args.reward_weights
+    if weights is not None and list(weights) != [1.0] * len(funcs):
+        problems.append(
+            f"reward_weights={list(weights)} rescale the reward GRPO sees; leave them unset and give each part "
+            "its weight in train.rewards"
+        )
+    return problems
 
 
 def generation_mismatches(args: Any, cfg: RunConfig) -> list[str]:
@@ -138,6 +176,11 @@ def generation_mismatches(args: Any, cfg: RunConfig) -> list[str]:
     if ds and args.beta != 0.0:
         problems.append(
             f"beta={args.beta} but harness.dynamic_sampling needs beta=0 (the KL term would act on the rows it drops)"
+        )
+    if cfg.harness.live_token_norm and args.beta != 0.0:
+        problems.append(
+            f"beta={args.beta} but harness.live_token_norm needs beta=0 (the KL term would act on the rows the "
+            "normaliser leaves out)"
         )
     return problems
 
@@ -179,6 +222,10 @@ def harness_parts(
         reward = dynamic = DynamicSamplingReward(
             reward, cfg.train.num_generations, cfg.train.batch_size // cfg.train.num_generations
         )
+    elif h.live_token_norm:  # as trainer.grpo.build_trainer applies it: the normaliser alone
+        from trainer.dynamic_sampling import LiveNormReward
+
+        reward = dynamic = LiveNormReward(reward, cfg.train.num_generations)
     return HarnessParts(
         cfg=cfg,
         run=run,

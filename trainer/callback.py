@@ -4,9 +4,9 @@ TRL/transformers callbacks have no "pause" flag; blocking inside a hook *is* the
 `on_train_begin` of a run at step 0 runs the pre-flight round (`trainer.preflight.run_preflight`). Every
 `harness.evolve_every` steps `on_step_end` runs `EvolverPause.evolve` and stops training when the pause says so
 (`stop_reason`); every step it writes the step's metrics line (with the memory server's outage, when there is one:
-records queued and flushed). `on_save` adds the harness state to each TRL
-checkpoint (`trainer.checkpoint.write_checkpoint_state`), then prunes the complete checkpoints beyond
-`train.save_total_limit` (`trainer.disk.prune_checkpoints`).
+records queued and flushed; at a pause step, the judge's drift probe, `trainer.judge_drift.JudgeDrift`). `on_save`
+adds the harness state to each TRL checkpoint (`trainer.checkpoint.write_checkpoint_state`), then prunes the
+complete checkpoints beyond `train.save_total_limit` (`trainer.disk.prune_checkpoints`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from trainer.checkpoint import write_checkpoint_state
 from trainer.disk import prune_checkpoints
 from trainer.evolver_round import EvolverPause, RoundRunner
 from trainer.io import append_jsonl
+from trainer.judge_drift import JudgeDrift
 from trainer.preflight import run_preflight
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class HarnessCallback(TrainerCallback):
         self.run = run
         self.cfg = run.cfg
         self.pause = EvolverPause(run, trainer, run_graph=run_graph)
+        self.drift = JudgeDrift(run)  # the judge's drift line (off without an LLM judge)
         self._flushed_seen = 0  # the memory's flushed count at the last step's line
 
     @property
@@ -52,6 +54,8 @@ class HarnessCallback(TrainerCallback):
     ) -> TrainerControl:
         if self.run.sampler is not None:
             self.run.sampler.step = state.global_step
+        if self.pause.is_main():
+            self.drift.begin(state.global_step)  # the probe set's first judging (a resumed run keeps its own)
         h = self.cfg.harness
         # Only a run that starts at step 0: a resumed one holds its pre-flight in harness and memory already.
         if h.evolver and h.preflight and state.global_step == 0:
@@ -84,6 +88,8 @@ class HarnessCallback(TrainerCallback):
             }
         )
         record.update(self._memory_outage())
+        if self.pause.is_main():
+            record.update(self.drift.at_pause(step, state.max_steps))
         self.run.last_record = record
         if self.pause.is_main():
             append_jsonl(self.run.paths.metrics, record)

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Order here is the order in `--help`.
-COMMAND_MODULES = ("data", "policy", "train", "eval", "report", "evolve", "trace")
+COMMAND_MODULES = ("data", "policy", "train", "eval", "report", "evolve", "trace", "export", "judge")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agents.context import PER_RUN, EvolverContext
+from agents.context import PER_RUN, RULES, EvolverContext
+from tools.reward_parts import parse_parts
 
 
 class ConfigError(ValueError):
@@ -104,6 +105,12 @@ class TrainConfig:
     vllm_server_base_url: str | None = _f(None, "TRL vLLM server URL (server mode), e.g. http://host:8000.")
     ddp_timeout: int = _f(1800, "Collective timeout (s); must exceed the longest evolver pause on multi-GPU.")
     log_completions: bool = _f(False, "TRL completions parquet tables per step.")
+    rewards: list[dict[str, Any]] = _f(
+        [],
+        "Reward parts beside the rubric, each {name, weight, kind, ...}: kind length (target, scale, over_only), "
+        "regex (pattern), reference (match: exact|normalised|contains) or python (function: module:callable). "
+        "reward = rubric + sum(weight * part); the detector, critic and grading see it (tools/reward_parts.py).",
+    )
 
     def __post_init__(self) -> None:
         for name in (
@@ -125,6 +132,10 @@ class TrainConfig:
                 f"train.batch_size ({self.batch_size}) must be a multiple of train.num_generations "
                 f"({self.num_generations}); set train.batch_size={fix}"
             )
+        try:
+            parse_parts(self.rewards, "train.rewards")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if self.use_vllm and self.vllm_mode == "server" and not self.vllm_server_base_url:
             raise ConfigError(
                 "train.use_vllm with vllm_mode=server needs train.vllm_server_base_url (e.g. http://localhost:8000)"
@@ -170,6 +181,25 @@ class HarnessConfig:
         "DAPO dynamic sampling (over-sample, drop zero-variance groups, refill): generate "
         "this many times train.batch_size rollouts per step and train on the first "
         "batch_size/G groups with reward variance (trainer/dynamic_sampling.py); 0 = off.",
+    )
+    live_token_norm: bool = _f(
+        False,
+        "Normalise the token-mean loss over the rows of groups with reward variance only: the rows of a "
+        "zero-variance group (advantage 0) leave the normaliser, as dynamic sampling's dropped rows do, without "
+        "over-sampling (the benchmark's fixed-norm arm; trainer/dynamic_sampling.py). Needs train.beta=0, a "
+        "token-mean loss and one process; not with dynamic_sampling, which normalises over its kept rows already.",
+    )
+    skip_dead: bool = _f(
+        False,
+        "Skip tasks predicted dead before generating (no LLM, no evolver; the benchmark's skip arm, "
+        "harness/skip.py): a task whose last z groups were all dead is drawn with probability max(p^z, skip_floor), "
+        "p adapting each step towards skip_target. Not with the evolver, dynamic_filtering or liveness_weighting.",
+    )
+    skip_target: float = _f(
+        0.25, "skip_dead: the target share of dead groups per step that the exploration probability p adapts to."
+    )
+    skip_floor: float = _f(
+        0.05, "skip_dead: the least probability a task with a run of dead groups is still drawn (keeps exploring)."
     )
     sampler_floor: float = _f(0.1, "Uniform floor mixed into task sampling so every active task stays reachable.")
     detector: dict[str, Any] = _f({}, "harness.detector.DetectorConfig overrides (eps, tau_lo, tau_hi, window, ...).")
@@ -229,6 +259,13 @@ class HarnessConfig:
         "Stop training (after the step's checkpoint, non-zero exit) when this many "
         "evolver rounds in a row failed (endpoint or server down); 0: never stop.",
     )
+    judge_drift: bool | None = _f(
+        None,
+        "Re-judge a fixed probe set (judge_probe.json, drawn at the start) at every evolve_every steps and write "
+        "the judge's drift (agreement with the first judging, met rate) to metrics.jsonl and the report "
+        "(trainer/judge_drift.py). None: on when evolver.judge_model is an LLM (checks cannot drift).",
+    )
+    judge_drift_items: int = _f(16, "Probe items of the judge's drift line (judge calls per pause).")
 
     def __post_init__(self) -> None:
         if self.evolve_every < 1:
@@ -251,8 +288,31 @@ class HarnessConfig:
             )
         if not 0.0 <= self.sampler_floor <= 1.0:
             raise ConfigError(f"harness.sampler_floor must be in [0, 1], got {self.sampler_floor}")
+        if not 0.0 <= self.skip_target <= 1.0:
+            raise ConfigError(f"harness.skip_target must be in [0, 1], got {self.skip_target}")
+        if not 0.0 < self.skip_floor <= 1.0:
+            raise ConfigError(f"harness.skip_floor must be in (0, 1], got {self.skip_floor}")
+        if self.skip_dead and (self.dynamic_filtering or self.liveness_weighting):
+            other = "dynamic_filtering" if self.dynamic_filtering else "liveness_weighting"
+            raise ConfigError(
+                f"harness.skip_dead and harness.{other} both set the sampler's task multipliers: choose one"
+            )
+        if self.skip_dead and self.evolver:
+            # The control must not use the evolver; with it, a repaired task would keep the dead run of the harness
+            # it had before (liveness_weighting is the evolver's own predictive sampler, reset by each update).
+            raise ConfigError(
+                "harness.skip_dead is the zero-LLM control of a fixed harness: set harness.evolver=false (a repaired "
+                "task would keep the dead run of its old harness; with the evolver use harness.liveness_weighting)"
+            )
+        if self.live_token_norm and self.dynamic_sampling:
+            raise ConfigError(
+                f"harness.live_token_norm with harness.dynamic_sampling={self.dynamic_sampling}: dynamic sampling "
+                f"already normalises the loss over its kept (live) rows; set one of them"
+            )
         if not 0.0 <= self.max_judge_failure_share <= 1.0:
             raise ConfigError(f"harness.max_judge_failure_share must be in [0, 1], got {self.max_judge_failure_share}")
+        if self.judge_drift_items < 1:
+            raise ConfigError(f"harness.judge_drift_items must be >= 1, got {self.judge_drift_items}")
         if self.max_failed_rounds < 0:
             raise ConfigError(f"harness.max_failed_rounds must be >= 0 (0 never stops), got {self.max_failed_rounds}")
         if self.confirm_window < 0:
@@ -294,6 +354,11 @@ class RunConfig:
                 "`chroma run --path <folder> --port 8000` and set "
                 "harness.memory_url=http://127.0.0.1:8000, or set evolver.memory=false"
             )
+        if h.judge_drift and e.judge_model == RULES:
+            raise ConfigError(
+                "harness.judge_drift=true needs an LLM judge: with evolver.judge_model=rules the checks decide every "
+                "criterion and cannot drift; set evolver.judge_model=provider:model or harness.judge_drift=null"
+            )
         if h.evolver and h.evolve_every % t.save_steps:
             raise ConfigError(
                 f"harness.evolve_every ({h.evolve_every}) must be a multiple of train.save_steps ({t.save_steps}) so "
@@ -306,6 +371,19 @@ class RunConfig:
                 f"or other ranks time out while rank 0 runs the evolver; set train.ddp_timeout="
                 f"{h.max_pause_s * 2}"
             )
+        if h.live_token_norm:
+            # The same correction as dynamic sampling's (trainer/dynamic_sampling.py): only a token-mean normaliser
+            # can leave the zero-advantage rows out; a KL term would still act on them.
+            if t.beta != 0.0:
+                raise ConfigError(
+                    f"harness.live_token_norm needs train.beta=0 (got {t.beta}): the KL term acts on the rows the "
+                    f"normaliser leaves out; set train.beta=0 or harness.live_token_norm=false"
+                )
+            if t.loss_type not in LOSS_TYPES:
+                raise ConfigError(
+                    f"harness.live_token_norm needs a token-mean train.loss_type ({' / '.join(LOSS_TYPES)}; got "
+                    f"{t.loss_type!r}): only its normaliser can leave rows out; set train.loss_type=dapo"
+                )
         if h.dynamic_sampling:
             # TRL shuffles the generation batch before the loss (private `_prepare_inputs`), so the loss cannot
             # tell a dropped row from a kept one whose advantage is 0: only the token-mean normaliser can be
@@ -395,6 +473,7 @@ SET_BY_TRAINER = {
     "max_tokens": "train.max_completion_length",
     "temperature": "train.temperature",
     "seed": "train.seed",
+    "reward_parts": "train.rewards",
 }
 assert set(PER_RUN) <= set(SET_BY_TRAINER)
 

@@ -7,7 +7,9 @@ advantages in one private method (`_generate_and_score_completions`), so a secon
 one step needs private API. The closest faithful version through public contracts, implemented here:
 
 1. over-sample: the step draws N x `train.batch_size` rollouts (N x batch/G groups) in ONE generation call
-   (`trainer.grpo.grpo_args` multiplies TRL's per-device batch; the harness sampler draws them at step time);
+   (`trainer.grpo.grpo_args` multiplies TRL's per-device batch; the harness sampler draws them at step time: the
+   first batch/G from its main stream, the draws a run without over-sampling makes at the same seed, the surplus
+   from a second stream, so the fixed arm and DAPO share their task draws at every step);
 2. drop and refill: this reward wrapper (a reward function is TRL's public hook) keeps the first `batch/G`
    groups in draw order whose rewards vary and returns `None` for every other row; TRL turns `None` into an
    unscorable row whose advantage is forced to 0, so dropped rows add nothing to the policy gradient;
@@ -38,6 +40,14 @@ hidden, a dead task would never produce a dead-group event, and a repair that le
 graded only on the groups that varied and confirmed. Only the policy loss sees the kept groups. "Dead" for the
 detector is std < `harness.detector.eps`, wider than DAPO's exact zero variance: a kept group can still be
 detector-dead, counted per step as `ds_kept_dead` (the benchmark's zero-variance share of trained groups).
+
+The normaliser alone (`harness.live_token_norm`, the benchmark's `fixed-norm` control, `LiveNormReward`): no
+over-sampling and nothing dropped; every row keeps its reward (a zero-variance group's advantages are 0 anyway), and
+only the token-mean normaliser counts the rows of the groups whose rewards vary, as DAPO's does. It separates DAPO's
+two effects: a fixed-harness step divides its loss by every row's tokens, dead rows included, so dead groups shrink
+its gradient; DAPO's step divides by the kept rows only. Refused with `beta > 0`, a non-token-mean loss, several
+processes (as above) and with dynamic sampling itself. Per step it records `ln_groups_live` and `ln_tokens_live` /
+`ln_tokens_all` (the share of the normaliser it kept).
 """
 
 from __future__ import annotations
@@ -51,7 +61,7 @@ from trainer.config import ConfigError, RunConfig
 
 
 def check_one_process(cfg: RunConfig) -> None:
-    """Refuse `harness.dynamic_sampling` under a multi-process launch (`WORLD_SIZE` > 1), before the model loads.
+    """Refuse `harness.dynamic_sampling` or `harness.live_token_norm` under several processes, before the model loads.
 
     Not a schema refusal: the same config is fine in one process (a report, a replay), so it is checked at launch."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -60,6 +70,12 @@ def check_one_process(cfg: RunConfig) -> None:
             f"harness.dynamic_sampling={cfg.harness.dynamic_sampling} runs on one process only, but "
             f"WORLD_SIZE={world}: each rank's reward sees only its own rows, so the kept groups and the "
             f"loss normaliser would be per rank; launch one process or set harness.dynamic_sampling=0"
+        )
+    if cfg.harness.live_token_norm and world > 1:
+        raise ConfigError(
+            f"harness.live_token_norm runs on one process only, but WORLD_SIZE={world}: each rank's reward sees only "
+            f"its own rows, so the live rows' token count would be per rank; launch one process or set "
+            f"harness.live_token_norm=false"
         )
 
 
@@ -124,3 +140,41 @@ class DynamicSamplingReward:
             },
         )
         return out
+
+
+class LiveNormReward:
+    """Wraps the rubric reward and counts the tokens of the rows whose group has reward variance.
+
+    `kept_tokens` is the loss normaliser `HarnessGRPOTrainer.compute_loss` uses; every reward is returned unchanged."""
+
+    __name__ = "rubric"  # same metric names as the plain rubric reward
+
+    def __init__(self, inner: Any, num_generations: int) -> None:
+        self.inner = inner
+        self.num_generations = num_generations
+        self.kept_tokens = 0  # completion tokens of the live groups' rows in the last call (the loss normaliser)
+
+    async def __call__(
+        self, *, completions: list, completion_ids: list | None = None, trainer_state: Any = None, **kwargs: Any
+    ) -> list[float]:
+        rewards = await self.inner(
+            completions=completions, completion_ids=completion_ids, trainer_state=trainer_state, **kwargs
+        )
+        if completion_ids is None:
+            raise ValueError("LiveNormReward needs TRL's completion_ids (to normalise the loss over live rows)")
+        g = self.num_generations
+        if len(rewards) % g:
+            raise ValueError(f"LiveNormReward: {len(rewards)} rewards are not groups of {g}")
+        live = {s // g for s in range(0, len(rewards), g) if not zero_variance(rewards[s : s + g])}
+        self.kept_tokens = sum(len(completion_ids[i]) for i in range(len(rewards)) if i // g in live)
+        run = self.inner.run
+        step = (trainer_state.global_step if trainer_state is not None else run.sampler.step if run.sampler else 0) + 1
+        run.record_step(
+            step,
+            {
+                "ln_groups_live": len(live),
+                "ln_tokens_live": self.kept_tokens,
+                "ln_tokens_all": sum(len(c) for c in completion_ids[: len(rewards)]),
+            },
+        )
+        return list(rewards)

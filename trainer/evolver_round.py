@@ -42,6 +42,7 @@ from graphs.runner import run_in_process, run_on_server, split_context
 from graphs.services import live_services, register_services, unregister_services
 from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessState
+from tools.reward_parts import parts_to_json
 from trainer import frozen, provisional
 from trainer.config import RunConfig
 from trainer.frozen import MemoEndpoint
@@ -376,6 +377,7 @@ def evolver_context(cfg: RunConfig, *, services_key: str | None, policy_spec: st
         max_tokens=cfg.train.max_completion_length,
         temperature=cfg.train.temperature,
         seed=cfg.train.seed,
+        reward_parts=parts_to_json(cfg.train.rewards),
     )
 
 

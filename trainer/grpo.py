@@ -125,11 +125,13 @@ def harness_trainer_class() -> type:
             super().__init__(*args, **kwargs)
             check_one_generation_per_step(self.args)
             self.harness_sampler = harness_sampler
-            # trainer.dynamic_sampling.DynamicSamplingReward when DAPO dynamic sampling is on (one process only).
+            # trainer.dynamic_sampling.DynamicSamplingReward when DAPO dynamic sampling is on, LiveNormReward with
+            # harness.live_token_norm (one process only): the reward that counts the loss normaliser's tokens.
             self.dynamic_sampling = dynamic_sampling
             if dynamic_sampling is not None and self.accelerator.num_processes > 1:
                 raise ValueError(
-                    "harness.dynamic_sampling runs on one process only (its group selection sees one rank's rows)"
+                    "harness.dynamic_sampling and harness.live_token_norm run on one process only (their group "
+                    "selection sees one rank's rows)"
                 )
 
         def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
@@ -155,8 +157,8 @@ def harness_trainer_class() -> type:
 
         def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None):
             if self.dynamic_sampling is not None and self.model.training:
-                # Normalise the token-mean loss over the rows dynamic sampling kept (trainer/dynamic_sampling.py);
-                # TRL's count spans the whole over-sampled generation batch.
+                # Normalise the token-mean loss over the rows dynamic sampling kept, or the live groups' rows
+                # (trainer/dynamic_sampling.py); TRL's count spans the whole (over-sampled) generation batch.
                 kept = inputs["num_items_in_batch"].new_tensor(self.dynamic_sampling.kept_tokens)
                 inputs = {**inputs, "num_items_in_batch": kept}
             return super().compute_loss(
@@ -246,6 +248,10 @@ def build_trainer(
         reward = dynamic = DynamicSamplingReward(
             reward, cfg.train.num_generations, cfg.train.batch_size // cfg.train.num_generations
         )
+    elif cfg.harness.live_token_norm:  # the normaliser of dynamic sampling without its over-sampling
+        from trainer.dynamic_sampling import LiveNormReward
+
+        reward = dynamic = LiveNormReward(reward, cfg.train.num_generations)
     trainer = harness_trainer_class()(
         harness_sampler=sampler,
         dynamic_sampling=dynamic,
@@ -282,6 +288,7 @@ RUN_ENTRIES = {
     "eval.json",
     "report.html",
     "traces",
+    "judge_probe.json",
 }
 
 

@@ -40,6 +40,7 @@ from graphs.round_record import RoundRecord
 from harness.detector import GroupStats, RolloutRecord
 from harness.guidance import render_prompt, visible_hints
 from tools.judge import run_sync
+from tools.reward_parts import combined_reward, parse_parts
 from trainer.frozen import live_endpoint
 from trainer.io import append_jsonl
 from trainer.reward import observe_group
@@ -85,6 +86,7 @@ def probe(
     time on the local policy, and the order of tasks in it changes nothing a rank observes. Returned task by task.
     """
     cfg, state = run.cfg, run.state
+    parts = parse_parts(cfg.train.rewards)
     hint_rng = random.Random(cfg.train.seed + 2)  # not the sampler's guidance stream
     by_task: dict[str, list[tuple[GroupStats, list[RolloutRecord]]]] = {tid: [] for tid in tasks}
     for g in range(groups):
@@ -99,20 +101,26 @@ def probe(
             temperature=cfg.train.temperature,
             seed=_seed(cfg.train.seed, g),
         )
-        for tid, texts in zip(tasks, sampled):
+        for tid, texts, prompt in zip(tasks, sampled, prompts):
             task, hints = state.task(tid), shown[tid]
             results = run.judge.score_sync(task.criteria, task.user_prompt, texts)
             audits = run_sync(run.judge.audit(task, texts))
+            # Scored as training scores its groups: the rubric plus the run's reward parts (tools.reward_parts).
+            combined = combined_reward(
+                [res.score for res in results], parts, task=task, prompts=[prompt] * len(texts), texts=texts
+            )
             records = [
                 RolloutRecord(
                     text=t,
-                    reward=float(res.score),
+                    reward=combined.rewards[j],
                     verdicts={cid: v.met for cid, v in res.verdicts.items() if v.decided},
                     audit=a,
                     hinted=bool(hints),
                     hint_texts=[h.text for h in hints],
+                    rubric=combined.rubric[j] if parts else None,
+                    parts={name: v[j] for name, v in combined.parts.items()},
                 )
-                for t, res, a in zip(texts, results, audits)
+                for j, (t, res, a) in enumerate(zip(texts, results, audits))
             ]
             stats = GroupStats.from_rollouts(
                 tid, PREFLIGHT_STEP, records, criteria=state.criteria(tid), harness_version=state.version

@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.types import INTERFACES
 from trainer.io import atomic_write_text
+from trainer.judge_drift import drift_sentence
 from trainer.outcomes import eval_domain_rows, update_effect_rows, write_trace_pages
 from trainer.report_data import (
     COST_COLUMNS,
@@ -113,6 +114,50 @@ def _updates_plot(data: RunData, steps: list[Any]) -> str:
     return _png(fig)
 
 
+def _reward_parts_plot(data: RunData) -> str | None:
+    """The rubric and each reward part beside it (`train.rewards`), batch means per step; None without parts."""
+    import matplotlib.pyplot as plt
+
+    m = [x for x in data["metrics"] if x.reward_parts]
+    if not m:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3))
+    steps = [x.step for x in m]
+    ax.plot(steps, [x.reward for x in m], marker="o", label="reward (rubric + weighted parts)")
+    ax.plot(steps, [x.reward_rubric for x in m], marker=".", label="rubric")
+    for name in sorted({k for x in m for k in x.reward_parts}):
+        ax.plot(steps, [x.reward_parts.get(name, float("nan")) for x in m], ls="--", marker=".", label=f"{name} (part)")
+    ax.set_xlabel("step")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title("Reward parts (batch means; parts unweighted)")
+    return _png(fig)
+
+
+def _drift_plot(data: RunData) -> str | None:
+    """The judge's drift line (trainer/judge_drift.py) at each pause; None when the run had no drift probe."""
+    import matplotlib.pyplot as plt
+
+    m = [x for x in data["metrics"] if x.judge_drift is not None and x.judge_drift.error is None]
+    if not m:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 2.6))
+    steps = [x.step for x in m]
+    nan = float("nan")
+    lines = {
+        "agreement with the first judging": [x.judge_drift.agreement for x in m],
+        "met rate": [x.judge_drift.met_rate for x in m],
+        "agreement with the checks": [x.judge_drift.check_agreement for x in m],
+    }
+    for label, ys in lines.items():
+        if any(y is not None for y in ys):
+            ax.plot(steps, [nan if y is None else y for y in ys], marker="o", label=label)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("step")
+    ax.legend(fontsize=7)
+    ax.set_title("Judge drift on the fixed probe set")
+    return _png(fig)
+
+
 def plots(data: RunData) -> dict[str, str]:
     import matplotlib
 
@@ -169,6 +214,13 @@ def plots(data: RunData) -> dict[str, str]:
         ax.legend(fontsize=7)
         ax.set_title("Held-out Avg@k per domain")
         out["eval"] = _png(fig)
+
+    parts = _reward_parts_plot(data)
+    if parts:
+        out["reward_parts"] = parts
+    drift = _drift_plot(data)
+    if drift:
+        out["judge_drift"] = drift
 
     fig, ax = plt.subplots(figsize=(7, 2.6))
     if series.pause_share:
@@ -296,6 +348,9 @@ def summary_sentences(s: Summary) -> list[str]:
             )
             + " (metrics.jsonl: memory_queued, memory_flushed)."
         )
+    drift = drift_sentence(s["judge_drift"])
+    if drift:
+        lines.append(drift)
     if s["judge_warnings"]:
         lines.append(
             f"The judge reported {s['judge_warnings']} warnings (malformed answers, errors or checks that "
@@ -338,6 +393,7 @@ def build_report(run_dir: Path) -> Path:
         "their tokens, rollouts re-scored at no generation cost (training groups, shared control probes), "
         "judge LLM calls and wall-clock seconds of the measurements.</p>",
         f'<h2>Reward</h2><img src="{imgs["reward"]}">',
+        *([f'<h2>Reward parts</h2><img src="{imgs["reward_parts"]}">'] if "reward_parts" in imgs else []),
         f'<h2>Dead groups</h2><img src="{imgs["dead"]}">',
         f'<h2>Harness updates</h2><img src="{imgs["updates"]}">',
         _table(upd_rows, ["version", "step", "interface", "outcome", "ops", "rationale"])
@@ -373,6 +429,16 @@ def build_report(run_dir: Path) -> Path:
         )
     sections += [
         f'<h2>Pause time and judge warnings</h2><img src="{imgs["pause"]}">',
+        *(
+            [
+                f'<h2>Judge drift</h2><img src="{imgs["judge_drift"]}">',
+                "<p class=note>The fixed probe set (judge_probe.json) re-judged at each pause: agreement with its "
+                "first judging, the share judged met, and agreement with the programmatic checks where an item has "
+                "one (trainer/judge_drift.py).</p>",
+            ]
+            if "judge_drift" in imgs
+            else []
+        ),
         "<h2>Evolver rounds</h2>",
         _table(rounds, list(rounds[0]) if rounds else ["step"], links={"thread_id": trace_links}),
         "<p class=note>Each thread id links to its trace page (traces/), written with this report; a round "

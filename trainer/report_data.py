@@ -115,6 +115,7 @@ class Summary(TypedDict):
     memory_outage_steps: list[int]  # steps that ended with memory writes waiting for the Chroma server
     memory_flushed: int  # records written to it after waiting
     memory_queued_at_end: int  # records still waiting at the last step (not written)
+    judge_drift: dict[int, dict[str, Any]]  # pause step -> its judge drift probe (a step_metrics.DriftLine)
 
 
 def summary(data: RunData) -> Summary:
@@ -174,6 +175,7 @@ def summary(data: RunData) -> Summary:
         "memory_outage_steps": [x.step for x in m if x.memory_queued],
         "memory_flushed": sum(x.memory_flushed for x in m),
         "memory_queued_at_end": m[-1].memory_queued if m else 0,
+        "judge_drift": {x.step: x.judge_drift.model_dump() for x in m if x.judge_drift is not None},
     }
 
 

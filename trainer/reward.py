@@ -11,6 +11,12 @@ a batch holds one version and an update reaches the rewards of the very next ste
 which its prompts/hints appear; scoring by the row's version keeps that true for any row that was
 drawn before a commit, and mixing rubrics within a group would make advantages meaningless.
 
+Reward parts beside the rubric (`train.rewards`, `tools.reward_parts`): each row's reward is
+`combined_reward`'s rubric score plus the weighted parts, computed here, inside the one reward function TRL gets, so
+GRPO's advantages are computed on exactly what the detector, memory (hence training's grading of accepted updates)
+and the critic's probes (`tools.group_metrics.score_rows`, the same function) see. The group stats keep the rubric
+score and each part per rollout; the step record has their means (`reward_rubric`, `reward_parts`).
+
 Per group it builds `harness.detector.GroupStats`, feeds the detector (events go to the run's
 pending list, `events.jsonl` and memory), records a group summary with the best and worst responses
 in the memory, and tells the sampler whether the group was dead (dynamic-filtering baseline). Per
@@ -49,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from harness.detector import GroupStats, RolloutRecord
+from tools.reward_parts import RewardPart, combined_reward, parse_parts
 from trainer.config import RunConfig
 from trainer.config_loader import config_from_dict
 from trainer.harness_run import HarnessRun
@@ -63,6 +70,13 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
         return str(completion[-1].get("content", ""))
     raise TypeError(f"unexpected completion format: {type(completion).__name__} {completion!r:.80}")
+
+
+def _messages(prompt: Any) -> list[dict[str, str]]:
+    """A TRL prompt as the messages a reward part reads (our dataset's prompts are conversational already)."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    return [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
 
 
 @dataclass
@@ -103,6 +117,7 @@ class RubricReward:
     def __init__(self, run: HarnessRun, num_generations: int) -> None:
         self._run: HarnessRun | None = run
         self._cfg: RunConfig = run.cfg
+        self._parts: tuple[RewardPart, ...] = parse_parts(run.cfg.train.rewards)
         self.num_generations = num_generations
         self._judge_seen: dict[str, int] = {}
         self._audit_s = 0.0  # audit time of the current call (overhead timer)
@@ -113,6 +128,7 @@ class RubricReward:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._cfg = config_from_dict(state["config"])
+        self._parts = parse_parts(self._cfg.train.rewards)
         self.num_generations = state["num_generations"]
         self._run = None
         self._judge_seen = {}
@@ -154,7 +170,9 @@ class RubricReward:
         t_score = time.perf_counter()
         scored = await asyncio.gather(*(self._score_group(run, texts, idx, tid, v) for idx, tid, v in groups))
         t_scored = time.perf_counter()
-        rewards, verdict_col, mine = self._rollout_records(run, step, groups, scored, texts, hinted, hint_text)
+        rewards, verdict_col, mine = self._rollout_records(
+            run, step, groups, scored, texts, hinted, hint_text, [_messages(p) for p in prompts], self._parts
+        )
         parts = self._gather(run, step, mine, rewards, hinted, [res for results, _ in scored for res in results])
         stats_list: list[GroupStats] = []
         for part in parts:
@@ -196,8 +214,10 @@ class RubricReward:
         texts: list[str],
         hinted: list[bool],
         hint_text: list[str],
+        prompts: list[list[dict[str, str]]],
+        parts: tuple[RewardPart, ...],
     ) -> tuple[list[float], list[str], list[tuple[GroupStats, list[RolloutRecord]]]]:
-        """Per row its reward and decided verdicts (JSON, for TRL's completion log); per group its statistics."""
+        """Per row its reward (rubric + parts) and verdicts (JSON, for TRL's completion log); per group its stats."""
         n = len(texts)
         rewards = [0.0] * n
         verdict_col: list[str] = [""] * n
@@ -205,10 +225,17 @@ class RubricReward:
         for (idx, tid, version), (results, audits) in zip(groups, scored):
             state = run.state_for(version)
             criteria = state.criteria(tid)
+            combined = combined_reward(
+                [res.score for res in results],
+                parts,
+                task=state.task(tid),
+                prompts=[prompts[i] for i in idx],
+                texts=[texts[i] for i in idx],
+            )
             records = []
             for j, i in enumerate(idx):
                 res = results[j]
-                rewards[i] = float(res.score)
+                rewards[i] = combined.rewards[j]
                 met = {cid: v.met for cid, v in res.verdicts.items() if v.decided}
                 verdict_col[i] = json.dumps(met, sort_keys=True)
                 records.append(
@@ -219,6 +246,8 @@ class RubricReward:
                         audit=audits[j],
                         hinted=bool(hinted[i]),
                         hint_texts=[h for h in hint_text[i].split("\n") if h],
+                        rubric=combined.rubric[j] if parts else None,
+                        parts={name: v[j] for name, v in combined.parts.items()},
                     )
                 )
             mine.append(
@@ -301,6 +330,12 @@ class RubricReward:
             **scoring,
             **{k: v for k, v in warnings.items() if v},
         }
+        if self._parts:
+            # The reward's parts as TRL sums them: the rubric's mean and each part's mean value (unweighted).
+            record["reward_rubric"] = float(np.mean([x for s in stats_list for x in s.rubric]))
+            record["reward_parts"] = {
+                p.name: float(np.mean([x for s in stats_list for x in s.parts[p.name]])) for p in self._parts
+            }
         if len(parts) > 1:
             # What each process trained on: its groups' tasks and the harness versions it drew them under.
             record["ranks"] = [
@@ -408,6 +443,10 @@ def _log_step(
         log_metric("harness/version", float(record["harness_version"]))
         log_metric("harness/dead_share", record["dead_share"])
         log_metric("judge/warnings", float(record["judge_warnings"]))
+        if "reward_rubric" in record:
+            log_metric("reward_parts/rubric", record["reward_rubric"])
+            for name, mean in record["reward_parts"].items():
+                log_metric(f"reward_parts/{name}", mean)
         for s in stats_list:
             for cid, rate in s.pass_rates.items():
                 log_metric(f"pass_rate/{s.task_id}/{cid}", rate)

@@ -41,6 +41,17 @@ dead is drawn less while it waits for a repair; a task without evidence (never s
 resets its estimate) keeps its full weight, so a repaired task returns to training at once, and `floor` keeps
 every task reachable. Like dynamic filtering it edits multipliers only, and every rank computes the same ones
 (every rank observes every group).
+
+Skipping predicted-dead tasks (`harness.skip_dead`, the benchmark's zero-LLM `skip` control, harness/skip.py):
+before each step's draw every drawable task's multiplier is its keep probability (max(p^z, floor) after z dead
+groups in a row, 1 after a live one), and the exploration probability p adapts to the dead share of the groups
+observed since the previous draw. Multipliers only, like the two above (the config allows one of the three).
+
+Common random numbers with dynamic sampling (`harness.dynamic_sampling`): an over-sampled step draws N x
+batch/G groups. Its first `crn_groups` = batch/G come from the main stream, so they are the draws a run without
+over-sampling makes at the same seed, step after step (as long as the two harnesses and multipliers agree: a
+fixed harness); the over-sampled rest comes from a second stream (`extra`, its own task and hint generators). DAPO
+and the fixed arm then share their task draws at every step, not only at the first.
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import random
 import time
 from collections import deque
@@ -56,7 +68,14 @@ from typing import Any
 
 from harness.guidance import render_prompt, visible_hints
 from harness.sampling import TaskSampler
+from harness.skip import DeadRunSkip
 from trainer.harness_run import HarnessRun
+
+log = logging.getLogger(__name__)
+
+# The second stream's seed offset (task and hint draws beyond `crn_groups`): far from the small offsets of the
+# main stream's companions (hints: seed + 1, the pre-flight's hints: seed + 2) and from neighbouring train seeds.
+EXTRA_STREAM = 1_000_003
 
 
 class HarnessSampler:
@@ -70,12 +89,23 @@ class HarnessSampler:
         df_window: int = 1,
         df_multiplier: float = 0.2,
         liveness_weighting: bool = False,
+        skip: DeadRunSkip | None = None,
+        crn_groups: int = 0,
     ) -> None:
-        if dynamic_filtering and liveness_weighting:
-            raise ValueError("dynamic filtering and liveness weighting both set the task multipliers: choose one")
+        if sum((dynamic_filtering, liveness_weighting, skip is not None)) > 1:
+            raise ValueError(
+                "dynamic filtering, liveness weighting and skipping dead tasks all set the task multipliers: choose one"
+            )
+        if crn_groups < 0:
+            raise ValueError(f"crn_groups must be >= 0 (0: every draw from the main stream), got {crn_groups}")
         self.run = run
         self.core = TaskSampler(lambda: run.state, seed=seed, floor=floor)
         self.guidance_rng = random.Random(seed + 1)  # separate stream: hint draws never shift task draws
+        # The over-sampled draws of a step beyond its first `crn_groups` (see the module doc); 0: none.
+        self.crn_groups = crn_groups
+        self.extra = TaskSampler(lambda: run.state, seed=seed + EXTRA_STREAM, floor=floor)
+        self.extra_guidance_rng = random.Random(seed + EXTRA_STREAM + 1)
+        self.skip = skip
         self.step = 0  # global step the next draw belongs to (set by `fill` and the callback)
         self.dynamic_filtering = dynamic_filtering
         self.df_window = df_window
@@ -86,24 +116,31 @@ class HarnessSampler:
 
     @classmethod
     def from_config(cls, run: HarnessRun) -> HarnessSampler:
-        """The sampler `run.cfg` asks for (seed, floor, dynamic filtering, liveness weighting)."""
-        h = run.cfg.harness
+        """The sampler `run.cfg` asks for.
+
+        Seed, floor, dynamic filtering, liveness weighting, skipping dead tasks, common random numbers with dynamic
+        sampling."""
+        h, t = run.cfg.harness, run.cfg.train
         return cls(
             run,
-            seed=run.cfg.train.seed,
+            seed=t.seed,
             floor=h.sampler_floor,
             dynamic_filtering=h.dynamic_filtering,
             df_window=h.df_window,
             df_multiplier=h.df_multiplier,
             liveness_weighting=h.liveness_weighting,
+            skip=DeadRunSkip(target=h.skip_target, floor=h.skip_floor) if h.skip_dead else None,
+            crn_groups=t.batch_size // t.num_generations if h.dynamic_sampling else 0,
         )
 
-    def draw_row(self) -> dict[str, Any]:
+    def draw_row(self, *, extra: bool = False) -> dict[str, Any]:
+        """One group's row; `extra`: from the second stream (an over-sampled draw beyond `crn_groups`)."""
         state = self.run.state
-        task_id = self.core.draw(1, step=self.step)[0]  # quarantines end by training step
+        core, hint_rng = (self.extra, self.extra_guidance_rng) if extra else (self.core, self.guidance_rng)
+        task_id = core.draw(1, step=self.step)[0]  # quarantines end by training step
         task = state.task(task_id)
         guidance = state.guidance_for(task_id)
-        hints = visible_hints(guidance, self.step, self.guidance_rng)
+        hints = visible_hints(guidance, self.step, hint_rng)
         return {
             "prompt": render_prompt(task, hints, guidance.schedule.placement),
             "task_id": task_id,
@@ -149,8 +186,10 @@ class HarnessSampler:
         self.step = step
         if self.liveness_weighting:
             self._weigh_by_liveness(step)
+        if self.skip is not None:
+            self._weigh_by_skip(step)
         local = len(rows) // num_generations
-        groups = [self.draw_row() for _ in range(local * num_processes)]
+        groups = [self.draw_row(extra=0 < self.crn_groups <= i) for i in range(local * num_processes)]
         mine = groups[process_index * local : (process_index + 1) * local]
         # Independent copies per rollout, as TRL's own repeat makes them.
         out = [copy.deepcopy(row) for row in mine for _ in range(num_generations)]
@@ -163,23 +202,41 @@ class HarnessSampler:
         liveness = self.run.liveness
         for tid in self.run.state.drawable_task_ids(step):
             live = 1.0 - liveness.dead_rate(tid) if liveness.evidence(tid) >= 1.0 else 1.0
-            self.core.set_multiplier(tid, live)
+            self._set_multiplier(tid, live)
+
+    def _weigh_by_skip(self, step: int) -> None:
+        assert self.skip is not None  # `fill` calls this only with skipping on
+        share = self.skip.end_step()  # the groups observed since the last draw adapt the exploration probability
+        for tid in self.run.state.drawable_task_ids(step):
+            self._set_multiplier(tid, self.skip.keep(tid))
+        self.run.record_step(step + 1, {"skip_explore": self.skip.explore, "skip_prev_dead_share": share})
+
+    def _set_multiplier(self, task_id: str, m: float) -> None:
+        # Both streams draw from one distribution: the extra stream differs from the main one only in its rng.
+        self.core.set_multiplier(task_id, m)
+        self.extra.set_multiplier(task_id, m)
 
     # -- dynamic filtering baseline --------------------------------------------------------------------
     def observe_group(self, task_id: str, dead: bool) -> None:
+        if self.skip is not None:
+            self.skip.observe(task_id, dead)  # the multipliers change at the next draw (`_weigh_by_skip`)
         if not self.dynamic_filtering:
             return
         window = self._dead.setdefault(task_id, deque(maxlen=self.df_window))
         window.append(dead)
         all_dead = len(window) == self.df_window and all(window)
-        self.core.set_multiplier(task_id, self.df_multiplier if all_dead else 1.0)
+        self._set_multiplier(task_id, self.df_multiplier if all_dead else 1.0)
 
     # -- resume ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         v, internal, gauss = self.guidance_rng.getstate()
+        ev, einternal, egauss = self.extra_guidance_rng.getstate()
         return {
             "core": self.core.state_dict(),
             "guidance_rng": [v, list(internal), gauss],
+            "extra": self.extra.state_dict(),
+            "extra_guidance_rng": [ev, list(einternal), egauss],
+            "skip": self.skip.state_dict() if self.skip is not None else None,
             "step": self.step,
             "dead": {t: list(d) for t, d in self._dead.items()},
         }
@@ -199,6 +256,22 @@ class HarnessSampler:
         self.guidance_rng.setstate((v, tuple(internal), gauss))
         self.step = int(state["step"])
         self._dead = {t: deque(d, maxlen=self.df_window) for t, d in state["dead"].items()}
+        if "extra" in state:
+            self.extra.load_state_dict(state["extra"])
+            ev, einternal, egauss = state["extra_guidance_rng"]
+            self.extra_guidance_rng.setstate((ev, tuple(einternal), egauss))
+        elif self.crn_groups:
+            log.warning(
+                "checkpoint sampler state has no second stream (written before it existed): the over-sampled draws "
+                "start it again from its seed"
+            )
+        if self.skip is not None:
+            if state.get("skip") is None:
+                raise ValueError(
+                    "checkpoint sampler state has no skip_dead state (its run did not skip dead tasks): resume it "
+                    "with harness.skip_dead=false, or start a new run"
+                )
+            self.skip.load_state_dict(state["skip"])
 
 
 # A placeholder has a real row's columns and types (the dataset's features are inferred from it) but names

@@ -1,15 +1,33 @@
 """One line of a run's `metrics.jsonl` as its readers see it (the console, the report, the benchmarks).
 
-The line is written per training step by the reward (`trainer/reward.py`: rewards, dead share, groups, the judge's
-counts and flags), the step's timing (`trainer/grpo.py`), DAPO's dynamic sampling (`ds_*`,
+The line is written per training step by the reward (`trainer/reward.py`: rewards and their parts, dead share, groups,
+the judge's counts and flags), the step's timing (`trainer/grpo.py`), DAPO's dynamic sampling (`ds_*`,
 `trainer/dynamic_sampling.py`) and the callback (`trainer/callback.py`: pause, time, the harness version after the
-pause, the memory server's outage). Every field has a default, so lines of older runs (without the later keys)
-still read; a value that was never written is None where "absent" and "zero" differ (a step's time, DAPO's counts).
+pause, the memory server's outage, the judge's drift probe at a pause). Every field has a default, so lines of older
+runs (without the later keys) still read; a value that was never written is None where "absent" and "zero" differ
+(a step's time, DAPO's counts).
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class DriftLine(BaseModel):
+    """The `judge_drift` field of a metrics.jsonl line (a pause's step)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: int = 0  # probe items asked
+    n: int = 0  # items decided now and at the first judging (the agreement's denominator)
+    failed: int = 0  # items the judge gave no verdict on now
+    agreement: float | None = None  # share of the n whose verdict equals the first judging's
+    met_rate: float | None = None  # share of the items decided now that were met
+    first_met_rate: float | None = None  # the same at the first judging
+    check_agreement: float | None = None  # share agreeing with the check, over decided items that have one
+    first: bool = False  # this judging is the first (the set was judged now, as its reference)
+    seconds: float = 0.0
+    error: str | None = None  # why the probe could not run (then nothing else is set)
 
 
 class StepMetrics(BaseModel):
@@ -38,6 +56,10 @@ class StepMetrics(BaseModel):
     unscoreable_flagged: bool = False
     criteria_skipped: int = 0
     skipped_flagged: bool = False
+    # Reward parts beside the rubric (train.rewards; None / empty: the run had none): `reward` is then the combined
+    # reward, these the step's mean rubric score and each part's mean value (unweighted).
+    reward_rubric: float | None = None
+    reward_parts: dict[str, float] = Field(default_factory=dict)
     # Timing: the step's start and its line's time (wall clock), its training and the harness's own seconds.
     step_started: float | None = None
     time: float | None = None
@@ -58,6 +80,8 @@ class StepMetrics(BaseModel):
     # for the server at the step's end, and queued records written during the step once it answered again.
     memory_queued: int = 0
     memory_flushed: int = 0
+    # The judge's drift probe (trainer/judge_drift.py), written at pause steps of runs with an LLM judge.
+    judge_drift: DriftLine | None = None
 
     @property
     def harness_version_now(self) -> int | None:

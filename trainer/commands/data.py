@@ -1,7 +1,10 @@
-"""`harnessrl data`: suite statistics, validation of task files in any supported format, suite generation.
+"""`harnessrl data`: suite statistics, validation, conversion, rubrics and audits, suite generation.
 
-Light on purpose: it imports only `harness` (pydantic), `suitegen` (for `generate`) and `rich`, never
-torch, so it answers in well under a second.
+Validation and conversion take task files in any supported format; `rubric` builds criteria and a held-out audit
+for imported prompts.
+
+Light on purpose: it imports only `harness` (pydantic), `suitegen` (for `generate`), `rich`, and for
+`rubric --model` the LLM writer in `agents`, never torch, so it answers in well under a second.
 """
 
 from __future__ import annotations
@@ -63,6 +66,36 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     co.add_argument("--test-share", type=float, default=0.2, help="held-out share when rows carry no split (0.2)")
     co.add_argument("--split-seed", type=int, default=0, help="seed of that held-out pick (0)")
     co.set_defaults(func=_convert)
+
+    ru = sub.add_parser(
+        "rubric",
+        help="build criteria, checks and a held-out audit for imported prompts",
+        description="Load a suite folder, a task file (ours, RaR or HealthBench; rows may come without a rubric) "
+        "or hf:<dataset id>, and write train.jsonl + test.jsonl in the project's format with: criteria for "
+        "tasks that have none (the prompt's constraints as checks, the reference's key terms), the prompt's "
+        "constraints as checks beside a source rubric, and for every task without one a held-out audit of "
+        "programmatic criteria that catch reward hacks (stuffing, padding, off-topic, unsupported evidence "
+        "claims). Source criteria are kept unless --replace. By rules (offline, deterministic) or by a role "
+        "model (--model provider:model) with a per-task fallback to the rules.",
+    )
+    ru.add_argument("source", help="suite folder, JSONL file or hf:<dataset id>[:split]")
+    ru.add_argument("--out", required=True, help="output folder (train.jsonl + test.jsonl); must be empty or new")
+    ru.add_argument("--format", dest="fmt", default="auto", choices=["auto", "harnessrl", "rar", "healthbench"])
+    how = ru.add_mutually_exclusive_group()
+    how.add_argument("--model", default=None, help="provider:model of the rubric writer (e.g. openai:Qwen/Qwen3-8B)")
+    how.add_argument("--rules", action="store_true", help="the rule path only: offline and deterministic (default)")
+    ru.add_argument("--base-url", default=None, help="OpenAI-compatible server of --model")
+    ru.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding that server's key")
+    ru.add_argument("--timeout", type=float, default=60.0, help="seconds per model call (60)")
+    ru.add_argument("--max-tokens", type=int, default=1024, help="token limit of one model answer (1024)")
+    ru.add_argument(
+        "--only-missing", action="store_true", help="leave source rubrics as they are (no constraint checks added)"
+    )
+    ru.add_argument("--audit-only", action="store_true", help="build the audit only; every task must have criteria")
+    ru.add_argument("--replace", action="store_true", help="rebuild criteria and audit even where the source has them")
+    ru.add_argument("--test-share", type=float, default=0.2, help="held-out share when rows carry no split (0.2)")
+    ru.add_argument("--split-seed", type=int, default=0, help="seed of that held-out pick (0)")
+    ru.set_defaults(func=_rubric)
 
     ge = sub.add_parser("generate", help=f"regenerate the bundled {SUITE_NAME} suite (deterministic)")
     ge.add_argument("--out", default=None, help=f"output folder (default: the bundled data/{SUITE_NAME})")
@@ -173,6 +206,64 @@ def _convert(args: argparse.Namespace) -> int:
         rows = [t.model_dump_json(exclude_none=True) + "\n" for t in tasks if t.split == split]
         atomic_write_text(out / f"{split}.jsonl", "".join(rows))
         print(f"{out / f'{split}.jsonl'}: {len(rows)} tasks")
+    return 0
+
+
+def _rubric(args: argparse.Namespace) -> int:
+    from harness.atomic import atomic_write_text
+    from harness.data import DataError
+    from harness.rubric_builder import Plan, build_task, load_prompts, summarize
+
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        print(f"error: {out} exists and is not an empty folder; choose a new --out", file=sys.stderr)
+        return 1
+    if args.only_missing and args.replace:
+        print("error: --only-missing and --replace contradict each other", file=sys.stderr)
+        return 1
+    writer = None
+    if args.model and args.model != "rules":
+        from agents.chat_models import load_chat_model
+        from agents.rubric_writer import make_writer
+
+        try:
+            llm = load_chat_model(
+                args.model,
+                base_url=args.base_url,
+                api_key_env=args.api_key_env,
+                timeout_s=args.timeout,
+                max_tokens=args.max_tokens,
+            )
+        except ValueError as e:
+            print(f"error: --model: {e}", file=sys.stderr)
+            return 1
+        writer = make_writer(llm)
+    try:
+        tasks = load_prompts(args.source, args.fmt, test_share=args.test_share, split_seed=args.split_seed)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    plan = Plan(only_missing=args.only_missing, audit_only=args.audit_only, replace=args.replace)
+    results = []
+    for task in tasks:
+        try:
+            results.append(build_task(task, plan, writer))
+        except ValueError as e:
+            print(f"error: {args.source}: {e}", file=sys.stderr)
+            return 1
+        for note in results[-1].notes:
+            print(note)
+    for split in ("train", "test"):
+        rows = [r.task.model_dump_json(exclude_none=True) + "\n" for r in results if r.task.split == split]
+        atomic_write_text(out / f"{split}.jsonl", "".join(rows))
+        print(f"{out / f'{split}.jsonl'}: {len(rows)} tasks")
+    s = summarize(results)
+    print(
+        f"{s['tasks']} tasks ({'model ' + args.model if writer else 'rules'}): criteria built for "
+        f"{s['criteria_built']}, {s['criteria_added']} criteria added ({s['checks_added']} with a check), "
+        f"{s['audit_items']} audit items, {s['llm_tasks']} tasks from the model, {s['fallbacks']} fallbacks to rules, "
+        f"{s['rejected']} model items rejected"
+    )
     return 0
 
 
