@@ -103,14 +103,15 @@ def _updates_plot(data: RunData, steps: list[Any]) -> str:
     ax.set_ylim(-0.5, 2.7)
     if steps:
         ax.set_xlim(0, max(steps) + 1)
-    ax.legend(
-        fontsize=7,
-        loc="center left",
-        bbox_to_anchor=(1.01, 0.5),
-        title="● accepted  □ fallback  × not accepted",
-        title_fontsize=7,
-    )
-    ax.set_title("Harness updates by interface and outcome")
+    if pts:  # a run without proposals has nothing to name (matplotlib warns on an empty legend)
+        ax.legend(
+            fontsize=7,
+            loc="center left",
+            bbox_to_anchor=(1.01, 0.5),
+            title="● accepted  □ fallback  × not accepted",
+            title_fontsize=7,
+        )
+    ax.set_title("Harness updates by interface and outcome" + ("" if pts else ": none"))
     return _png(fig)
 
 

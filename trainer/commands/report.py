@@ -29,5 +29,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(json.dumps(counts, indent=2) if args.json else "\n".join(summary_sentences(counts)))
-    print(f"report: {out}")
+    # With --json, stdout is the JSON alone (a pipe into a parser); the report's path goes to stderr.
+    print(f"report: {out}", file=sys.stderr if args.json else sys.stdout)
     return 0
