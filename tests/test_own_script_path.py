@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.support.tiny_run import tiny_config
+from tests.support.tiny_run import grpo_args, tiny_config
 from trainer.config import ConfigError
 
 
@@ -29,29 +29,9 @@ def make_parts(tmp_path):
         p.close()
 
 
-def _args(tmp_path, parts, **kw):
-    from trl import GRPOConfig
-
-    t = parts.cfg.train
-    base = dict(
-        output_dir=str(tmp_path / "ck"),
-        max_steps=t.max_steps,
-        per_device_train_batch_size=t.batch_size,
-        num_generations=t.num_generations,
-        max_completion_length=t.max_completion_length,
-        temperature=t.temperature,
-        save_steps=t.save_steps,
-        shuffle_dataset=False,
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-    )
-    return GRPOConfig(**{**base, **kw})
-
-
 def test_matching_args_attach(tmp_path, make_parts):
     parts = make_parts()
-    trainer = SimpleNamespace(args=_args(tmp_path, parts))
+    trainer = SimpleNamespace(args=grpo_args(tmp_path, parts))
     parts.attach(trainer)
     assert parts.callback.trainer is trainer
 
@@ -72,7 +52,7 @@ def test_matching_args_attach(tmp_path, make_parts):
 def test_generation_settings_the_critic_does_not_use_are_refused(tmp_path, make_parts, kw, expect):
     parts = make_parts()
     with pytest.raises(ConfigError, match="GRPOConfig does not fit") as err:
-        parts.attach(SimpleNamespace(args=_args(tmp_path, parts, **kw)))
+        parts.attach(SimpleNamespace(args=grpo_args(tmp_path, parts, **kw)))
     assert expect in str(err.value) and parts.callback.trainer is None
 
 
@@ -85,11 +65,11 @@ def test_dynamic_sampling_is_applied_and_checked(tmp_path, make_parts):
     )
     assert parts.trainer_kwargs()["reward_funcs"] == [parts.reward]
     with pytest.raises(ConfigError) as err:
-        parts.attach(SimpleNamespace(args=_args(tmp_path, parts, beta=0.04)))  # batch_size 8, not 8 x 2
+        parts.attach(SimpleNamespace(args=grpo_args(tmp_path, parts, beta=0.04)))  # batch_size 8, not 8 x 2
     msg = str(err.value)
     assert "per_device_train_batch_size=8 but harness.dynamic_sampling=2 generates train.batch_size x 2 = 16" in msg
     assert "beta=0.04 but harness.dynamic_sampling needs beta=0" in msg
-    parts.attach(SimpleNamespace(args=_args(tmp_path, parts, per_device_train_batch_size=16)))
+    parts.attach(SimpleNamespace(args=grpo_args(tmp_path, parts, per_device_train_batch_size=16)))
 
 
 def test_without_dynamic_sampling_the_plain_reward_is_used(tmp_path, make_parts):

@@ -16,7 +16,7 @@ from harness.types import HarnessState, HarnessUpdate, Message, Task
 from memory.store import TrainingMemory
 from tests.support import reward_funcs
 from tests.support.fakes.fake_chat import ScriptedPolicy
-from tests.support.tiny_run import REPO, tiny_config
+from tests.support.tiny_run import REPO, grpo_args, tiny_config
 from tools.candidate import MeasureSettings, measure_candidate
 from tools.group_metrics import score_rows
 from tools.judge import Judge
@@ -279,26 +279,6 @@ def parts(tmp_path):
     p.close()
 
 
-def _grpo_args(tmp_path, parts, **kw):
-    from trl import GRPOConfig
-
-    t = parts.cfg.train
-    return GRPOConfig(
-        output_dir=str(tmp_path / "ck"),
-        max_steps=t.max_steps,
-        per_device_train_batch_size=t.batch_size,
-        num_generations=t.num_generations,
-        max_completion_length=t.max_completion_length,
-        temperature=t.temperature,
-        save_steps=t.save_steps,
-        shuffle_dataset=False,
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        **kw,
-    )
-
-
 def test_harness_parts_takes_the_parts_as_a_keyword(tmp_path):
     from trainer.api import harness_parts
 
@@ -320,7 +300,7 @@ def test_harness_parts_takes_the_parts_as_a_keyword(tmp_path):
 def test_attach_refuses_rewards_it_would_not_see(tmp_path, parts, extra, weights, expect):
     funcs = [parts.reward, *extra]
     trainer = SimpleNamespace(
-        args=_grpo_args(tmp_path, parts, reward_weights=weights),
+        args=grpo_args(tmp_path, parts, reward_weights=weights),
         reward_funcs=funcs,
         reward_func_names=[f.__name__ for f in funcs],
     )
@@ -340,7 +320,7 @@ def test_a_real_trainer_with_a_second_reward_func_is_refused(tmp_path, parts, ti
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir, padding_side="left")
     kwargs = {**parts.trainer_kwargs(), "reward_funcs": [parts.reward, reward_funcs.chars]}
-    trainer = parts.trainer_class(model=model, processing_class=tok, args=_grpo_args(tmp_path, parts), **kwargs)
+    trainer = parts.trainer_class(model=model, processing_class=tok, args=grpo_args(tmp_path, parts), **kwargs)
     with pytest.raises(ConfigError) as err:
         parts.attach(trainer)
     msg = str(err.value)

@@ -164,3 +164,24 @@ def tiny_config(tmp_path: Path, *overrides: str) -> RunConfig:
     return load_config(
         REPO / "configs" / "tiny.yaml", [f"run_dir={tmp_path / 'run'}", f"data.suite={suite}", *overrides]
     )
+
+
+def grpo_args(tmp_path: Path, parts, **kw):
+    """TRL's GRPOConfig matching `parts`' run config (trainer.api.HarnessParts) on CPU, `kw` overriding any field."""
+    from trl import GRPOConfig
+
+    t = parts.cfg.train
+    base = dict(
+        output_dir=str(tmp_path / "ck"),
+        max_steps=t.max_steps,
+        per_device_train_batch_size=t.batch_size,
+        num_generations=t.num_generations,
+        max_completion_length=t.max_completion_length,
+        temperature=t.temperature,
+        save_steps=t.save_steps,
+        shuffle_dataset=False,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+    )
+    return GRPOConfig(**{**base, **kw})
