@@ -117,6 +117,11 @@ class EvolverContext:
         "ablation: False accepts every valid proposal without measuring it; a fallback then commits unprobed",
     )
     apply_fallback: bool = _f(True, "after R rejected revisions, apply the safe sampling fallback")
+    ladder_hops: int = _f(
+        1,
+        "dead tasks: when every revision on one interface is refused and the repair ladder has a rung on another, "
+        "the event climbs to it in the same round, at most this many times (0: it waits for the task's next round)",
+    )
     interfaces: list[str] = _f(list(INTERFACES), "interfaces the evolver may update (ablation: leave some out)")
     history_last_n: int = _f(10, "within-task memory records shown to the attributor")
     similar_k: int = _f(5, "cross-task similar cases shown to the attributor")
@@ -133,6 +138,8 @@ class EvolverContext:
                 raise ValueError(f"EvolverContext.{name}: expected 'rules' or 'provider:model', got {value!r}")
         if self.max_revisions < 0:
             raise ValueError(f"EvolverContext.max_revisions must be >= 0, got {self.max_revisions}")
+        if self.ladder_hops < 0:
+            raise ValueError(f"EvolverContext.ladder_hops must be >= 0, got {self.ladder_hops}")
         if self.generalise_max_tasks < 0:
             raise ValueError(f"EvolverContext.generalise_max_tasks must be >= 0, got {self.generalise_max_tasks}")
         if self.max_tool_rounds < 0:

@@ -17,11 +17,16 @@ accepted (a dead event after it says that repair did not keep the task alive), w
 interface spends every rung there. The next event on the task starts at the first rung not spent: the attributor
 takes that rung's interface (`agents.attributor.rule_attribution`) and the proposer skips the spent templates
 (`agents.proposer.rule_proposal`).
-Within a round the critic's rejections move down the rungs of one interface (the revisions); the next interface's
-rungs come in the task's next round. So for an all-low or flat task the round's sampling fallback waits while an
-interface other than sampling still has a rung (`rung_elsewhere`; the report says which): the fallback is the
-sampling rung itself (a down-weight or a quarantine, acted on only when the frozen policy reproduces the failure),
-the last resort for a task that should come back. A saturated task (collapse_high) keeps its fallback: drawing it
+Within a round the critic's rejections move down the rungs of one interface (the revisions). For an all-low or
+flat task the round's sampling fallback waits while an interface other than sampling still has a rung
+(`rung_elsewhere`; the report says which): the fallback is the sampling rung itself (a down-weight or a quarantine,
+acted on only when the frozen policy reproduces the failure), the last resort for a task that should come back.
+The waiting event then climbs to that rung in the same round, up to `evolver.ladder_hops` times (`climb`): a dead
+task trains nothing until a rung holds, a criteria rung costs no probes (it re-scores cached rollouts), and with one
+interface per round a task dead from step 1 would reach its guidance rungs only rounds later. The climb is the same
+failure under its own id (`<event id>:hop<k>`), so its candidates are memory records of their own and the rungs the
+first part spent are read back from memory like any earlier round's; past the budget the next interface waits for
+the task's next round. A saturated task (collapse_high) keeps its fallback: drawing it
 less is a fitting answer there. When every rung has failed the ladder starts again from the prior, since the
 policy has changed since the first tries (said in the attribution's notes).
 
@@ -36,6 +41,7 @@ from typing import Any
 
 from agents.rule_templates import templates_for
 from agents.rules_bank import FORMAT_ONLY
+from harness.types import FailureEvent
 
 DEAD_TYPES = frozenset({"collapse_low", "collapse_high", "flat"})
 FAILED_OUTCOMES = frozenset({"rejected", "invalid", "reverted"})
@@ -145,3 +151,25 @@ def rung_elsewhere(
     if failure_type not in ("collapse_low", "flat"):
         return None
     return next_rung(failure_type, order, evidence, [i for i in enabled if i not in (interface, "sampling")])
+
+
+HOP_MARK = ":hop"  # an event id's suffix for a climb within the round (`climb`)
+
+
+def hops_taken(event: FailureEvent) -> int:
+    """How many times this event has climbed to another interface in its round (0 for an event the round took)."""
+    base, sep, k = event.id.rpartition(HOP_MARK)
+    return int(k) if sep and base and k.isdigit() else 0
+
+
+def climb(event: FailureEvent, *, deferred: bool, budget: int) -> FailureEvent | None:
+    """The event's next climb in this round (`<id>:hop<k>`: the same failure, a fresh lane state), or None.
+
+    It climbs when the fallback `deferred` to a rung on another interface and fewer than `budget`
+    (`evolver.ladder_hops`) climbs were taken."""
+    k = hops_taken(event)
+    if not deferred or k >= budget:
+        return None
+    base = event.id[: -len(f"{HOP_MARK}{k}")] if k else event.id
+    return event.model_copy(update={"id": f"{base}{HOP_MARK}{k + 1}"})
+

@@ -11,7 +11,7 @@ Topology::
         approve -> commit | record      fallback --route_after_fallback--> commit | record
         commit --route_after_commit--> generalise (the lane's commit) | record (the batch's or the fallback's)
         generalise --route_after_generalise--> commit | record
-        record -> gather_evidence (next event) | END
+        record -> gather_evidence (next event; a dead task's climb to its ladder's next interface first) | END
 
 `generalise` proposes an accepted repair for other tasks with the same failure signature as one batched,
 measured candidate (`agents/generalise.py` states the rule). The node bodies are in `graphs/nodes.py`.

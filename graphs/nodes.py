@@ -578,6 +578,17 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
                         signature=(gen_out.signatures or {}).get(tid, ""),
                     )
                 )
+    # A dead task's fallback deferred to a rung on another interface: the event climbs to it now, read from the memory
+    # records just written (agents/repair_ladder.py). Without memory there are no rungs to read, so it waits.
+    fb_decision = state.get("fallback_decision")
+    nxt = repair_ladder.climb(
+        event,
+        deferred=fb_decision is not None and fallback_rule.Decision.model_validate(fb_decision).verdict == "deferred",
+        budget=ctx.ladder_hops if mem is not None else 0,
+    )
+    fb_report = state.get("fallback")
+    if nxt is not None and fb_report is not None:
+        fb_report = {**fb_report, "climbs_to": nxt.id}
     report = EventReport(
         event_id=event.id,
         task_id=event.task_id,
@@ -588,7 +599,7 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
         revisions=state.get("revision", 0),
         committed_version=state.get("committed_version"),
         attempts=attempts,
-        fallback=state.get("fallback"),
+        fallback=fb_report,
         note=state["evidence"].get("error"),
         tool_calls=state.get("tool_calls", []),
         generalised=gen_out,
@@ -622,8 +633,13 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
         )
     # The state is plain JSON: the report's keys are the ones set here (graphs/round_record.py), its values plain
     # Python as the lane held them (JSON mode would turn a NaN number typed `Any` into null).
-    return {
+    cursor = state["cursor"]
+    out: dict[str, Any] = {
         "reports": [report.model_dump(exclude_unset=True)],
         "accepted": accepted,
-        "cursor": state["cursor"] + 1,
+        "cursor": cursor + 1,
     }
+    if nxt is not None:  # handled next, before the lane's other events
+        events = state["events"]
+        out["events"] = [*events[: cursor + 1], nxt.model_dump(mode="json"), *events[cursor + 1 :]]
+    return out

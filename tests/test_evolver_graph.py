@@ -149,17 +149,20 @@ def test_other_failure_types_end_with_a_decision(tmp_path, etype):
         tmp_path, PromptPolicy(lambda p, i: [HONEST, "water water water", "Rest.", "no idea at all"][i % 4])
     )
     out = _run(graph, [event(f"e-{etype}", etype, "med-2")], key)
-    (report,) = out["reports"]
-    assert report["decision"] in ("accepted", "fallback", "rejected")
-    assert report["attempts"], "at least one candidate was made and judged"
-    _check_numbers(report)
+    report, *climbs = out["reports"]  # a dead (flat) task may climb its ladder within the round
+    assert [r["event_id"] for r in climbs] == ([f"e-{etype}:hop1"] if climbs else [])
+    for r in (report, *climbs):
+        assert r["decision"] in ("accepted", "fallback", "rejected")
+        assert r["attempts"], "at least one candidate was made and judged"
+        _check_numbers(r)
     assert svc.store.latest().version == len(svc.store.history())
 
 
 def test_the_fallback_waits_while_the_ladder_has_a_rung_elsewhere(tmp_path):
-    """A dead task whose guidance rungs fail this round keeps its sampling: its next round climbs to criteria."""
+    """Without climbs (ladder_hops=0), a dead task whose guidance rungs fail this round keeps its sampling: its next
+    round climbs to criteria."""
     key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: "I am not sure."))
-    out = _run(graph, [event("e-low2", "collapse_low", "med-1", mean=0.0, std=0.0)], key)
+    out = _run(graph, [event("e-low2", "collapse_low", "med-1", mean=0.0, std=0.0)], key, ladder_hops=0)
     (report,) = out["reports"]
     assert report["interface"] == "guidance" and report["decision"] == "rejected"
     assert report["fallback"] == {
@@ -167,6 +170,25 @@ def test_the_fallback_waits_while_the_ladder_has_a_rung_elsewhere(tmp_path):
         "reason": "deferred: the repair ladder's next rung is criteria/split_graded (agents/repair_ladder.py)",
     }
     assert svc.store.latest().version == 0
+
+
+def test_a_dead_task_climbs_to_the_next_interface_in_the_same_round(tmp_path):
+    """With the default one climb, the deferred event continues on the ladder's criteria rungs in this round, under
+    its own id, and the guidance rungs its first part spent stay memory records of their own."""
+    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: "I am not sure."))
+    out = _run(graph, [event("e-low2", "collapse_low", "med-1", mean=0.0, std=0.0)], key)
+    first, climbed = out["reports"]
+    assert first["event_id"] == "e-low2" and first["interface"] == "guidance" and first["decision"] == "rejected"
+    assert first["fallback"]["climbs_to"] == "e-low2:hop1" and first["fallback"]["applied"] is False
+    assert climbed["event_id"] == "e-low2:hop1" and climbed["interface"] == "criteria"
+    assert climbed["attempts"] and {a["template"] for a in climbed["attempts"]} & {"split_graded", "loosen_hardest"}
+    # Every rung above sampling is spent now, so the climbed part's fallback acts instead of deferring.
+    assert "climbs_to" not in (climbed["fallback"] or {})
+    # (Its criteria candidates here re-score nothing differently: refused for free, not memory records.)
+    records = {(p.event_id, p.interface, p.outcome) for p in svc.memory.proposals_for("med-1")}
+    assert ("e-low2", "guidance", "rejected") in records and ("e-low2:hop1", "sampling", "fallback") in records
+    assert {e for e, i, _ in records if i == "guidance"} == {"e-low2"}
+    assert {e for e, i, _ in records if i == "criteria"} == {"e-low2:hop1"}
 
 
 def test_the_fallback_is_committed_by_the_commit_node(tmp_path):
@@ -248,7 +270,10 @@ def test_events_fan_out_per_task_and_serialise_within_a_task(tmp_path):
     ]
     out = _run(graph, events, key)
     by_id = {r["event_id"]: r for r in out["reports"]}
-    assert set(by_id) == {"a1", "b1", "a2", "z"}
+    # b1 (dead) climbs from its failed guidance rungs to criteria within the lane, right after itself.
+    assert set(by_id) == {"a1", "b1", "b1:hop1", "a2", "z"}
+    order = [r["event_id"] for r in out["reports"]]
+    assert order.index("b1:hop1") == order.index("b1") + 1
     assert by_id["z"]["decision"] == "skipped" and "unknown task" in by_id["z"]["note"]
     # Each commit is one version on top of the latest: versions are dense and the log matches.
     versions = [r.version for r in svc.store.history()]
@@ -364,3 +389,4 @@ def test_llm_proposer_over_http_bad_outputs_fall_back_to_the_rules_not_the_harne
     assert report["decision"] == "accepted" and [r.version for r in svc.store.history()] == [1]
     assert [p.outcome for p in svc.memory.proposals_for("med-1")] == ["accepted"]
     assert any("response_format" in r for r in openai_stub.requests)  # the LLM was asked first
+

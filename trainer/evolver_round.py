@@ -129,7 +129,8 @@ class EvolverPause:
         events, superseded, stale, live, values = (
             take_events(
                 run,
-                self.cfg.harness.max_events,
+                # The pre-flight repairs every task it found dead (its purpose); other events share max_events.
+                max(self.cfg.harness.max_events, len(preflight["dead"])) if preflight else self.cfg.harness.max_events,
                 is_stale=stale_check(run.store),
                 is_live=live_check(run.memory, run.store, run.detector.config.eps, self.cfg.evolver.history_rollouts),
                 values=lambda evs: repair_values(run, evs, step, self._num_processes()),

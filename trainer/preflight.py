@@ -17,7 +17,9 @@ with the same screen, provisional grading, rounds.jsonl record, console lines an
 
 Budget: the probes cost `preflight_groups x min(pool, harness.preflight_max_tasks)` groups of generation (a pool
 larger than that is probed on a seeded uniform sample of that many tasks, named in the log and in rounds.jsonl);
-the round is bounded like any round by `harness.max_events` and `harness.max_pause_s`. The probes' seconds are
+the round takes every task it found dead, and at least `harness.max_events` events in all (a regular round's bound
+is sized for its pause between steps; this round's purpose is the dead tasks); like any round it is cancelled and
+rolled back past `harness.max_pause_s`. The probes' seconds are
 counted in the round's `pause_s`.
 
 Resume: the pre-flight runs only when training starts at step 0. A run resumed from a checkpoint (step >= 1) has
