@@ -96,7 +96,11 @@ class EvolverContext:
     )
 
     # -- acceptance thresholds (agents/critic.py documents each rule) ----------------------------
-    min_std_gain: float = _f(0.05, "collapse/flat: candidate reward std must exceed control std by this")
+    min_std_gain: float = _f(
+        0.05,
+        "collapse/flat: a re-scored or reweighted candidate's reward std must exceed the control's by this (a hint "
+        "or variant passes the exact hit test instead and needs only a std no lower than the control's)",
+    )
     max_mean_drop: float = _f(0.15, "guard: honest (audit-passing) rollouts may lose at most this much reward")
     max_audit_drop: float = _f(0.05, "guard: audit score of the candidate may drop at most this much")
     min_audit_delta: float = _f(0.05, "spurious: corr(reward, audit) or the gamed-rollout reward gap must move by this")

@@ -219,10 +219,18 @@ def _rule(
     reasons: list[str] = []
     only_reweight = all(op.op in ("reweight", "retire", "revive") for op in update.ops)
     t = event.type
-    std_ok = std_gain >= ctx.min_std_gain and not d.dead
-    std_why = (
-        f"std {c.std:.3f} -> {d.std:.3f} (gain {std_gain:+.3f}, need >= {ctx.min_std_gain}), candidate dead={d.dead}"
+    revives_with_new_groups = t in DEAD_DIRECTION and (
+        update.interface == "guidance" or any(op.op == "add_variant" for op in update.ops)
     )
+    # A repair that makes new groups passes the exact hit test first (tools/sequential.py): the rate of rollouts that
+    # leave the dead level rose beyond noise. Its point rule then asks only that the candidate's group varies at least
+    # as much as the control's, not a fixed reward-unit gain: training scales each group's advantages by the group's
+    # own std (TRL's default scale_rewards="group", which trainer/grpo.py keeps), so a revived group whose answers
+    # differ by one light criterion teaches as much as one whose rewards spread widely. Re-scored or reweighted
+    # candidates have no such test and keep `min_std_gain`.
+    need = 0.0 if revives_with_new_groups else ctx.min_std_gain
+    std_ok = std_gain >= need and not d.dead
+    std_why = f"std {c.std:.3f} -> {d.std:.3f} (gain {std_gain:+.3f}, need >= {need}), candidate dead={d.dead}"
 
     if only_reweight:
         primary, (ok, why) = "confirmed", _confirmed(event, c)
@@ -288,9 +296,6 @@ def _rule(
     ]
     if update.interface == "guidance" and t != "guidance_leak":
         guards.append((d.leak_hits == 0, f"guidance candidate must not leak (hits {d.leak_hits:g})"))
-    revives_with_new_groups = t in DEAD_DIRECTION and (
-        update.interface == "guidance" or any(op.op == "add_variant" for op in update.ops)
-    )
     if revives_with_new_groups and c.audit_mean is not None and d.audit_mean is not None:
         guards.append(_revived_signal_guard(c, d, z, n))
     elif update.interface in ("guidance", "criteria") and c.audit_mean is not None and d.audit_mean is not None:

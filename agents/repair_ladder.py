@@ -172,4 +172,3 @@ def climb(event: FailureEvent, *, deferred: bool, budget: int) -> FailureEvent |
         return None
     base = event.id[: -len(f"{HOP_MARK}{k}")] if k else event.id
     return event.model_copy(update={"id": f"{base}{HOP_MARK}{k + 1}"})
-

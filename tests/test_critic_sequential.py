@@ -80,3 +80,33 @@ def test_stop_rule_reads_the_new_variant_of_an_add_variant():
     )
     high = FailureEvent.model_validate(event("h", "collapse_high", "med-1", mean=1.0, std=0.0))
     assert critic.stop_rule(high, update, EvolverContext()).task_id == "med-1.v1"
+
+
+def _flat_side(rewards: list[float]):
+    from harness.detector import DetectorConfig
+    from tools.group_metrics import Row, group_metrics
+
+    rows = [Row(text="x", reward=r, length=10, audit=None, verdicts={}, leak=False, repeat=1) for r in rewards]
+    return group_metrics("med-1", 0, [(1.0, False, rows)], DetectorConfig())
+
+
+def test_a_revived_group_needs_to_vary_not_a_fixed_std_gain_while_a_criteria_edit_does():
+    """Control nearly flat (std 0.041), candidate group varies (std 0.0625 >= eps): a hint's point rule holds, since
+    training scales each group by its own std; a criteria edit with the same numbers needs the 0.05 gain and fails.
+    A hint whose group is still dead (std below eps) fails either way."""
+    flat = FailureEvent.model_validate(event("e", "flat", "med-1", mean=0.5, std=0.0))
+    control = _flat_side([0.5] * 7 + [0.625])
+    varied = _flat_side([0.5, 0.5, 0.625, 0.625])
+    still_flat = _flat_side([0.5, 0.5, 0.5, 0.5])
+    hint = HarnessUpdate.model_validate({**HINT})
+    edit = HarnessUpdate.model_validate(
+        {
+            "interface": "criteria",
+            "ops": [{"op": "reweight_criterion", "task_id": "med-1", "criterion_id": "c1", "weight": 2.0}],
+        }
+    )
+    ctx = EvolverContext()
+    assert 0.0 < varied.std - control.std < ctx.min_std_gain and not varied.dead
+    assert critic.stop_rule(flat, hint, ctx).holds(control, varied, False)
+    assert not critic.stop_rule(flat, edit, ctx).holds(control, varied, False)
+    assert not critic.stop_rule(flat, hint, ctx).holds(control, still_flat, False)

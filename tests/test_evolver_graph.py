@@ -389,4 +389,3 @@ def test_llm_proposer_over_http_bad_outputs_fall_back_to_the_rules_not_the_harne
     assert report["decision"] == "accepted" and [r.version for r in svc.store.history()] == [1]
     assert [p.outcome for p in svc.memory.proposals_for("med-1")] == ["accepted"]
     assert any("response_format" in r for r in openai_stub.requests)  # the LLM was asked first
-

@@ -63,6 +63,10 @@ def grpo_args(cfg: RunConfig) -> Any:
         lr_scheduler_type=t.lr_scheduler_type,
         beta=t.beta,
         loss_type=t.loss_type,
+        # Each group's advantages are scaled by its own reward std (TRL's default, stated): the critic accepts a
+        # revived dead group on the hit test and "varies at least as much as before", not on its std's size
+        # (agents/critic.py `_rule`).
+        scale_rewards="group",
         temperature=t.temperature,
         top_k=0,
         top_p=1.0,
