@@ -147,6 +147,9 @@ def _ladder(
         if len(worn) < len(enabled):
             notes.append(f"memory: {', '.join(worn)} rejected {REJECTED_LIMIT}+ LLM proposals on {event.task_id}")
             enabled = [i for i in enabled if i not in worn]
+    if used := ladder.climbed_from(event, evidence):
+        notes.append(f"ladder: climbing past {', '.join(sorted(used))} within this round")
+        enabled = [i for i in enabled if i not in used]
     rung = ladder.next_rung(event.type, order, evidence, enabled)
     if rung is None:
         if failed:

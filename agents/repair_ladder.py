@@ -25,8 +25,9 @@ The waiting event then climbs to that rung in the same round, up to `evolver.lad
 task trains nothing until a rung holds, a criteria rung costs no probes (it re-scores cached rollouts), and with one
 interface per round a task dead from step 1 would reach its guidance rungs only rounds later. The climb is the same
 failure under its own id (`<event id>:hop<k>`), so its candidates are memory records of their own and the rungs the
-first part spent are read back from memory like any earlier round's; past the budget the next interface waits for
-the task's next round. A saturated task (collapse_high) keeps its fallback: drawing it
+first part spent are read back from memory like any earlier round's. It skips the interfaces its earlier parts
+worked on (`climbed_from`): their rungs left wait for the task's next round, as does the next interface past the
+budget. A saturated task (collapse_high) keeps its fallback: drawing it
 less is a fitting answer there. When every rung has failed the ladder starts again from the prior, since the
 policy has changed since the first tries (said in the attribution's notes).
 
@@ -160,6 +161,23 @@ def hops_taken(event: FailureEvent) -> int:
     """How many times this event has climbed to another interface in its round (0 for an event the round took)."""
     base, sep, k = event.id.rpartition(HOP_MARK)
     return int(k) if sep and base and k.isdigit() else 0
+
+
+def climbed_from(event: FailureEvent, evidence: dict[str, Any]) -> set[str]:
+    """The interfaces this event's earlier parts in the round worked on (empty for an event the round took).
+
+    A climb goes to another interface: the rungs left where it came from wait for the task's next round."""
+    k = hops_taken(event)
+    if k == 0:
+        return set()
+    base = event.id[: -len(f"{HOP_MARK}{k}")]
+    parts = {base, *(f"{base}{HOP_MARK}{j}" for j in range(1, k))}
+    out = set()
+    for p in evidence.get("proposals", []):
+        head, sep, rev = str(p.get("id", "")).rpartition(":r")
+        if sep and head in parts and rev.isdigit():
+            out.add(str(p.get("interface")))
+    return out
 
 
 def climb(event: FailureEvent, *, deferred: bool, budget: int) -> FailureEvent | None:

@@ -389,3 +389,14 @@ def test_llm_proposer_over_http_bad_outputs_fall_back_to_the_rules_not_the_harne
     assert report["decision"] == "accepted" and [r.version for r in svc.store.history()] == [1]
     assert [p.outcome for p in svc.memory.proposals_for("med-1")] == ["accepted"]
     assert any("response_format" in r for r in openai_stub.requests)  # the LLM was asked first
+
+
+def test_a_climb_goes_to_another_interface_not_the_rungs_left_where_it_came_from(tmp_path):
+    """A flat task with R = 1: two criteria rungs are refused, a third is left there; the climb skips it for the
+    guidance rungs (the criteria rung left waits for the next round), and says so in its attribution."""
+    key, svc = make_run(tmp_path, PromptPolicy(lambda p, i: "I am not sure."))
+    out = _run(graph, [event("e-flat", "flat", "med-1", mean=0.0, std=0.0)], key, max_revisions=1)
+    first, climbed = out["reports"]
+    assert first["interface"] == "criteria" and len(first["attempts"]) >= 2
+    assert climbed["event_id"] == "e-flat:hop1" and climbed["interface"] == "guidance"
+    assert "ladder: climbing past criteria within this round" in climbed["attribution"]["notes"]
