@@ -101,6 +101,7 @@ from evq_report import render_markdown, summarise, write_report  # noqa: E402
 # == API adapter: the evolver names this benchmark depends on (edit here and in evq_grade.py when they move) ==
 from agents import critic as critic_rules  # noqa: E402
 from agents.context import EvolverContext  # noqa: E402
+from agents.repair_ladder import HOP_MARK  # noqa: E402
 from graphs.runner import run_in_process  # noqa: E402
 from graphs.services import RunServices, register_services, unregister_services  # noqa: E402
 from harness.atomic import atomic_write_text  # noqa: E402
@@ -261,7 +262,11 @@ def _round(
     wall = time.perf_counter() - t0
     probes1 = endpoint.count.snapshot()
     after = store.latest()
-    (report,) = [r for r in out["reports"] if r["event_id"] == ev.id]
+    # The event's report, then its climbs up the repair ladder in this round (`<id>:hop<k>`): the last part decides.
+    parts = [r for r in out["reports"] if r["event_id"] == ev.id or r["event_id"].startswith(ev.id + HOP_MARK)]
+    assert parts and parts[0]["event_id"] == ev.id, [r["event_id"] for r in out["reports"]]
+    report = parts[-1]
+    attempts = [a for r in parts for a in r["attempts"]]
     touched = _touched(before, after)
     return {
         "round": rnd,
@@ -270,8 +275,10 @@ def _round(
         "event_type": ev.type,
         "decision": report["decision"],
         "interface": report["interface"],
-        "templates": [a["template"] for a in report["attempts"]],
-        "attempts": len(report["attempts"]),
+        "interfaces": [r["interface"] for r in parts],
+        "climbs": len(parts) - 1,
+        "templates": [a["template"] for a in attempts],
+        "attempts": len(attempts),
         "accepted": report["decision"] == "accepted",
         "fallback": report["decision"] == "fallback",
         "harness_changed": after.version != before.version,
@@ -284,8 +291,8 @@ def _round(
         "generated_rollouts": probes1["generated"] - probes0["generated"],
         "seconds": round(wall + probes1["charged_seconds"] - probes0["charged_seconds"], 3),
         "wall_seconds": round(wall, 3),
-        "last_reasons": report["attempts"][-1]["critique"]["reasons"] if report["attempts"] else [report.get("note")],
-        "numbers": [a["critique"]["numbers"] for a in report["attempts"]],
+        "last_reasons": attempts[-1]["critique"]["reasons"] if attempts else [report.get("note")],
+        "numbers": [a["critique"]["numbers"] for a in attempts],
     }
 
 
