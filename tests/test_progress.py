@@ -33,6 +33,14 @@ def test_round_lines_say_what_was_accepted_on_which_task_and_why():
                 ],
             },
             {"task_id": "med-0036", "failure_type": "flat", "decision": "rejected", "interface": None, "attempts": []},
+            {
+                "event_id": "flat:med-0036:3:hop1",
+                "task_id": "med-0036",
+                "failure_type": "flat",
+                "decision": "accepted",
+                "interface": "guidance",
+                "attempts": [{"template": "hint", "reasons": ["std 0.000 -> 0.2"]}],
+            },
         ],
     }
     lines = round_lines(4, RoundRecord.model_validate(summary), 0, 3, 61.04, 2)
@@ -42,6 +50,9 @@ def test_round_lines_say_what_was_accepted_on_which_task_and_why():
         == "  wri-0015: collapse_high -> accepted on sampling: variant: numbered list of 2 (std 0.000 -> 0.197)"
     )
     assert lines[2] == "  med-0036: flat -> rejected on -: no candidate"
+    assert lines[3] == (
+        "  med-0036: flat (climbed from the interface above) -> accepted on guidance: hint (std 0.000 -> 0.2)"
+    )
 
 
 def test_round_lines_read_without_none_and_show_provisional_verdicts_and_batches():
