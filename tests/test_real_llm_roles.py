@@ -26,6 +26,7 @@ from types import SimpleNamespace
 import pytest
 from langchain_openai import ChatOpenAI
 
+from agents.repair_ladder import HOP_MARK
 from tests.support.tiny_run import tiny_config
 
 SNAPSHOT = Path(__file__).parent / "fixtures" / "evolver_snapshot"
@@ -131,7 +132,10 @@ def test_every_evolver_role_runs_on_the_real_server(smollm, tmp_path):
     out = run_in_process(load_snapshot(SNAPSHOT), ctx, run_dir / "evolver.sqlite", "smollm")
     seconds = time.monotonic() - t0
 
-    reports = out["reports"]
+    # A dead task's event may climb its repair ladder within the round: one more report, right after its first part.
+    climbs = [r for r in out["reports"] if HOP_MARK in r["event_id"]]
+    assert all(r["decision"] in ("accepted", "rejected", "fallback") for r in climbs), climbs
+    reports = [r for r in out["reports"] if HOP_MARK not in r["event_id"]]
     assert len(reports) == 3, reports
     for r in reports:
         assert r["decision"] in ("accepted", "rejected", "fallback"), r

@@ -198,7 +198,8 @@ def test_graph_round_reads_evidence_only_with_memory(tmp_path, memory, first, ev
         {"events": [event("e1", "collapse_low", "med-1")], "harness_version": 0, "step": 10},
         context={"services_key": key, "sample_k": 4, "memory": memory},
     )
-    (report,) = out["reports"]
+    report, *climbs = out["reports"]  # a dead task may climb its repair ladder after its first part
+    assert [r["event_id"] for r in climbs] in ([], ["e1:hop1"])
     assert report["attempts"][0]["template"] == first and report["attempts"][0]["evidence_used"] == evidence
-    stored = [p for p in svc.memory.proposals_for("med-1") if p.revision == 0]
+    stored = [p for p in svc.memory.proposals_for("med-1") if p.revision == 0 and p.event_id == "e1"]
     assert stored[0].template == first and stored[0].evidence_used == evidence

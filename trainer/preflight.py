@@ -19,8 +19,7 @@ Budget: the probes cost `preflight_groups x min(pool, harness.preflight_max_task
 larger than that is probed on a seeded uniform sample of that many tasks, named in the log and in rounds.jsonl);
 the round takes every task it found dead, and at least `harness.max_events` events in all (a regular round's bound
 is sized for its pause between steps; this round's purpose is the dead tasks); like any round it is cancelled and
-rolled back past `harness.max_pause_s`. The probes' seconds are
-counted in the round's `pause_s`.
+rolled back past `harness.max_pause_s`. The probes' seconds are counted in the round's `pause_s`.
 
 Resume: the pre-flight runs only when training starts at step 0. A run resumed from a checkpoint (step >= 1) has
 it already in its harness and memory; a run killed before its first checkpoint cannot be resumed and starts over
