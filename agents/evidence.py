@@ -68,6 +68,7 @@ def from_memory(mem: TrainingMemory, record: EventRecord, ctx: EvolverContext) -
         "proposals": [
             {
                 "id": p.record_id,
+                "event_id": p.event_id,  # a climb within the round skips its earlier parts' interfaces
                 "interface": p.interface,
                 "outcome": p.outcome,
                 "step": p.step,

@@ -157,27 +157,21 @@ def rung_elsewhere(
 HOP_MARK = ":hop"  # an event id's suffix for a climb within the round (`climb`)
 
 
-def hops_taken(event: FailureEvent) -> int:
-    """How many times this event has climbed to another interface in its round (0 for an event the round took)."""
-    base, sep, k = event.id.rpartition(HOP_MARK)
-    return int(k) if sep and base and k.isdigit() else 0
+def climb_of(event_id: str) -> tuple[str, int]:
+    """(the id of the event the round took, how many climbs this one is): ("e", 0) for "e", ("e", 2) for "e:hop2"."""
+    base, sep, k = event_id.rpartition(HOP_MARK)
+    return (base, int(k)) if sep and base and k.isdigit() else (event_id, 0)
 
 
 def climbed_from(event: FailureEvent, evidence: dict[str, Any]) -> set[str]:
     """The interfaces this event's earlier parts in the round worked on (empty for an event the round took).
 
     A climb goes to another interface: the rungs left where it came from wait for the task's next round."""
-    k = hops_taken(event)
+    base, k = climb_of(event.id)
     if k == 0:
         return set()
-    base = event.id[: -len(f"{HOP_MARK}{k}")]
     parts = {base, *(f"{base}{HOP_MARK}{j}" for j in range(1, k))}
-    out = set()
-    for p in evidence.get("proposals", []):
-        head, sep, rev = str(p.get("id", "")).rpartition(":r")
-        if sep and head in parts and rev.isdigit():
-            out.add(str(p.get("interface")))
-    return out
+    return {str(p.get("interface")) for p in evidence.get("proposals", []) if p.get("event_id") in parts}
 
 
 def climb(event: FailureEvent, *, deferred: bool, budget: int) -> FailureEvent | None:
@@ -185,8 +179,7 @@ def climb(event: FailureEvent, *, deferred: bool, budget: int) -> FailureEvent |
 
     It climbs when the fallback `deferred` to a rung on another interface and fewer than `budget`
     (`evolver.ladder_hops`) climbs were taken."""
-    k = hops_taken(event)
+    base, k = climb_of(event.id)
     if not deferred or k >= budget:
         return None
-    base = event.id[: -len(f"{HOP_MARK}{k}")] if k else event.id
     return event.model_copy(update={"id": f"{base}{HOP_MARK}{k + 1}"})

@@ -101,7 +101,7 @@ from evq_report import render_markdown, summarise, write_report  # noqa: E402
 # == API adapter: the evolver names this benchmark depends on (edit here and in evq_grade.py when they move) ==
 from agents import critic as critic_rules  # noqa: E402
 from agents.context import EvolverContext  # noqa: E402
-from agents.repair_ladder import HOP_MARK  # noqa: E402
+from agents.repair_ladder import climb_of  # noqa: E402
 from graphs.runner import run_in_process  # noqa: E402
 from graphs.services import RunServices, register_services, unregister_services  # noqa: E402
 from harness.atomic import atomic_write_text  # noqa: E402
@@ -263,7 +263,7 @@ def _round(
     probes1 = endpoint.count.snapshot()
     after = store.latest()
     # The event's report, then its climbs up the repair ladder in this round (`<id>:hop<k>`): the last part decides.
-    parts = [r for r in out["reports"] if r["event_id"] == ev.id or r["event_id"].startswith(ev.id + HOP_MARK)]
+    parts = [r for r in out["reports"] if climb_of(r["event_id"])[0] == ev.id]
     assert parts and parts[0]["event_id"] == ev.id, [r["event_id"] for r in out["reports"]]
     report = parts[-1]
     attempts = [a for r in parts for a in r["attempts"]]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.repair_ladder import HOP_MARK
+from agents.repair_ladder import climb_of
 from trainer.cli import main
 
 SNAPSHOT = Path(__file__).parent / "fixtures" / "evolver_snapshot"
@@ -135,7 +135,7 @@ def test_evolve_with_tiny_model_on_local_endpoint(tmp_path, tiny_model_dir, caps
     assert rc == 0
     out = json.loads((tmp_path / "out.json").read_text())
     # A dead task's event may climb its repair ladder within the round (`<id>:hop1`, one more report).
-    assert len([r for r in out["reports"] if HOP_MARK not in r["event_id"]]) == 3
+    assert len([r for r in out["reports"] if not climb_of(r["event_id"])[1]]) == 3
     for r in out["reports"]:
         assert r["decision"] in ("accepted", "fallback", "rejected")
         # --max-revisions 0: one attempt costs the event's only revision; candidates that change no score are

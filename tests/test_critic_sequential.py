@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from agents import critic
 from agents.context import EvolverContext
+from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from tests.support.fakes.evolver_fakes import event, suite
 from tests.support.fakes.fake_chat import ScriptedPolicy
 from tools.candidate import MeasureSettings, measure_candidate
+from tools.group_metrics import Row, group_metrics
 from tools.judge import Judge
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
@@ -83,9 +85,6 @@ def test_stop_rule_reads_the_new_variant_of_an_add_variant():
 
 
 def _flat_side(rewards: list[float]):
-    from harness.detector import DetectorConfig
-    from tools.group_metrics import Row, group_metrics
-
     rows = [Row(text="x", reward=r, length=10, audit=None, verdicts={}, leak=False, repeat=1) for r in rewards]
     return group_metrics("med-1", 0, [(1.0, False, rows)], DetectorConfig())
 

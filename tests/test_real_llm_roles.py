@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import pytest
 from langchain_openai import ChatOpenAI
 
-from agents.repair_ladder import HOP_MARK
+from agents.repair_ladder import climb_of
 from tests.support.tiny_run import tiny_config
 
 SNAPSHOT = Path(__file__).parent / "fixtures" / "evolver_snapshot"
@@ -133,9 +133,9 @@ def test_every_evolver_role_runs_on_the_real_server(smollm, tmp_path):
     seconds = time.monotonic() - t0
 
     # A dead task's event may climb its repair ladder within the round: one more report, right after its first part.
-    climbs = [r for r in out["reports"] if HOP_MARK in r["event_id"]]
+    climbs = [r for r in out["reports"] if climb_of(r["event_id"])[1]]
     assert all(r["decision"] in ("accepted", "rejected", "fallback") for r in climbs), climbs
-    reports = [r for r in out["reports"] if HOP_MARK not in r["event_id"]]
+    reports = [r for r in out["reports"] if not climb_of(r["event_id"])[1]]
     assert len(reports) == 3, reports
     for r in reports:
         assert r["decision"] in ("accepted", "rejected", "fallback"), r

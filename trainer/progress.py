@@ -18,7 +18,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from agents.decisions import readable
-from agents.repair_ladder import HOP_MARK
+from agents.repair_ladder import climb_of
 from graphs.round_record import AttemptLine, Brains, RoundRecord
 from trainer.harness_run import HarnessRun
 from trainer.step_metrics import StepMetrics
@@ -162,7 +162,7 @@ def round_lines(step: int, record: RoundRecord, before: int, after: int, pause_s
         # A fallback is a sampling change made after the attributed interface's candidates were all refused.
         how = f" (sampling) after {len(r.attempts)} candidate(s) on" if r.decision == "fallback" else " on"
         # A dead task's climb to another interface within the round (agents/repair_ladder.py) follows its first part.
-        climbed = " (climbed from the interface above)" if r.event_id and HOP_MARK in r.event_id else ""
+        climbed = " (climbed from the interface above)" if r.event_id and climb_of(r.event_id)[1] else ""
         lines.append(
             f"  {_txt(r.task_id)}: {_txt(r.failure_type)}{climbed} -> {_txt(r.decision)}{version}{how} "
             f"{_txt(r.interface)}: {what}{why}"
