@@ -14,7 +14,7 @@ never changes, so its sampler's draws depend on the seed alone.
 Per seed it reports: the chronic tasks (dead share >= 0.5 in fixed's early steps), the share of HarnessRL's groups on
 them after the early steps that vary, whether each got an accepted repair by then that training confirmed, dead
 groups after the early steps (HarnessRL vs fixed), the zero-variance share of all trained groups, extra generation
-(pre-flight and critic probes over trained rollouts), the share of accepted updates that answered dead groups, and
+(pre-flight, critic and generalisation probes over trained rollouts), the share of accepted updates that answered dead groups, and
 the pause's share of training wall time. Per task it splits HarnessRL's cut in dead groups into fewer draws and
 fewer dead groups per draw, with fixed's early dead rate as the baseline rate (an estimate: fixed's per-task rates
 after the early steps are not in its summaries).
@@ -86,6 +86,7 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
     accepted: dict[str, list[dict[str, Any]]] = {}
     verdicts: dict[int, str] = {}
     probe_rollouts = 0.0
+    gen_rollouts = 0.0
     pre_rollouts = 0
     for r in rounds:
         pre_rollouts += int((r.get("preflight") or {}).get("rollouts") or 0)
@@ -94,6 +95,9 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
         for rep in r.get("reports") or []:
             for a in rep.get("attempts") or []:
                 probe_rollouts += float((a.get("numbers") or {}).get("cost_probe_rollouts") or 0.0)
+            # An accepted repair tried on similar tasks (agents/generalise.py) samples probes of its own.
+            gen = (rep.get("generalised") or {}).get("numbers") or {}
+            gen_rollouts += float(gen.get("cost_probe_rollouts") or 0.0)
             if rep.get("decision") == "accepted" and rep.get("committed_version") is not None:
                 accepted.setdefault(rep["task_id"], []).append(
                     {
@@ -149,8 +153,9 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
         "extra_generation": {
             "preflight_rollouts": pre_rollouts,
             "critic_probe_rollouts": probe_rollouts,
+            "generalise_probe_rollouts": gen_rollouts,
             "trained_rollouts": trained * rollouts_per_group,
-            "share": (pre_rollouts + probe_rollouts) / (trained * rollouts_per_group),
+            "share": (pre_rollouts + probe_rollouts + gen_rollouts) / (trained * rollouts_per_group),
         },
         "accepted": {"all": n_acc, "dead": n_acc_dead, "share_dead": n_acc_dead / n_acc if n_acc else None},
         "accepted_updates": accepted,
