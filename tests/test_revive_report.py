@@ -57,6 +57,8 @@ def pair(tmp_path):
                     "failure_type": "collapse_low",
                     "interface": "guidance",
                     "attempts": [{"template": "hint", "numbers": {"cost_probe_rollouts": 4.0}}],
+                    # Tried on a similar task too: generalisation's probes are generation as well.
+                    "generalised": {"decision": "rejected", "numbers": {"cost_probe_rollouts": 4.0}},
                 }
             ],
         },
@@ -83,7 +85,8 @@ def test_seed_report_finds_the_chronic_task_and_its_confirmed_repair(pair):
     assert a["harnessrl_late"] == {"groups": 2, "dead": 1, "varying_share": 0.5} and a["confirmed_repair_by_early"]
     assert r["dead_after_early"] == {"harnessrl": 1, "fixed": 2.0, "groups": 4} and r["dead_after_early_ratio"] == 0.5
     assert r["zero_var_trained"] == {"harnessrl": 1 / 8, "fixed": 0.5}
-    assert r["extra_generation"]["share"] == pytest.approx((8 + 4) / (8 * 4))
+    assert r["extra_generation"]["generalise_probe_rollouts"] == 4.0
+    assert r["extra_generation"]["share"] == pytest.approx((8 + 4 + 4) / (8 * 4))
     assert r["accepted"] == {"all": 1, "dead": 1, "share_dead": 1.0}
     assert r["pause"]["share"] == pytest.approx(10 / 50)
 

@@ -1,0 +1,148 @@
+"""Paired held-out differences between arms from job summaries of several sittings, with the code each ran.
+
+`compare.py` renders one code version at a time and borrows an older code's summaries only when that arm was shown
+equal on every held-out task at two shared seeds (`bench_collect.stand_ins`). While a sitting is spread over
+sessions, this script pairs summaries wherever they come from and says which code hash each number came from, so a
+hand-written analysis can name every exception. Per pair and seed: arm - ref in points (per-task differences on the
+65 held-out tasks, paired by task and eval seed), then the mean over seeds with a paired t interval (seeds only), the
+bootstrap interval over seeds and tasks (`bench_power.bootstrap_ci`), the sd of the per-seed differences and the
+paired t test's power for a 2-point effect at that sd (`bench_power.power`).
+
+    .venv/bin/python benchmarks/pair_summaries.py \\
+        --runs 'harnessrl=benchmarks/results/revive/bench-e/harnessrl-s*.json' \\
+        --runs 'fixed=benchmarks/results/smollm2-40-1fdbcb4636e8/fixed-s*.json' \\
+        --pair harnessrl:fixed --pair harnessrl:dapo@20 --out pairs.json
+
+`--pair A:B` compares each summary's final checkpoint; `A:B@S` takes B's checkpoint at step S (e.g. the last one B
+reached within A's training wall time). A seed found in two files of one arm is an error: name the files apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_power import bootstrap_ci, power  # noqa: E402
+from bench_stats import sd_of, task_diffs  # noqa: E402
+
+DELTA = 2.0  # points: the effect the benchmark is powered for (issue 32)
+
+
+def load_runs(specs: list[str]) -> dict[str, dict[int, dict[str, Any]]]:
+    """{arm: {seed: summary}} from `NAME=GLOB` specs (several specs may add to one arm)."""
+    arms: dict[str, dict[int, dict[str, Any]]] = {}
+    for spec in specs:
+        name, sep, pattern = spec.partition("=")
+        if not sep or not name or not pattern:
+            raise SystemExit(f"pair_summaries.py: --runs {spec!r}: expected NAME=GLOB")
+        files = sorted(glob.glob(pattern))
+        if not files:
+            raise SystemExit(f"pair_summaries.py: --runs {spec!r}: no file matches {pattern!r}")
+        for f in files:
+            s = json.loads(Path(f).read_text())
+            if s.get("kind") != "arm":
+                continue
+            seeds = arms.setdefault(name, {})
+            if s["seed"] in seeds:
+                raise SystemExit(f"pair_summaries.py: {name} seed {s['seed']} is in two files, the second {f}")
+            seeds[s["seed"]] = {**s, "_file": f}
+    return arms
+
+
+def _eval(summary: dict[str, Any], step: int | None) -> tuple[int, dict[str, Any]]:
+    evals = summary["evals"]
+    at = max(map(int, evals)) if step is None else step
+    if str(at) not in evals:
+        raise SystemExit(f"pair_summaries.py: {summary['_file']} has no eval at step {at} (has {sorted(evals)})")
+    return at, evals[str(at)]
+
+
+def pair(
+    arms: dict[str, dict[int, dict[str, Any]]], a: str, b: str, b_step: int | None, metric: str
+) -> dict[str, Any] | None:
+    """arm a's final checkpoint minus b's (at `b_step`, else its final) on the seeds both ran."""
+    seeds = sorted(set(arms.get(a, {})) & set(arms.get(b, {})))
+    if not seeds:
+        return None
+    per_seed, diffs, rows = [], [], []
+    for sd in seeds:
+        sa, ea = _eval(arms[a][sd], None)
+        sb, eb = _eval(arms[b][sd], b_step)
+        d = task_diffs(ea, eb, metric, False)
+        diffs.append(d)
+        per_seed.append(sum(d) / len(d))
+        rows.append(
+            {
+                "seed": sd,
+                "diff": round(per_seed[-1], 3),
+                "steps": [sa, sb],
+                "code": [(arms[x][sd].get("code") or {}).get("code_hash", "")[:12] for x in (a, b)],
+            }
+        )
+    n, mean, sd_d = len(per_seed), sum(per_seed) / len(per_seed), sd_of(per_seed)
+    t_lo = t_hi = None
+    if sd_d is not None:
+        from scipy import stats
+
+        half = float(stats.t.ppf(0.975, n - 1)) * sd_d / math.sqrt(n)
+        t_lo, t_hi = mean - half, mean + half
+    ci = bootstrap_ci(diffs)
+    return {
+        "pair": f"{a} - {b}" + (f"@{b_step}" if b_step is not None else ""),
+        "metric": metric,
+        "seeds": rows,
+        "mean": round(mean, 3),
+        "sd": None if sd_d is None else round(sd_d, 3),
+        "t95": None if t_lo is None else [round(t_lo, 3), round(t_hi, 3)],
+        "boot95": None if ci is None else [round(ci[1], 3), round(ci[2], 3)],
+        "power_delta2": None if sd_d is None or sd_d < 1e-9 else round(power(DELTA, sd_d, n), 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--runs", action="append", required=True, help="NAME=GLOB of job summaries (repeatable)")
+    ap.add_argument("--pair", action="append", required=True, help="A:B or A:B@STEP (repeatable)")
+    ap.add_argument("--metric", action="append", choices=("audit", "avg"), help="default: audit and avg")
+    ap.add_argument("--out", help="write the pairs as JSON here")
+    args = ap.parse_args(argv)
+    arms = load_runs(args.runs)
+    out: dict[str, Any] = {"command": "benchmarks/pair_summaries.py " + " ".join(argv or sys.argv[1:]), "pairs": []}
+    for spec in args.pair:
+        a, sep, rest = spec.partition(":")
+        b, at, step = rest.partition("@")
+        if not sep or not a or not b:
+            raise SystemExit(f"pair_summaries.py: --pair {spec!r}: expected A:B or A:B@STEP")
+        for metric in args.metric or ["audit", "avg"]:
+            p = pair(arms, a, b, int(step) if at else None, metric)
+            if p is None:
+                print(f"{spec} ({metric}): no seed in common")
+                continue
+            out["pairs"].append(p)
+            per = ", ".join(f"s{r['seed']} {r['diff']:+.2f}" for r in p["seeds"])
+            print(
+                f"{p['pair']} ({metric}): {p['mean']:+.2f}, t95 {p['t95']}, boot95 {p['boot95']}, sd {p['sd']}, "
+                f"power(2) {p['power_delta2']}  [{per}]"
+            )
+    out["runs"] = {
+        name: {
+            str(sd): {"file": s["_file"], "code": (s.get("code") or {}).get("code_hash", "")[:12]}
+            for sd, s in r.items()
+        }
+        for name, r in arms.items()
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

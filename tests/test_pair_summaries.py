@@ -1,0 +1,64 @@
+"""benchmarks/pair_summaries.py: paired held-out differences across sittings, on hand-made job summaries."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.pair_summaries import load_runs, main, pair
+
+
+def _summary(folder, arm, seed, scores, code="aaaa", steps=(40,)):
+    """A job summary whose held-out tasks t0.. score `scores` (0-1) at each step in `steps`."""
+    tasks = {f"t{i}": {"audit": v, "avg": v / 2} for i, v in enumerate(scores)}
+    s = {"kind": "arm", "arm": arm, "seed": seed, "code": {"code_hash": code * 4}, "evals": {}}
+    for st in steps:
+        s["evals"][str(st)] = {"tasks": tasks}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{arm}-s{seed}.json").write_text(json.dumps(s))
+
+
+def test_pairs_by_seed_and_task_with_each_numbers_code(tmp_path):
+    _summary(tmp_path / "new", "harnessrl", 0, [0.9, 0.7], code="bbbb")
+    _summary(tmp_path / "new", "harnessrl", 1, [0.8, 0.8], code="bbbb")
+    _summary(tmp_path / "old", "fixed", 0, [0.8, 0.6], steps=(20, 40))
+    _summary(tmp_path / "old", "fixed", 1, [0.8, 0.6], steps=(20, 40))
+    _summary(tmp_path / "old", "fixed", 2, [0.1, 0.1])  # a seed HarnessRL did not run: left out
+    arms = load_runs([f"harnessrl={tmp_path}/new/harnessrl-s*.json", f"fixed={tmp_path}/old/fixed-s*.json"])
+    p = pair(arms, "harnessrl", "fixed", None, "audit")
+    assert [r["seed"] for r in p["seeds"]] == [0, 1]
+    assert [r["diff"] for r in p["seeds"]] == pytest.approx([10.0, 10.0])  # points, mean over tasks
+    assert p["seeds"][0]["code"] == ["bbbbbbbbbbbb", "aaaaaaaaaaaa"] and p["seeds"][0]["steps"] == [40, 40]
+    assert p["mean"] == pytest.approx(10.0) and p["sd"] == pytest.approx(0.0) and p["power_delta2"] is None
+    assert pair(arms, "harnessrl", "fixed", 20, "avg")["seeds"][1]["steps"] == [40, 20]
+
+
+def test_refuses_a_missing_step_a_doubled_seed_and_an_empty_glob(tmp_path):
+    _summary(tmp_path / "a", "fixed", 0, [0.5])
+    _summary(tmp_path / "b", "fixed", 0, [0.5])
+    with pytest.raises(SystemExit, match="seed 0 is in two files"):
+        load_runs([f"fixed={tmp_path}/a/*.json", f"fixed={tmp_path}/b/*.json"])
+    with pytest.raises(SystemExit, match="no file matches"):
+        load_runs([f"fixed={tmp_path}/none/*.json"])
+    arms = load_runs([f"fixed={tmp_path}/a/*.json", f"other={tmp_path}/b/*.json"])
+    with pytest.raises(SystemExit, match="no eval at step 8"):
+        pair(arms, "fixed", "other", 8, "audit")
+
+
+def test_the_cli_writes_every_pair_and_metric(tmp_path, capsys):
+    for sd, (h, f) in enumerate([(0.9, 0.8), (0.7, 0.8), (0.9, 0.6)]):
+        _summary(tmp_path, "harnessrl", sd, [h, h])
+        _summary(tmp_path, "fixed", sd, [f, f])
+    out = tmp_path / "pairs.json"
+    argv = ["--runs", f"harnessrl={tmp_path}/harnessrl-*.json", "--runs", f"fixed={tmp_path}/fixed-*.json"]
+    assert main([*argv, "--pair", "harnessrl:fixed", "--out", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert [(p["pair"], p["metric"]) for p in got["pairs"]] == [
+        ("harnessrl - fixed", "audit"),
+        ("harnessrl - fixed", "avg"),
+    ]
+    audit = got["pairs"][0]
+    assert audit["mean"] == pytest.approx(10.0) and audit["t95"][0] < audit["mean"] < audit["t95"][1]
+    assert 0.0 < audit["power_delta2"] < 1.0
+    assert "harnessrl - fixed (audit): +10.00" in capsys.readouterr().out
