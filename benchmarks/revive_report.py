@@ -14,10 +14,10 @@ never changes, so its sampler's draws depend on the seed alone.
 Per seed it reports: the chronic tasks (dead share >= 0.5 in fixed's early steps), the share of HarnessRL's groups on
 them after the early steps that vary, whether each got an accepted repair by then that training confirmed, dead
 groups after the early steps (HarnessRL vs fixed), the zero-variance share of all trained groups, extra generation
-(pre-flight, critic and generalisation probes over trained rollouts), the share of accepted updates that answered dead groups, and
-the pause's share of training wall time. Per task it splits HarnessRL's cut in dead groups into fewer draws and
-fewer dead groups per draw, with fixed's early dead rate as the baseline rate (an estimate: fixed's per-task rates
-after the early steps are not in its summaries).
+(pre-flight, critic and generalisation probes over trained rollouts), the share of accepted updates that answered
+dead groups, and the pause's share of training wall time. Per task it splits HarnessRL's cut in dead groups into
+fewer draws and fewer dead groups per draw, with fixed's early dead rate as the baseline rate (an estimate: fixed's
+per-task rates after the early steps are not in its summaries).
 """
 
 from __future__ import annotations
