@@ -95,6 +95,9 @@ def pair(
         half = float(stats.t.ppf(0.975, n - 1)) * sd_d / math.sqrt(n)
         t_lo, t_hi = mean - half, mean + half
     ci = bootstrap_ci(diffs)
+    pw = None if sd_d is None or sd_d < 1e-9 else power(DELTA, sd_d, n)
+    if pw is not None and math.isnan(pw):  # scipy's noncentral t gives no number at df = 1 and a large effect
+        pw = None
     return {
         "pair": f"{a} - {b}" + (f"@{b_step}" if b_step is not None else ""),
         "metric": metric,
@@ -103,7 +106,7 @@ def pair(
         "sd": None if sd_d is None else round(sd_d, 3),
         "t95": None if t_lo is None else [round(t_lo, 3), round(t_hi, 3)],
         "boot95": None if ci is None else [round(ci[1], 3), round(ci[2], 3)],
-        "power_delta2": None if sd_d is None or sd_d < 1e-9 else round(power(DELTA, sd_d, n), 3),
+        "power_delta2": None if pw is None else round(pw, 3),
     }
 
 
