@@ -77,6 +77,9 @@ def pair(
         sa, ea = _eval(arms[a][sd], None)
         sb, eb = _eval(arms[b][sd], b_step)
         d = task_diffs(ea, eb, metric, False)
+        if not d:
+            files = f"{arms[a][sd]['_file']} and {arms[b][sd]['_file']}"
+            raise SystemExit(f"pair_summaries.py: {files} share no held-out task with {metric}")
         diffs.append(d)
         per_seed.append(sum(d) / len(d))
         rows.append(

@@ -44,6 +44,10 @@ def test_refuses_a_missing_step_a_doubled_seed_and_an_empty_glob(tmp_path):
     arms = load_runs([f"fixed={tmp_path}/a/*.json", f"other={tmp_path}/b/*.json"])
     with pytest.raises(SystemExit, match="no eval at step 8"):
         pair(arms, "fixed", "other", 8, "audit")
+    _summary(tmp_path / "c", "fixed", 0, [])  # an eval without per-task numbers: nothing to pair
+    arms = load_runs([f"fixed={tmp_path}/a/*.json", f"other={tmp_path}/c/*.json"])
+    with pytest.raises(SystemExit, match="share no held-out task"):
+        pair(arms, "fixed", "other", None, "audit")
 
 
 def test_the_cli_writes_every_pair_and_metric(tmp_path, capsys):
