@@ -69,6 +69,9 @@ ARMS: dict[str, Arm] = {
         # Without training's grade: every accepted update is final, none is confirmed or reverted on the task's
         # next training groups (trainer/provisional.py).
         Arm("no-confirm", "5f HarnessRL - confirm/revert", (*_FULL, "harness.confirm_window=0"), False),
+        # Without the pre-flight round: the first repairs come at the first evolver round (step evolve_every), and
+        # the dead tasks are found from training's groups only.
+        Arm("no-preflight", "5g HarnessRL - pre-flight round", (*_FULL, "harness.preflight=false"), False),
         Arm("plain", "6 plain TRL GRPO (same reward, no harness code)", ("harness.evolver=false",), False, "plain"),
         # The two controls HarnessRL has to beat (issue 32), with every seed. fixed-norm: DAPO's loss normaliser
         # (zero-advantage rows out of it) without its over-sampling; skip: a zero-LLM predictive sampler that skips

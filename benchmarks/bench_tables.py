@@ -126,6 +126,7 @@ PAIRS = [
     ("no-memory", "harnessrl"),
     ("no-critic", "harnessrl"),
     ("no-confirm", "harnessrl"),
+    ("no-preflight", "harnessrl"),
 ]
 
 

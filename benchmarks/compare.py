@@ -22,6 +22,7 @@ arm):
     no-memory    harnessrl without memory evidence                    evolver.memory=false
     no-critic    harnessrl accepting every valid proposal             evolver.critic=false
     no-confirm   harnessrl whose accepted updates are final (no grade) harness.confirm_window=0
+    no-preflight harnessrl without the pre-flight round before step 1   harness.preflight=false
     fixed-norm   fixed, zero-variance groups' rows out of the loss normaliser  + harness.live_token_norm=true
     skip         fixed + skip tasks predicted dead (no LLM, harness/skip.py)  + harness.skip_dead=true
 

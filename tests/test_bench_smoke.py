@@ -156,6 +156,7 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             "no-memory": (True, False, 3, False, True),
             "no-critic": (True, False, 3, True, False),
             "no-confirm": (True, False, 3, True, True),
+            "no-preflight": (True, False, 3, True, True),
             "dapo": (False, False, 3, True, True),
             "plain": (False, False, 3, True, True),
             "harnessrl-dapo": (True, False, 3, True, True),
@@ -171,6 +172,8 @@ def test_every_arm_resolves_to_a_valid_trainer_config(tmp_path):
             assert job.arm[3:] not in cfg.evolver.interfaces
         # Only the no-confirm ablation turns off training's grade of accepted updates.
         assert (h.confirm_window == 0) == (job.arm == "no-confirm"), job.arm
+        # Every HarnessRL arm runs the pre-flight round but the no-preflight ablation; no baseline runs it.
+        assert h.preflight == (h.evolver and job.arm != "no-preflight"), job.arm
         # The two controls (issue 32): each its own knob, nothing else.
         assert (h.live_token_norm, h.skip_dead) == (job.arm == "fixed-norm", job.arm == "skip"), job.arm
 
