@@ -14,7 +14,9 @@ paired t test's power for a 2-point effect at that sd (`bench_power.power`).
         --pair harnessrl:fixed --pair harnessrl:dapo@20 --out pairs.json
 
 `--pair A:B` compares each summary's final checkpoint; `A:B@S` takes B's checkpoint at step S (e.g. the last one B
-reached within A's training wall time). A seed found in two files of one arm is an error: name the files apart.
+reached within A's training wall time). `--reach A:B` gives, per seed where both arms have held-out curves, the step at
+which A first reached B's best score and its ratio to B's best step. A seed found in two files of one arm is an
+error: name the files apart.
 """
 
 from __future__ import annotations
@@ -113,10 +115,45 @@ def pair(
     }
 
 
+TOTALS = {"audit": "audit", "avg": "avg_at_k"}  # a metric's name in an eval's totals (0-1)
+
+
+def reach(arms: dict[str, dict[int, dict[str, Any]]], a: str, b: str, metric: str) -> dict[str, Any] | None:
+    """Steps to b's best, per seed where both have held-out curves (evals at two or more steps): b's best score and
+    its step (ties: the earliest), the first step a reached it, and their ratio (`compare.py`'s "steps to fixed's
+    best", with the base model's step 0 left out)."""
+    curve = lambda s: sorted((int(k), 100 * v[TOTALS[metric]]) for k, v in s["evals"].items() if int(k) > 0)  # noqa: E731
+    rows = []
+    for sd in sorted(set(arms.get(a, {})) & set(arms.get(b, {}))):
+        ca, cb = curve(arms[a][sd]), curve(arms[b][sd])
+        if len(ca) < 2 or len(cb) < 2:
+            continue  # a seed evaluated at its final step only
+        best_step, best = max(cb, key=lambda x: (x[1], -x[0]))
+        at = next((st for st, v in ca if v >= best), None)
+        rows.append(
+            {
+                "seed": sd,
+                "ref_best_step": best_step,
+                "ref_best": round(best, 3),
+                "reached_at": at,
+                "ratio": None if at is None else round(at / best_step, 3),
+                "curves": {a: [[st, round(v, 3)] for st, v in ca], b: [[st, round(v, 3)] for st, v in cb]},
+            }
+        )
+    if not rows:
+        return None
+    ratios = [r["ratio"] for r in rows]
+    mean = None if None in ratios else round(sum(ratios) / len(ratios), 3)
+    return {"reach": f"{a} to {b}'s best", "metric": metric, "seeds": rows, "mean_ratio": mean}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--runs", action="append", required=True, help="NAME=GLOB of job summaries (repeatable)")
-    ap.add_argument("--pair", action="append", required=True, help="A:B or A:B@STEP (repeatable)")
+    ap.add_argument("--pair", action="append", default=[], help="A:B or A:B@STEP (repeatable)")
+    ap.add_argument(
+        "--reach", action="append", default=[], help="A:B: steps A took to reach B's best held-out score (repeatable)"
+    )
     ap.add_argument("--metric", action="append", choices=("audit", "avg"), help="default: audit and avg")
     ap.add_argument("--out", help="write the pairs as JSON here")
     args = ap.parse_args(argv)
@@ -138,6 +175,22 @@ def main(argv: list[str] | None = None) -> int:
                 f"{p['pair']} ({metric}): {p['mean']:+.2f}, t95 {p['t95']}, boot95 {p['boot95']}, sd {p['sd']}, "
                 f"power(2) {p['power_delta2']}  [{per}]"
             )
+    for spec in args.reach:
+        a, sep, b = spec.partition(":")
+        if not sep or not a or not b:
+            raise SystemExit(f"pair_summaries.py: --reach {spec!r}: expected A:B")
+        for metric in args.metric or ["audit", "avg"]:
+            r = reach(arms, a, b, metric)
+            if r is None:
+                print(f"--reach {spec} ({metric}): no seed where both have a held-out curve")
+                continue
+            out.setdefault("reach", []).append(r)
+            per = ", ".join(
+                f"s{x['seed']} {x['reached_at']}/{x['ref_best_step']} ({x['ref_best']:.2f})" for x in r["seeds"]
+            )
+            print(f"{r['reach']} ({metric}): mean ratio {r['mean_ratio']}  [{per}]")
+    if not args.pair and not args.reach:
+        raise SystemExit("pair_summaries.py: nothing to do: give --pair or --reach")
     out["runs"] = {
         name: {
             str(sd): {"file": s["_file"], "code": (s.get("code") or {}).get("code_hash", "")[:12]}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks.pair_summaries import load_runs, main, pair
+from benchmarks.pair_summaries import load_runs, main, pair, reach
 
 
 def _summary(folder, arm, seed, scores, code="aaaa", steps=(40,)):
@@ -15,8 +15,40 @@ def _summary(folder, arm, seed, scores, code="aaaa", steps=(40,)):
     s = {"kind": "arm", "arm": arm, "seed": seed, "code": {"code_hash": code * 4}, "evals": {}}
     for st in steps:
         s["evals"][str(st)] = {"tasks": tasks}
+    _totals(s)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{arm}-s{seed}.json").write_text(json.dumps(s))
+
+
+def _totals(s):
+    for e in s["evals"].values():
+        v = [t["audit"] for t in e["tasks"].values()] or [0.0]
+        e["audit"], e["avg_at_k"] = sum(v) / len(v), sum(v) / len(v) / 2
+
+
+def _curve(folder, arm, seed, audit_by_step):
+    """A summary with one held-out task whose audit is `audit_by_step[step]` (0-1)."""
+    s = {"kind": "arm", "arm": arm, "seed": seed, "code": {"code_hash": "c" * 16}, "evals": {}}
+    s["evals"] = {str(st): {"tasks": {"t0": {"audit": v, "avg": v / 2}}} for st, v in audit_by_step.items()}
+    _totals(s)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{arm}-s{seed}.json").write_text(json.dumps(s))
+
+
+def test_reach_counts_steps_to_the_references_best_on_seeds_with_curves(tmp_path):
+    _curve(tmp_path, "fixed", 0, {8: 0.70, 16: 0.80, 24: 0.80, 40: 0.75})  # best 80 at 16 (ties: the earliest)
+    _curve(tmp_path, "harnessrl", 0, {8: 0.79, 16: 0.81, 40: 0.70})
+    _curve(tmp_path, "fixed", 1, {8: 0.70, 40: 0.90})
+    _curve(tmp_path, "harnessrl", 1, {8: 0.70, 40: 0.85})  # never reaches 90
+    _curve(tmp_path, "fixed", 2, {8: 0.70, 40: 0.90})
+    _curve(tmp_path, "harnessrl", 2, {40: 0.95})  # final step only: no curve, left out
+    arms = load_runs([f"harnessrl={tmp_path}/harnessrl-*.json", f"fixed={tmp_path}/fixed-*.json"])
+    r = reach(arms, "harnessrl", "fixed", "audit")
+    assert [x["seed"] for x in r["seeds"]] == [0, 1]
+    assert (r["seeds"][0]["ref_best_step"], r["seeds"][0]["reached_at"], r["seeds"][0]["ratio"]) == (16, 16, 1.0)
+    assert r["seeds"][1]["reached_at"] is None and r["seeds"][1]["ratio"] is None and r["mean_ratio"] is None
+    assert reach(arms, "harnessrl", "fixed", "avg")["seeds"][0]["ref_best"] == pytest.approx(40.0)
+    assert reach(arms, "harnessrl", "nobody", "audit") is None
 
 
 def test_pairs_by_seed_and_task_with_each_numbers_code(tmp_path):
