@@ -8,7 +8,8 @@ never changes, so its sampler's draws depend on the seed alone.
 
     .venv/bin/python benchmarks/revive_report.py --harnessrl runs/h30-s0 runs/h30-s1 \
         --fixed-early runs/fixed8-s0 runs/fixed8-s1 \
-        --fixed-summary benchmarks/results/smollm2-40-11a77c985112/fixed-s0.json benchmarks/results/smollm2-40-11a77c985112/fixed-s1.json \
+        --fixed-summary benchmarks/results/smollm2-40-11a77c985112/fixed-s0.json \
+            benchmarks/results/smollm2-40-11a77c985112/fixed-s1.json \
         --out benchmarks/results/revive/smollm2-40.json
 
 Per seed it reports: the chronic tasks (dead share >= 0.5 in fixed's early steps), the share of HarnessRL's groups on
