@@ -1127,7 +1127,7 @@ def test_longer_horizon_renders_its_curve_from_summaries_of_this_tables_code_onl
     checkpoint, from summaries of the table's own code; other code there is named, never mixed in."""
     import shutil
 
-    sums = ROOT / "benchmarks" / "results" / "smollm2-40"
+    sums = ROOT / "benchmarks" / "results" / "smollm2-40-11a77c985112"
     old = ROOT / "benchmarks" / "results" / "smollm2-40-1fdbcb4636e8"
     horizon, stale = tmp_path / "h", tmp_path / "stale"
     horizon.mkdir(), stale.mkdir()
