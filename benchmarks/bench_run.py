@@ -122,7 +122,9 @@ def plan(args: argparse.Namespace, code_root: Path = ROOT, code: dict[str, Any] 
         Job(
             kind="base",
             name="base",
-            overrides=[f"data.suite={suite}"],
+            # The arms' pool, so that the worker's check of the second held-out set (train tasks outside the pool)
+            # reads the pool the arms train on, not the config's own task list.
+            overrides=[*pool, f"data.suite={suite}"],
             run_dir=str(out / "base"),
             model=base_cfg["model"]["name"],
             summary_path=str(results / "base.json"),

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -61,6 +62,14 @@ def test_second_heldout_set_is_train_tasks_outside_every_pool(tmp_path):
     assert {j.train_heldout_k for j in jobs} == {2}
     off = bench_run.plan(_args(tmp_path, "--train-heldout-k", "0"))
     assert all(not j.train_heldout_tasks and j.train_heldout_k == 0 for j in off)
+    # The base job checks the set against the arms' pool, not the config's own task list (a preset's pool may leave
+    # the config's tasks out, as smollm2-40's does): a config listing a held-out task must not fail the base eval.
+    cfg = yaml.safe_load(Path(jobs[0].config).read_text())
+    cfg.setdefault("data", {})["tasks"] = held[:1]
+    (tmp_path / "listed.yaml").write_text(yaml.safe_dump(cfg))
+    base = copy.deepcopy(jobs[0])
+    base.config = str(tmp_path / "listed.yaml")
+    assert [t.id for t in bench_run._eval_setup(base)[2]] == held
     # The worker refuses a set that overlaps the pool (a job spec edited by hand, or a changed suite).
     bad = copy.deepcopy(jobs[1])
     bad.train_heldout_tasks = [pool[0]]
