@@ -6,7 +6,9 @@ sessions, this script pairs summaries wherever they come from and says which cod
 hand-written analysis can name every exception. Per pair and seed: arm - ref in points (per-task differences on the
 65 held-out tasks, paired by task and eval seed), then the mean over seeds with a paired t interval (seeds only), the
 bootstrap interval over seeds and tasks (`bench_power.bootstrap_ci`), the sd of the per-seed differences and the
-paired t test's power for a 2-point effect at that sd (`bench_power.power`).
+paired t test's power for a 2-point effect at that sd (`bench_power.power`). `--heldout train` pairs the second
+held-out set instead (`compare.py --train-heldout-k`: the suite's train-split tasks in no arm's pool), where both
+summaries evaluated it.
 
     .venv/bin/python benchmarks/pair_summaries.py \\
         --runs 'harnessrl=benchmarks/results/revive/bench-e/harnessrl-s*.json' \\
@@ -68,16 +70,30 @@ def _eval(summary: dict[str, Any], step: int | None) -> tuple[int, dict[str, Any
 
 
 def pair(
-    arms: dict[str, dict[int, dict[str, Any]]], a: str, b: str, b_step: int | None, metric: str
+    arms: dict[str, dict[int, dict[str, Any]]],
+    a: str,
+    b: str,
+    b_step: int | None,
+    metric: str,
+    heldout: str = "test",
 ) -> dict[str, Any] | None:
-    """arm a's final checkpoint minus b's (at `b_step`, else its final) on the seeds both ran."""
+    """arm a's final checkpoint minus b's (at `b_step`, else its final) on the seeds both ran; `heldout` "train"
+    pairs the second held-out set, on the seeds where both evaluated it."""
     seeds = sorted(set(arms.get(a, {})) & set(arms.get(b, {})))
+    if heldout == "train":
+        seeds = [
+            sd
+            for sd in seeds
+            if all(_eval(arms[x][sd], st)[1].get("train_heldout") for x, st in ((a, None), (b, b_step)))
+        ]
     if not seeds:
         return None
     per_seed, diffs, rows = [], [], []
     for sd in seeds:
         sa, ea = _eval(arms[a][sd], None)
         sb, eb = _eval(arms[b][sd], b_step)
+        if heldout == "train":
+            ea, eb = ea["train_heldout"], eb["train_heldout"]
         d = task_diffs(ea, eb, metric, False)
         if not d:
             files = f"{arms[a][sd]['_file']} and {arms[b][sd]['_file']}"
@@ -106,6 +122,7 @@ def pair(
     return {
         "pair": f"{a} - {b}" + (f"@{b_step}" if b_step is not None else ""),
         "metric": metric,
+        "heldout": heldout,
         "seeds": rows,
         "mean": round(mean, 3),
         "sd": None if sd_d is None else round(sd_d, 3),
@@ -155,6 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         "--reach", action="append", default=[], help="A:B: steps A took to reach B's best held-out score (repeatable)"
     )
     ap.add_argument("--metric", action="append", choices=("audit", "avg"), help="default: audit and avg")
+    ap.add_argument(
+        "--heldout",
+        choices=("test", "train"),
+        default="test",
+        help="which held-out set --pair compares: the test tasks (default) or the second set of train-split tasks "
+        "outside every pool, on the seeds where both summaries have it",
+    )
     ap.add_argument("--out", help="write the pairs as JSON here")
     args = ap.parse_args(argv)
     arms = load_runs(args.runs)
@@ -165,14 +189,15 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not a or not b:
             raise SystemExit(f"pair_summaries.py: --pair {spec!r}: expected A:B or A:B@STEP")
         for metric in args.metric or ["audit", "avg"]:
-            p = pair(arms, a, b, int(step) if at else None, metric)
+            label = metric if args.heldout == "test" else f"{metric}, second held-out set"
+            p = pair(arms, a, b, int(step) if at else None, metric, args.heldout)
             if p is None:
-                print(f"{spec} ({metric}): no seed in common")
+                print(f"{spec} ({label}): no seed in common")
                 continue
             out["pairs"].append(p)
             per = ", ".join(f"s{r['seed']} {r['diff']:+.2f}" for r in p["seeds"])
             print(
-                f"{p['pair']} ({metric}): {p['mean']:+.2f}, t95 {p['t95']}, boot95 {p['boot95']}, sd {p['sd']}, "
+                f"{p['pair']} ({label}): {p['mean']:+.2f}, t95 {p['t95']}, boot95 {p['boot95']}, sd {p['sd']}, "
                 f"power(2) {p['power_delta2']}  [{per}]"
             )
     for spec in args.reach:

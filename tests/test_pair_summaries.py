@@ -98,3 +98,23 @@ def test_the_cli_writes_every_pair_and_metric(tmp_path, capsys):
     assert audit["mean"] == pytest.approx(10.0) and audit["t95"][0] < audit["mean"] < audit["t95"][1]
     assert 0.0 < audit["power_delta2"] < 1.0
     assert "harnessrl - fixed (audit): +10.00" in capsys.readouterr().out
+
+
+def test_the_second_heldout_set_pairs_only_where_both_have_it(tmp_path):
+    for sd in (0, 1):
+        _summary(tmp_path, "harnessrl", sd, [0.9, 0.9])
+        _summary(tmp_path, "fixed", sd, [0.8, 0.8])
+    for name, sd, v in (("harnessrl", 0, 0.5), ("fixed", 0, 0.7), ("harnessrl", 1, 0.5)):  # fixed-s1 lacks the set
+        f = tmp_path / f"{name}-s{sd}.json"
+        s = json.loads(f.read_text())
+        s["evals"]["40"]["train_heldout"] = {"tasks": {"x0": {"audit": v, "avg": v}, "x1": {"audit": v, "avg": v}}}
+        f.write_text(json.dumps(s))
+    arms = load_runs([f"harnessrl={tmp_path}/harnessrl-*.json", f"fixed={tmp_path}/fixed-*.json"])
+    test = pair(arms, "harnessrl", "fixed", None, "audit")
+    train = pair(arms, "harnessrl", "fixed", None, "audit", "train")
+    assert [r["seed"] for r in test["seeds"]] == [0, 1] and test["mean"] == pytest.approx(10.0)
+    assert [r["seed"] for r in train["seeds"]] == [0] and train["mean"] == pytest.approx(-20.0)
+    assert train["heldout"] == "train" and test["heldout"] == "test"
+    _summary(tmp_path / "none", "skip", 0, [0.5, 0.5])
+    arms = load_runs([f"harnessrl={tmp_path}/harnessrl-*.json", f"skip={tmp_path}/none/skip-*.json"])
+    assert pair(arms, "harnessrl", "skip", None, "audit", "train") is None
