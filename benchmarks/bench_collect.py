@@ -83,11 +83,13 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
     # time and pause that no step's line holds. Its probes, and the critic's, are generation beyond the trained groups.
     preflights = [r for r in rounds if r.preflight is not None]
     pre_pause = sum(r.pause_s for r in preflights)
+    # An accepted repair tried on similar tasks (agents/generalise.py) samples probes of its own, in its report's
+    # `generalised` numbers.
     probe_rollouts = sum(r.preflight.rollouts for r in preflights if r.preflight is not None) + sum(
         float((a.numbers or {}).get("cost_probe_rollouts") or 0.0)
         for r in rounds
         for rep in r.reports
-        for a in rep.attempts
+        for a in [*rep.attempts, *([rep.generalised] if rep.generalised is not None else [])]
     )
     cum, ckpt_wall = pre_pause, {}
     for m, w in zip(metrics, walls):
@@ -138,7 +140,7 @@ def collect_run(run_dir: Path) -> dict[str, Any]:
         "reward_overhead_s": sum(m.reward_overhead_s for m in metrics),
         "pause_s": pre_pause + sum(m.pause_s for m in metrics),
         "preflight_pause_s": pre_pause,
-        # The pre-flight's and the critic's probes (the fallback's and batching's are not counted).
+        # The pre-flight's, the critic's and the generalised repairs' probes (the fallback's are not counted).
         "probe_rollouts": probe_rollouts,
         "probe_groups": probe_rollouts / group_size(run_dir) if probe_rollouts else 0.0,
         "loop_s": (times[-1] - times[0]) if len(times) > 1 else None,

@@ -1176,7 +1176,8 @@ def test_longer_horizon_renders_its_curve_from_summaries_of_this_tables_code_onl
 
 
 def test_collect_run_counts_the_preflight_pause_and_the_probes_as_generation(tmp_path):
-    """The pre-flight precedes step 1: its pause is wall time and pause; its probes and the critic's are generation."""
+    """The pre-flight precedes step 1: its pause is wall time and pause; its probes, the critic's and a generalised
+    repair's are generation."""
     (tmp_path / "config.yaml").write_text("train:\n  num_generations: 4\n")
     step = {"dead_share": 0.0, "n_groups": 2, "pause_s": 0.0, "step_started": 0.0}
     _jsonl(
@@ -1184,11 +1185,17 @@ def test_collect_run_counts_the_preflight_pause_and_the_probes_as_generation(tmp
         [{**step, "step": 1, "time": 10.0}, {**step, "step": 2, "pause_s": 2.0, "step_started": 10.0, "time": 22.0}],
     )
     critic = {"attempts": [{"numbers": {"cost_probe_rollouts": 4.0}}], "interface": "guidance", "decision": "rejected"}
+    # An accepted repair tried on similar tasks probes them too (its report's `generalised` numbers).
+    batch = {"decision": "rejected", "numbers": {"cost_probe_rollouts": 8.0}}
+    accepted = {"attempts": [], "interface": "guidance", "decision": "accepted", "generalised": batch}
     _jsonl(
         tmp_path / "rounds.jsonl",
-        [{"step": 0, "pause_s": 30.0, "preflight": {"rollouts": 8}, "reports": [critic]}, {"step": 2, "reports": []}],
+        [
+            {"step": 0, "pause_s": 30.0, "preflight": {"rollouts": 8}, "reports": [critic]},
+            {"step": 2, "reports": [accepted]},
+        ],
     )
     got = bench_collect.collect_run(tmp_path)
     assert got["preflight_pause_s"] == 30.0 and got["pause_s"] == 32.0
     assert got["wall_s"] == 30.0 + 10.0 + 12.0 and got["ckpt_wall"] == {"1": 40.0, "2": 52.0}
-    assert got["probe_rollouts"] == 12.0 and got["probe_groups"] == 3.0 and got["groups_trained"] == 4
+    assert got["probe_rollouts"] == 20.0 and got["probe_groups"] == 5.0 and got["groups_trained"] == 4
