@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_spec import ARMS, PRESETS, SPURIOUS_EVENTS, Job
-from bench_stats import has_full_curve, mean_of, power_report, sd_of
+from bench_stats import has_full_curve, mean_of, power_report, sd_of, steps_to_best
 
 from graphs.round_record import RoundRecord
 from harness.store import UpdateRecord
@@ -451,19 +451,8 @@ def targets(by_arm: dict[str, list[dict[str, Any]]], arm_sum: dict[str, dict[str
             }
         )
     # Steps to reach fixed's best held-out score, per seed (paired), from the seeds with full curves.
-    ratios = []
-    for fr in (r for r in by_arm.get("fixed", []) if has_full_curve(r)):
-        hr = next((r for r in by_arm.get("harnessrl", []) if r["seed"] == fr["seed"]), None)
-        if hr is None:
-            continue
-        fs = fr["summary"]
-        if fs["best_step"] == 0:
-            ratios.append(None)  # base model is fixed's best: "reaching it" is free
-            continue
-        reach = next(
-            (s for s, score, _ in hr["summary"]["curve"] if score is not None and score >= fs["best_score"]), None
-        )
-        ratios.append(None if reach is None else reach / fs["best_step"])
+    # None where HarnessRL never reached it, or where the base model is fixed's best ("reaching it" is free).
+    ratios = [r["ratio"] for r in steps_to_best([*by_arm.get("fixed", []), *by_arm.get("harnessrl", [])], "harnessrl")]
     known = [r for r in ratios if r is not None]
     v = mean_of(known) if known and len(known) == len(ratios) else None
     rows.append(

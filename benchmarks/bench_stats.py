@@ -109,6 +109,12 @@ def paired(
     }
 
 
+def first_reach(curve: list[tuple[int, float | None]], target: float) -> int | None:
+    """The first step of `curve` ((step, score) in step order) whose score reaches `target` (None: never). The one
+    rule of "steps to fixed's best", shared by the report, its targets and `pair_summaries.py --reach`."""
+    return next((s for s, score in curve if score is not None and score >= target), None)
+
+
 def steps_to_best(runs: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
     """Per seed with full curves: fixed's best held-out score and its step, and the first step `arm` reached it."""
     out = []
@@ -117,9 +123,7 @@ def steps_to_best(runs: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
         if hr is None:
             continue
         fs = fr["summary"]
-        reach = next(
-            (s for s, score, _ in hr["summary"]["curve"] if score is not None and score >= fs["best_score"]), None
-        )
+        reach = first_reach([(s, score) for s, score, _ in hr["summary"]["curve"]], fs["best_score"])
         out.append(
             {
                 "seed": fr["seed"],

@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_power import bootstrap_ci, power  # noqa: E402
-from bench_stats import sd_of, task_diffs  # noqa: E402
+from bench_stats import first_reach, sd_of, task_diffs  # noqa: E402
 
 DELTA = 2.0  # points: the effect the benchmark is powered for (issue 32)
 
@@ -146,7 +146,7 @@ def reach(arms: dict[str, dict[int, dict[str, Any]]], a: str, b: str, metric: st
         if len(ca) < 2 or len(cb) < 2:
             continue  # a seed evaluated at its final step only
         best_step, best = max(cb, key=lambda x: (x[1], -x[0]))
-        at = next((st for st, v in ca if v >= best), None)
+        at = first_reach(ca, best)
         rows.append(
             {
                 "seed": sd,
