@@ -79,21 +79,18 @@ def pair(
 ) -> dict[str, Any] | None:
     """arm a's final checkpoint minus b's (at `b_step`, else its final) on the seeds both ran; `heldout` "train"
     pairs the second held-out set, on the seeds where both evaluated it."""
-    seeds = sorted(set(arms.get(a, {})) & set(arms.get(b, {})))
-    if heldout == "train":
-        seeds = [
-            sd
-            for sd in seeds
-            if all(_eval(arms[x][sd], st)[1].get("train_heldout") for x, st in ((a, None), (b, b_step)))
-        ]
-    if not seeds:
+    # Per seed both ran: (a's step, b's step, a's eval, b's eval) on the held-out set asked for.
+    evals: dict[int, tuple[int, int, dict[str, Any], dict[str, Any]]] = {}
+    for sd in sorted(set(arms.get(a, {})) & set(arms.get(b, {}))):
+        (sa, ea), (sb, eb) = _eval(arms[a][sd], None), _eval(arms[b][sd], b_step)
+        if heldout == "train":
+            ea, eb = ea.get("train_heldout"), eb.get("train_heldout")
+        if ea and eb:
+            evals[sd] = (sa, sb, ea, eb)
+    if not evals:
         return None
     per_seed, diffs, rows = [], [], []
-    for sd in seeds:
-        sa, ea = _eval(arms[a][sd], None)
-        sb, eb = _eval(arms[b][sd], b_step)
-        if heldout == "train":
-            ea, eb = ea["train_heldout"], eb["train_heldout"]
+    for sd, (sa, sb, ea, eb) in evals.items():
         d = task_diffs(ea, eb, metric, False)
         if not d:
             files = f"{arms[a][sd]['_file']} and {arms[b][sd]['_file']}"
