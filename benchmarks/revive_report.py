@@ -15,7 +15,8 @@ never changes, so its sampler's draws depend on the seed alone.
 Per seed it reports: the chronic tasks (dead share >= 0.5 in fixed's early steps), the share of HarnessRL's groups on
 them after the early steps that vary, whether each got an accepted repair by then that training confirmed, dead
 groups after the early steps (HarnessRL vs fixed), the zero-variance share of all trained groups, extra generation
-(pre-flight, critic and generalisation probes over trained rollouts), the share of accepted updates that answered
+(pre-flight, critic and generalisation probes over trained rollouts; the critic's split by round kind, failure class,
+interface and decision), the share of accepted updates that answered
 dead groups, and the pause's share of training wall time. Per task it splits HarnessRL's cut in dead groups into
 fewer draws and fewer dead groups per draw, with fixed's early dead rate as the baseline rate (an estimate: fixed's
 per-task rates after the early steps are not in its summaries).
@@ -40,6 +41,7 @@ from bench_collect import group_size  # noqa: E402
 from agents.repair_ladder import DEAD_TYPES  # noqa: E402
 from harness.detector import DetectorConfig  # noqa: E402
 from trainer.io import read_jsonl  # noqa: E402
+from trainer.round_events import EVENT_CLASS  # noqa: E402
 
 EPS = DetectorConfig().eps  # the detector's default: a group is dead when its reward std is below it
 
@@ -89,13 +91,25 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
     probe_rollouts = 0.0
     gen_rollouts = 0.0
     pre_rollouts = 0
+    spend: dict[tuple[str, str, str, str], list[float]] = {}  # (round, class, interface, decision) -> [n, rollouts]
     for r in rounds:
         pre_rollouts += int((r.get("preflight") or {}).get("rollouts") or 0)
         for v in (r.get("provisional") or {}).get("verdicts") or []:
             verdicts[int(v["version"])] = v["verdict"]
         for rep in r.get("reports") or []:
-            for a in rep.get("attempts") or []:
-                probe_rollouts += float((a.get("numbers") or {}).get("cost_probe_rollouts") or 0.0)
+            cost = sum(
+                float((a.get("numbers") or {}).get("cost_probe_rollouts") or 0.0) for a in rep.get("attempts") or []
+            )
+            probe_rollouts += cost
+            key = (
+                "preflight" if r.get("preflight") is not None else "regular",
+                EVENT_CLASS.get(rep.get("failure_type") or "", "other"),
+                rep.get("interface") or "none",
+                rep.get("decision") or "none",
+            )
+            row = spend.setdefault(key, [0, 0.0])
+            row[0] += 1
+            row[1] += cost
             # An accepted repair tried on similar tasks (agents/generalise.py) samples probes of its own.
             gen = (rep.get("generalised") or {}).get("numbers") or {}
             gen_rollouts += float(gen.get("cost_probe_rollouts") or 0.0)
@@ -158,6 +172,12 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
             "trained_rollouts": trained * rollouts_per_group,
             "share": (pre_rollouts + probe_rollouts + gen_rollouts) / (trained * rollouts_per_group),
         },
+        # Where the critic's probes went: reports and their attempts' probe rollouts per round kind, failure class
+        # (trainer.round_events.EVENT_CLASS), interface and decision, the most costly first.
+        "critic_probes": [
+            {"round": k[0], "class": k[1], "interface": k[2], "decision": k[3], "reports": n, "rollouts": c}
+            for k, (n, c) in sorted(spend.items(), key=lambda kv: -kv[1][1])
+        ],
         "accepted": {"all": n_acc, "dead": n_acc_dead, "share_dead": n_acc_dead / n_acc if n_acc else None},
         "accepted_updates": accepted,
         "pause": {"pause_s": round(pause, 1), "train_s": round(train_s, 1), "share": pause / (pause + train_s)},

@@ -62,7 +62,20 @@ def pair(tmp_path):
                 }
             ],
         },
-        {"step": 2, "pause_s": 5.0, "provisional": {"verdicts": [{"version": 1, "verdict": "confirm"}]}, "reports": []},
+        {
+            "step": 2,
+            "pause_s": 5.0,
+            "provisional": {"verdicts": [{"version": 1, "verdict": "confirm"}]},
+            "reports": [
+                {
+                    "task_id": "b",
+                    "decision": "rejected",
+                    "failure_type": "blind_criterion",
+                    "interface": "guidance",
+                    "attempts": [{"numbers": {"cost_probe_rollouts": 4.0}}, {"numbers": {"cost_probe_rollouts": 2.0}}],
+                }
+            ],
+        },
     ]
     _write(tmp_path / "h", h, rounds)
     return tmp_path
@@ -86,9 +99,28 @@ def test_seed_report_finds_the_chronic_task_and_its_confirmed_repair(pair):
     assert r["dead_after_early"] == {"harnessrl": 1, "fixed": 2.0, "groups": 4} and r["dead_after_early_ratio"] == 0.5
     assert r["zero_var_trained"] == {"harnessrl": 1 / 8, "fixed": 0.5}
     assert r["extra_generation"]["generalise_probe_rollouts"] == 4.0
-    assert r["extra_generation"]["share"] == pytest.approx((8 + 4 + 4) / (8 * 4))
+    assert r["extra_generation"]["share"] == pytest.approx((8 + 4 + 6 + 4) / (8 * 4))
     assert r["accepted"] == {"all": 1, "dead": 1, "share_dead": 1.0}
     assert r["pause"]["share"] == pytest.approx(10 / 50)
+    # The critic's probes, by where they were spent (generalisation's are counted apart, above).
+    assert r["critic_probes"] == [
+        {
+            "round": "regular",
+            "class": "blind",
+            "interface": "guidance",
+            "decision": "rejected",
+            "reports": 1,
+            "rollouts": 6.0,
+        },
+        {
+            "round": "preflight",
+            "class": "dead",
+            "interface": "guidance",
+            "decision": "accepted",
+            "reports": 1,
+            "rollouts": 4.0,
+        },
+    ]
 
 
 def test_the_cli_refuses_unmatched_seed_lists(pair, capsys):
