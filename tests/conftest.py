@@ -5,29 +5,6 @@ from __future__ import annotations
 import pytest
 
 # ============================================================================================
-# scheduling block (owner: test infrastructure)
-# ============================================================================================
-# The marks of the tests that take seconds to minutes each (real models, training, real servers).
-HEAVY_MARKS = ("slow", "vllm", "studio", "chroma_server")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Put the files that hold heavy tests first, those with the most heavy tests leading; the rest keep their order.
-
-    `make test` runs pytest-xdist with `--dist loadfile --no-loadscope-reorder`: it hands out whole files in this
-    order, one to a worker as it frees up. Heavy files first means the many light files are what is left at the end,
-    so the two workers finish close together (xdist's default order, the files with the most tests first, leaves
-    the files of a few long tests for the end).
-    """
-    heavy: dict[object, int] = {}
-    for item in items:
-        hit = any(item.get_closest_marker(m) is not None for m in HEAVY_MARKS)
-        heavy[item.path] = heavy.get(item.path, 0) + hit
-    first_seen = {path: i for i, path in enumerate(dict.fromkeys(item.path for item in items))}
-    items.sort(key=lambda item: (-heavy[item.path], first_seen[item.path]))
-
-
-# ============================================================================================
 # endpoints & models block (owner: frozen-policy endpoints / model preparation)
 # ============================================================================================
 
