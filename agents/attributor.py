@@ -2,7 +2,8 @@
 
 Rule brain (the paper's routing prior, docs/DESIGN.md §6): collapse_low -> guidance,
 collapse_high -> sampling, flat / spurious_* / stuffing / blind_criterion -> criteria,
-guidance_leak -> guidance. Three things move it off the prior, always with a note saying why:
+guidance_leak -> guidance. A blind criterion stays on criteria while that interface is enabled (`RUBRIC_ONLY`), for
+both brains. Three things move the others off the prior, always with a note saying why:
 - a disabled interface (ablation) is skipped for the next one in the failure type's preference order;
 - memory (anti-oscillation): when this task already has `REJECTED_LIMIT` rejected proposals on the
   preferred interface, the next interface is tried instead. A dead failure (collapse_low, collapse_high, flat)
@@ -63,6 +64,19 @@ DIAGNOSES: dict[str, str] = {
     "guidance_leak": "rollouts copy the hint: guidance reveals too much",
 }
 REJECTED_LIMIT = 2
+# Failures whose groups still teach (the detector fires blind_criterion only on groups with reward variance), so a
+# repair cannot lower the dead share and is worth only what the rubric gains. A criteria edit is screened by re-scoring
+# cached answers (no generation); a hint needs fresh probe rollouts on the frozen policy. On the smollm2-40 benchmark
+# such hints were about a fifth of HarnessRL's probe rollouts and none was confirmed by training in six seeds
+# (benchmarks/results/revive/RESULTS.md), so these failures are repaired in the rubric only while criteria is enabled.
+RUBRIC_ONLY = frozenset({"blind_criterion"})
+
+
+def interfaces_for(event: FailureEvent, enabled: list[str]) -> list[str]:
+    """The enabled interfaces the attributor may choose from for this event (`RUBRIC_ONLY` narrows them)."""
+    if event.type in RUBRIC_ONLY and "criteria" in enabled:
+        return ["criteria"]
+    return enabled
 
 
 def rejected_counts(evidence: dict[str, Any]) -> dict[str, int]:
@@ -82,6 +96,9 @@ def rule_attribution(
 ) -> Attribution:
     order = PREFERENCE[event.type]
     notes = [f"prior for {event.type}: {order[0]}"]
+    if (narrowed := interfaces_for(event, enabled)) != enabled:
+        notes.append(f"{event.type} is repaired in the rubric only: criteria edits are screened on cached answers")
+        enabled = narrowed
     rejected = rejected_counts(evidence) if use_memory else {}
     cited: list[str] = []
     chosen: str | None = None
@@ -198,6 +215,7 @@ def llm_attribution(
     toolbox: ToolBox | None = None,
 ) -> Attribution:
     prior = rule_attribution(event, evidence, enabled, use_memory=use_memory)
+    enabled = interfaces_for(event, enabled)
     system = prompts.render(prompts.ATTRIBUTOR_SYSTEM, enabled=", ".join(enabled))
     user = prompts.render(
         prompts.ATTRIBUTOR_USER,
@@ -210,7 +228,7 @@ def llm_attribution(
     try:
         out = ask_with_tools(llm, Attribution, system, user, toolbox)
         if out.interface not in enabled:
-            raise BrainError(f"LLM chose interface {out.interface!r}, which is not enabled ({enabled})")
+            raise BrainError(f"LLM chose interface {out.interface!r}, not one allowed for {event.type} ({enabled})")
     except BrainError as err:
         log.warning("attributor LLM failed on %s: %s; using the rule prior", event.id, err)
         return prior.model_copy(update={"source": "llm_fallback", "notes": [*prior.notes, f"LLM failed: {err}"]})

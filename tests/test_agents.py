@@ -314,3 +314,25 @@ def test_the_attributor_never_sends_a_blind_criterion_to_sampling():
     # ... unless sampling is all the run enables: then it says so rather than failing the lane
     att = attributor.rule_attribution(_ev("blind_criterion"), {}, ["sampling"])
     assert att.interface == "sampling" and "none of the interfaces that repair blind_criterion" in " ".join(att.notes)
+
+
+def test_a_blind_criterion_stays_in_the_rubric_after_rejections():
+    # two rejected criteria edits would move another failure type to its next interface; a blind criterion's hint
+    # would cost fresh probes on a group that already teaches, so it stays on criteria while criteria is enabled
+    rejected = {"proposals": [{"id": f"p{i}", "interface": "criteria", "outcome": "rejected"} for i in range(3)]}
+    att = attributor.rule_attribution(_ev("blind_criterion"), rejected, ["sampling", "guidance", "criteria"])
+    assert att.interface == "criteria"
+    assert any("repaired in the rubric only" in n for n in att.notes)
+    # the same evidence moves a stuffing event off criteria: the narrowing is the blind criterion's alone
+    assert attributor.rule_attribution(_ev("stuffing"), rejected, ["sampling", "guidance", "criteria"]).interface != (
+        "criteria"
+    )
+    # with criteria disabled (an ablation) the hint is the repair left
+    assert attributor.rule_attribution(_ev("blind_criterion"), {}, ["sampling", "guidance"]).interface == "guidance"
+
+
+def test_an_llm_attributor_cannot_send_a_blind_criterion_to_guidance():
+    hint = scripted(json.dumps({"interface": "guidance", "diagnosis": "d", "confidence": 0.9}))
+    att = attributor.llm_attribution(hint, _ev("blind_criterion"), {}, ["sampling", "guidance", "criteria"])
+    assert att.interface == "criteria" and att.source == "llm_fallback"
+    assert "not one allowed for blind_criterion" in " ".join(att.notes)
