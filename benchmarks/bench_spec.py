@@ -17,10 +17,12 @@ _FULL = [
     "evolver.interfaces=[sampling,guidance,criteria]",
     "evolver.memory=true",
     "evolver.critic=true",
-    "harness.preflight=true",  # repair the tasks the initial policy leaves dead before step 1
-    # Two probe groups per task: on this pool they flag the tasks dead in 55-100% of their groups with p 0.76-1.0
-    # and those dead in <= 25% with p <= 0.10, against p = dead rate for one group (results/preflight/POWER.md).
-    "harness.preflight_groups=2",
+    # Repair the tasks the initial policy leaves dead before step 1, with one probe group per task (the default).
+    # Two flag a mostly-dead task more often (0.84 against 0.66, results/preflight/POWER.md) but cost 12.5% of this
+    # protocol's generation on their own; with one, the tasks the probe misses are found by the step-8 round from
+    # training's groups; at four seeds the chronic tasks' late groups varied no less often than with two
+    # (results/revive/RESULTS.md, sixth sitting).
+    "harness.preflight=true",
     "harness.liveness_weighting=true",  # draw predicted-dead tasks less until a repair resets them
 ]
 DAPO_OVERSAMPLE = 2  # DAPO arm: generate 2 x batch rollouts a step, train on batch of them (verl's gen_batch_size)
