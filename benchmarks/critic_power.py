@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents.context import EvolverContext  # noqa: E402
 from agents.critic import judge_measurement, stop_rule  # noqa: E402
 from harness.detector import DetectorConfig  # noqa: E402
+from harness.guidance import prompt_digest, render_prompt  # noqa: E402
 from harness.types import Criterion, FailureEvent, HarnessState, HarnessUpdate, Message, Task  # noqa: E402
 from tools.candidate import MeasureSettings, measure_candidate  # noqa: E402
 from tools.judge import Judge  # noqa: E402
@@ -121,7 +122,9 @@ def one_decision(
             "ops": [{"op": "add_hint", "task_id": TASK, "hint": {"id": "h1", "text": "mention the key term"}}],
         }
     )
-    cached = {TASK: [HIT if h else MISS for h in rng.random(history) < p0]} if history else None
+    # The control pool is keyed by the prompt it was sampled with: the task's unhinted prompt here.
+    key = prompt_digest(render_prompt(state.task(TASK), []))
+    cached = {key: [HIT if h else MISS for h in rng.random(history) < p0]} if history else None
     settings = MeasureSettings(
         sample_k=sample_k,
         sample_k_max=cap,

@@ -112,7 +112,7 @@ from harness.store import HarnessStore  # noqa: E402
 from harness.types import FailureEvent, HarnessState, HarnessUpdate  # noqa: E402
 from tools.candidate import measure_candidate  # noqa: E402
 from tools.judge import Judge  # noqa: E402
-from tools.probes import ProbeCache, task_rollouts  # noqa: E402
+from tools.probes import ProbeCache, prompt_rollouts, task_rollouts  # noqa: E402
 
 
 def make_context(
@@ -182,7 +182,7 @@ def critic_verdict(
             if update.interface == "criteria":
                 prior = task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts)
             else:
-                history = task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts, hinted=False)
+                history = prompt_rollouts(svc.memory, state, update.task_ids, ctx.history_rollouts)
         m = measure_candidate(
             state,
             update,

@@ -22,7 +22,7 @@ from typing import Any
 from evq_cases import STEP, Case
 
 from harness.detector import Detector, DetectorConfig, GroupStats, RolloutRecord
-from harness.guidance import render_prompt, visible_hints
+from harness.guidance import prompt_digest, render_prompt, visible_hints
 from harness.types import FailureEvent, HarnessState
 from tools.judge import Judge, run_sync
 
@@ -66,7 +66,7 @@ def sample_groups(
             render_prompt(state.task(tid), hinted[tid], state.guidance_for(tid).schedule.placement) for tid in task_ids
         ]
         texts = endpoint.sample(batch, n=k, max_tokens=max_tokens, temperature=temperature, seed=seed + i)
-        for tid, group in zip(task_ids, texts):
+        for tid, group, prompt in zip(task_ids, texts, batch):
             task = state.task(tid)
             scores = run_sync(judge.score(task.criteria, task.user_prompt, group))
             audits = run_sync(judge.audit(task, group))
@@ -82,7 +82,14 @@ def sample_groups(
                 )
                 for t, s, a in zip(group, scores, audits)
             ]
-            stats = GroupStats.from_rollouts(tid, step, records, criteria=task.criteria, harness_version=state.version)
+            stats = GroupStats.from_rollouts(
+                tid,
+                step,
+                records,
+                criteria=task.criteria,
+                harness_version=state.version,
+                prompt_digest=prompt_digest(prompt),
+            )
             out[tid].append(Visit(stats, records))
     return out
 

@@ -34,7 +34,7 @@ from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, ProposalRecord
 from tools.agent_tools import make_tools
 from tools.candidate import Measurement, measure_candidate
-from tools.probes import task_rollouts
+from tools.probes import prompt_rollouts, task_rollouts
 from tools.sequential import StopRule
 
 
@@ -237,12 +237,12 @@ def validate(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
 
 
 def _cached_rollouts(
-    svc: RunServices, update: HarnessUpdate, ctx: EvolverContext
+    svc: RunServices, harness: HarnessState, update: HarnessUpdate, ctx: EvolverContext
 ) -> tuple[dict[str, list[str]] | None, dict[str, list[str]] | None]:
     """The tasks' training rollouts in memory a measurement pools (no generation).
 
-    Every cached group for the paired re-scoring of a criteria candidate; the unhinted groups (of the parent, for a
-    new variant) as the exact test's control pool otherwise.
+    Every cached group for the paired re-scoring of a criteria candidate; otherwise the groups keyed by the prompt
+    they were sampled with (the parent's too, for a new variant) as the exact test's control pools.
     """
     # The memory ablation (`memory=false`) measures on fresh probes, also where a memory service is open (a Studio
     # or `harnessrl evolve` round given a memory location).
@@ -250,14 +250,14 @@ def _cached_rollouts(
         return None, None
     if update.interface == "criteria":
         return task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts), None
-    return None, task_rollouts(svc.memory, update.task_ids, ctx.history_rollouts, hinted=False)  # parents included
+    return None, prompt_rollouts(svc.memory, harness, update.task_ids, ctx.history_rollouts)
 
 
 def _measure(
     svc: RunServices, ctx: EvolverContext, harness: HarnessState, update: HarnessUpdate, rule: StopRule, step: int
 ) -> Measurement:
     """`measure_candidate` of a candidate (the lane's or a batch) with the run's settings and memory's rollouts."""
-    prior, history = _cached_rollouts(svc, update, ctx)
+    prior, history = _cached_rollouts(svc, harness, update, ctx)
     return measure_candidate(
         harness,
         update,

@@ -207,6 +207,9 @@ class GroupStats(_Model):
     verdicts: list[dict[str, bool]] = Field(default_factory=list)  # per rollout: criterion id -> met (same caveat)
     hinted: bool = False
     hinted_share: float = 0.0
+    # `harness.guidance.prompt_digest` of the messages the group was sampled with; None in stats recorded before it
+    # existed (a measurement then re-uses such a group only as its task's unhinted prompt, from `hinted`).
+    prompt_digest: str | None = None
     # Only with reward parts beside the rubric (`rewards` is then the combined reward): per rollout the rubric score
     # and each part's value. Empty without parts: the rubric is then `rewards` itself.
     rubric: list[float] = Field(default_factory=list)
@@ -221,8 +224,13 @@ class GroupStats(_Model):
         *,
         criteria: Sequence[Criterion] = (),
         harness_version: int | None = None,
+        prompt_digest: str | None = None,
     ) -> GroupStats:
-        """Summarise a group. `criteria` (the task's current ones) enable the stuffing statistics."""
+        """Summarise a group.
+
+        `criteria` (the task's current ones) enable the stuffing statistics; `prompt_digest` fingerprints the messages
+        the group was sampled with (`harness.guidance.prompt_digest`).
+        """
         if not rollouts:
             raise ValueError(f"group for task {task_id!r} at step {step} has no rollouts")
         rewards = np.array([r.reward for r in rollouts], dtype=float)
@@ -271,6 +279,7 @@ class GroupStats(_Model):
             verdicts=[dict(r.verdicts) for r in rollouts],
             hinted=bool(hinted),
             hinted_share=len(hinted) / len(rollouts),
+            prompt_digest=prompt_digest,
             rubric=[r.reward if r.rubric is None else r.rubric for r in rollouts] if with_parts else [],
             parts={k: [r.parts.get(k, 0.0) for r in rollouts] for k in rollouts[0].parts} if with_parts else {},
         )

@@ -12,10 +12,13 @@ tasks escape versus 2 of 5 in the system prompt.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import random
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from harness.types import Guidance, Hint, Schedule, Task
@@ -83,6 +86,16 @@ def render_prompt(task: Task, hints: list[Hint], placement: Literal["user", "sys
     else:
         raise ValueError(f"placement must be 'user' or 'system', got {placement!r}")
     return messages
+
+
+def prompt_digest(messages: Sequence[Mapping[str, str]]) -> str:
+    """A short fingerprint of the chat messages a group was sampled with (role and content of each, in order).
+
+    Training records it with each group (`GroupStats.prompt`) so that a measurement can re-use the cached groups of
+    exactly the prompt it would otherwise sample (`tools.probes.prompt_rollouts`), hinted ones included.
+    """
+    flat = json.dumps([[str(m["role"]), str(m["content"])] for m in messages])
+    return hashlib.sha256(flat.encode()).hexdigest()[:16]
 
 
 def _tokens(text: str) -> list[str]:

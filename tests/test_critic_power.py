@@ -12,13 +12,15 @@ import pytest
 from agents import critic
 from agents.context import EvolverContext
 from harness.detector import GroupStats, RolloutRecord
+from harness.guidance import prompt_digest, render_prompt
+from harness.ops import apply
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.store import TrainingMemory
 from tests.support.fakes.evolver_fakes import event, suite
 from tests.support.fakes.fake_chat import ScriptedPolicy
 from tools.candidate import MeasureSettings, measure_candidate
 from tools.judge import Judge
-from tools.probes import task_rollouts
+from tools.probes import prompt_rollouts, task_rollouts
 from tools.sequential import exact_plan
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
@@ -42,8 +44,13 @@ class SeededPolicy(ScriptedPolicy):
         return [[self.seeded(conv[-1]["content"], i, seed or 0) for i in range(n)] for conv in messages_batch]
 
 
-def _judge(policy, update=HINT, ev=LOW, **kw):
-    state = HarnessState.from_tasks(suite())
+def _unhinted(task_id: str) -> str:
+    """The cache key of a suite task's unhinted prompt (`tools.probes.prompt_rollouts`)."""
+    return prompt_digest(render_prompt(HarnessState.from_tasks(suite()).task(task_id), []))
+
+
+def _judge(policy, update=HINT, ev=LOW, state=None, **kw):
+    state = state or HarnessState.from_tasks(suite())
     upd = HarnessUpdate.model_validate(update)
     ctx = EvolverContext()
     m = measure_candidate(
@@ -94,7 +101,7 @@ def test_the_bootstrap_rule_failed_the_same_repair_at_the_first_look():
 @pytest.mark.parametrize("history_hits", [0, 4])
 def test_a_no_op_is_rejected(history_hits):
     """The candidate hits as often as the control does (none, or 1 in 8): rejected, whatever the history says."""
-    history = {"med-1": [HONEST] * history_hits + [UNSURE] * (32 - history_hits)}
+    history = {_unhinted("med-1"): [HONEST] * history_hits + [UNSURE] * (32 - history_hits)}
 
     def same_rate(prompt: str, i: int, seed: int) -> str:
         return HONEST if history_hits and (seed + i) % 8 == 0 else UNSURE
@@ -107,7 +114,7 @@ def test_a_no_op_is_rejected(history_hits):
 def test_the_control_comes_from_the_tasks_cached_groups_when_memory_has_enough():
     """32 cached training rollouts: no fresh control is drawn; only the candidate's hinted prompt is sampled."""
     policy = SeededPolicy(lambda p, i, seed: HONEST if "Hint:" in p and i % 2 == 0 else UNSURE)
-    m, crit = _judge(policy, control_history={"med-1": [UNSURE] * 32})
+    m, crit = _judge(policy, control_history={_unhinted("med-1"): [UNSURE] * 32})
     assert all("Hint:" in c["batch"][0][-1]["content"] for c in policy.calls)
     assert m.sequential.control_n == 32 and m.cost.probe_rollouts == 4 and m.cost.reused_rollouts == 32
     assert crit.measured_ok, crit.reasons
@@ -115,22 +122,56 @@ def test_the_control_comes_from_the_tasks_cached_groups_when_memory_has_enough()
 
 def test_a_short_history_is_topped_up_to_twice_the_cap_with_fresh_control_probes():
     policy = SeededPolicy(lambda p, i, seed: UNSURE)
-    m, _ = _judge(policy, control_history={"med-1": [UNSURE] * 6})
+    m, _ = _judge(policy, control_history={_unhinted("med-1"): [UNSURE] * 6})
     assert m.sequential.control_n == 32 and [c["n"] for c in policy.calls][0] == 26
 
 
-def test_task_rollouts_pool_the_newest_groups_and_filter_hinted_visits():
+def test_task_rollouts_pool_the_newest_groups():
     mem = TrainingMemory.ephemeral(embedding="hash")
-    for step, hinted in ((1, False), (2, True), (3, False), (4, False)):
-        recs = [RolloutRecord(text=f"s{step}-{j}", reward=0.0, hinted=hinted) for j in range(4)]
-        stats = GroupStats.from_rollouts("a", step, recs).model_copy(update={"hinted": hinted})
-        mem.add_group(stats, harness_version=0, texts=[r.text for r in recs])
+    for step in (1, 2, 3, 4):
+        recs = [RolloutRecord(text=f"s{step}-{j}", reward=0.0) for j in range(4)]
+        mem.add_group(GroupStats.from_rollouts("a", step, recs), harness_version=0, texts=[r.text for r in recs])
     everything = task_rollouts(mem, ["a", "b"], max_rollouts=12)["a"]
     assert everything == [f"s{s}-{j}" for s in (2, 3, 4) for j in range(4)]  # oldest first, newest groups kept
-    assert task_rollouts(mem, ["a"], max_rollouts=64, hinted=False)["a"] == [
-        f"s{s}-{j}" for s in (1, 3, 4) for j in range(4)
-    ]
     assert task_rollouts(mem, ["a"], max_rollouts=0) == {}
+
+
+def test_prompt_rollouts_key_each_group_by_its_prompt_and_read_old_unhinted_groups_as_the_plain_prompt():
+    state = HarnessState.from_tasks(suite())
+    plain = _unhinted("med-1")
+    mem = TrainingMemory.ephemeral(embedding="hash")
+    # (step, digest recorded, hinted): steps 1-2 predate digests (one hinted: its prompt is unknown, so it is left
+    # out), steps 3-5 carry theirs.
+    for step, digest, hinted in ((1, None, False), (2, None, True), (3, plain, False), (4, "h", True), (5, "h", True)):
+        recs = [RolloutRecord(text=f"s{step}-{j}", reward=0.0, hinted=hinted) for j in range(4)]
+        stats = GroupStats.from_rollouts("med-1", step, recs, prompt_digest=digest)
+        mem.add_group(stats, harness_version=0, texts=[r.text for r in recs])
+    pools = prompt_rollouts(mem, state, ["med-1", "nope"], max_rollouts=64)
+    assert set(pools) == {plain, "h"}
+    assert pools[plain] == [f"s{s}-{j}" for s in (1, 3) for j in range(4)]
+    assert pools["h"] == [f"s{s}-{j}" for s in (4, 5) for j in range(4)]
+    assert prompt_rollouts(mem, state, ["med-1"], max_rollouts=4)["h"] == [f"s5-{j}" for j in range(4)]
+    assert prompt_rollouts(mem, state, ["med-1"], max_rollouts=0) == {}
+
+
+def test_a_hinted_control_comes_from_the_cached_groups_of_its_own_hinted_prompt():
+    """The task already trains with a hint (hinted share 1): a second hint's control is that hinted prompt, and its
+    32 cached training rollouts are the whole control pool. Before, a hinted control was always sampled fresh."""
+    base = HarnessState.from_tasks(suite())
+    first = HarnessUpdate.model_validate(
+        {
+            "interface": "guidance",
+            "ops": [{"op": "add_hint", "task_id": "med-1", "hint": {"id": "h0", "text": "Answer in full sentences."}}],
+        }
+    )
+    state = apply(base, first, step=1)
+    hinted = render_prompt(state.task("med-1"), list(state.guidance_for("med-1").hints))
+    assert "Hint:" in hinted[-1]["content"]
+    policy = SeededPolicy(lambda p, i, seed: HONEST if "fluids" in p and i % 2 == 0 else UNSURE)
+    m, crit = _judge(policy, state=state, control_history={prompt_digest(hinted): [UNSURE] * 32})
+    assert all("fluids" in c["batch"][0][-1]["content"] for c in policy.calls)  # no control prompt was sampled
+    assert m.sequential.control_n == 32 and m.cost.reused_rollouts == 32
+    assert crit.measured_ok, crit.reasons
 
 
 def test_exact_plan_spends_at_most_alpha_and_never_fails_an_underpowered_look():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from test_detector import group
 
+from harness.guidance import prompt_digest, render_prompt
 from memory.store import TrainingMemory
 from tests.support.tiny_run import tiny_config
 from trainer import preflight
@@ -59,6 +60,8 @@ def test_probes_are_training_groups_at_step_0_and_dead_ones_queue_events(run):
     for tid in tasks:  # memory's first cached groups: the critic's control and training's grading read them
         history = run.memory.task_history(tid, last_n=8, kinds=("groups",))
         assert [g.step for g in history] == [0]
+        # keyed by the prompt the critic renders for an unhinted control (tools.probes.prompt_rollouts)
+        assert history[0].stats["prompt_digest"] == prompt_digest(render_prompt(run.state.task(tid), []))
 
 
 class ScriptedPolicy:

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.detector import GroupStats, RolloutRecord
+from harness.guidance import prompt_digest
 from harness.types import AddHint, FailureEvent, HarnessUpdate, Hint, Reweight, Schedule, SetSchedule
 from memory.store import TrainingMemory
 from tests.support.tiny_run import tiny_config
@@ -114,6 +115,8 @@ def test_reward_scores_groups_feeds_detector_memory_and_metrics(run):
     rec = run.pop_step(1)
     assert rec["dead_share"] == 0.5 and rec["harness_version"] == 0 and rec["reward"] == pytest.approx(0.25)
     assert run.memory.count()["groups"] == 2
+    groups = run.memory.task_history("t-paris", kinds=("groups",))
+    assert groups[0].stats["prompt_digest"] == prompt_digest([{"role": "user", "content": "x"}])  # what was sampled
     assert json.loads(run.paths.events.read_text().splitlines()[0])["task_id"] == "t-photo"
 
 

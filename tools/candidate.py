@@ -40,11 +40,12 @@ task's two groups), groups start at `sample_k` rollouts and double up to `sample
 test of the rule is undecided (`tools.sequential`); without a rule one look of `sample_k` is taken.
 Fixed budgets: `k=n` sets sample_k = sample_k_max = n. A rule with a `HitTest` (a dead-group repair on a
 guidance or sampling candidate) runs the exact hit test, and its control pool is fixed before the first
-look: when the focus task's control visits are unhinted, `control_history` (the task's cached unhinted
-training rollouts; the parent's, for a new variant) is re-scored under the current rubric as that pool, and
-fresh control probes top it up only when it holds fewer than `CONTROL_FACTOR` * `sample_k_max` rollouts; a
-hinted control is sampled fresh at that size. A candidate stratum whose prompt is the control's shares that pool. The
-candidate's hits are counted on its other strata, and a pass also needs the rule's point estimate to hold.
+look: for each control stratum, `control_history` (cached training rollouts keyed by the prompt they were sampled
+with, `tools.probes.prompt_rollouts`: the parent's prompts, for a new variant) holds that prompt's own training
+rollouts, hinted or not, which are re-scored under the current rubric as its pool, and fresh control probes top a
+pool up only when it holds fewer than `CONTROL_FACTOR` * `sample_k_max` rollouts. A candidate stratum whose prompt is
+the control's shares that pool. The candidate's hits are counted on its other strata, and a pass also needs the
+rule's point estimate to hold.
 
 Probe rollouts are shared by the round's measurements through a `tools.probes.ProbeCache`; what one
 measurement cost is a `tools.probes.Cost`. The per-group statistics are `tools.group_metrics`.
@@ -64,7 +65,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.detector import DetectorConfig
-from harness.guidance import render_prompt, visible_hints
+from harness.guidance import prompt_digest, render_prompt, visible_hints
 from harness.ops import apply
 from harness.types import HarnessState, HarnessUpdate, Hint, Task
 from tools.endpoint import PolicyEndpoint
@@ -158,6 +159,11 @@ class _Spec:
     @property
     def prompt_key(self) -> str:
         return json.dumps(self.messages)
+
+    @property
+    def digest(self) -> str:
+        """The key of this prompt's cached training groups (`GroupStats.prompt_digest`)."""
+        return prompt_digest([{"role": r, "content": c} for r, c in self.messages])
 
 
 @dataclass(frozen=True)
@@ -297,11 +303,12 @@ def _plan(
             sides["control"][tid] = control
             sides["candidate"][tid] = _strata(candidate_state, tid, visit)
             if exact and rule is not None and (tid == rule.task_id or tid in rule.pooled):
-                # The exact test's control pool is fixed before the first look: the cached training rollouts of an
-                # unhinted control prompt, topped up with fresh probes to CONTROL_FACTOR x the cap (tools.sequential).
-                if len(control) == 1 and not control[0].spec.hints:
-                    plan.pools_prior.setdefault(control[0].spec.prompt_key, []).extend(history.get(base_id, []))
+                # The exact test's control pool is fixed before the first look: each control prompt's cached training
+                # rollouts (hinted or not), topped up with fresh probes to CONTROL_FACTOR x the cap (tools.sequential).
                 for s in control:
+                    pool = plan.pools_prior.setdefault(s.spec.prompt_key, [])
+                    if not pool:
+                        pool.extend(history.get(s.spec.digest, []))
                     plan.floor[s.spec.prompt_key] = CONTROL_FACTOR * settings.sample_k_max
         if sampling:
             plan.weights[tid] = {
@@ -685,10 +692,10 @@ def measure_candidate(
 
     Budget (`settings`, `MeasureSettings`): groups of `sample_k` rollouts, doubled up to `sample_k_max` while the
     sequential test of `rule` is undecided at overall error rate `alpha` (`k` fixes both sizes). `prior_rollouts`
-    (task id -> completions, see `task_rollouts`) are re-scored for criteria updates; `control_history` (task id ->
-    unhinted training completions) is the exact hit test's control pool (module docstring); `probe_cache` shares
-    probe rollouts across the round's measurements. Raises `harness.ops.UpdateRejected` for an invalid
-    update and `RuntimeError` inside a running event loop (await `ameasure_candidate` there).
+    (task id -> completions, see `task_rollouts`) are re-scored for criteria updates; `control_history` (prompt
+    digest -> training completions, see `prompt_rollouts`) is the exact hit test's control pool (module docstring);
+    `probe_cache` shares probe rollouts across the round's measurements. Raises `harness.ops.UpdateRejected` for an
+    invalid update and `RuntimeError` inside a running event loop (await `ameasure_candidate` there).
     """
     return run_sync(
         ameasure_candidate(

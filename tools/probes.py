@@ -6,8 +6,9 @@ round (`tools.candidate.measure_candidate`) and each prompt is sampled once, the
 Without one, a private cache serves that call alone.
 
 **Training rollouts.** `task_rollouts` reads a task's cached training rollouts from memory, newest groups first,
-up to a cap: every group's texts for the paired re-scoring of a criteria update, and the texts of its unhinted
-groups for the control pool of the exact hit test (`tools.sequential`), both at no generation cost.
+up to a cap: every group's texts, for the paired re-scoring of a criteria update. `prompt_rollouts` reads them keyed
+by the prompt each group was sampled with, for the control pool of the exact hit test (`tools.sequential`): a
+control prompt's own cached groups, hinted or not. Both cost no generation.
 `latest_rollouts` reads only the latest group.
 
 **Cost.** `Cost` counts the rollouts generated for one measurement (cache and training rollouts
@@ -26,9 +27,11 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.checks import words
+from harness.guidance import prompt_digest, render_prompt
 from tools.endpoint import PolicyEndpoint, TokenCounter
 
 if TYPE_CHECKING:
+    from harness.types import HarnessState
     from memory.store import TrainingMemory
 
 
@@ -91,31 +94,59 @@ def latest_rollouts(memory: TrainingMemory, task_ids: Sequence[str]) -> dict[str
     return out
 
 
-def task_rollouts(
-    memory: TrainingMemory, task_ids: Sequence[str], max_rollouts: int, hinted: bool | None = None
-) -> dict[str, list[str]]:
+def task_rollouts(memory: TrainingMemory, task_ids: Sequence[str], max_rollouts: int) -> dict[str, list[str]]:
     """Each task's cached training completions (`GroupSummary.texts`), oldest first.
 
     They come from its newest groups until `max_rollouts` are held (a group is taken whole or not at all, past
-    the first); `hinted` keeps only groups whose visit was (True) or was not (False) hinted. Tasks without such a
-    group are left out.
+    the first). Tasks without a stored group are left out.
     """
     out: dict[str, list[str]] = {}
     if max_rollouts <= 0:
         return out
     for tid in task_ids:
-        groups = memory.task_history(tid, last_n=max_rollouts, kinds=("groups",))
-        texts: list[str] = []
-        for g in reversed(groups):
-            if hinted is not None and bool(g.stats.get("hinted", False)) != hinted:  # type: ignore[union-attr]
-                continue
-            new = list(g.texts)  # type: ignore[union-attr]
-            if texts and len(texts) + len(new) > max_rollouts:
-                break
-            texts = new[:max_rollouts] + texts
+        texts = _newest(memory.task_history(tid, last_n=max_rollouts, kinds=("groups",)), max_rollouts)
         if texts:
             out[tid] = texts
     return out
+
+
+def prompt_rollouts(
+    memory: TrainingMemory, state: HarnessState, task_ids: Sequence[str], max_rollouts: int
+) -> dict[str, list[str]]:
+    """The tasks' cached training completions keyed by the prompt they were sampled with, oldest first per prompt.
+
+    Keys are `harness.guidance.prompt_digest` values (`GroupStats.prompt_digest`), so a hinted prompt's groups are
+    found as well as the unhinted ones. A group recorded before digests existed counts for its task's unhinted prompt
+    when it was not hinted (and the task is in `state`), and is skipped otherwise. Each prompt holds at most
+    `max_rollouts` from its newest groups (a group is taken whole or not at all, past the first).
+    """
+    out: dict[str, list[str]] = {}
+    if max_rollouts <= 0:
+        return out
+    for tid in task_ids:
+        by_prompt: dict[str, list] = {}
+        for g in memory.task_history(tid, last_n=max_rollouts, kinds=("groups",)):
+            stats = g.stats  # type: ignore[union-attr]
+            key = stats.get("prompt_digest")
+            if key is None and not stats.get("hinted", False) and state.has_task(tid):
+                task = state.task(tid)
+                key = prompt_digest(render_prompt(task, []))
+            if key is not None:
+                by_prompt.setdefault(key, []).append(g)
+        for key, groups in by_prompt.items():
+            out[key] = _newest(groups, max_rollouts)
+    return {k: v for k, v in out.items() if v}
+
+
+def _newest(groups: Sequence, cap: int) -> list[str]:
+    """The texts of the newest of `groups` (oldest first) up to `cap`, each group whole or not at all past the first."""
+    texts: list[str] = []
+    for g in reversed(groups):
+        new = list(g.texts)
+        if texts and len(texts) + len(new) > cap:
+            break
+        texts = new[:cap] + texts
+    return texts
 
 
 def count_tokens(endpoint: PolicyEndpoint, texts: list[str]) -> tuple[int, Literal["tokenizer", "words"]]:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphs.round_record import RoundRecord
 from harness.detector import GroupStats, RolloutRecord
-from harness.guidance import render_prompt, visible_hints
+from harness.guidance import prompt_digest, render_prompt, visible_hints
 from tools.judge import run_sync
 from tools.reward_parts import combined_reward, parse_parts
 from trainer.frozen import live_endpoint
@@ -124,7 +124,12 @@ def probe(
                 for j, (t, res, a) in enumerate(zip(texts, results, audits))
             ]
             stats = GroupStats.from_rollouts(
-                tid, PREFLIGHT_STEP, records, criteria=state.criteria(tid), harness_version=state.version
+                tid,
+                PREFLIGHT_STEP,
+                records,
+                criteria=state.criteria(tid),
+                harness_version=state.version,
+                prompt_digest=prompt_digest(prompt),
             )
             by_task[tid].append((stats, records))
         log.info("pre-flight: probe group %d of %d sampled for %d tasks", g + 1, groups, len(tasks))

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from harness.detector import GroupStats, RolloutRecord
+from harness.guidance import prompt_digest
 from tools.reward_parts import RewardPart, combined_reward, parse_parts
 from trainer.config import RunConfig
 from trainer.config_loader import config_from_dict
@@ -251,7 +252,17 @@ class RubricReward:
                     )
                 )
             mine.append(
-                (GroupStats.from_rollouts(tid, step, records, criteria=criteria, harness_version=version), records)
+                (
+                    GroupStats.from_rollouts(
+                        tid,
+                        step,
+                        records,
+                        criteria=criteria,
+                        harness_version=version,
+                        prompt_digest=prompt_digest(prompts[idx[0]]),
+                    ),
+                    records,
+                )
             )
         return rewards, verdict_col, mine
 
