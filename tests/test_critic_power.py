@@ -49,7 +49,7 @@ def _unhinted(task_id: str) -> str:
     return prompt_digest(render_prompt(HarnessState.from_tasks(suite()).task(task_id), []))
 
 
-def _judge(policy, update=HINT, ev=LOW, state=None, **kw):
+def _judge(policy, update=HINT, ev=LOW, state=None, settings=None, **kw):
     state = state or HarnessState.from_tasks(suite())
     upd = HarnessUpdate.model_validate(update)
     ctx = EvolverContext()
@@ -58,7 +58,7 @@ def _judge(policy, update=HINT, ev=LOW, state=None, **kw):
         upd,
         policy,
         Judge(None),
-        MeasureSettings(step=10, sample_k=4, sample_k_max=16),
+        settings or MeasureSettings(step=10, sample_k=4, sample_k_max=16),
         rule=critic.stop_rule(ev, upd, ctx),
         **kw,
     )
@@ -124,6 +124,28 @@ def test_a_short_history_is_topped_up_to_twice_the_cap_with_fresh_control_probes
     policy = SeededPolicy(lambda p, i, seed: UNSURE)
     m, _ = _judge(policy, control_history={_unhinted("med-1"): [UNSURE] * 6})
     assert m.sequential.control_n == 32 and [c["n"] for c in policy.calls][0] == 26
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.1])
+def test_no_control_top_up_is_drawn_when_even_a_hitless_one_would_leave_the_bounds_as_they_are(alpha):
+    """The screen's one look of 4 (the shipped config's budget) on a dead task with one cached group of 4: a top-up
+    to twice the cap would only add control rollouts, and the plan from 0 hits of 4 is the plan from 0 of 8."""
+    policy = SeededPolicy(lambda p, i, seed: HONEST if "Hint:" in p and i % 2 == 0 else UNSURE)
+    settings = MeasureSettings(step=10, k=4, alpha=alpha)
+    m, crit = _judge(policy, settings=settings, control_history={_unhinted("med-1"): [UNSURE] * 4})
+    s = m.sequential
+    assert s.control_n == 4 and s.control_hits == 0 and s.control_spared == 4
+    assert all("Hint:" in c["batch"][0][-1]["content"] for c in policy.calls)  # only the candidate was sampled
+    assert m.cost.probe_rollouts == 4 and crit.measured_ok, crit.reasons
+
+
+def test_a_control_top_up_is_drawn_when_it_could_lower_the_pass_bound():
+    """One cached hit in 4 puts the pass bound at 2 hits; a top-up without a hit would lower it to 1, so it is drawn."""
+    policy = SeededPolicy(lambda p, i, seed: UNSURE)
+    settings = MeasureSettings(step=10, k=4, alpha=0.5)
+    m, _ = _judge(policy, settings=settings, control_history={_unhinted("med-1"): [HONEST] + [UNSURE] * 3})
+    assert m.sequential.control_n == 8 and m.sequential.control_spared == 0
+    assert sorted(c["n"] for c in policy.calls) == [4, 4]  # the control's top-up and the candidate's group
 
 
 def test_task_rollouts_pool_the_newest_groups():

@@ -43,7 +43,8 @@ guidance or sampling candidate) runs the exact hit test, and its control pool is
 look: for each control stratum, `control_history` (cached training rollouts keyed by the prompt they were sampled
 with, `tools.probes.prompt_rollouts`: the parent's prompts, for a new variant) holds that prompt's own training
 rollouts, hinted or not, which are re-scored under the current rubric as its pool, and fresh control probes top a
-pool up only when it holds fewer than `CONTROL_FACTOR` * `sample_k_max` rollouts. A candidate stratum whose prompt is
+pool up only when it holds fewer than `CONTROL_FACTOR` * `sample_k_max` rollouts and the top-up could lower the
+test's pass bound (`_Rollouts.spare_control_top_up`). A candidate stratum whose prompt is
 the control's shares that pool. The candidate's hits are counted on its other strata, and a pass also needs the
 rule's point estimate to hold.
 
@@ -406,6 +407,17 @@ class _Rollouts:
                     self.cost.probe_tokens += tokens
                     self.cost.probe_rollouts += len(texts)
 
+    def _score(self, spec: _Spec, texts: list[str]):
+        return score_rows(
+            spec.task,
+            spec.hints,
+            texts,
+            self.judge,
+            self.settings.detector_config,
+            parts=self.settings.reward_parts,
+            messages=[{"role": r, "content": c} for r, c in spec.messages],
+        )
+
     async def score_all(self, n: int) -> None:
         """Score the rollouts each stratum gained since the last look (a pool only ever grows at its end)."""
         jobs = []
@@ -415,23 +427,49 @@ class _Rollouts:
                     texts = self.pool(s.spec.prompt_key, n)
                     rows = self.scored.setdefault((side, tid, i), [])
                     if len(texts) > len(rows):
-                        jobs.append(
-                            (
-                                rows,
-                                score_rows(
-                                    s.spec.task,
-                                    s.spec.hints,
-                                    texts[len(rows) :],
-                                    self.judge,
-                                    self.settings.detector_config,
-                                    parts=self.settings.reward_parts,
-                                    messages=[{"role": r, "content": c} for r, c in s.spec.messages],
-                                ),
-                            )
-                        )
+                        jobs.append((rows, self._score(s.spec, texts[len(rows) :])))
         for (rows, _), new in zip(jobs, await asyncio.gather(*(j for _, j in jobs))):
             rows.extend(new)
             self.cost.scored_rollouts += len(new)
+
+    async def spare_control_top_up(self, rule: StopRule, sizes: list[int], alpha: float) -> int:
+        """Skip the exact test's fresh control probes when no top-up outcome could make the test more powerful.
+
+        A top-up buys power only by lowering the pass bound: control rollouts without a hit narrow p0's posterior
+        downwards, and each control hit raises the bound. So when the plan from the free pools (cached training
+        rollouts and probes already drawn this round) equals the plan from pools topped up without a single hit,
+        the top-up cannot help, and none is drawn. The test is exact at any pool size (its null averages over p0's
+        posterior), so only power was at stake. Applies when every focus control prompt already holds at least the
+        largest look; returns the fresh control probes spared (0: the top-up stays).
+        """
+        assert rule.hits is not None
+        now: list[tuple[int, int, int]] = []
+        best: list[tuple[int, int, int]] = []
+        spare: dict[str, int] = {}
+        for t in [rule.task_id, *rule.pooled]:
+            strata = self.plan.sides["control"][t]
+            pools = [self.pool(st.spec.prompt_key, 0) for st in strata]
+            if any(len(p) < sizes[-1] for p in pools):
+                return 0
+            rows = await asyncio.gather(*(self._score(st.spec, p) for st, p in zip(strata, pools)))
+            for i, r in enumerate(rows):
+                self.scored[("control", t, i)] = list(r)
+                self.cost.scored_rollouts += len(r)
+            rewards = [row.reward for r in rows for row in r]
+            level = dead_level(rewards)
+            x0 = sum(rule.hits.is_hit(x, level, self.settings.detector_config.eps) for x in rewards)
+            full = sum(max(len(p), self.plan.floor.get(st.spec.prompt_key, 0)) for st, p in zip(strata, pools))
+            m = len(_changed(self.plan.sides, t))
+            now.append((x0, len(rewards), m))
+            best.append((x0, full, m))
+            spare.update({st.spec.prompt_key: len(p) for st, p in zip(strata, pools)})
+        gain = rule.hits.min_rate_gain
+        a, b = pooled_plan(now, sizes, alpha, alpha, gain), pooled_plan(best, sizes, alpha, alpha, gain)
+        if (a.pass_at, a.fail_at) != (b.pass_at, b.fail_at):
+            return 0
+        spared = sum(b_[1] - n_[1] for n_, b_ in zip(now, best))
+        self.plan.floor.update(spare)
+        return spared
 
     def side_rows(self, side: str, tid: str) -> Strata:
         return [
@@ -474,6 +512,8 @@ async def _take_looks(ro: _Rollouts, rule: StopRule | None, versions: tuple[int,
     lk = _Looks(sizes=looks(s.sample_k, s.sample_k_max), per_look=0.0)
     lk.per_look = s.alpha / len(lk.sizes)
     rng = np.random.default_rng(s.seed)
+    if exact and rule is not None:
+        lk.hit_record["spared"] = await ro.spare_control_top_up(rule, lk.sizes, s.alpha)
     for j, n in enumerate(lk.sizes):
         await ro.fill(n)
         await ro.score_all(n)
@@ -601,6 +641,13 @@ def _measurement(
     )
 
 
+def _changed(sides: _Sides, t: str) -> list[int]:
+    """Task t's candidate strata whose prompt its control does not share (all of them when it shares every one)."""
+    shared = {s.spec.prompt_key for s in sides["control"][t]}
+    cand = sides["candidate"][t]
+    return [i for i, s in enumerate(cand) if s.spec.prompt_key not in shared] or list(range(len(cand)))
+
+
 def _exact_look(
     rule: StopRule,
     sides: dict[str, dict[str, list[_Stratum]]],
@@ -626,11 +673,7 @@ def _exact_look(
         for t, (c_rows, _) in rows.items():
             rewards = [r.reward for _, _, rr in c_rows for r in rr]
             rec["levels"][t] = level = dead_level(rewards)
-            shared = {s.spec.prompt_key for s in sides["control"][t]}
-            cand = sides["candidate"][t]
-            rec["changed"][t] = [i for i, s in enumerate(cand) if s.spec.prompt_key not in shared] or list(
-                range(len(cand))
-            )
+            rec["changed"][t] = _changed(sides, t)
             rec["controls"].append(
                 (sum(test.is_hit(r, level, cfg.eps) for r in rewards), len(rewards), len(rec["changed"][t]))
             )
@@ -670,6 +713,7 @@ def _exact_record(rec: dict) -> dict:
         "fail_at": plan.fail_at[:taken],
         "control_hits": rec["x0"],
         "control_n": rec["n0"],
+        "control_spared": rec.get("spared", 0),
         "level": round(rec["levels"][next(iter(rec["levels"]))], 6),
         "direction": rec["direction"],
         "pooled": list(rec["levels"])[1:],
