@@ -60,6 +60,22 @@ def test_sampler_rows_follow_the_current_harness(run):
     assert row["prompt"][-1]["content"].endswith("Hint: The answer is a city on the Seine.")
 
 
+def test_a_drawn_rows_prompt_is_the_one_the_critic_would_measure_for_that_visit(run):
+    """The critic finds a control prompt's cached training groups by the digest of the messages training sampled
+    (tools.probes.prompt_rollouts), so both must render a visit alike, hinted or not."""
+    from tools.candidate import _strata
+
+    _only(run, "t-paris")
+    for update in (None, _hint_update()):
+        if update is not None:
+            run.store.commit(update)
+            run.refresh()
+        row = run.sampler.draw_row()
+        strata = _strata(run.state, "t-paris", run.sampler.step)
+        assert prompt_digest(row["prompt"]) in {s.spec.digest for s in strata}
+        assert len(strata) == 1 and bool(strata[0].spec.hints) == row["hinted"] == (update is not None)
+
+
 def test_trl_repeats_each_row_into_one_group(run):
     from trl.trainer.utils import repeat_iterable_dataset
 
