@@ -391,7 +391,13 @@ def _sequential_why(s: Sequential) -> str:
         return (
             f"exact hit test {s.decision} at k={s.ks[-1]} (looks {s.ks}): candidate hits {s.hits} of {s.trials} "
             f"({s.direction} of the dead level {s.level}), pass bounds {s.pass_at}, futility bounds {s.fail_at}; "
-            f"control {s.control_hits} of {s.control_n} pooled rollouts; alpha {s.alpha} spent over the looks"
+            f"control {s.control_hits} of {s.control_n} pooled rollouts"
+            + (
+                f" ({s.control_spared} fresh control probes not drawn: no top-up could lower a bound)"
+                if s.control_spared
+                else ""
+            )
+            + f"; alpha {s.alpha} spent over the looks"
         )
     p = s.p_pass[-1] if s.p_pass else None
     return (
@@ -424,6 +430,7 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
         if s.test == "exact":
             n["seq_hits"], n["seq_trials"] = float(s.hits[-1]), float(s.trials[-1])
             n["seq_control_hits"], n["seq_control_n"] = float(s.control_hits or 0), float(s.control_n or 0)
+            n["seq_control_spared"] = float(s.control_spared)
         guards.append((s.decision == "pass", _sequential_why(s)))
     if no_effect(m):
         rows = sum(len(sides["control"].rewards) for sides in m.per_task.values())

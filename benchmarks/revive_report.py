@@ -97,9 +97,9 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
         for v in (r.get("provisional") or {}).get("verdicts") or []:
             verdicts[int(v["version"])] = v["verdict"]
         for rep in r.get("reports") or []:
-            cost = sum(
-                float((a.get("numbers") or {}).get("cost_probe_rollouts") or 0.0) for a in rep.get("attempts") or []
-            )
+            nums = [a.get("numbers") or {} for a in rep.get("attempts") or []]
+            cost = sum(float(n.get("cost_probe_rollouts") or 0.0) for n in nums)
+            spared = sum(float(n.get("seq_control_spared") or 0.0) for n in nums)
             probe_rollouts += cost
             key = (
                 "preflight" if r.get("preflight") is not None else "regular",
@@ -107,9 +107,10 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
                 rep.get("interface") or "none",
                 rep.get("decision") or "none",
             )
-            row = spend.setdefault(key, [0, 0.0])
+            row = spend.setdefault(key, [0, 0.0, 0.0])
             row[0] += 1
             row[1] += cost
+            row[2] += spared
             # An accepted repair tried on similar tasks (agents/generalise.py) samples probes of its own.
             gen = (rep.get("generalised") or {}).get("numbers") or {}
             gen_rollouts += float(gen.get("cost_probe_rollouts") or 0.0)
@@ -173,10 +174,19 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
             "share": (pre_rollouts + probe_rollouts + gen_rollouts) / (trained * rollouts_per_group),
         },
         # Where the critic's probes went: reports and their attempts' probe rollouts per round kind, failure class
-        # (trainer.round_events.EVENT_CLASS), interface and decision, the most costly first.
+        # (trainer.round_events.EVENT_CLASS), interface and decision, the most costly first; `control_spared`: the
+        # exact test's control top-ups not drawn because none could lower a bound (tools/candidate.py).
         "critic_probes": [
-            {"round": k[0], "class": k[1], "interface": k[2], "decision": k[3], "reports": n, "rollouts": c}
-            for k, (n, c) in sorted(spend.items(), key=lambda kv: -kv[1][1])
+            {
+                "round": k[0],
+                "class": k[1],
+                "interface": k[2],
+                "decision": k[3],
+                "reports": n,
+                "rollouts": c,
+                "control_spared": sp,
+            }
+            for k, (n, c, sp) in sorted(spend.items(), key=lambda kv: -kv[1][1])
         ],
         "accepted": {"all": n_acc, "dead": n_acc_dead, "share_dead": n_acc_dead / n_acc if n_acc else None},
         "accepted_updates": accepted,

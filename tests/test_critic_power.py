@@ -132,11 +132,15 @@ def test_no_control_top_up_is_drawn_when_even_a_hitless_one_would_leave_the_boun
     to twice the cap would only add control rollouts, and the plan from 0 hits of 4 is the plan from 0 of 8."""
     policy = SeededPolicy(lambda p, i, seed: HONEST if "Hint:" in p and i % 2 == 0 else UNSURE)
     settings = MeasureSettings(step=10, k=4, alpha=alpha)
-    m, crit = _judge(policy, settings=settings, control_history={_unhinted("med-1"): [UNSURE] * 4})
+    history = {_unhinted("med-1"): [UNSURE] * 4}
+    m, crit = _judge(policy, settings=settings, control_history=history)
     s = m.sequential
     assert s.control_n == 4 and s.control_hits == 0 and s.control_spared == 4
     assert all("Hint:" in c["batch"][0][-1]["content"] for c in policy.calls)  # only the candidate was sampled
     assert m.cost.probe_rollouts == 4 and crit.measured_ok, crit.reasons
+    assert crit.numbers["seq_control_spared"] == 4  # in the attempt's record (rounds.jsonl)
+    m, crit = _judge(SeededPolicy(lambda p, i, seed: UNSURE), settings=settings, control_history=history)
+    assert not crit.measured_ok and any("4 fresh control probes not drawn" in r for r in crit.reasons), crit.reasons
 
 
 def test_a_control_top_up_is_drawn_when_it_could_lower_the_pass_bound():

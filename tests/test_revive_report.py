@@ -56,7 +56,9 @@ def pair(tmp_path):
                     "committed_version": 1,
                     "failure_type": "collapse_low",
                     "interface": "guidance",
-                    "attempts": [{"template": "hint", "numbers": {"cost_probe_rollouts": 4.0}}],
+                    "attempts": [
+                        {"template": "hint", "numbers": {"cost_probe_rollouts": 4.0, "seq_control_spared": 4.0}}
+                    ],
                     # Tried on a similar task too: generalisation's probes are generation as well.
                     "generalised": {"decision": "rejected", "numbers": {"cost_probe_rollouts": 4.0}},
                 }
@@ -111,6 +113,7 @@ def test_seed_report_finds_the_chronic_task_and_its_confirmed_repair(pair):
             "decision": "rejected",
             "reports": 1,
             "rollouts": 6.0,
+            "control_spared": 0.0,
         },
         {
             "round": "preflight",
@@ -119,6 +122,7 @@ def test_seed_report_finds_the_chronic_task_and_its_confirmed_repair(pair):
             "decision": "accepted",
             "reports": 1,
             "rollouts": 4.0,
+            "control_spared": 4.0,
         },
     ]
 
