@@ -438,9 +438,13 @@ class _Rollouts:
         A top-up buys power only by lowering the pass bound: control rollouts without a hit narrow p0's posterior
         downwards, and each control hit raises the bound. So when the plan from the free pools (cached training
         rollouts and probes already drawn this round) equals the plan from pools topped up without a single hit,
-        the top-up cannot help, and none is drawn. The test is exact at any pool size (its null averages over p0's
-        posterior), so only power was at stake. Applies when every focus control prompt already holds at least the
-        largest look; returns the fresh control probes spared (0: the top-up stays).
+        the top-up cannot help the hit test, and none is drawn. That test is exact at any pool size (its null averages
+        over p0's posterior). The point rule a pass also needs reads the same pool, and there a smaller pool is not
+        neutral: a pool that is only the group which flagged the task has std 0, so "std up" is easier to meet than
+        against fresh control rollouts. Training's grade of every accepted update is what backs that (issue 30's
+        seventh sitting, results/revive/RESULTS.md: one pre-flight hint went from refused to accepted, and training
+        confirmed it). Applies when every focus control prompt already holds at least the largest look; returns the
+        fresh control probes spared (0: the top-up stays).
         """
         assert rule.hits is not None
         now: list[tuple[int, int, int]] = []
