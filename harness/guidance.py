@@ -91,8 +91,8 @@ def render_prompt(task: Task, hints: list[Hint], placement: Literal["user", "sys
 def prompt_digest(messages: Sequence[Mapping[str, str]]) -> str:
     """A short fingerprint of the chat messages a group was sampled with (role and content of each, in order).
 
-    Training records it with each group (`GroupStats.prompt_digest`) so that a measurement can re-use the cached groups of
-    exactly the prompt it would otherwise sample (`tools.probes.prompt_rollouts`), hinted ones included.
+    Training records it with each group (`GroupStats.prompt_digest`) so that a measurement can re-use the cached
+    groups of exactly the prompt it would otherwise sample (`tools.probes.prompt_rollouts`), hinted ones included.
     """
     flat = json.dumps([[str(m["role"]), str(m["content"])] for m in messages])
     return hashlib.sha256(flat.encode()).hexdigest()[:16]
