@@ -393,8 +393,15 @@ def _sequential_why(s: Sequential) -> str:
             f"({s.direction} of the dead level {s.level}), pass bounds {s.pass_at}, futility bounds {s.fail_at}; "
             f"control {s.control_hits} of {s.control_n} pooled rollouts"
             + (
-                f" ({s.control_spared} fresh control probes not drawn: no top-up could lower a bound)"
+                f" ({s.control_spared} fresh control probes not drawn: the candidate did not pass without them, and a"
+                " top-up only raises the bounds)"
                 if s.control_spared
+                else ""
+            )
+            + (
+                f" ({s.control_late} fresh control probes drawn once the candidate passed without them, then decided"
+                " again)"
+                if s.control_late
                 else ""
             )
             + f"; alpha {s.alpha} spent over the looks"
@@ -430,7 +437,7 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
         if s.test == "exact":
             n["seq_hits"], n["seq_trials"] = float(s.hits[-1]), float(s.trials[-1])
             n["seq_control_hits"], n["seq_control_n"] = float(s.control_hits or 0), float(s.control_n or 0)
-            n["seq_control_spared"] = float(s.control_spared)
+            n["seq_control_spared"], n["seq_control_late"] = float(s.control_spared), float(s.control_late)
         guards.append((s.decision == "pass", _sequential_why(s)))
     if no_effect(m):
         rows = sum(len(sides["control"].rewards) for sides in m.per_task.values())

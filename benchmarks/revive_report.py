@@ -100,6 +100,7 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
             nums = [a.get("numbers") or {} for a in rep.get("attempts") or []]
             cost = sum(float(n.get("cost_probe_rollouts") or 0.0) for n in nums)
             spared = sum(float(n.get("seq_control_spared") or 0.0) for n in nums)
+            late = sum(float(n.get("seq_control_late") or 0.0) for n in nums)
             probe_rollouts += cost
             key = (
                 "preflight" if r.get("preflight") is not None else "regular",
@@ -107,10 +108,11 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
                 rep.get("interface") or "none",
                 rep.get("decision") or "none",
             )
-            row = spend.setdefault(key, [0, 0.0, 0.0])
+            row = spend.setdefault(key, [0, 0.0, 0.0, 0.0])
             row[0] += 1
             row[1] += cost
             row[2] += spared
+            row[3] += late
             # An accepted repair tried on similar tasks (agents/generalise.py) samples probes of its own.
             gen = (rep.get("generalised") or {}).get("numbers") or {}
             gen_rollouts += float(gen.get("cost_probe_rollouts") or 0.0)
@@ -175,7 +177,8 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
         },
         # Where the critic's probes went: reports and their attempts' probe rollouts per round kind, failure class
         # (trainer.round_events.EVENT_CLASS), interface and decision, the most costly first; `control_spared`: the
-        # exact test's control top-ups not drawn because none could lower a bound (tools/candidate.py).
+        # exact test's control top-ups not drawn, the candidate having failed without them; `control_late`: those drawn
+        # once it passed without them (tools/candidate.py, `_Rollouts.defer_control_top_up`).
         "critic_probes": [
             {
                 "round": k[0],
@@ -185,8 +188,9 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
                 "reports": n,
                 "rollouts": c,
                 "control_spared": sp,
+                "control_late": lt,
             }
-            for k, (n, c, sp) in sorted(spend.items(), key=lambda kv: -kv[1][1])
+            for k, (n, c, sp, lt) in sorted(spend.items(), key=lambda kv: -kv[1][1])
         ],
         "accepted": {"all": n_acc, "dead": n_acc_dead, "share_dead": n_acc_dead / n_acc if n_acc else None},
         "accepted_updates": accepted,

@@ -127,20 +127,58 @@ def test_a_short_history_is_topped_up_to_twice_the_cap_with_fresh_control_probes
 
 
 @pytest.mark.parametrize("alpha", [0.5, 0.1])
-def test_no_control_top_up_is_drawn_when_even_a_hitless_one_would_leave_the_bounds_as_they_are(alpha):
-    """The screen's one look of 4 (the shipped config's budget) on a dead task with one cached group of 4: a top-up
-    to twice the cap would only add control rollouts, and the plan from 0 hits of 4 is the plan from 0 of 8."""
-    policy = SeededPolicy(lambda p, i, seed: HONEST if "Hint:" in p and i % 2 == 0 else UNSURE)
+def test_a_candidate_that_fails_on_the_cached_pool_draws_no_control_top_up(alpha):
+    """The screen's one look of 4 (the shipped config's budget) on a dead task with one cached group of 4: the plan
+    from 0 hits of 4 is the plan from 0 of 8, a top-up could only raise the bounds, so a candidate that does not pass
+    on the cached pool is refused without one."""
     settings = MeasureSettings(step=10, k=4, alpha=alpha)
     history = {_unhinted("med-1"): [UNSURE] * 4}
+    policy = SeededPolicy(lambda p, i, seed: UNSURE)
     m, crit = _judge(policy, settings=settings, control_history=history)
     s = m.sequential
-    assert s.control_n == 4 and s.control_hits == 0 and s.control_spared == 4
+    assert s.control_n == 4 and s.control_hits == 0 and (s.control_spared, s.control_late) == (4, 0)
     assert all("Hint:" in c["batch"][0][-1]["content"] for c in policy.calls)  # only the candidate was sampled
-    assert m.cost.probe_rollouts == 4 and crit.measured_ok, crit.reasons
+    assert m.cost.probe_rollouts == 4 and not crit.measured_ok
     assert crit.numbers["seq_control_spared"] == 4  # in the attempt's record (rounds.jsonl)
-    m, crit = _judge(SeededPolicy(lambda p, i, seed: UNSURE), settings=settings, control_history=history)
-    assert not crit.measured_ok and any("4 fresh control probes not drawn" in r for r in crit.reasons), crit.reasons
+    assert any("4 fresh control probes not drawn" in r for r in crit.reasons), crit.reasons
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.1])
+def test_a_candidate_that_passes_on_the_cached_pool_gets_the_top_up_before_the_point_rule(alpha):
+    """The point rule's "std up" must not read a control that is only the group which flagged the task (std 0): a
+    candidate passing the hit test on it gets its 4 fresh control probes, and is decided on all 8."""
+    settings = MeasureSettings(step=10, k=4, alpha=alpha)
+    history = {_unhinted("med-1"): [UNSURE] * 4}
+    policy = SeededPolicy(lambda p, i, seed: HONEST if "Hint:" in p and i % 2 == 0 else UNSURE)
+    m, crit = _judge(policy, settings=settings, control_history=history)
+    s = m.sequential
+    assert s.control_n == 8 and (s.control_spared, s.control_late) == (0, 4) and s.decision == "pass"
+    assert sorted(c["n"] for c in policy.calls) == [4, 4]  # the candidate's group, then the control's top-up
+    assert m.cost.probe_rollouts == 8 and crit.measured_ok, crit.reasons
+    assert crit.numbers["seq_control_late"] == 4  # in the attempt's record (rounds.jsonl)
+
+
+@pytest.mark.parametrize(("candidate_hits", "verdict"), [(2, "pass"), (1, "fail")])
+def test_a_deferred_top_up_decides_as_the_same_top_up_drawn_up_front(candidate_hits, verdict):
+    """Deferring the top-up changes what is drawn, never the verdict: the same 8 control rollouts held in memory up
+    front give the same hits, bounds, decision and point estimates. One hit in 4 passes against the cached group
+    alone (bound 1) but not once the top-up's two hits raise the bound to 2."""
+
+    def policy(prompt: str, i: int, seed: int) -> str:  # fresh unhinted probes hit twice in 4
+        return HONEST if (i % 2 == 0 and i < 2 * candidate_hits if "Hint:" in prompt else i < 2) else UNSURE
+
+    settings = MeasureSettings(step=10, k=4, alpha=0.5)
+    cached = {_unhinted("med-1"): [UNSURE] * 4}
+    deferred, crit_d = _judge(SeededPolicy(policy), settings=settings, control_history=cached)
+    held = {_unhinted("med-1"): [UNSURE] * 4 + [HONEST, HONEST, UNSURE, UNSURE]}  # the top-up, already in memory
+    upfront, crit_u = _judge(SeededPolicy(policy), settings=settings, control_history=held)
+    d, u = deferred.sequential, upfront.sequential
+    assert d.control_late == 4 and u.control_late == 0 and d.control_hits == u.control_hits == 2
+    assert (d.hits, d.pass_at, d.fail_at, d.decision) == (u.hits, u.pass_at, u.fail_at, u.decision)
+    assert d.hits == [candidate_hits] and d.decision == verdict
+    assert deferred.deltas == upfront.deltas and crit_d.measured_ok == crit_u.measured_ok == (verdict == "pass")
+    if verdict == "fail":
+        assert any("drawn once the candidate passed without them" in r for r in crit_d.reasons), crit_d.reasons
 
 
 def test_a_control_top_up_is_drawn_when_it_could_lower_the_pass_bound():

@@ -56,8 +56,10 @@ def pair(tmp_path):
                     "committed_version": 1,
                     "failure_type": "collapse_low",
                     "interface": "guidance",
+                    # A first hint refused without the control's top-up, a second one passing and then getting it.
                     "attempts": [
-                        {"template": "hint", "numbers": {"cost_probe_rollouts": 4.0, "seq_control_spared": 4.0}}
+                        {"template": "hint", "numbers": {"cost_probe_rollouts": 4.0, "seq_control_spared": 4.0}},
+                        {"template": "hint", "numbers": {"cost_probe_rollouts": 8.0, "seq_control_late": 4.0}},
                     ],
                     # Tried on a similar task too: generalisation's probes are generation as well.
                     "generalised": {"decision": "rejected", "numbers": {"cost_probe_rollouts": 4.0}},
@@ -101,11 +103,21 @@ def test_seed_report_finds_the_chronic_task_and_its_confirmed_repair(pair):
     assert r["dead_after_early"] == {"harnessrl": 1, "fixed": 2.0, "groups": 4} and r["dead_after_early_ratio"] == 0.5
     assert r["zero_var_trained"] == {"harnessrl": 1 / 8, "fixed": 0.5}
     assert r["extra_generation"]["generalise_probe_rollouts"] == 4.0
-    assert r["extra_generation"]["share"] == pytest.approx((8 + 4 + 6 + 4) / (8 * 4))
+    assert r["extra_generation"]["share"] == pytest.approx((8 + 12 + 6 + 4) / (8 * 4))
     assert r["accepted"] == {"all": 1, "dead": 1, "share_dead": 1.0}
     assert r["pause"]["share"] == pytest.approx(10 / 50)
     # The critic's probes, by where they were spent (generalisation's are counted apart, above).
     assert r["critic_probes"] == [
+        {
+            "round": "preflight",
+            "class": "dead",
+            "interface": "guidance",
+            "decision": "accepted",
+            "reports": 1,
+            "rollouts": 12.0,
+            "control_spared": 4.0,
+            "control_late": 4.0,
+        },
         {
             "round": "regular",
             "class": "blind",
@@ -114,15 +126,7 @@ def test_seed_report_finds_the_chronic_task_and_its_confirmed_repair(pair):
             "reports": 1,
             "rollouts": 6.0,
             "control_spared": 0.0,
-        },
-        {
-            "round": "preflight",
-            "class": "dead",
-            "interface": "guidance",
-            "decision": "accepted",
-            "reports": 1,
-            "rollouts": 4.0,
-            "control_spared": 4.0,
+            "control_late": 0.0,
         },
     ]
 

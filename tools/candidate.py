@@ -43,10 +43,11 @@ guidance or sampling candidate) runs the exact hit test, and its control pool is
 look: for each control stratum, `control_history` (cached training rollouts keyed by the prompt they were sampled
 with, `tools.probes.prompt_rollouts`: the parent's prompts, for a new variant) holds that prompt's own training
 rollouts, hinted or not, which are re-scored under the current rubric as its pool, and fresh control probes top a
-pool up only when it holds fewer than `CONTROL_FACTOR` * `sample_k_max` rollouts and the top-up could lower the
-test's pass bound (`_Rollouts.spare_control_top_up`). A candidate stratum whose prompt is
-the control's shares that pool. The candidate's hits are counted on its other strata, and a pass also needs the
-rule's point estimate to hold.
+pool up only when it holds fewer than `CONTROL_FACTOR` * `sample_k_max` rollouts. That top-up is deferred while it
+could only raise the test's bounds (`_Rollouts.defer_control_top_up`): a candidate that does not pass on the cached
+pool is refused on any topped-up one too, and one that passes gets the top-up and is decided again, look by look, as
+the topped-up pool decides. A candidate stratum whose prompt is the control's shares that pool. The candidate's
+hits are counted on its other strata, and a pass also needs the rule's point estimate to hold.
 
 Probe rollouts are shared by the round's measurements through a `tools.probes.ProbeCache`; what one
 measurement cost is a `tools.probes.Cost`. The per-group statistics are `tools.group_metrics`.
@@ -352,6 +353,7 @@ class _Rollouts:
         self.cost = Cost()
         self.drawn: dict[str, int] = {}  # prompt key -> probes this measurement generated
         self.scored: dict[tuple[str, str, int], list[Row]] = {}  # (side, task id, stratum index) -> scored rows
+        self.deferred: dict[str, int] = {}  # prompt key -> its control pool's floor while the top-up is deferred
         self.judge_calls_before = judge.stats.llm_calls
         self.failures_before = judge.stats.llm_failures + judge.stats.check_failures
 
@@ -432,28 +434,29 @@ class _Rollouts:
             rows.extend(new)
             self.cost.scored_rollouts += len(new)
 
-    async def spare_control_top_up(self, rule: StopRule, sizes: list[int], alpha: float) -> int:
-        """Skip the exact test's fresh control probes when no top-up outcome could make the test more powerful.
+    async def defer_control_top_up(self, rule: StopRule, sizes: list[int], alpha: float) -> int:
+        """Defer the exact test's fresh control probes while a top-up could only raise the test's bounds.
 
-        A top-up buys power only by lowering the pass bound: control rollouts without a hit narrow p0's posterior
-        downwards, and each control hit raises the bound. So when the plan from the free pools (cached training
-        rollouts and probes already drawn this round) equals the plan from pools topped up without a single hit,
-        the top-up cannot help the hit test, and none is drawn. That test is exact at any pool size (its null averages
-        over p0's posterior). The point rule a pass also needs reads the same pool, and there a smaller pool is not
-        neutral: a pool that is only the group which flagged the task has std 0, so "std up" is easier to meet than
-        against fresh control rollouts. Training's grade of every accepted update is what backs that (issue 30's
-        seventh sitting, results/revive/RESULTS.md: one pre-flight hint went from refused to accepted, and training
-        confirmed it). Applies when every focus control prompt already holds at least the largest look; returns the
-        fresh control probes spared (0: the top-up stays).
+        Control rollouts without a hit narrow p0's posterior downwards and lower the bounds; each control hit raises
+        them. So when the plan from the free pools (cached training rollouts and probes already drawn this round)
+        equals the plan from pools topped up without a single hit, every top-up gives bounds at least as high: a
+        candidate that does not pass on the free pools would not pass on the topped-up ones either, and no top-up is
+        drawn for it. One that passes gets its top-up then (`top_up_deferred`) and is decided again on the full pool,
+        hit test and point rule, as if the top-up had been drawn first: the point rule's "std up" needs fresh control
+        rollouts, since a pool that is only the group which flagged the task has std 0. Applies when every focus
+        control prompt already holds at least the largest look and no counted candidate stratum shares a control
+        prompt; returns the fresh control probes deferred (0: the top-up is drawn up front).
         """
         assert rule.hits is not None
         now: list[tuple[int, int, int]] = []
         best: list[tuple[int, int, int]] = []
-        spare: dict[str, int] = {}
+        floors: dict[str, int] = {}
         for t in [rule.task_id, *rule.pooled]:
             strata = self.plan.sides["control"][t]
             pools = [self.pool(st.spec.prompt_key, 0) for st in strata]
-            if any(len(p) < sizes[-1] for p in pools):
+            keys = {st.spec.prompt_key for st in strata}
+            counted = [self.plan.sides["candidate"][t][i].spec.prompt_key for i in _changed(self.plan.sides, t)]
+            if any(len(p) < sizes[-1] for p in pools) or keys.intersection(counted):
                 return 0
             rows = await asyncio.gather(*(self._score(st.spec, p) for st, p in zip(strata, pools)))
             for i, r in enumerate(rows):
@@ -466,18 +469,32 @@ class _Rollouts:
             m = len(_changed(self.plan.sides, t))
             now.append((x0, len(rewards), m))
             best.append((x0, full, m))
-            spare.update({st.spec.prompt_key: len(p) for st, p in zip(strata, pools)})
+            floors.update({st.spec.prompt_key: len(p) for st, p in zip(strata, pools)})
         gain = rule.hits.min_rate_gain
         a, b = pooled_plan(now, sizes, alpha, alpha, gain), pooled_plan(best, sizes, alpha, alpha, gain)
         if (a.pass_at, a.fail_at) != (b.pass_at, b.fail_at):
             return 0
-        spared = sum(b_[1] - n_[1] for n_, b_ in zip(now, best))
-        self.plan.floor.update(spare)
-        return spared
+        self.deferred = {key: self.plan.floor[key] for key in floors}
+        self.plan.floor.update(floors)
+        return sum(b_[1] - n_[1] for n_, b_ in zip(now, best))
 
-    def side_rows(self, side: str, tid: str) -> Strata:
+    async def top_up_deferred(self, n: int) -> int:
+        """Draw and score the deferred control top-up (the look's group size is n); returns the rollouts drawn."""
+        before = self.cost.probe_rollouts
+        self.plan.floor.update(self.deferred)
+        self.deferred = {}
+        await self.fill(n)
+        await self.score_all(n)
+        return self.cost.probe_rollouts - before
+
+    def side_rows(self, side: str, tid: str, n: int | None = None) -> Strata:
+        """A side's scored strata; with n, each cut to the pool it had at group size n (an earlier look)."""
         return [
-            (s.weight, bool(s.spec.hints), self.scored[(side, tid, i)])
+            (
+                s.weight,
+                bool(s.spec.hints),
+                self.scored[(side, tid, i)][: None if n is None else len(self.pool(s.spec.prompt_key, n))],
+            )
             for i, s in enumerate(self.plan.sides[side][tid])
         ]
 
@@ -517,7 +534,7 @@ async def _take_looks(ro: _Rollouts, rule: StopRule | None, versions: tuple[int,
     lk.per_look = s.alpha / len(lk.sizes)
     rng = np.random.default_rng(s.seed)
     if exact and rule is not None:
-        lk.hit_record["spared"] = await ro.spare_control_top_up(rule, lk.sizes, s.alpha)
+        lk.hit_record["spared"] = await ro.defer_control_top_up(rule, lk.sizes, s.alpha)
     for j, n in enumerate(lk.sizes):
         await ro.fill(n)
         await ro.score_all(n)
@@ -526,12 +543,8 @@ async def _take_looks(ro: _Rollouts, rule: StopRule | None, versions: tuple[int,
             break
         paired = ro.plan.paired[rule.task_id]
         if exact:
-            focus = [rule.task_id, *rule.pooled]
-            rows = {t: (ro.side_rows("control", t), ro.side_rows("candidate", t)) for t in focus}
-            lk.decision = _exact_look(
-                rule, ro.plan.sides, rows, lk.sizes, j, s.alpha, lk.hit_record, versions, s.detector_config, paired
-            )
-            lk.ps.append(lk.hit_record["tails"][-1])
+            lk.decision = await _exact_decision(ro, rule, lk, j, versions, paired)
+            lk.ps = list(lk.hit_record["tails"])
             lk.per_look = lk.hit_record["plan"].spent[0]
         else:
             p = p_pass(
@@ -549,6 +562,34 @@ async def _take_looks(ro: _Rollouts, rule: StopRule | None, versions: tuple[int,
         if lk.decision != "undecided":
             break
     return lk
+
+
+async def _exact_decision(
+    ro: _Rollouts, rule: StopRule, lk: _Looks, j: int, versions: tuple[int, int], paired: bool
+) -> Decision:
+    """Look j of the exact hit test.
+
+    While the control top-up is deferred (`_Rollouts.defer_control_top_up`) only the hit test is read: its bounds can
+    only rise with the top-up, so anything but a pass stands. A pass draws the top-up and decides again from the
+    first look on the full control pool, hit test and point rule, as the test would have decided with the top-up
+    drawn up front.
+    """
+    s, focus = ro.settings, [rule.task_id, *rule.pooled]
+    deferred, sides, cfg = bool(ro.deferred), ro.plan.sides, s.detector_config
+    rows = {t: (ro.side_rows("control", t), ro.side_rows("candidate", t)) for t in focus}
+    decision = _exact_look(
+        rule, sides, rows, lk.sizes, j, s.alpha, lk.hit_record, versions, cfg, paired, point_rule=not deferred
+    )
+    if decision != "pass" or not deferred:
+        return decision
+    late = await ro.top_up_deferred(lk.sizes[j])
+    lk.hit_record.clear()
+    lk.hit_record.update(spared=0, late=late)
+    decisions = []
+    for i, n in enumerate(lk.sizes[: j + 1]):
+        rows = {t: (ro.side_rows("control", t), ro.side_rows("candidate", t, n)) for t in focus}
+        decisions.append(_exact_look(rule, sides, rows, lk.sizes, i, s.alpha, lk.hit_record, versions, cfg, paired))
+    return next((d for d in decisions if d != "undecided"), "undecided")
 
 
 async def ameasure_candidate(
@@ -663,12 +704,13 @@ def _exact_look(
     versions: tuple[int, int],
     cfg: DetectorConfig,
     paired: bool,
+    point_rule: bool = True,
 ) -> Decision:
     """One look of the exact hit test (tools.sequential).
 
     The plan is fixed at the first look from the control pools of the focus task and any pooled ones; each one's hits
     are counted against its own dead level, on the candidate strata whose prompt its control does not share (else on
-    all of them).
+    all of them). A pass also needs the rule's point estimate to hold, unless `point_rule` is off.
     """
     assert rule.hits is not None
     test = rule.hits
@@ -693,7 +735,7 @@ def _exact_look(
     rec["trials"].append(n)
     rec["tails"].append(round(null_tail(rec["x0"], rec["n0"], n, x), 6))
     decision = decide_hits(plan, j, x)
-    if decision == "pass":
+    if decision == "pass" and point_rule:
         # Crossing the bound is not enough: the focus candidate must also meet the point rule
         # (not dead, std gain, guards).
         c_rows, d_rows = rows[rule.task_id]
@@ -718,6 +760,7 @@ def _exact_record(rec: dict) -> dict:
         "control_hits": rec["x0"],
         "control_n": rec["n0"],
         "control_spared": rec.get("spared", 0),
+        "control_late": rec.get("late", 0),
         "level": round(rec["levels"][next(iter(rec["levels"]))], 6),
         "direction": rec["direction"],
         "pooled": list(rec["levels"])[1:],

@@ -80,7 +80,8 @@ class Sequential(BaseModel):
     fail_at: list[int] = Field(default_factory=list)  # exact: futility bound b_j per look taken (-1: none)
     control_hits: int | None = None  # exact: x0
     control_n: int | None = None  # exact: n0
-    control_spared: int = 0  # exact: fresh control probes not drawn, since no top-up could lower a bound
+    control_spared: int = 0  # exact: fresh control probes not drawn: the candidate did not pass without them
+    control_late: int = 0  # exact: fresh control probes drawn after the candidate passed without them
     level: float | None = None  # exact: the dead level (median control reward) of the focus task
     pooled: list[str] = Field(default_factory=list)  # exact: further focus tasks pooled into the test
     direction: Direction | None = None
