@@ -409,8 +409,8 @@ class _Rollouts:
                     self.cost.probe_tokens += tokens
                     self.cost.probe_rollouts += len(texts)
 
-    def _score(self, spec: _Spec, texts: list[str]):
-        return score_rows(
+    async def _score(self, spec: _Spec, texts: list[str]) -> list[Row]:
+        return await score_rows(
             spec.task,
             spec.hints,
             texts,
