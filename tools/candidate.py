@@ -472,11 +472,12 @@ class _Rollouts:
             floors.update({st.spec.prompt_key: len(p) for st, p in zip(strata, pools)})
         gain = rule.hits.min_rate_gain
         a, b = pooled_plan(now, sizes, alpha, alpha, gain), pooled_plan(best, sizes, alpha, alpha, gain)
-        if (a.pass_at, a.fail_at) != (b.pass_at, b.fail_at):
+        deferred = sum(b_[1] - n_[1] for n_, b_ in zip(now, best))
+        if deferred == 0 or (a.pass_at, a.fail_at) != (b.pass_at, b.fail_at):
             return 0
         self.deferred = {key: self.plan.floor[key] for key in floors}
         self.plan.floor.update(floors)
-        return sum(b_[1] - n_[1] for n_, b_ in zip(now, best))
+        return deferred
 
     async def top_up_deferred(self, n: int) -> int:
         """Draw and score the deferred control top-up (the look's group size is n); returns the rollouts drawn."""
