@@ -23,9 +23,9 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-# --no-compile: pip would byte-compile all ~23k modules it installs here (about 90 s of CPU on the 2-core machine);
-# Python compiles the few thousand a run imports on first import instead, and caches them.
-PIP_INSTALL := $(PIP) install -q --no-compile
+# Byte-compiled at install (pip's default, about 90 s of CPU here): `pip install --no-compile` would save that, but where
+# PYTHONDONTWRITEBYTECODE is set (this machine, CI) every process would then compile each module it imports, every time.
+PIP_INSTALL := $(PIP) install -q
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

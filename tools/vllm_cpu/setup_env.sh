@@ -39,10 +39,8 @@ start=$(date +%s)
 "$PYTHON" -m venv "$VENV"
 pip_ install --quiet --upgrade pip
 # torch first: an unpinned resolve would pull a CUDA torch; 2.13.0 resolves to the +cpu wheel here.
-# --no-compile: byte-compiling every installed module costs more CPU than compiling, on first import, the ones the
-# server imports.
-pip_ install --quiet --no-compile "$TORCH_SPEC"
-pip_ install --quiet --no-compile "$VLLM_SPEC"
+pip_ install --quiet "$TORCH_SPEC"
+pip_ install --quiet "$VLLM_SPEC"
 # REQUIRED: these wheels are CUDA builds that do not match the CPU torch; with them present
 # `import vllm` fails (`operator torchvision::nms does not exist`, then `_torchaudio.so`).
 pip_ uninstall --quiet -y torchvision torchaudio torchcodec || true
