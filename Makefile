@@ -24,7 +24,7 @@ help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 # Byte-compiled at install (pip's default, about 90 s of CPU here): `pip install --no-compile` would save that, but where
-# PYTHONDONTWRITEBYTECODE is set (this machine, CI) every process would then compile each module it imports, every time.
+# PYTHONDONTWRITEBYTECODE is set (the development machine sets it) every process then compiles each module it imports.
 PIP_INSTALL := $(PIP) install -q
 
 $(VENV)/.installed: pyproject.toml
