@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from harness.types import INTERFACES
-from tools.candidate import SAMPLE_K, SAMPLE_K_MAX
+from tools.measure_settings import SAMPLE_K, SAMPLE_K_MAX
 
 RULES = "rules"
 # The roles that may be LLMs; each can have its own endpoint (`<role>_base_url`, `<role>_api_key_env`).

@@ -47,8 +47,9 @@ from agents.schemas import Critique, Review
 from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessUpdate
 from harness.visibility import public_event, redact, redact_reasons
-from tools.candidate import Measurement, MeasureSettings
+from tools.candidate import Measurement
 from tools.group_metrics import GroupMetrics
+from tools.measure_settings import MeasureSettings
 from tools.reward_parts import parts_from_json
 from tools.sequential import Direction, HitTest, Sequential, StopRule
 

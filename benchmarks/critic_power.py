@@ -39,8 +39,9 @@ from agents.critic import judge_measurement, stop_rule  # noqa: E402
 from harness.detector import DetectorConfig  # noqa: E402
 from harness.guidance import prompt_digest, render_prompt  # noqa: E402
 from harness.types import Criterion, FailureEvent, HarnessState, HarnessUpdate, Message, Task  # noqa: E402
-from tools.candidate import MeasureSettings, measure_candidate  # noqa: E402
+from tools.candidate import measure_candidate  # noqa: E402
 from tools.judge import Judge  # noqa: E402
+from tools.measure_settings import MeasureSettings  # noqa: E402
 
 TASK = "t"
 EFFECTS = ((0.06, 0.06), (0.06, 0.2), (0.06, 0.33), (0.06, 0.5))  # (p0, p1): the first is a null repair

@@ -178,7 +178,7 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
         # Where the critic's probes went: reports and their attempts' probe rollouts per round kind, failure class
         # (trainer.round_events.EVENT_CLASS), interface and decision, the most costly first; `control_spared`: the
         # exact test's control top-ups not drawn, the candidate having failed without them; `control_late`: those drawn
-        # once it passed without them (tools/candidate.py, `_Rollouts.defer_control_top_up`).
+        # once it passed without them (tools/candidate_rollouts.py, `Rollouts.defer_control_top_up`).
         "critic_probes": [
             {
                 "round": k[0],

@@ -33,8 +33,9 @@ from memory.records import AttributionRecord, EventRecord, GroupSummary, Proposa
 from memory.store import TrainingMemory
 from tests.support.fakes.fake_chat import FunctionChatModel, ScriptedChatModel
 from tools.agent_tools import make_tools
-from tools.candidate import MeasureSettings, measure_candidate
+from tools.candidate import measure_candidate
 from tools.judge import Judge
+from tools.measure_settings import MeasureSettings
 
 MARKER = "zqx-hidden-7731"
 DOCTOR = "Drink water and rest in a dark room; see a doctor if it lasts."

@@ -17,8 +17,9 @@ from agents.schemas import Attribution
 from harness.types import FailureEvent, Guidance, HarnessState, Hint
 from tests.support.fakes.evolver_fakes import event, suite
 from tests.support.fakes.fake_chat import ScriptedPolicy
-from tools.candidate import MeasureSettings, measure_candidate
+from tools.candidate import measure_candidate
 from tools.judge import Judge
+from tools.measure_settings import MeasureSettings
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 UNSURE = "I am not sure."

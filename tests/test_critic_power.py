@@ -18,8 +18,9 @@ from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.store import TrainingMemory
 from tests.support.fakes.evolver_fakes import event, suite
 from tests.support.fakes.fake_chat import ScriptedPolicy
-from tools.candidate import MeasureSettings, measure_candidate
+from tools.candidate import measure_candidate
 from tools.judge import Judge
+from tools.measure_settings import MeasureSettings
 from tools.probes import prompt_rollouts, task_rollouts
 from tools.sequential import exact_plan
 
@@ -179,6 +180,40 @@ def test_a_deferred_top_up_decides_as_the_same_top_up_drawn_up_front(candidate_h
     assert deferred.deltas == upfront.deltas and crit_d.measured_ok == crit_u.measured_ok == (verdict == "pass")
     if verdict == "fail":
         assert any("drawn once the candidate passed without them" in r for r in crit_d.reasons), crit_d.reasons
+
+
+def _late_hits(prompt: str, i: int, seed: int) -> str:
+    """Hinted: no hit at the first look, then every other rollout. Unhinted (the control's fresh probes): one hit."""
+    if "Hint:" in prompt:
+        return HONEST if seed > 0 and i % 2 == 0 else UNSURE
+    return HONEST if i == 0 else UNSURE
+
+
+@pytest.mark.parametrize(("fresh_control_hits", "verdict"), [(0, "pass"), (1, "fail")])
+def test_a_deferred_top_up_over_two_looks_decides_as_the_top_up_drawn_up_front(fresh_control_hits, verdict):
+    """Two looks (4, then 8) against 12 cached control rollouts, a top-up of 4 deferred. The candidate has no hit at
+    look 1 and two at look 2, which passes on the cached pool; the top-up is drawn then and both looks are decided
+    again on the full pool, each on the candidate rollouts it had. With no control hit in the top-up that is a pass
+    at look 2, as up front. With one, the bounds rise and look 1's zero hits already fail, as up front: the deferred
+    test drew a look the up-front one would not have (a cost, recorded in `ks` and `hits`), never another verdict."""
+
+    def policy(prompt: str, i: int, seed: int) -> str:
+        return _late_hits(prompt, i, seed) if fresh_control_hits or "Hint:" in prompt else UNSURE
+
+    settings = MeasureSettings(step=10, sample_k=4, sample_k_max=8, alpha=0.5)
+    deferred, crit_d = _judge(
+        SeededPolicy(policy), settings=settings, control_history={_unhinted("med-1"): [UNSURE] * 12}
+    )
+    top_up = [HONEST if fresh_control_hits and i == 0 else UNSURE for i in range(4)]  # what the late draw returns
+    held = {_unhinted("med-1"): [UNSURE] * 12 + top_up}
+    upfront, crit_u = _judge(SeededPolicy(policy), settings=settings, control_history=held)
+    d, u = deferred.sequential, upfront.sequential
+    assert (d.control_late, d.control_spared, u.control_late) == (4, 0, 0)
+    assert d.control_n == u.control_n == 16 and d.control_hits == u.control_hits == fresh_control_hits
+    assert d.decision == u.decision == verdict and crit_d.measured_ok == crit_u.measured_ok == (verdict == "pass")
+    looked = len(u.hits)  # the up-front test's looks: the deferred replay decides at the same one
+    assert (d.hits[:looked], d.pass_at[:looked], d.fail_at[:looked]) == (u.hits, u.pass_at, u.fail_at)
+    assert d.ks == [4, 8] and u.ks == ([4, 8] if verdict == "pass" else [4])
 
 
 def test_a_control_top_up_is_drawn_when_it_could_lower_the_pass_bound():

@@ -9,9 +9,10 @@ from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from tests.support.fakes.evolver_fakes import event, suite
 from tests.support.fakes.fake_chat import ScriptedPolicy
-from tools.candidate import MeasureSettings, measure_candidate
+from tools.candidate import measure_candidate
 from tools.group_metrics import Row, group_metrics
 from tools.judge import Judge
+from tools.measure_settings import MeasureSettings
 
 HONEST = "Drink water and rest in a dark room, and see a doctor if it persists."
 HINT = {

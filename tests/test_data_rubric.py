@@ -38,8 +38,9 @@ from harness.scoring import aggregate, score_programmatic
 from harness.types import HarnessState, Task
 from harness.visibility import redact
 from tests.support.fakes.fake_chat import FunctionChatModel, ScriptedPolicy
-from tools.candidate import MeasureSettings, measure_candidate
+from tools.candidate import measure_candidate
 from tools.judge import Judge
+from tools.measure_settings import MeasureSettings
 from trainer.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"

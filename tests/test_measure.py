@@ -12,8 +12,9 @@ from harness.detector import DetectorConfig
 from harness.ops import UpdateRejected, apply
 from harness.types import Criterion, Guidance, HarnessState, HarnessUpdate, Hint, Message, Schedule, Task
 from tests.support.fakes.fake_chat import ScriptedPolicy
-from tools.candidate import MeasureSettings, measure_candidate
+from tools.candidate import measure_candidate
 from tools.judge import Judge
+from tools.measure_settings import MeasureSettings
 from tools.probes import ProbeCache, latest_rollouts
 from tools.sequential import StopRule
 

@@ -109,9 +109,9 @@ def test_measure_settings_copy_no_knob_default():
     """`MeasureSettings` sits below agents and cannot read the context: its budget defaults are the constants the
     context's fields take. The fields the trainer fills per round (`max_tokens`, `temperature`, `seed`) are no
     knobs: `agents.critic.measure_settings` always passes them."""
-    from tools.candidate import SAMPLE_K, SAMPLE_K_MAX, MeasureSettings
+    from tools.measure_settings import SAMPLE_K, SAMPLE_K_MAX, MeasureSettings
 
-    found = literal_defaults((REPO / "tools" / "candidate.py").read_text(encoding="utf-8"))
+    found = literal_defaults((REPO / "tools" / "measure_settings.py").read_text(encoding="utf-8"))
     assert [f for f in found if f.rpartition(".")[2] not in SET_BY_TRAINER] == []
     ctx, settings = EvolverContext(), MeasureSettings()
     assert (ctx.sample_k, ctx.sample_k_max) == (settings.sample_k, settings.sample_k_max) == (SAMPLE_K, SAMPLE_K_MAX)

@@ -17,9 +17,10 @@ from memory.store import TrainingMemory
 from tests.support import reward_funcs
 from tests.support.fakes.fake_chat import ScriptedPolicy
 from tests.support.tiny_run import REPO, grpo_args, tiny_config
-from tools.candidate import MeasureSettings, measure_candidate
+from tools.candidate import measure_candidate
 from tools.group_metrics import score_rows
 from tools.judge import Judge
+from tools.measure_settings import MeasureSettings
 from tools.reward_parts import combined_reward, parse_parts, parts_from_json, parts_to_json
 from trainer.config import ConfigError
 from trainer.config_loader import load_config

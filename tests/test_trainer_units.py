@@ -63,7 +63,7 @@ def test_sampler_rows_follow_the_current_harness(run):
 def test_a_drawn_rows_prompt_is_the_one_the_critic_would_measure_for_that_visit(run):
     """The critic finds a control prompt's cached training groups by the digest of the messages training sampled
     (tools.probes.prompt_rollouts), so both must render a visit alike, hinted or not."""
-    from tools.candidate import _strata
+    from tools.candidate_plan import visit_strata
 
     _only(run, "t-paris")
     for update in (None, _hint_update()):
@@ -71,7 +71,7 @@ def test_a_drawn_rows_prompt_is_the_one_the_critic_would_measure_for_that_visit(
             run.store.commit(update)
             run.refresh()
         row = run.sampler.draw_row()
-        strata = _strata(run.state, "t-paris", run.sampler.step)
+        strata = visit_strata(run.state, "t-paris", run.sampler.step)
         assert prompt_digest(row["prompt"]) in {s.spec.digest for s in strata}
         assert len(strata) == 1 and bool(strata[0].spec.hints) == row["hinted"] == (update is not None)
 

@@ -44,56 +44,39 @@ look: for each control stratum, `control_history` (cached training rollouts keye
 with, `tools.probes.prompt_rollouts`: the parent's prompts, for a new variant) holds that prompt's own training
 rollouts, hinted or not, which are re-scored under the current rubric as its pool, and fresh control probes top a
 pool up only when it holds fewer than `CONTROL_FACTOR` * `sample_k_max` rollouts. That top-up is deferred while it
-could only raise the test's bounds (`_Rollouts.defer_control_top_up`): a candidate that does not pass on the cached
+could only raise the test's bounds (`Rollouts.defer_control_top_up`): a candidate that does not pass on the cached
 pool is refused on any topped-up one too, and one that passes gets the top-up and is decided again, look by look, as
 the topped-up pool decides. A candidate stratum whose prompt is the control's shares that pool. The candidate's
 hits are counted on its other strata, and a pass also needs the rule's point estimate to hold.
 
 Probe rollouts are shared by the round's measurements through a `tools.probes.ProbeCache`; what one
 measurement cost is a `tools.probes.Cost`. The per-group statistics are `tools.group_metrics`.
+
+Where the parts live: both sides' strata and the pools fixed up front in `tools.candidate_plan`; the rollouts, their
+scores and the deferred control top-up in `tools.candidate_rollouts`; one look of the exact hit test and its record
+in `tools.hit_test`; the looks, the decision and the `Measurement` here.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.detector import DetectorConfig
-from harness.guidance import prompt_digest, render_prompt, visible_hints
 from harness.ops import apply
-from harness.types import HarnessState, HarnessUpdate, Hint, Task
+from harness.types import HarnessState, HarnessUpdate
+from tools.candidate_plan import check_rule, make_plan
+from tools.candidate_rollouts import Rollouts
 from tools.endpoint import PolicyEndpoint
-from tools.group_metrics import GroupMetrics, Row, Strata, Summary, group_metrics, score_rows, summarise
+from tools.group_metrics import GroupMetrics, Summary, group_metrics, summarise
+from tools.hit_test import exact_look, exact_record
 from tools.judge import Judge, run_sync
-from tools.probes import Cost, ProbeCache, count_tokens
-from tools.reward_parts import RewardPart
-from tools.sequential import (
-    ALPHA,
-    BOOTSTRAP,
-    Decision,
-    ExactPlan,
-    Sequential,
-    StopRule,
-    dead_level,
-    decide,
-    decide_hits,
-    looks,
-    null_tail,
-    p_pass,
-    pooled_plan,
-)
-
-# The exact hit test's control pool holds at least this many times the candidate's cap: p0's uncertainty then costs
-# about half the power that the candidate's own noise does (with a pool the size of the cap it costs as much).
-CONTROL_FACTOR = 2
+from tools.measure_settings import MeasureSettings
+from tools.probes import Cost, ProbeCache
+from tools.sequential import Decision, Sequential, StopRule, decide, looks, p_pass
 
 
 class Measurement(BaseModel):
@@ -149,371 +132,7 @@ class Measurement(BaseModel):
         }
 
 
-# -- what a side samples -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Spec:
-    """A visit prompt to sample and score: a task as one harness version sees it, with the hints shown."""
-
-    task: Task
-    hints: tuple[Hint, ...]
-    messages: tuple[tuple[str, str], ...]
-
-    @property
-    def prompt_key(self) -> str:
-        return json.dumps(self.messages)
-
-    @property
-    def digest(self) -> str:
-        """The key of this prompt's cached training groups (`GroupStats.prompt_digest`)."""
-        return prompt_digest([{"role": r, "content": c} for r, c in self.messages])
-
-
-@dataclass(frozen=True)
-class _Stratum:
-    weight: float  # probability that a visit sees this prompt
-    spec: _Spec
-
-
-class _HintedVisit(random.Random):
-    """The rng of a visit that is hinted whenever hinted_share > 0.
-
-    `visible_hints` then returns what a hinted visit sees, with the schedule logic kept in one place
-    (`harness.guidance`).
-    """
-
-    def random(self) -> float:
-        return 0.0
-
-
-def _strata(state: HarnessState, task_id: str, step: int) -> list[_Stratum]:
-    """The visit prompts of `task_id` at `step` with their probabilities (see the module docstring)."""
-    task = state.task(task_id)
-    g = state.guidance_for(task_id)
-    shown = visible_hints(g, step, _HintedVisit())
-    share = g.schedule.hinted_share if shown else 0.0
-    out = []
-    if share > 0:
-        out.append(_Stratum(share, _spec(task, shown, g.schedule.placement)))
-    if share < 1:
-        out.append(_Stratum(1.0 - share, _spec(task, [], g.schedule.placement)))
-    return out
-
-
-def _spec(task: Task, hints: list[Hint], placement: Literal["user", "system"]) -> _Spec:
-    msgs = render_prompt(task, hints, placement)
-    return _Spec(task, tuple(hints), tuple((m["role"], m["content"]) for m in msgs))
-
-
-def _weight(state: HarnessState, task_id: str) -> float:
-    s = state.sampling.get(task_id)
-    return 0.0 if s is None or s.status != "active" else float(s.weight)
-
-
 # -- the measurement ---------------------------------------------------------------------------------------
-# The default budget, written once: `agents.context.EvolverContext` (the knobs `evolver.sample_k` /
-# `evolver.sample_k_max`, with their help) takes its defaults from here, the lowest layer that uses them.
-SAMPLE_K = 4  # rollouts per visit prompt and side at the first look
-SAMPLE_K_MAX = 16  # the cap the groups double up to while the sequential test is undecided
-
-
-@dataclass(frozen=True)
-class MeasureSettings:
-    """How one measurement samples and when it stops: budget, frozen-policy sampling, step, detector thresholds.
-
-    Fixed for a round; `agents.critic.measure_settings` builds it from the graph's context.
-    """
-
-    sample_k: int = SAMPLE_K
-    sample_k_max: int = SAMPLE_K_MAX
-    k: int | None = None  # a fixed budget: sample_k = sample_k_max = k
-    alpha: float = ALPHA  # overall error rate of the sequential test
-    resamples: int = BOOTSTRAP  # bootstrap resamples per look (the exact hit test needs none)
-    max_tokens: int = 48
-    temperature: float = 1.0
-    seed: int = 0  # both sides sample with it (common random numbers)
-    step: int = 0  # the step training paused at: prompts are rendered as the next draw, at this step, sees them
-    detector_config: DetectorConfig = field(default_factory=DetectorConfig)
-    # The run's parts beside the rubric: probes are scored as training scores its groups (tools.reward_parts).
-    reward_parts: tuple[RewardPart, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.k is not None:  # frozen: the fixed budget is resolved once, here
-            object.__setattr__(self, "sample_k", self.k)
-            object.__setattr__(self, "sample_k_max", self.k)
-        if self.sample_k < 2:
-            raise ValueError(f"k must be >= 2 to measure a group's spread, got sample_k={self.sample_k}")
-        if self.sample_k_max < self.sample_k:
-            raise ValueError(f"sample_k_max ({self.sample_k_max}) must be >= sample_k ({self.sample_k})")
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-
-
-_Sides = dict[str, dict[str, list[_Stratum]]]  # side ("control"/"candidate") -> task id -> its strata
-
-
-@dataclass
-class _Plan:
-    """What each side samples, before any rollout: strata, sampling weights, the pools fixed up front."""
-
-    sides: _Sides
-    weights: dict[str, dict[str, float]]  # task id -> side -> sampling weight
-    pools_prior: dict[str, list[str]]  # prompt key -> training rollouts re-scored with it (criteria, exact control)
-    floor: dict[str, int]  # prompt key -> rollouts its pool holds from the first look (the exact test's control)
-    paired: dict[str, bool]  # task id -> both sides score the same rollouts
-
-
-def _check_rule(rule: StopRule | None, task_ids: list[str]) -> None:
-    if rule is not None and rule.task_id not in task_ids:
-        raise ValueError(f"rule.task_id {rule.task_id!r} is not among the update's tasks {task_ids}")
-    if rule is not None and any(t not in task_ids for t in rule.pooled):
-        raise ValueError(f"rule.pooled {list(rule.pooled)} are not all among the update's tasks {task_ids}")
-
-
-def _plan(
-    state: HarnessState,
-    candidate_state: HarnessState,
-    update: HarnessUpdate,
-    rule: StopRule | None,
-    prior: Mapping[str, Sequence[str]],
-    history: Mapping[str, Sequence[str]],
-    settings: MeasureSettings,
-    exact: bool,
-) -> _Plan:
-    """Both sides' strata per affected task (module docstring: how the sides are built, per interface)."""
-    criteria = update.interface == "criteria"
-    sampling = update.interface == "sampling"
-    visit = settings.step  # the next training step draws its prompts at global_step = the pause's step
-    plan = _Plan(sides={"control": {}, "candidate": {}}, weights={}, pools_prior={}, floor={}, paired={})
-    sides = plan.sides
-    for tid in update.task_ids:
-        new_variant = not state.has_task(tid)
-        # A new variant has no control group of its own: its parent's group is the baseline.
-        base_id = candidate_state.task(tid).parent_id if new_variant else tid
-        control = _strata(state, base_id, visit)
-        if criteria:
-            # One pool: the rubric is what changes, not the prompt (module docstring).
-            top = max(control, key=lambda s: s.weight)
-            sides["control"][tid] = [_Stratum(1.0, top.spec)]
-            sides["candidate"][tid] = [
-                _Stratum(
-                    1.0,
-                    _spec(candidate_state.task(tid), list(top.spec.hints), state.guidance_for(tid).schedule.placement),
-                )
-            ]
-            plan.pools_prior.setdefault(top.spec.prompt_key, []).extend(prior.get(tid, []))
-        else:
-            sides["control"][tid] = control
-            sides["candidate"][tid] = _strata(candidate_state, tid, visit)
-            if exact and rule is not None and (tid == rule.task_id or tid in rule.pooled):
-                # The exact test's control pool is fixed before the first look: each control prompt's cached training
-                # rollouts (hinted or not), topped up with fresh probes to CONTROL_FACTOR x the cap (tools.sequential).
-                for s in control:
-                    pool = plan.pools_prior.setdefault(s.spec.prompt_key, [])
-                    if not pool:
-                        pool.extend(history.get(s.spec.digest, []))
-                    plan.floor[s.spec.prompt_key] = CONTROL_FACTOR * settings.sample_k_max
-        if sampling:
-            plan.weights[tid] = {
-                "control": 0.0 if new_variant else _weight(state, tid),
-                "candidate": _weight(candidate_state, tid),
-            }
-        else:
-            plan.weights[tid] = {"control": 1.0, "candidate": 1.0}
-    plan.paired = {
-        t: [(s.weight, s.spec.prompt_key) for s in sides["control"][t]]
-        == [(s.weight, s.spec.prompt_key) for s in sides["candidate"][t]]
-        for t in update.task_ids
-    }
-    return plan
-
-
-class _Rollouts:
-    """Each visit prompt's rollouts and their scores as the looks grow them, and what that cost.
-
-    Rollouts are sampled into the round's probe cache (a pool only ever grows at its end) and scored once each.
-    """
-
-    def __init__(
-        self,
-        plan: _Plan,
-        task_ids: list[str],
-        endpoint: PolicyEndpoint,
-        judge: Judge,
-        settings: MeasureSettings,
-        cache: ProbeCache,
-    ) -> None:
-        self.plan, self.task_ids, self.endpoint, self.judge, self.settings, self.cache = (
-            plan,
-            task_ids,
-            endpoint,
-            judge,
-            settings,
-            cache,
-        )
-        self.cost = Cost()
-        self.drawn: dict[str, int] = {}  # prompt key -> probes this measurement generated
-        self.scored: dict[tuple[str, str, int], list[Row]] = {}  # (side, task id, stratum index) -> scored rows
-        self.deferred: dict[str, int] = {}  # prompt key -> its control pool's floor while the top-up is deferred
-        self.judge_calls_before = judge.stats.llm_calls
-        self.failures_before = judge.stats.llm_failures + judge.stats.check_failures
-
-    def cache_key(self, prompt_key: str) -> str:
-        s = self.settings
-        return json.dumps([prompt_key, s.max_tokens, float(s.temperature), s.seed])
-
-    def target(self, prompt_key: str, n: int) -> int:
-        return max(n, self.plan.floor.get(prompt_key, 0), len(self.plan.pools_prior.get(prompt_key, [])))
-
-    def pool(self, prompt_key: str, n: int) -> list[str]:
-        pri = self.plan.pools_prior.get(prompt_key, [])
-        held = self.cache.get(self.settings.step, self.cache_key(prompt_key))
-        return pri + held[: self.target(prompt_key, n) - len(pri)]
-
-    async def fill(self, n: int) -> None:
-        """Make every prompt's pool hold at least n rollouts: one sample call per side and (need, have)."""
-        s, step = self.settings, self.settings.step
-        done: set[str] = set()
-        for side in ("control", "candidate"):
-            todo: dict[tuple[int, int], dict[str, _Spec]] = {}
-            for tid in self.task_ids:
-                for st in self.plan.sides[side][tid]:
-                    key = st.spec.prompt_key
-                    if key in done:
-                        continue
-                    done.add(key)
-                    want = self.target(key, n) - len(self.plan.pools_prior.get(key, []))
-                    have = len(self.cache.get(step, self.cache_key(key)))
-                    if have < want:
-                        todo.setdefault((want - have, have), {})[key] = st.spec
-            for (need, have), specs in todo.items():
-                batch = [[{"role": r, "content": c} for r, c in spec.messages] for spec in specs.values()]
-                # The seed moves with the texts already held: an extension draws new samples, and both sides
-                # extend with the same seed (common random numbers).
-                out = await asyncio.to_thread(
-                    self.endpoint.sample,
-                    batch,
-                    n=need,
-                    max_tokens=s.max_tokens,
-                    temperature=s.temperature,
-                    seed=s.seed + have,
-                )
-                if len(out) != len(batch) or any(len(o) != need for o in out):
-                    raise RuntimeError(
-                        f"endpoint returned {[len(o) for o in out]} completions for {len(batch)} prompts x n={need}"
-                    )
-                self.cost.sample_calls += 1
-                for key, texts in zip(specs, out):
-                    self.cache.extend(step, self.cache_key(key), have, texts)
-                    self.drawn[key] = self.drawn.get(key, 0) + len(texts)
-                    tokens, self.cost.tokens_by = count_tokens(self.endpoint, list(texts))
-                    self.cost.probe_tokens += tokens
-                    self.cost.probe_rollouts += len(texts)
-
-    async def _score(self, spec: _Spec, texts: list[str]) -> list[Row]:
-        return await score_rows(
-            spec.task,
-            spec.hints,
-            texts,
-            self.judge,
-            self.settings.detector_config,
-            parts=self.settings.reward_parts,
-            messages=[{"role": r, "content": c} for r, c in spec.messages],
-        )
-
-    async def score_all(self, n: int) -> None:
-        """Score the rollouts each stratum gained since the last look (a pool only ever grows at its end)."""
-        jobs = []
-        for side in ("control", "candidate"):
-            for tid in self.task_ids:
-                for i, s in enumerate(self.plan.sides[side][tid]):
-                    texts = self.pool(s.spec.prompt_key, n)
-                    rows = self.scored.setdefault((side, tid, i), [])
-                    if len(texts) > len(rows):
-                        jobs.append((rows, self._score(s.spec, texts[len(rows) :])))
-        for (rows, _), new in zip(jobs, await asyncio.gather(*(j for _, j in jobs))):
-            rows.extend(new)
-            self.cost.scored_rollouts += len(new)
-
-    async def defer_control_top_up(self, rule: StopRule, sizes: list[int], alpha: float) -> int:
-        """Defer the exact test's fresh control probes while a top-up could only raise the test's bounds.
-
-        Control rollouts without a hit narrow p0's posterior downwards and lower the bounds; each control hit raises
-        them. So when the plan from the free pools (cached training rollouts and probes already drawn this round)
-        equals the plan from pools topped up without a single hit, every top-up gives bounds at least as high: a
-        candidate that does not pass on the free pools would not pass on the topped-up ones either, and no top-up is
-        drawn for it. One that passes gets its top-up then (`top_up_deferred`) and is decided again on the full pool,
-        hit test and point rule, as if the top-up had been drawn first: the point rule's "std up" needs fresh control
-        rollouts, since a pool that is only the group which flagged the task has std 0. Applies when every focus
-        control prompt already holds at least the largest look and no counted candidate stratum shares a control
-        prompt; returns the fresh control probes deferred (0: the top-up is drawn up front).
-        """
-        assert rule.hits is not None
-        now: list[tuple[int, int, int]] = []
-        best: list[tuple[int, int, int]] = []
-        floors: dict[str, int] = {}
-        for t in [rule.task_id, *rule.pooled]:
-            strata = self.plan.sides["control"][t]
-            pools = [self.pool(st.spec.prompt_key, 0) for st in strata]
-            keys = {st.spec.prompt_key for st in strata}
-            changed = _changed(self.plan.sides, t)
-            counted = [self.plan.sides["candidate"][t][i].spec.prompt_key for i in changed]
-            if any(len(p) < sizes[-1] for p in pools) or keys.intersection(counted):
-                return 0
-            rows = await asyncio.gather(*(self._score(st.spec, p) for st, p in zip(strata, pools)))
-            for i, r in enumerate(rows):
-                self.scored[("control", t, i)] = list(r)
-                self.cost.scored_rollouts += len(r)
-            rewards = [row.reward for r in rows for row in r]
-            level = dead_level(rewards)
-            x0 = sum(rule.hits.is_hit(x, level, self.settings.detector_config.eps) for x in rewards)
-            full = sum(max(len(p), self.plan.floor.get(st.spec.prompt_key, 0)) for st, p in zip(strata, pools))
-            now.append((x0, len(rewards), len(changed)))
-            best.append((x0, full, len(changed)))
-            floors.update({st.spec.prompt_key: len(p) for st, p in zip(strata, pools)})
-        gain = rule.hits.min_rate_gain
-        a, b = pooled_plan(now, sizes, alpha, alpha, gain), pooled_plan(best, sizes, alpha, alpha, gain)
-        deferred = sum(b_[1] - n_[1] for n_, b_ in zip(now, best))
-        if deferred == 0 or (a.pass_at, a.fail_at) != (b.pass_at, b.fail_at):
-            return 0
-        self.deferred = {key: self.plan.floor[key] for key in floors}
-        self.plan.floor.update(floors)
-        return deferred
-
-    async def top_up_deferred(self, n: int) -> int:
-        """Draw and score the deferred control top-up (the look's group size is n); returns the rollouts drawn."""
-        before = self.cost.probe_rollouts
-        self.plan.floor.update(self.deferred)
-        self.deferred = {}
-        await self.fill(n)
-        await self.score_all(n)
-        return self.cost.probe_rollouts - before
-
-    def side_rows(self, side: str, tid: str, n: int | None = None) -> Strata:
-        """A side's scored strata; with n, each cut to the pool it had at group size n (an earlier look)."""
-        return [
-            (
-                s.weight,
-                bool(s.spec.hints),
-                self.scored[(side, tid, i)][: None if n is None else len(self.pool(s.spec.prompt_key, n))],
-            )
-            for i, s in enumerate(self.plan.sides[side][tid])
-        ]
-
-    def close(self, k: int, t0: float) -> Cost:
-        """The measurement's cost once its last look (group size k) is taken."""
-        used = {
-            s.spec.prompt_key: len(self.pool(s.spec.prompt_key, k))
-            for side in self.plan.sides.values()
-            for ss in side.values()
-            for s in ss
-        }
-        self.cost.reused_rollouts = sum(max(0, n - self.drawn.get(key, 0)) for key, n in used.items())
-        self.cost.judge_calls = self.judge.stats.llm_calls - self.judge_calls_before
-        self.cost.seconds = round(time.monotonic() - t0, 3)
-        return self.cost
-
-    def judge_failures(self) -> int:
-        return self.judge.stats.llm_failures + self.judge.stats.check_failures - self.failures_before
 
 
 @dataclass
@@ -528,7 +147,7 @@ class _Looks:
     hit_record: dict = field(default_factory=dict)
 
 
-async def _take_looks(ro: _Rollouts, rule: StopRule | None, versions: tuple[int, int], exact: bool) -> _Looks:
+async def _take_looks(ro: Rollouts, rule: StopRule | None, versions: tuple[int, int], exact: bool) -> _Looks:
     """Grow the groups look by look until the rule's test decides or the cap is reached (one look without a rule)."""
     s = ro.settings
     lk = _Looks(sizes=looks(s.sample_k, s.sample_k_max), per_look=0.0)
@@ -566,11 +185,11 @@ async def _take_looks(ro: _Rollouts, rule: StopRule | None, versions: tuple[int,
 
 
 async def _exact_decision(
-    ro: _Rollouts, rule: StopRule, lk: _Looks, j: int, versions: tuple[int, int], paired: bool
+    ro: Rollouts, rule: StopRule, lk: _Looks, j: int, versions: tuple[int, int], paired: bool
 ) -> Decision:
     """Look j of the exact hit test.
 
-    While the control top-up is deferred (`_Rollouts.defer_control_top_up`) only the hit test is read: its bounds can
+    While the control top-up is deferred (`Rollouts.defer_control_top_up`) only the hit test is read: its bounds can
     only rise with the top-up, so anything but a pass stands. A pass draws the top-up and decides again from the
     first look on the full control pool, hit test and point rule, as the test would have decided with the top-up
     drawn up front.
@@ -578,7 +197,7 @@ async def _exact_decision(
     s, focus = ro.settings, [rule.task_id, *rule.pooled]
     deferred, sides, cfg = bool(ro.deferred), ro.plan.sides, s.detector_config
     rows = {t: (ro.side_rows("control", t), ro.side_rows("candidate", t)) for t in focus}
-    decision = _exact_look(
+    decision = exact_look(
         rule, sides, rows, lk.sizes, j, s.alpha, lk.hit_record, versions, cfg, paired, point_rule=not deferred
     )
     if decision != "pass" or not deferred:
@@ -589,7 +208,7 @@ async def _exact_decision(
     decisions = []
     for i, n in enumerate(lk.sizes[: j + 1]):
         rows = {t: (ro.side_rows("control", t), ro.side_rows("candidate", t, n)) for t in focus}
-        decisions.append(_exact_look(rule, sides, rows, lk.sizes, i, s.alpha, lk.hit_record, versions, cfg, paired))
+        decisions.append(exact_look(rule, sides, rows, lk.sizes, i, s.alpha, lk.hit_record, versions, cfg, paired))
     return next((d for d in decisions if d != "undecided"), "undecided")
 
 
@@ -610,10 +229,12 @@ async def ameasure_candidate(
     s = settings if settings is not None else MeasureSettings()
     candidate_state = apply(state, update, step=s.step)  # UpdateRejected propagates to the caller
     task_ids = update.task_ids
-    _check_rule(rule, task_ids)
+    check_rule(rule, task_ids)
     exact = rule is not None and rule.hits is not None and update.interface != "criteria"
-    plan = _plan(state, candidate_state, update, rule, prior_rollouts or {}, control_history or {}, s, exact)
-    ro = _Rollouts(plan, task_ids, endpoint, judge, s, probe_cache if probe_cache is not None else ProbeCache())
+    plan = make_plan(
+        state, candidate_state, update, rule, prior_rollouts or {}, control_history or {}, s.step, s.sample_k_max, exact
+    )
+    ro = Rollouts(plan, task_ids, endpoint, judge, s, probe_cache if probe_cache is not None else ProbeCache())
     lk = await _take_looks(ro, rule, (state.version, candidate_state.version), exact)
     return _measurement(update, state, candidate_state, ro, lk, rule, exact, t0)
 
@@ -622,7 +243,7 @@ def _measurement(
     update: HarnessUpdate,
     state: HarnessState,
     candidate_state: HarnessState,
-    ro: _Rollouts,
+    ro: Rollouts,
     lk: _Looks,
     rule: StopRule | None,
     exact: bool,
@@ -682,90 +303,9 @@ def _measurement(
             p_pass=lk.ps,
             resamples=0 if exact else s.resamples,
             decision=lk.decision,
-            **_exact_record(lk.hit_record),
+            **exact_record(lk.hit_record),
         ),
     )
-
-
-def _changed(sides: _Sides, t: str) -> list[int]:
-    """Task t's candidate strata whose prompt its control does not share (all of them when it shares every one)."""
-    shared = {s.spec.prompt_key for s in sides["control"][t]}
-    cand = sides["candidate"][t]
-    return [i for i, s in enumerate(cand) if s.spec.prompt_key not in shared] or list(range(len(cand)))
-
-
-def _exact_look(
-    rule: StopRule,
-    sides: dict[str, dict[str, list[_Stratum]]],
-    rows: dict[str, tuple[Strata, Strata]],
-    sizes: list[int],
-    j: int,
-    alpha: float,
-    rec: dict,
-    versions: tuple[int, int],
-    cfg: DetectorConfig,
-    paired: bool,
-    point_rule: bool = True,
-) -> Decision:
-    """One look of the exact hit test (tools.sequential).
-
-    The plan is fixed at the first look from the control pools of the focus task and any pooled ones; each one's hits
-    are counted against its own dead level, on the candidate strata whose prompt its control does not share (else on
-    all of them). A pass also needs the rule's point estimate to hold, unless `point_rule` is off.
-    """
-    assert rule.hits is not None
-    test = rule.hits
-    if j == 0:
-        rec.update(levels={}, changed={}, controls=[], hits=[], trials=[], tails=[], direction=test.direction)
-        for t, (c_rows, _) in rows.items():
-            rewards = [r.reward for _, _, rr in c_rows for r in rr]
-            rec["levels"][t] = level = dead_level(rewards)
-            rec["changed"][t] = _changed(sides, t)
-            rec["controls"].append(
-                (sum(test.is_hit(r, level, cfg.eps) for r in rewards), len(rewards), len(rec["changed"][t]))
-            )
-        rec["x0"], rec["n0"] = sum(c[0] for c in rec["controls"]), sum(c[1] for c in rec["controls"])
-        rec["plan"] = pooled_plan(rec["controls"], sizes, alpha, alpha, test.min_rate_gain)
-    plan: ExactPlan = rec["plan"]
-    x = n = 0
-    for t, (_, d_rows) in rows.items():
-        rewards = [r.reward for i in rec["changed"][t] for r in d_rows[i][2]]
-        x += sum(test.is_hit(r, rec["levels"][t], cfg.eps) for r in rewards)
-        n += len(rewards)
-    rec["hits"].append(x)
-    rec["trials"].append(n)
-    rec["tails"].append(round(null_tail(rec["x0"], rec["n0"], n, x), 6))
-    decision = decide_hits(plan, j, x)
-    if decision == "pass" and point_rule:
-        # Crossing the bound is not enough: the focus candidate must also meet the point rule
-        # (not dead, std gain, guards).
-        c_rows, d_rows = rows[rule.task_id]
-        gc = group_metrics(rule.task_id, versions[0], c_rows, cfg, full=False)
-        gd = group_metrics(rule.task_id, versions[1], d_rows, cfg, full=False)
-        if not rule.holds(gc, gd, paired):
-            decision = "undecided"
-    return decision
-
-
-def _exact_record(rec: dict) -> dict:
-    if not rec:
-        return {}
-    plan: ExactPlan = rec["plan"]
-    taken = len(rec["hits"])
-    return {
-        "test": "exact",
-        "hits": rec["hits"],
-        "trials": rec["trials"],
-        "pass_at": plan.pass_at[:taken],
-        "fail_at": plan.fail_at[:taken],
-        "control_hits": rec["x0"],
-        "control_n": rec["n0"],
-        "control_spared": rec.get("spared", 0),
-        "control_late": rec.get("late", 0),
-        "level": round(rec["levels"][next(iter(rec["levels"]))], 6),
-        "direction": rec["direction"],
-        "pooled": list(rec["levels"])[1:],
-    }
 
 
 def measure_candidate(

@@ -10,7 +10,7 @@ is the median reward of the control pool, and a rollout is a *hit* when its rewa
 ("up", collapse_low), below level - eps ("down", collapse_high) or at least eps away ("off", flat); eps is the
 detector's. The control pool (x0 hits of n0 rollouts) is fixed before the first look: the task's cached
 training rollouts, topped up with fresh control probes to twice `sample_k_max` when the history is shorter
-(`tools.candidate.CONTROL_FACTOR`). Under "no effect" a candidate rollout hits with the control's rate p0;
+(`tools.candidate_plan.CONTROL_FACTOR`). Under "no effect" a candidate rollout hits with the control's rate p0;
 p0 is unknown, so the null distribution of the candidate's hits is the binomial averaged over p0's posterior
 Beta(x0 + 1/2, n0 - x0 + 1/2) (Jeffreys prior; `exact_plan` integrates it on `P0_GRID` quantiles). At look j
 with N_j candidate rollouts (the strata whose prompt the control does not share) and X_j hits:
