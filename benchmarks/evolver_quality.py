@@ -82,7 +82,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +118,11 @@ from tools.probes import ProbeCache, prompt_rollouts, task_rollouts  # noqa: E40
 def make_context(
     arm: Arm, *, services_key: str, run_dir: Path, k: int, max_tokens: int, max_revisions: int, seed: int, demo: Any
 ) -> EvolverContext:
-    """The evolver's run-time context for one arm (rule brains; the arm's ablation switches; the demo
-    config's (`demo`, a `trainer.config.RunConfig`) other critic settings)."""
-    return EvolverContext(
+    """The evolver's run-time context for one arm: the demo config's (`demo`, a `trainer.config.RunConfig`) whole
+    `evolver:` section, the shipped screen (its critic_alpha, sample_k_max, generalise_max_tasks, brains), with the
+    benchmark's own budget flags and the arm's ablation switches over it."""
+    return replace(
+        demo.evolver,
         services_key=services_key,
         run_dir=str(run_dir),
         sample_k=k,
@@ -613,6 +615,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "window": args.window,
                 "confirm_window": args.confirm_window,
                 "max_revisions": args.max_revisions,
+                "critic_alpha": args.demo.evolver.critic_alpha,
+                "sample_k_max": max(args.k, args.demo.evolver.sample_k_max),
                 "seed": args.seed,
                 "memory_embedding": args.memory_embedding,
                 "arms": ",".join(done),

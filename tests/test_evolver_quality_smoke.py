@@ -246,3 +246,23 @@ def test_quick_run_on_the_tiny_model(tmp_path, tiny_model_dir):
     report.write_text(text + "my note\n")
     eq.main(["--render", str(out_json), "--report", str(report)])
     assert report.read_text().endswith("my note\n")
+
+
+def test_each_arm_screens_as_the_demo_config_ships(tmp_path):
+    """The planted-defect benchmark judges the shipped screen: the demo config's whole `evolver:` section (its
+    critic_alpha, sample_k_max, generalise_max_tasks, brains), not the context's defaults, under the benchmark's
+    budget flags and the arm's switches."""
+    from dataclasses import fields
+
+    from trainer.config_loader import load_config
+
+    demo = load_config(eq.DEMO_CONFIG)
+    ctx = eq.make_context(
+        eq.ARMS["no-memory"], services_key="k", run_dir=tmp_path, k=4, max_tokens=48, max_revisions=1, seed=3, demo=demo
+    )
+    assert demo.evolver.critic_alpha != type(demo.evolver)().critic_alpha  # the shipped screen is not the default
+    own = {"services_key", "run_dir", "sample_k", "sample_k_max", "max_tokens", "max_revisions", "seed", "memory"}
+    for f in fields(ctx):
+        if f.name not in own:
+            assert getattr(ctx, f.name) == getattr(demo.evolver, f.name), f.name
+    assert (ctx.sample_k, ctx.seed, ctx.memory, ctx.critic) == (4, 3, False, True)
