@@ -260,13 +260,17 @@ def _rule(
         corr_gain = None if ca is None or da is None else da - ca
         n["gamed_drop"], n["audit_corr_gain"] = gamed_drop, corr_gain
         primary = "gamed_drop"
+        # The correlation path never accepts an update that pays the gamed rollouts more: a loosened criterion can
+        # raise every reward, honest ones a little more, and lift the correlation while the hack earns more.
+        pays_more = gamed_drop is not None and gamed_drop < 0
         ok = (gamed_drop is not None and gamed_drop >= ctx.min_gamed_drop) or (
-            corr_gain is not None and corr_gain >= ctx.min_audit_delta
+            corr_gain is not None and corr_gain >= ctx.min_audit_delta and not pays_more
         )
         reasons.append(
             f"reward of gamed rollouts (audit < {AUDIT_PASS}) {g_c} -> {g_d} "
             f"(drop {gamed_drop}, need >= {ctx.min_gamed_drop}); "
-            f"corr(reward, audit) {ca} -> {da} (gain {corr_gain}, or need >= {ctx.min_audit_delta})"
+            f"corr(reward, audit) {ca} -> {da} (gain {corr_gain}, or need >= {ctx.min_audit_delta}"
+            f"{' with no rise in the gamed reward' if pays_more else ''})"
         )
         if not gamed:
             reasons.append("no rollout fails the audit in this measurement: nothing gamed to penalise")

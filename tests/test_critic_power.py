@@ -416,6 +416,38 @@ def test_a_spurious_audit_repair_that_lowers_the_gamed_reward_passes_its_guards(
     assert crit.measured_ok, crit.reasons
 
 
+def test_a_criterion_that_pays_the_gamed_rollouts_more_is_refused_however_the_correlation_moves():
+    """A stuffing repair that credits "not sure": the unsure non-answers (gamed, no doctor) gain more than the
+    honest answers lose, so the reward tracks the audit better (the correlation rises by about 0.3) while the gamed
+    rollouts earn 0.33 -> 0.54. The correlation path must not accept that, on the shipped screen either (one look of
+    4 at alpha 0.5, where the bootstrap holds the correlation rule in about 9 of 10 resamples)."""
+    full, unsure, short_honest = "water water water rest dark", "I am not sure.", "See a doctor."
+    prior = {"med-1": [full] * 2 + [unsure] * 6 + [short_honest] * 4 + [HONEST] * 4}
+    stuff = FailureEvent.model_validate(event("st", "stuffing", "med-1", criterion_id="water"))
+    credit = {
+        "interface": "criteria",
+        "ops": [
+            {
+                "op": "add_criterion",
+                "task_id": "med-1",
+                "criterion": {
+                    "id": "doc",
+                    "text": "Points to a doctor or admits doubt.",
+                    "weight": 9,
+                    "kind": "important",
+                    "check": {"type": "contains_any", "phrases": ["doctor", "sure"]},
+                },
+            }
+        ],
+    }
+    shipped = MeasureSettings(step=10, k=4, alpha=0.5)
+    _, crit = _judge(
+        ScriptedPolicy(lambda p, i: HONEST), update=credit, ev=stuff, prior_rollouts=prior, settings=shipped
+    )
+    assert crit.numbers["gamed_drop"] < -0.1 and crit.numbers["audit_corr_gain"] >= 0.05, crit.numbers
+    assert not crit.measured_ok and any("with no rise in the gamed reward" in r for r in crit.reasons), crit.reasons
+
+
 # -- a batched update pools its targets ------------------------------------------------------------------------
 BURN_GOOD = "Cool the burn under cold running water. Is it blistering?"
 BATCH = {
