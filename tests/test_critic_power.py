@@ -417,10 +417,11 @@ def test_a_spurious_audit_repair_that_lowers_the_gamed_reward_passes_its_guards(
 
 
 def test_a_criterion_that_pays_the_gamed_rollouts_more_is_refused_however_the_correlation_moves():
-    """A stuffing repair that credits "not sure": the unsure non-answers (gamed, no doctor) gain more than the
-    honest answers lose, so the reward tracks the audit better (the correlation rises by about 0.3) while the gamed
-    rollouts earn 0.33 -> 0.54. The correlation path must not accept that, on the shipped screen either (one look of
-    4 at alpha 0.5, where the bootstrap holds the correlation rule in about 9 of 10 resamples)."""
+    """A stuffing repair that credits "not sure" as well as "doctor": it lifts the short honest answers and the unsure
+    non-answers (gamed: no doctor) alike, 0.11 -> 0.56, and halves the stuffed one, so the reward tracks the audit
+    better (the correlation rises by about 0.34) while the gamed rollouts earn 0.33 -> 0.54 on average. The
+    correlation path must not accept that, on the shipped screen either (one look of 4 at alpha 0.5, where the
+    bootstrap holds the correlation rule in about 9 of 10 resamples)."""
     full, unsure, short_honest = "water water water rest dark", "I am not sure.", "See a doctor."
     prior = {"med-1": [full] * 2 + [unsure] * 6 + [short_honest] * 4 + [HONEST] * 4}
     stuff = FailureEvent.model_validate(event("st", "stuffing", "med-1", criterion_id="water"))
