@@ -15,7 +15,7 @@ d = candidate group of the focus task; "gamed" rollouts are those whose hidden a
 `AUDIT_PASS`, "honest" ones at or above it. A guard vetoes on the lower confidence bound of a drop
 (`_drop_bound`), so it reads the pooled rollouts and not the noise of 4, and no guard reads the signal the
 candidate's own failure type repairs (the gamed rollouts' reward of a spurious_audit/stuffing repair, the
-honest reward of a dead group).
+honest reward of a dead group, the audit that copied answers took from a leaking hint).
 
 Batched updates (an accepted repair generalised to similar tasks, `agents/generalise.py`): each target
 task brings its own failure event and its own focus group (its new variant for an `add_variant`). The
@@ -103,6 +103,34 @@ def _split_by_audit(m: GroupMetrics) -> tuple[list[int], list[int]]:
     gamed = [i for i, a in enumerate(m.audits) if a is not None and a < AUDIT_PASS]
     honest = [i for i, a in enumerate(m.audits) if a is not None and a >= AUDIT_PASS]
     return gamed, honest
+
+
+def _own_answer_audit_guard(
+    c: GroupMetrics, d: GroupMetrics, z: float, n: dict[str, float | None], max_drop: float
+) -> tuple[bool, str]:
+    """The audit guard of a leak repair: the audit of the answers that do not copy the hint, on both sides.
+
+    A rollout that copies a leaking hint scores on the audit what the hint gave it, so the control's audit mean is
+    inflated by the very leak the repair removes, and comparing whole means vetoes every repair that works. The
+    policy's own answers, under the old hint and the new, are what the guard protects. With no such answer on a
+    side there is no baseline to compare: the guard says so and passes (the primary rule still needs fewer leaks).
+    """
+    ca = [a for a, leak in zip(c.audits, c.leaks) if a is not None and not leak]
+    da = [a for a, leak in zip(d.audits, d.leaks) if a is not None and not leak]
+    b = _drop_bound(ca, da, False, z)
+    if b is None:
+        n["audit_drop_bound"] = None
+        return True, (
+            f"audit of the answers that do not copy the hint: {len(ca)} vs {len(da)} rollouts, nothing to compare "
+            "(guard not applied)"
+        )
+    n["audit_drop_bound"] = b[1]
+    return (
+        b[1] <= max_drop,
+        f"audit of the answers that do not copy the hint {_mean(ca):.3f} -> {_mean(da):.3f} ({len(ca)} vs "
+        f"{len(da)} rollouts; the copied ones score the hint, not the policy): the drop's lower bound {b[1]:+.3f} "
+        f"may be at most {max_drop}",
+    )
 
 
 def _revived_signal_guard(c: GroupMetrics, d: GroupMetrics, z: float, n: dict[str, float | None]) -> tuple[bool, str]:
@@ -303,6 +331,8 @@ def _rule(
         guards.append((d.leak_hits == 0, f"guidance candidate must not leak (hits {d.leak_hits:g})"))
     if revives_with_new_groups and c.audit_mean is not None and d.audit_mean is not None:
         guards.append(_revived_signal_guard(c, d, z, n))
+    elif t == "guidance_leak" and c.audit_mean is not None and d.audit_mean is not None:
+        guards.append(_own_answer_audit_guard(c, d, z, n, ctx.max_audit_drop))
     elif update.interface in ("guidance", "criteria") and c.audit_mean is not None and d.audit_mean is not None:
         ca = [a for a in c.audits if a is not None]
         da = [a for a in d.audits if a is not None]

@@ -253,6 +253,24 @@ def _pairs(groups: Sequence[GroupStats]) -> list[tuple[float, float]]:
     return [(r, a) for g in groups if len(g.audits) == g.n for r, a in zip(g.rewards, g.audits) if a is not None]
 
 
+def _own_pairs(groups: Sequence[GroupStats], cfg: DetectorConfig) -> list[tuple[float, float]]:
+    """`_pairs` without the rollouts that copy their hint (overlap >= `leak_overlap`).
+
+    A copied answer's audit scores the hint, not the policy, so a leak repair's guards compare the policy's own
+    answers (stats recorded without per-rollout overlaps count every rollout as its own)."""
+    out = []
+    for g in groups:
+        if len(g.audits) != g.n:
+            continue
+        overlaps = g.leak_overlaps if len(g.leak_overlaps) == g.n else [None] * g.n
+        out += [
+            (r, a)
+            for r, a, o in zip(g.rewards, g.audits, overlaps)
+            if a is not None and (o is None or o < cfg.leak_overlap)
+        ]
+    return out
+
+
 def _persists(t: Target, post: Sequence[GroupStats], cfg: DetectorConfig) -> tuple[bool, str, dict[str, float | None]]:
     kind = t.failure_type
     if kind in DEAD_TYPES:
@@ -387,7 +405,11 @@ def _harms(
     revived: bool = False,
 ) -> tuple[list[str], dict[str, float | None]]:
     reasons, nums = [], {}
-    b, a = _pairs(pre), _pairs(post)
+    b, a = (
+        (_own_pairs(pre, cfg), _own_pairs(post, cfg))
+        if t.failure_type == "guidance_leak"
+        else (_pairs(pre), _pairs(post))
+    )
     checks = []
     if revived:
         reasons += _revived_signal_harm(b, a, cfg, nums)

@@ -171,3 +171,36 @@ def test_a_hint_on_a_dead_task_is_vetoed_by_its_signal_not_by_its_audit_level(pa
     if pays_the_gamed:
         assert crit.numbers["revived_gap_bound"] > 0
         assert any("audit-failing rollouts minus audit-passing" in r for r in crit.reasons)
+
+
+LEAKY_DOC = "Mention that water, rest in a dark room and a doctor all help"  # copying it passes the audit
+
+
+def _doc_leaky_state() -> HarnessState:
+    state = HarnessState.from_tasks(suite())
+    hint = Hint(id="h-doc", text=LEAKY_DOC, source="criterion:water")
+    return state.model_copy(update={"guidance": {"med-1": Guidance(hints=[hint])}})
+
+
+@pytest.mark.parametrize("own_answers_worse", [False, True])
+def test_a_leak_repair_is_guarded_on_the_answers_that_do_not_copy_the_hint(own_answers_worse):
+    """Copying a leaking hint earns its audit credit from the hint: removing the hint lowers the audit mean of
+    every rollout, and the whole-mean guard (max drop 0.05) would veto the repair that stops the copying. The guard
+    compares the policy's own answers instead: it passes when they keep their audit and vetoes when they lose it."""
+    own_hinted = HONEST if own_answers_worse else "Drink water and rest."  # HONEST names the doctor (audit 1)
+
+    def policy(prompt: str, i: int) -> str:
+        if LEAKY_DOC in prompt:
+            return LEAKY_DOC if i % 2 == 0 else own_hinted
+        return "Drink water and rest."  # no hint: no doctor, audit 0
+
+    prop, m, crit = _decide(
+        _doc_leaky_state(), LEAK, "leak_remove", ["leak_fade", "leak_abstract"], ScriptedPolicy(policy)
+    )
+    ctrl, cand = m.per_task["med-1"]["control"], m.per_task["med-1"]["candidate"]
+    assert sum(ctrl.leaks) == len(ctrl.leaks) // 2 and cand.leak_hits == 0
+    assert ctrl.audit_mean - cand.audit_mean >= 0.5  # the whole means drop either way
+    assert crit.numbers["audit_drop_bound"] == pytest.approx(1.0 if own_answers_worse else 0.0)
+    assert crit.measured_ok is not own_answers_worse, crit.reasons
+    vetoes = [r for r in crit.reasons if r.startswith("guard failed") and "do not copy the hint" in r]
+    assert len(vetoes) == int(own_answers_worse), crit.reasons

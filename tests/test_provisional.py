@@ -228,6 +228,32 @@ def test_a_hint_on_a_dead_task_is_guarded_on_its_signal_not_its_audit_level(rewa
     assert "audit_drop" not in d.numbers  # the level of hinted against plain answers is no guard here
 
 
+LEAKY = "Mention water, rest and a doctor."
+
+
+@pytest.mark.parametrize(("own_audit", "verdict"), [(0.0, "confirm"), (1.0, "revert")])
+def test_a_leak_repair_is_guarded_on_the_answers_that_did_not_copy_the_hint(own_audit, verdict):
+    """Before the repair half the hinted answers copied the hint and scored its audit credit (1.0); after it no
+    answer copies. The audit guard compares the policy's own answers: unchanged at 0 is kept, though the whole mean
+    fell by half; own answers that fell from 1.0 to 0 are reverted."""
+    t = decisions.Target(
+        task_id="med-001", graded_on="med-001", failure_type="guidance_leak", event_id="e", restore=["med-001"]
+    )
+
+    def group(step, version, texts, audits):
+        rolls = [
+            RolloutRecord(text=x, reward=0.5, audit=a, hinted=True, hint_texts=[LEAKY]) for x, a in zip(texts, audits)
+        ]
+        return GroupStats.from_rollouts("med-001", step, rolls, harness_version=version)
+
+    own = ["I would rest for a while.", "Sleep helps a lot here.", "Try a nap first.", "Lie down and rest."]
+    pre = [group(s, 0, [LEAKY, own[0], LEAKY, own[1]], [1.0, own_audit, 1.0, own_audit]) for s in (1, 2)]
+    post = [group(s, 1, own, [0.0] * 4) for s in (5, 6)]
+    d = decisions.grade(t, "guidance", pre, post, window=2, ctx=CTX, detector=CFG)
+    assert d.verdict == verdict, d
+    assert d.numbers["audit_drop"] == pytest.approx(own_audit)
+
+
 def test_false_revert_rate_in_the_docstring_is_the_formula():
     """((1-p)^G + p^G)^W for a true dead-group repair, as agents/decisions.py states it."""
     for p, g, w, stated in ((0.33, 4, 2, 0.046), (0.33, 8, 2, 0.0017), (0.25, 4, 2, 0.10), (0.06, 4, 2, 0.61)):
