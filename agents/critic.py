@@ -36,7 +36,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
+from statistics import NormalDist, median
 
 from langchain_core.language_models import BaseChatModel
 
@@ -242,6 +242,7 @@ def _rule(
         "candidate_audit_mean": d.audit_mean,
         "control_length_corr": c.length_corr,
         "candidate_length_corr": d.length_corr,
+        "candidate_length_median": float(median(d.lengths)) if d.lengths else None,  # words; sizes a re-sized budget
         "control_audit_corr": _audit_corr(c),
         "candidate_audit_corr": _audit_corr(d),
     }

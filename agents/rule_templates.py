@@ -17,8 +17,9 @@ Templates that need a number (a word budget, a floor, a padding length) size it 
 rollouts (`TemplateInput.signals`, `agents/rollout_signals.py`) when there are at least `MIN_SIGNAL_ROLLOUTS`,
 so the update splits what the policy actually writes; criteria the gamed rollouts meet far more often than the
 honest ones (criterion ids only) are the first targets of spurious-reward repairs. Some templates read the
-critic's last numbers (a variant that came out dead-low steps to an easier constraint; a tightening that cost
-honest rollouts too much reward uses a lower word floor). Which template is tried when is `agents/proposer.py`'s
+critic's last numbers (a variant that came out dead-low steps to an easier constraint; a word budget every probe
+kept to is re-sized to the median the policy writes under it; a tightening that cost honest rollouts too much
+reward uses a lower word floor). Which template is tried when is `agents/proposer.py`'s
 decision (`rule_proposal`).
 """
 
@@ -175,16 +176,13 @@ def _sized(p: TemplateInput) -> bool:
     return p.signals.n >= MIN_SIGNAL_ROLLOUTS and p.signals.length_median is not None
 
 
-def t_variant_sized(p: TemplateInput) -> HarnessUpdate | None:
-    """A harder variant whose word budget is the median length of the task's own cached rollouts.
+def _has_word_budget(task: Task) -> bool:
+    """The task already sets a word budget (a word_count with a max): a budget variant would contradict it."""
+    return any(isinstance(c.check, WordCount) and c.check.max is not None for c in task.criteria)
 
-    About half of what the policy writes now would miss it, so the saturated group splits (a fixed budget is
-    either always met or never met by short answers).
-    """
-    # A task that already sets a word budget (a word_count with a max) has one the variant would contradict.
-    if not _sized(p) or any(isinstance(c.check, WordCount) and c.check.max is not None for c in p.task.criteria):
-        return None
-    budget = int(p.signals.length_median)  # type: ignore[arg-type]
+
+def _budget_variant(p: TemplateInput, budget: int, rationale: str) -> HarnessUpdate | None:
+    """A harder variant of the task asking for at most `budget` words (an essential word_count criterion)."""
     floor = min(bank.WORD_FLOOR, max(1, budget // 2))
     if budget <= floor:
         return None
@@ -210,12 +208,72 @@ def t_variant_sized(p: TemplateInput) -> HarnessUpdate | None:
         weight=weight,
         parent_weight=round(weight * 0.5, 3),
     )
-    return p.update(
-        "sampling",
-        [op],
+    return p.update("sampling", [op], rationale, "about half the rollouts meet the budget: std up")
+
+
+def t_variant_sized(p: TemplateInput) -> HarnessUpdate | None:
+    """A harder variant whose word budget is the median length of the task's own cached rollouts.
+
+    About half of what the policy writes now would miss it, so the saturated group splits (a fixed budget is
+    either always met or never met by short answers).
+    """
+    if not _sized(p) or _has_word_budget(p.task):
+        return None
+    budget = int(p.signals.length_median)  # type: ignore[arg-type]
+    return _budget_variant(
+        p,
+        budget,
         f"saturated task: a harder variant with a word budget of {budget} (the median "
         f"length of its {p.signals.n} cached rollouts)",
-        "about half the rollouts meet the budget: std up",
+    )
+
+
+def _kept_budget(p: TemplateInput) -> tuple[int, float] | None:
+    """(budget, median words written under it) of this round's last attempt, a word-budget variant every probe met.
+
+    The critic refused it with the variant's group all-high (dead, mean not below the control's)."""
+    last = p.attempts[-1] if p.attempts else {}
+    if last.get("template") not in ("variant_sized", "variant_resized"):
+        return None
+    n = (last.get("critique") or {}).get("numbers") or {}
+    written = n.get("candidate_length_median")
+    if (
+        written is None
+        or n.get("candidate_dead") != 1.0
+        or (n.get("candidate_mean") or 0.0) < (n.get("control_mean") or 0.0)
+    ):
+        return None
+    ops = ((last.get("update") or {}).get("ops")) or []
+    budgets = [
+        c["check"]["max"]
+        for op in ops
+        if op.get("op") == "add_variant"
+        for c in op.get("extra_criteria", [])
+        if (c.get("check") or {}).get("type") == "word_count" and c["check"].get("max") is not None
+    ]
+    return (int(budgets[0]), float(written)) if budgets else None
+
+
+def t_variant_resized(p: TemplateInput) -> HarnessUpdate | None:
+    """The word-budget variant the policy kept to, re-sized to what it writes under a budget.
+
+    Told to answer in at most the median length of its plain answers, the policy writes shorter: every probe meets
+    the budget and the variant's group stays all-high. The median length of the answers it wrote under that budget
+    (the critic's probes of this round's last attempt) is the next budget: about half of what it writes under a
+    budget misses it.
+    """
+    kept = _kept_budget(p)
+    if kept is None or _has_word_budget(p.task):
+        return None
+    old, written = kept
+    budget = int(written)
+    if budget >= old:
+        return None
+    return _budget_variant(
+        p,
+        budget,
+        f"saturated task: every probe kept to the {old}-word budget (median {written:g} words): a harder variant "
+        f"with a budget of {budget}, the median of what the policy writes under a budget",
     )
 
 
@@ -616,6 +674,7 @@ TEMPLATES: dict[str, dict[str, list[tuple[str, Template]]]] = {
     "sampling": {
         "collapse_high": [
             ("variant_sized", t_variant_sized),
+            ("variant_resized", t_variant_resized),
             ("variant", t_variant),
             ("variant", t_variant),
             ("variant", t_variant),

@@ -15,7 +15,8 @@ bundled `rubric-mix-lite` tasks in which a known defect was planted (4 source ta
     spurious_audit   a criterion crediting a claim of peer-reviewed evidence,
                      weighted above the task's own criteria (gaming overlay
                      answers a content-free citation; the audit fails it)    expected: spurious_audit -> criteria
-    control          an unchanged healthy task fed a false event             expected: no harness change
+    control          an unchanged healthy task fed a false event (false on    expected: no harness change
+                     its own detection groups: `evq_detect.false_event_case`)
 
 plus known-bad candidates fed straight to the critic (three loosened criteria, two leaking hints, more weight on
 the length criterion, less weight on the content beside the citation cue). These are the detector's failure types
@@ -93,7 +94,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(1, str(HERE))  # the benchmark's own modules, imported by plain name
 
 from evq_cases import DEFECTS, STEP, Case, GamingOverlay, build_cases, initial_state, known_bad  # noqa: E402
-from evq_detect import Detection, detect, matching_event, planted_event  # noqa: E402
+from evq_detect import Detection, detect, false_event_case, matching_event, planted_event, raised  # noqa: E402
 from evq_grade import case_row, grade_round, in_training, no_second_round, record_visits, seen_again  # noqa: E402
 from evq_probes import ProbeEndpoint  # noqa: E402
 from evq_report import render_markdown, summarise, write_report  # noqa: E402
@@ -550,6 +551,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     events: dict[str, FailureEvent] = {}
     detection_rows = []
+    cases = [false_event_case(c, detection.events.get(c.task.id, [])) for c in cases]
     for c in cases:
         found = detection.events.get(c.task.id, [])
         ev = matching_event(c, found)
@@ -563,6 +565,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "detected": ev is not None,
                 "event_source": "detector" if ev else "planted",
                 "fed_event": events[c.case_id].type,
+                "fed_criterion": events[c.case_id].criterion_id,
+                "fed_event_raised_by_detector": raised(c, found),
                 "other_events": [
                     f"{e.type}:{e.criterion_id}" if e.criterion_id else e.type for e in found if e is not ev
                 ],

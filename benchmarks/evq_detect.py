@@ -7,7 +7,8 @@ hidden audit); `detect` runs it over the W detection visits and observes them wi
 `follow_up` samples the W groups after a round (the same code path) that the confirm/revert rule grades, and
 `detect_again` observes them with a fresh detector (the trainer forgets a task's window when an update changed
 it) for a two-round case. `matching_event` picks the detector's event for a planted defect and `planted_event`
-makes the one it would emit when it missed it. Part of `benchmarks/evolver_quality.py` (modules in
+makes the one it would emit when it missed it; `false_event_case` keeps a control's false event false on the
+control's own groups. Part of `benchmarks/evolver_quality.py` (modules in
 `benchmarks/` import each other by plain name).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evq_cases import STEP, Case
@@ -179,6 +180,26 @@ def matching_event(case: Case, events: Sequence[FailureEvent]) -> FailureEvent |
         if ev.type == case.event_type and (case.criterion_id is None or ev.criterion_id == case.criterion_id):
             return ev
     return None
+
+
+def raised(case: Case, events: Sequence[FailureEvent]) -> bool:
+    """The detector raised the case's fed event itself (same type, same criterion) on the case's groups."""
+    return any(e.type == case.event_type and e.criterion_id == case.criterion_id for e in events)
+
+
+def false_event_case(case: Case, events: Sequence[FailureEvent]) -> Case:
+    """A control whose false event is false on its own detection groups.
+
+    A control is a healthy task fed an event it does not have. When the detector raised that very event on the
+    control's groups (the frozen policy meets the "blind" criterion every time, say), the event is true there and
+    an accepted repair is no false accept: a criterion-level event moves to the last positive criterion the detector
+    did not flag. A case with no such criterion keeps its event (`raised` still says so in its detection row).
+    """
+    if case.defect != "control" or not raised(case, events) or case.criterion_id is None:
+        return case
+    flagged = {e.criterion_id for e in events if e.type == case.event_type}
+    free = [c.id for c in case.task.criteria if c.weight > 0 and c.check is not None and c.id not in flagged]
+    return replace(case, criterion_id=free[-1]) if free else case
 
 
 def planted_event(case: Case, visits: Sequence[Visit], step: int = STEP) -> FailureEvent:

@@ -16,6 +16,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from graphs.evolver import builder, graph, lane
+from harness.detector import GroupStats, RolloutRecord
 from harness.types import HarnessUpdate, Retire, Reweight
 from tests.support.fakes.evolver_fakes import PromptPolicy, event, make_run
 
@@ -258,6 +259,39 @@ def test_revisions_use_feedback_and_are_bounded(tmp_path):
         "status": "active",
         "quarantined_until": None,
     }
+
+
+def _answer(n: int) -> str:
+    """HONEST's point in `n` words: it meets every criterion of med-1 (water, rest in the dark, 3+ words)."""
+    return " ".join(["Drink water and rest in a dark room"] + ["today"] * max(0, n - 8))
+
+
+def _policy_keeps_loose_budgets(prompt, i):
+    """Plain answers run 40-44 words. Under "at most B words" it writes B/2 and 7B/10 words, and two answers in four
+    ignore the budget at 30 and 34 words: a budget at the plain median (42) is met every time, one at the median of
+    what it writes under that budget (29) splits the group."""
+    if "Answer in at most " not in prompt:
+        return _answer(40 + 4 * (i % 2))
+    budget = int(prompt.rsplit("Answer in at most ", 1)[1].split()[0])
+    return _answer([budget // 2, budget * 7 // 10, 30, 34][i % 4])
+
+
+def test_a_word_budget_every_probe_kept_to_is_resized_to_what_the_policy_writes_under_it(tmp_path):
+    key, svc = make_run(tmp_path, PromptPolicy(_policy_keeps_loose_budgets))
+    texts = [_answer(n) for n in (40, 40, 44, 44)]
+    recs = [RolloutRecord(text=t, reward=1.0) for t in texts]
+    svc.memory.add_group(GroupStats.from_rollouts("med-1", 9, recs), harness_version=0, texts=texts)
+    out = _run(graph, [event("e-high", "collapse_high", "med-1", mean=1.0, std=0.0)], key, max_revisions=1)
+    (report,) = out["reports"]
+    first, second = report["attempts"]
+    assert first["template"] == "variant_sized" and "at most 42 words" in json.dumps(first["update"])
+    n = first["critique"]["numbers"]
+    assert n["candidate_dead"] == 1.0 and n["candidate_mean"] == 1.0 and n["candidate_length_median"] == 29.5
+    assert second["template"] == "variant_resized" and "at most 29 words" in json.dumps(second["update"])
+    assert report["decision"] == "accepted", second["critique"]["reasons"]
+    assert second["critique"]["numbers"]["candidate_dead"] == 0.0
+    (variant,) = [t for t in svc.store.latest().variants if t.startswith("med-1.")]
+    assert variant.endswith("-words29")
 
 
 def test_events_fan_out_per_task_and_serialise_within_a_task(tmp_path):

@@ -266,3 +266,31 @@ def test_each_arm_screens_as_the_demo_config_ships(tmp_path):
         if f.name not in own:
             assert getattr(ctx, f.name) == getattr(demo.evolver, f.name), f.name
     assert (ctx.sample_k, ctx.seed, ctx.memory, ctx.critic) == (4, 3, False, True)
+
+
+def test_a_controls_false_event_moves_off_a_criterion_the_detector_flags(suite):
+    """A control fed "blind_criterion on c" where the detector raised exactly that on the control's own groups is
+    fed a true event: it moves to the last positive criterion the detector did not flag; other cases stay."""
+    cases = evq_cases.build_cases(suite, 2, ("control", "blind"))
+    control = next(c for c in cases if c.defect == "control" and c.event_type == "blind_criterion")
+    positive = [c.id for c in control.task.criteria if c.weight > 0 and c.check is not None]
+    assert control.criterion_id == positive[-1] and len(positive) >= 2
+
+    def blind(cid):
+        return evq_detect.FailureEvent(
+            id=f"blind_criterion:{control.task.id}:9:{cid}",
+            type="blind_criterion",
+            task_id=control.task.id,
+            step=9,
+            criterion_id=cid,
+        )
+
+    assert evq_detect.false_event_case(control, []) is control  # nothing raised: the event is false already
+    assert evq_detect.false_event_case(control, [blind(positive[0])]) is control  # another criterion flagged
+    moved = evq_detect.false_event_case(control, [blind(positive[-1])])
+    assert moved.criterion_id == positive[-2] and not evq_detect.raised(moved, [blind(positive[-1])])
+    every = [blind(cid) for cid in positive]
+    assert evq_detect.false_event_case(control, every) is control  # nowhere to go: kept, and `raised` says so
+    assert evq_detect.raised(control, every)
+    planted = next(c for c in cases if c.defect == "blind")
+    assert evq_detect.false_event_case(planted, [blind(planted.criterion_id)]) is planted

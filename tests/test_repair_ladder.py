@@ -79,9 +79,10 @@ def test_a_repeated_template_slot_fails_once_per_failed_proposal():
     order = attributor.PREFERENCE["collapse_high"]
     ev = _proposals(
         ("sampling", "variant_sized", "rejected", "collapse_high"),
+        ("sampling", "variant_resized", "rejected", "collapse_high"),
         ("sampling", "variant:a", "rejected", "collapse_high"),
     )
-    assert ladder.next_rung("collapse_high", order, ev, ALL) == (2, "sampling", "variant")
+    assert ladder.next_rung("collapse_high", order, ev, ALL) == (3, "sampling", "variant")
 
 
 def test_the_attributor_climbs_where_it_used_to_leave_the_interface():
