@@ -33,7 +33,7 @@ from langchain_core.language_models import BaseChatModel
 from agents import prompts
 from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.rollout_signals import RolloutSignals
-from agents.rule_templates import Template, TemplateInput, templates_for
+from agents.rule_templates import BUILDS_ON, Template, TemplateInput, templates_for
 from agents.schemas import Attribution, Proposal, ProposalOut, proposal_schema
 from harness.types import FailureEvent, HarnessState, HarnessUpdate, Task
 from harness.visibility import public_event, redact, redact_reasons
@@ -89,11 +89,20 @@ def template_evidence(
     # Training's verdicts on accepted updates (trainer/provisional.py): an accepted proposal whose update training
     # reverted is a failure of its template, not a success; the verdict records themselves are not counted again.
     graded = {r.get("event_id"): r.get("outcome") for r in similar if r.get("outcome") in ("confirmed", "reverted")}
+    # A refused attempt that a later attempt of the same event built on and got accepted (a re-sized budget reads
+    # the refused variant's probes) was a step of that repair, not a failure of its template.
+    stepped = {
+        (r.get("event_id"), BUILDS_ON[str(r.get("template"))])
+        for r in similar
+        if r.get("outcome") == "accepted" and str(r.get("template")) in BUILDS_ON
+    }
     for r in similar:
         label = str(r.get("template") or "")
         if not label or label == "llm" or r.get("task_id") == event.task_id:
             continue
         if r.get("outcome") in ("confirmed", "reverted", "superseded"):
+            continue
+        if r.get("outcome") == "rejected" and (r.get("event_id"), _family(label)) in stepped:
             continue
         if not similar_case(r, event.type, interface, domain, signature):
             continue

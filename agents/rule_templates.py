@@ -670,6 +670,11 @@ def t_loosen_hardest(p: TemplateInput) -> HarnessUpdate | None:
     return None
 
 
+# A template that reads the critic's probes of the attempt before it (that attempt's template): a refusal of the
+# first followed by an accepted second is one repair in two steps, not a failure of the first on similar cases
+# (`agents.proposer.template_evidence`).
+BUILDS_ON = {"variant_resized": "variant_sized"}
+
 TEMPLATES: dict[str, dict[str, list[tuple[str, Template]]]] = {
     "sampling": {
         "collapse_high": [

@@ -203,3 +203,24 @@ def test_graph_round_reads_evidence_only_with_memory(tmp_path, memory, first, ev
     assert report["attempts"][0]["template"] == first and report["attempts"][0]["evidence_used"] == evidence
     stored = [p for p in svc.memory.proposals_for("med-1") if p.revision == 0 and p.event_id == "e1"]
     assert stored[0].template == first and stored[0].evidence_used == evidence
+
+
+def test_a_refusal_a_later_attempt_built_on_is_no_failure_of_its_template():
+    """A word budget every probe kept to is refused, then re-sized from those probes and accepted (one event, two
+    attempts): on similar cases that is a success of the pair, so the sized rung is still tried first, while two
+    refusals nothing was built on still skip it."""
+    high = FailureEvent.model_validate(event("e-high", "collapse_high", "med-1", mean=1.0, std=0.0))
+
+    def rec(i, template, outcome):
+        return {
+            **_rec(i, template, outcome, interface="sampling", failure_type="collapse_high"),
+            "id": f"p{i}:{template}",
+        }
+
+    stepped = [
+        rec(i, t, o) for i in (1, 2) for t, o in (("variant_sized", "rejected"), ("variant_resized", "accepted"))
+    ]
+    ev = proposer.template_evidence(stepped, high, "sampling", "medical", "")
+    assert not ev.skipped("variant_sized") and ev.promoted("variant_resized")
+    refused = [rec(i, "variant_sized", "rejected") for i in (1, 2)]
+    assert proposer.template_evidence(refused, high, "sampling", "medical", "").skipped("variant_sized")
