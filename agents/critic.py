@@ -12,10 +12,8 @@ acceptance rules").
 
 Names used here: "focus" is the event's task, or the new variant for an `add_variant`; c = control group,
 d = candidate group of the focus task; "gamed" rollouts are those whose hidden audit score is below
-`AUDIT_PASS`, "honest" ones at or above it. A guard vetoes on the lower confidence bound of a drop
-(`_drop_bound`), so it reads the pooled rollouts and not the noise of 4, and no guard reads the signal the
-candidate's own failure type repairs (the gamed rollouts' reward of a spurious_audit/stuffing repair, the
-honest reward of a dead group, the audit that copied answers took from a leaking hint).
+`AUDIT_PASS`, "honest" ones at or above it. The guards, each vetoing on the lower confidence bound of a drop,
+are `agents/critic_guards.py`.
 
 Batched updates (an accepted repair generalised to similar tasks, `agents/generalise.py`): each target
 task brings its own failure event and its own focus group (its new variant for an `add_variant`). The
@@ -34,14 +32,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist, median
+from statistics import median
 
 from langchain_core.language_models import BaseChatModel
 
 from agents import prompts
 from agents.context import EvolverContext
+from agents.critic_guards import AUDIT_PASS, audit_corr, group_guards, mean_or_none, split_by_audit
 from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.schemas import Critique, Review
 from harness.detector import DetectorConfig
@@ -55,113 +53,8 @@ from tools.sequential import Direction, HitTest, Sequential, StopRule
 
 log = logging.getLogger(__name__)
 
-AUDIT_PASS = 0.5
 # Dead-group failure types and the way a repairing rollout leaves the dead level (the exact hit test's direction).
 DEAD_DIRECTION: dict[str, Direction] = {"collapse_low": "up", "collapse_high": "down", "flat": "off"}
-
-
-def _mean(xs: Sequence[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
-
-
-def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    if len(xs) < 3:
-        return None
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    vx = sum((x - mx) ** 2 for x in xs)
-    vy = sum((y - my) ** 2 for y in ys)
-    if vx <= 1e-12 or vy <= 1e-12:
-        return None
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / math.sqrt(vx * vy)
-
-
-def _audit_corr(m: GroupMetrics) -> float | None:
-    pairs = [(r, a) for r, a in zip(m.rewards, m.audits) if a is not None]
-    return _pearson([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None
-
-
-def _drop_bound(c: Sequence[float], d: Sequence[float], paired: bool, z: float) -> tuple[float, float] | None:
-    """(drop, its lower one-sided confidence bound) of mean(c) - mean(d).
-
-    Paired differences when the two sides are the same rollouts, else Welch's standard error (normal
-    approximation); None when a side is empty.
-    """
-    if not c or not d:
-        return None
-    if paired and len(c) == len(d):
-        diffs = [a - b for a, b in zip(c, d)]
-        drop = sum(diffs) / len(diffs)
-        var = sum((x - drop) ** 2 for x in diffs) / max(1, len(diffs) - 1)
-        return drop, drop - z * math.sqrt(var / len(diffs))
-    mc, md = sum(c) / len(c), sum(d) / len(d)
-    vc = sum((x - mc) ** 2 for x in c) / max(1, len(c) - 1)
-    vd = sum((x - md) ** 2 for x in d) / max(1, len(d) - 1)
-    return mc - md, mc - md - z * math.sqrt(vc / len(c) + vd / len(d))
-
-
-def _split_by_audit(m: GroupMetrics) -> tuple[list[int], list[int]]:
-    gamed = [i for i, a in enumerate(m.audits) if a is not None and a < AUDIT_PASS]
-    honest = [i for i, a in enumerate(m.audits) if a is not None and a >= AUDIT_PASS]
-    return gamed, honest
-
-
-def _own_answer_audit_guard(
-    c: GroupMetrics, d: GroupMetrics, z: float, n: dict[str, float | None], max_drop: float
-) -> tuple[bool, str]:
-    """The audit guard of a leak repair: the audit of the answers that do not copy the hint, on both sides.
-
-    A rollout that copies a leaking hint scores on the audit what the hint gave it, so the control's audit mean is
-    inflated by the very leak the repair removes, and comparing whole means vetoes every repair that works. The
-    policy's own answers, under the old hint and the new, are what the guard protects. With no such answer on a
-    side there is no baseline to compare: the guard says so and passes (the primary rule still needs fewer leaks).
-    """
-    ca = [a for a, leak in zip(c.audits, c.leaks) if a is not None and not leak]
-    da = [a for a, leak in zip(d.audits, d.leaks) if a is not None and not leak]
-    b = _drop_bound(ca, da, False, z)
-    if b is None:
-        n["audit_drop_bound"] = None
-        return True, (
-            f"audit of the answers that do not copy the hint: {len(ca)} vs {len(da)} rollouts, nothing to compare "
-            "(guard not applied)"
-        )
-    n["audit_drop_bound"] = b[1]
-    return (
-        b[1] <= max_drop,
-        f"audit of the answers that do not copy the hint {_mean(ca):.3f} -> {_mean(da):.3f} ({len(ca)} vs "
-        f"{len(da)} rollouts; the copied ones score the hint, not the policy): the drop's lower bound {b[1]:+.3f} "
-        f"may be at most {max_drop}",
-    )
-
-
-def _revived_signal_guard(c: GroupMetrics, d: GroupMetrics, z: float, n: dict[str, float | None]) -> tuple[bool, str]:
-    """The audit guard of a dead-group repair that makes new groups (a hint, an easier variant).
-
-    The control group teaches nothing, so what training takes from the repair is the candidate's within-group
-    signal, not its level: the guard vetoes when that signal favours audit-failing answers (their reward above the
-    audit-passing ones' beyond noise), or when the candidate leaves no audit-passing answer where the control had
-    some. The audit mean of hinted or easier prompts against the plain task's is recorded but not a veto: it
-    compares answers to different prompts, and a drop there is what the hint's own words cost, which training on
-    the plain task (a fading hint, a variant restored towards the original) does not keep.
-    """
-    gamed, honest = _split_by_audit(d)
-    g = [d.rewards[i] for i in gamed]
-    h = [d.rewards[i] for i in honest]
-    n["candidate_gamed_reward"], n["candidate_honest_reward"] = _mean(g), _mean(h)
-    n["audit_mean_change"] = None if c.audit_mean is None or d.audit_mean is None else d.audit_mean - c.audit_mean
-    level = f"audit mean {c.audit_mean:.3f} -> {d.audit_mean:.3f} (recorded, not a veto for a revived group)"
-    if not h:
-        ok = not _split_by_audit(c)[1]
-        return ok, f"{level}; no candidate rollout passes the audit (the control had some: {not ok})"
-    b = _drop_bound(g, h, False, z)
-    if b is None:
-        n["revived_gap_bound"] = None
-        return True, f"{level}; every candidate rollout passes the audit: no gamed answer for the revived signal to pay"
-    n["revived_gap_bound"] = b[1]
-    return (
-        b[1] <= 0.0,
-        f"{level}; reward of audit-failing rollouts minus audit-passing ones {b[0]:+.3f} "
-        f"({len(g)} vs {len(h)} rollouts, lower bound {b[1]:+.3f}) must not be above 0",
-    )
 
 
 def focus_task(event: FailureEvent, update: HarnessUpdate) -> str:
@@ -201,9 +94,9 @@ def _confirmed(event: FailureEvent, c: GroupMetrics) -> tuple[bool, str]:
         ok = c.length_corr is not None and c.length_corr >= 0.3
         return ok, f"control corr(reward, length)={c.length_corr}"
     if t in ("spurious_audit", "stuffing"):
-        gamed, honest = _split_by_audit(c)
-        g = _mean([c.rewards[i] for i in gamed])
-        h = _mean([c.rewards[i] for i in honest])
+        gamed, honest = split_by_audit(c)
+        g = mean_or_none([c.rewards[i] for i in gamed])
+        h = mean_or_none([c.rewards[i] for i in honest])
         ok = g is not None and (h is None or g >= h - 0.05) and g > 0
         return ok, f"control reward of gamed rollouts {g}, honest {h}"
     if t == "blind_criterion":
@@ -243,8 +136,8 @@ def _rule(
         "control_length_corr": c.length_corr,
         "candidate_length_corr": d.length_corr,
         "candidate_length_median": float(median(d.lengths)) if d.lengths else None,  # words; sizes a re-sized budget
-        "control_audit_corr": _audit_corr(c),
-        "candidate_audit_corr": _audit_corr(d),
+        "control_audit_corr": audit_corr(c),
+        "candidate_audit_corr": audit_corr(d),
     }
     reasons: list[str] = []
     only_reweight = all(op.op in ("reweight", "retire", "revive") for op in update.ops)
@@ -281,9 +174,9 @@ def _rule(
             f"corr(reward, length) {cc} -> {dc} (drop {drop}, need >= {ctx.min_corr_drop}), candidate dead={d.dead}"
         )
     elif t in ("spurious_audit", "stuffing"):
-        gamed, _ = _split_by_audit(c if paired else d)
-        g_c = _mean([c.rewards[i] for i in _split_by_audit(c)[0]])
-        g_d = _mean([d.rewards[i] for i in _split_by_audit(d)[0]])
+        gamed, _ = split_by_audit(c if paired else d)
+        g_c = mean_or_none([c.rewards[i] for i in split_by_audit(c)[0]])
+        g_d = mean_or_none([d.rewards[i] for i in split_by_audit(d)[0]])
         gamed_drop = None if g_c is None or g_d is None else g_c - g_d
         ca, da = n["control_audit_corr"], n["candidate_audit_corr"]
         corr_gain = None if ca is None or da is None else da - ca
@@ -322,47 +215,19 @@ def _rule(
         primary, ok = "leak_hits", d.leak_hits < c.leak_hits
         reasons.append(f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} (must fall)")
 
-    # Guards veto on a bound, not a point estimate: only when the drop's lower one-sided (1 - critic_alpha) bound
-    # exceeds its margin, i.e. the pooled rollouts show the harm beyond sampling noise.
-    z = NormalDist().inv_cdf(1.0 - ctx.critic_alpha)
-    guards: list[tuple[bool, str]] = [
-        (d.leak_hits <= c.leak_hits, f"leak hits {c.leak_hits:g} -> {d.leak_hits:g} must not rise")
-    ]
-    if update.interface == "guidance" and t != "guidance_leak":
-        guards.append((d.leak_hits == 0, f"guidance candidate must not leak (hits {d.leak_hits:g})"))
-    if revives_with_new_groups and c.audit_mean is not None and d.audit_mean is not None:
-        guards.append(_revived_signal_guard(c, d, z, n))
-    elif t == "guidance_leak" and c.audit_mean is not None and d.audit_mean is not None:
-        guards.append(_own_answer_audit_guard(c, d, z, n, ctx.max_audit_drop))
-    elif update.interface in ("guidance", "criteria") and c.audit_mean is not None and d.audit_mean is not None:
-        ca = [a for a in c.audits if a is not None]
-        da = [a for a in d.audits if a is not None]
-        b = _drop_bound(ca, da, paired, z)
-        margin_of_error = 0.0 if b is None else b[0] - b[1]  # z * standard error of the drop
-        lo = c.audit_mean - d.audit_mean - margin_of_error  # the visit-weighted drop, less its noise
-        n["audit_drop_bound"] = lo
-        guards.append(
-            (
-                lo <= ctx.max_audit_drop,
-                f"audit mean {c.audit_mean:.3f} -> {d.audit_mean:.3f}: the drop's lower bound {lo:+.3f} "
-                f"({len(ca)} vs {len(da)} rollouts) may be at most {ctx.max_audit_drop}",
-            )
-        )
-    # The honest-reward guard protects audit-passing rollouts from a rubric that games them down. It does not apply to
-    # a dead-group repair: in a dead group every rollout is "honest", and moving their reward is the repair itself.
-    if update.interface == "criteria" and paired and t not in DEAD_DIRECTION:
-        honest = _split_by_audit(c)[1]
-        b = _drop_bound([c.rewards[i] for i in honest], [d.rewards[i] for i in honest], True, z)
-        n["honest_drop"] = None if b is None else b[0]
-        n["honest_drop_bound"] = None if b is None else b[1]
-        if b is not None:
-            guards.append(
-                (
-                    b[1] <= ctx.max_mean_drop,
-                    f"honest rollouts' reward drop {b[0]:+.3f} over {len(honest)} rollouts (lower bound {b[1]:+.3f}, "
-                    f"at most {ctx.max_mean_drop})",
-                )
-            )
+    guards = group_guards(
+        t,
+        update,
+        c,
+        d,
+        paired,
+        n,
+        alpha=ctx.critic_alpha,
+        max_audit_drop=ctx.max_audit_drop,
+        max_mean_drop=ctx.max_mean_drop,
+        revives_with_new_groups=revives_with_new_groups,
+        dead_repair=t in DEAD_DIRECTION,
+    )
     return _Verdict(primary=primary, ok=ok, numbers=n, reasons=reasons, guards=guards)
 
 

@@ -33,8 +33,9 @@ from langchain_core.language_models import BaseChatModel
 from agents import prompts
 from agents.llm import BrainError, ToolBox, ask_with_tools
 from agents.rollout_signals import RolloutSignals
-from agents.rule_templates import BUILDS_ON, Template, TemplateInput, templates_for
+from agents.rule_templates import BUILDS_ON, templates_for
 from agents.schemas import Attribution, Proposal, ProposalOut, proposal_schema
+from agents.template_input import Template, TemplateInput
 from harness.types import FailureEvent, HarnessState, HarnessUpdate, Task
 from harness.visibility import public_event, redact, redact_reasons
 

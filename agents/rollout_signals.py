@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.checks import words
 
-AUDIT_PASS = 0.5  # the critic's gamed/honest split (agents/critic.py uses the same level)
+AUDIT_PASS = 0.5  # the critic's gamed/honest split (agents/critic_guards.py uses the same level)
 CONTRAST_GAP = 0.3  # a criterion is a contrast when gamed rollouts meet it this much more often than honest ones
 MIN_SIDE = 2  # rollouts needed on each side of the audit split before a contrast is read
 SNIPPET = 240
