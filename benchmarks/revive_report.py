@@ -44,6 +44,7 @@ from trainer.io import read_jsonl  # noqa: E402
 from trainer.round_events import EVENT_CLASS  # noqa: E402
 
 EPS = DetectorConfig().eps  # the detector's default: a group is dead when its reward std is below it
+TAU_LO, TAU_HI = DetectorConfig().tau_lo, DetectorConfig().tau_hi  # the detector's all-low / all-high levels
 
 
 def per_task(metrics: list[dict[str, Any]], lo: int, hi: int) -> dict[str, list[int]]:
@@ -59,6 +60,28 @@ def per_task(metrics: list[dict[str, Any]], lo: int, hi: int) -> dict[str, list[
             c[0] += 1
             c[1] += std < EPS
     return out
+
+
+def dead_levels(metrics: list[dict[str, Any]], lo: int, hi: int) -> dict[str, Any]:
+    """HarnessRL's dead groups over steps lo..hi by level, as the detector types them (all-low: mean <= tau_lo,
+    all-high: mean >= tau_hi, flat: constant partial credit between), and per task its dead groups' levels.
+
+    Reads each step's `tasks`, `group_means` and `group_stds` (metrics.jsonl rows, or a job summary's `steps`).
+    """
+    kinds = {"all_low": 0, "all_high": 0, "flat": 0}
+    tasks: dict[str, dict[str, Any]] = {}
+    for m in metrics:
+        if not lo <= m["step"] <= hi:
+            continue
+        for tid, mean, std in zip(m["tasks"], m["group_means"], m["group_stds"]):
+            row = tasks.setdefault(tid, {"groups": 0, "dead": 0, "dead_levels": []})
+            row["groups"] += 1
+            if std >= EPS:
+                continue
+            row["dead"] += 1
+            row["dead_levels"].append(round(mean, 2))
+            kinds["all_low" if mean <= TAU_LO else "all_high" if mean >= TAU_HI else "flat"] += 1
+    return {"kinds": kinds, "tasks": {t: r for t, r in sorted(tasks.items()) if r["dead"]}}
 
 
 def early_steps(f_early: Path) -> list[dict[str, Any]]:
@@ -196,29 +219,48 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
         "accepted_updates": accepted,
         "pause": {"pause_s": round(pause, 1), "train_s": round(train_s, 1), "share": pause / (pause + train_s)},
         "per_task_cut": split,
+        "dead_levels_after_early": dead_levels(h_metrics, early + 1, steps),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--harnessrl", nargs="+", required=True, help="HarnessRL run folders, one per seed")
+    ap.add_argument(
+        "--levels",
+        nargs="+",
+        metavar="SUMMARY",
+        help="only the dead groups' levels after --early, from HarnessRL job summaries (their per-step rows)",
+    )
+    ap.add_argument("--harnessrl", nargs="+", help="HarnessRL run folders, one per seed")
     ap.add_argument(
         "--fixed-early",
         nargs="+",
-        required=True,
         help="short fixed run folders or their job summaries (bench_collect), same seeds and order",
     )
-    ap.add_argument("--fixed-summary", nargs="+", required=True, help="40-step fixed job summaries, same order")
+    ap.add_argument("--fixed-summary", nargs="+", help="40-step fixed job summaries, same order")
     ap.add_argument("--early", type=int, default=8, help="the early steps (default 8: the first regular round)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    command = "benchmarks/revive_report.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.levels:
+        levels = {}
+        for f in args.levels:
+            rows = json.loads(Path(f).read_text())["steps"]
+            levels[Path(f).stem] = dead_levels(rows, args.early + 1, max(r["step"] for r in rows))
+        total = {k: sum(v["kinds"][k] for v in levels.values()) for k in ("all_low", "all_high", "flat")}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"command": command, "total": total, **levels}, indent=1) + "\n")
+        print(f"dead groups after step {args.early} by level, {len(levels)} runs: {total}")
+        return 0
+    if not (args.harnessrl and args.fixed_early and args.fixed_summary):
+        ap.error("give --harnessrl, --fixed-early and --fixed-summary (or --levels)")
     if not len(args.harnessrl) == len(args.fixed_early) == len(args.fixed_summary):
         ap.error("give one --harnessrl, --fixed-early and --fixed-summary per seed, in the same order")
     seeds = {
         Path(h).name: seed_report(Path(h), Path(fe), Path(fs), args.early)
         for h, fe, fs in zip(args.harnessrl, args.fixed_early, args.fixed_summary)
     }
-    out = {"command": "benchmarks/revive_report.py " + " ".join(argv if argv is not None else sys.argv[1:]), **seeds}
+    out = {"command": command, **seeds}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1, default=float) + "\n")
     for name, s in seeds.items():
