@@ -400,6 +400,32 @@ def test_dead_events_rank_by_the_dead_groups_a_repair_could_revive(run):
     assert set(got.values) == {e.id for e in run.pending_events} | {e.id for e in got.taken}
 
 
+def test_blind_criteria_rank_by_the_dead_groups_of_their_task(run):
+    """Among blind criteria of one class, the one on the task that often ties (dead at one partial credit) first.
+
+    A criterion every answer meets, or none does, is what leaves a group's answers tied; an edit that makes it
+    discriminate revives the task's dead groups only where there are some. Their class still comes after dead
+    failures."""
+    from trainer.round_events import repair_values
+
+    for _ in range(4):
+        run.liveness.observe("t-photo", dead=True)
+    for _ in range(4):
+        run.liveness.observe("t-paris", dead=False)
+    with run.lock:
+        run.pending_events = [
+            _typed("blind_criterion", "t-paris", 5, True),
+            _typed("blind_criterion", "t-photo", 3, True),
+            _typed("collapse_low", "t-any", 2),
+        ]
+    values = repair_values(run, run.pending_events, step=4)
+    assert values["blind_criterion:t-photo:3"].value > values["blind_criterion:t-paris:5"].value
+    got = take_events(run, 2, values=lambda evs: repair_values(run, evs, 4))
+    # Without values the newer t-paris event would go first (same class, same hits).
+    assert [e.id for e in got.taken] == ["collapse_low:t-any:2", "blind_criterion:t-photo:3"]
+    assert [e.id for e in run.pending_events] == ["blind_criterion:t-paris:5"]
+
+
 def test_a_repairs_value_uses_the_draw_rate_a_revived_task_gets(run):
     """The sampler's multipliers (liveness weighting, dynamic filtering) lift once a task is repaired."""
     from trainer.round_events import repair_values

@@ -4,8 +4,8 @@
 events about a harness an update already replaced are stale (`stale_check`), a task is repaired once per round
 (its other events are superseded), a dead group seen once on a task whose recent groups are mostly live is
 dropped (`live_check`), and tasks are ranked first by a fixed order of failure classes (`EVENT_CLASS`,
-`SLOT_ORDER`; docs/DESIGN.md §2) and, among dead failures of one class, by the informative groups a repair would buy
-(`repair_values`); events beyond `harness.max_events` wait for the next round.
+`SLOT_ORDER`; docs/DESIGN.md §2) and, among dead failures or blind criteria of one class, by the informative groups a
+repair would buy (`repair_values`); events beyond `harness.max_events` wait for the next round.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ EVENT_CLASS = {
 # hacks but before confirmed blind criteria, which on SmolLM2 took most slots while dead groups waited. Batch-level
 # events (task "*") come last: the evolver records them but cannot update a task for them.
 SLOT_ORDER = (("dead", True), ("hack", True), ("dead", False), ("blind", True), ("hack", False), ("blind", False))
+# The classes ranked by repair value within their slot (`rank`); a hack's repair is worth its harm, not dead groups.
+VALUED_CLASSES = ("dead", "blind")
 
 
 class RepairValue(NamedTuple):
@@ -104,13 +106,18 @@ class RoundEvents(NamedTuple):
 def rank(e: FailureEvent, value: float = 0.0) -> tuple[float, float, int, int]:
     """Sort key of a pending event whose `RepairValue.value` is `value`.
 
-    Its priority class; then, for a dead failure, the more dead groups its repair would make informative first (a
-    task drawn often and dead often before one drawn rarely); then the failure seen in more groups first (more
-    likely real, more rollouts wasted), then the most recent.
+    Its priority class; then, for a dead failure or a blind criterion, the more dead groups its repair would make
+    informative first (a task drawn often and dead often before one drawn rarely); then the failure seen in more
+    groups first (more likely real, more rollouts wasted), then the most recent.
+
+    A blind criterion is valued like a dead failure of its task: a group whose answers tie on every criterion is
+    dead at a constant partial credit (flat), and a criterion that all of them meet or all miss is what leaves them
+    tied, so a split or edit that makes it discriminate lowers the chance that a group of G ties. On a task that
+    never goes dead the same edit only refines a rubric that already teaches.
     """
     key = (EVENT_CLASS.get(e.type), e.confirmed)
     cls = SLOT_ORDER.index(key) if key in SLOT_ORDER else len(SLOT_ORDER)
-    worth = value if EVENT_CLASS.get(e.type) == "dead" else 0.0
+    worth = value if EVENT_CLASS.get(e.type) in VALUED_CLASSES else 0.0
     return cls + (100 if e.task_id == "*" else 0), -worth, -e.window_hits, -e.step
 
 
