@@ -139,36 +139,36 @@ def t_tighten_contrast(p: TemplateInput) -> HarnessUpdate | None:
     )
 
 
-def t_reweight_contrast(p: TemplateInput) -> HarnessUpdate | None:
-    """Halve the weight of the contrast criteria (as `t_tighten_contrast` finds them), keeping one content criterion."""
-    ids = set(p.signals.contrast_criteria)
+def _halve_weights(p: TemplateInput, halve: Callable[[Criterion], bool], why: str, effect: str) -> HarnessUpdate | None:
+    """Halve the weight of the positive criteria `halve` picks, keeping at least one content criterion whole.
+
+    Halving every positive criterion would change nothing: the template does not apply then.
+    """
     ops = [
         ReweightCriterion(task_id=p.task.id, criterion_id=c.id, weight=bank._split_weight(c.weight, 2))
         for c in p.task.criteria
-        if c.id in ids and c.weight > 0 and abs(c.weight) > 0.1
+        if c.weight > 0 and halve(c) and abs(c.weight) > 0.1
     ]
     if not ops or len(ops) == sum(c.weight > 0 for c in p.task.criteria):
         return None
-    return p.update(
-        "criteria",
-        ops[:8],
+    return p.update("criteria", ops[:8], why, effect)
+
+
+def t_reweight_contrast(p: TemplateInput) -> HarnessUpdate | None:
+    """Halve the weight of the contrast criteria (as `t_tighten_contrast` finds them), keeping one content criterion."""
+    ids = set(p.signals.contrast_criteria)
+    return _halve_weights(
+        p,
+        lambda c: c.id in ids,
         "the criteria that credit gamed rollouts carry less of the reward",
         "gamed rollouts lose reward; the other criteria decide more of the score",
     )
 
 
 def t_reweight_format(p: TemplateInput) -> HarnessUpdate | None:
-    ops = [
-        ReweightCriterion(task_id=p.task.id, criterion_id=c.id, weight=bank._split_weight(c.weight, 2))
-        for c in p.task.criteria
-        if c.weight > 0 and bank.is_format_only(c) and abs(c.weight) > 0.1
-    ]
-    # Halving every positive criterion would change nothing: keep at least one content criterion.
-    if not ops or len(ops) == sum(c.weight > 0 for c in p.task.criteria):
-        return None
-    return p.update(
-        "criteria",
-        ops[:8],
+    return _halve_weights(
+        p,
+        bank.is_format_only,
         "format-only criteria carry too much of the reward: halve their weight",
         "content criteria decide more of the score",
     )

@@ -373,7 +373,7 @@ def _revived_signal_harm(
     cfg: DetectorConfig,
     nums: dict[str, float | None],
 ) -> list[str]:
-    """The audit guard of a hint on a dead task, read on its hinted groups (`agents.critic_guards._revived_signal_guard`).
+    """The audit guard of a hint on a dead task, read on its hinted groups (`critic_guards._revived_signal_guard`).
 
     The groups before the hint taught nothing, so the harm to look for is a signal that pays audit-failing answers
     above audit-passing ones, not a lower audit mean on hinted prompts than on plain ones.

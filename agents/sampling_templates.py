@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from agents import rules_bank as bank
 from agents.template_input import Template, TemplateInput
-from harness.checks import WordCount
+from harness.checks import Check, WordCount
 from harness.types import (
     AddVariant,
     Criterion,
@@ -51,24 +51,22 @@ def _pick_constraint(p: TemplateInput) -> bank.Constraint | None:
     return min(harder or options, key=lambda c: c.difficulty)
 
 
-def t_variant(p: TemplateInput) -> HarnessUpdate | None:
-    c = _pick_constraint(p)
-    if c is None:
-        return None
+def _harder_variant(p: TemplateInput, name: str, instruction: str, criterion_text: str, check: Check) -> AddVariant:
+    """The task's prompt plus `instruction`, with an essential criterion checking it; the parent drawn half as often."""
     taken = set(p.state.tasks) | set(p.state.variants)
-    vid = bank.fresh_id(f"{p.task.id}.v{p.state.version + 1}-{c.name}"[:120], taken)
+    vid = bank.fresh_id(f"{p.task.id}.v{p.state.version + 1}-{name}"[:120], taken)
     prompt = [m.model_copy() for m in p.task.prompt]
-    prompt[-1] = Message(role="user", content=f"{prompt[-1].content.rstrip()} {c.instruction}")
+    prompt[-1] = Message(role="user", content=f"{prompt[-1].content.rstrip()} {instruction}")
     crit = Criterion(
-        id=bank.fresh_id(f"evo-{c.name}", p.taken_ids),
-        text=c.criterion_text,
+        id=bank.fresh_id(f"evo-{name}", p.taken_ids),
+        text=criterion_text,
         weight=5.0,
         kind="essential",
-        check=c.check,
+        check=check,
         origin="evolver:variant",
     )
     weight = p.state.sampling[p.task.id].weight
-    op = AddVariant(
+    return AddVariant(
         task_id=p.task.id,
         variant_id=vid,
         prompt=prompt,
@@ -76,6 +74,13 @@ def t_variant(p: TemplateInput) -> HarnessUpdate | None:
         weight=weight,
         parent_weight=round(weight * 0.5, 3),
     )
+
+
+def t_variant(p: TemplateInput) -> HarnessUpdate | None:
+    c = _pick_constraint(p)
+    if c is None:
+        return None
+    op = _harder_variant(p, c.name, c.instruction, c.criterion_text, c.check)
     p.label = f"variant:{c.name}"
     return p.update(
         "sampling",
@@ -95,27 +100,12 @@ def _budget_variant(p: TemplateInput, budget: int, rationale: str) -> HarnessUpd
     floor = min(bank.WORD_FLOOR, max(1, budget // 2))
     if budget <= floor:
         return None
-    taken = set(p.state.tasks) | set(p.state.variants)
-    vid = bank.fresh_id(f"{p.task.id}.v{p.state.version + 1}-words{budget}"[:120], taken)
-    instruction = f"Answer in at most {budget} words."
-    prompt = [m.model_copy() for m in p.task.prompt]
-    prompt[-1] = Message(role="user", content=f"{prompt[-1].content.rstrip()} {instruction}")
-    crit = Criterion(
-        id=bank.fresh_id(f"evo-words{budget}", p.taken_ids),
-        text=f"Answers within {budget} words",
-        weight=5.0,
-        kind="essential",
-        check=WordCount(min=floor, max=budget),
-        origin="evolver:variant",
-    )
-    weight = p.state.sampling[p.task.id].weight
-    op = AddVariant(
-        task_id=p.task.id,
-        variant_id=vid,
-        prompt=prompt,
-        extra_criteria=[crit],
-        weight=weight,
-        parent_weight=round(weight * 0.5, 3),
+    op = _harder_variant(
+        p,
+        f"words{budget}",
+        f"Answer in at most {budget} words.",
+        f"Answers within {budget} words",
+        WordCount(min=floor, max=budget),
     )
     return p.update("sampling", [op], rationale, "about half the rollouts meet the budget: std up")
 
