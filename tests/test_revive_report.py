@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks.revive_report import main, per_task, seed_report
+from benchmarks.revive_report import dead_levels, main, per_task, seed_report
 
 DEAD, LIVE = 0.0, 0.2
 
@@ -17,6 +17,10 @@ def _metrics(rows):
             "step": s,
             "tasks": tasks,
             "group_stds": stds,
+            # A dead group of task "b" ties at a partial credit (flat), any other at zero (all-low).
+            "group_means": [
+                0.5 if std < 0.05 and t == "b" else 0.0 if std < 0.05 else 0.4 for t, std in zip(tasks, stds)
+            ],
             "n_groups": len(tasks),
             "dead_share": sum(x < 0.05 for x in stds) / len(tasks),
             "train_step_s": 10.0,
@@ -142,3 +146,24 @@ def test_a_committed_job_summary_stands_in_for_the_short_fixed_run(pair):
     from_folder = seed_report(pair / "h", pair / "fixed", pair / "fixed.json", early=2)
     from_summary = seed_report(pair / "h", pair / "fixed.json", pair / "fixed.json", early=2)
     assert from_summary == from_folder and list(from_summary["chronic"]) == ["a"]
+
+
+def test_dead_groups_are_counted_by_the_level_they_tie_at(pair, tmp_path):
+    """All-low, all-high or flat (a partial credit every answer got), as the detector types them, per task too."""
+    rows = _metrics([(["a", "b", "c"], [DEAD, DEAD, LIVE]), (["b", "c"], [DEAD, DEAD]), (["a"], [DEAD])])
+    rows[1]["group_means"][1] = 1.0  # c's dead group at step 2: every answer met every criterion
+    got = dead_levels(rows, 2, 3)
+    assert got["kinds"] == {"all_low": 1, "all_high": 1, "flat": 1}
+    assert got["tasks"] == {
+        "a": {"groups": 1, "dead": 1, "dead_levels": [0.0]},
+        "b": {"groups": 1, "dead": 1, "dead_levels": [0.5]},
+        "c": {"groups": 1, "dead": 1, "dead_levels": [1.0]},
+    }
+    # From job summaries (their per-step rows), without the fixed arm; and in seed_report after the early steps.
+    (tmp_path / "h1.json").write_text(json.dumps({"steps": rows}))
+    out = tmp_path / "levels.json"
+    assert main(["--levels", str(tmp_path / "h1.json"), "--early", "1", "--out", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert written["total"] == got["kinds"] and written["h1"] == got
+    r = seed_report(pair / "h", pair / "fixed", pair / "fixed.json", early=2)
+    assert r["dead_levels_after_early"]["kinds"] == {"all_low": 1, "all_high": 0, "flat": 0}
