@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -278,12 +279,47 @@ def stop_rule(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) -
     return StopRule(task_id=focus_task(event, update), holds=holds, hits=hit_test(event, update, ctx))
 
 
-def no_effect(m: Measurement) -> bool:
-    """A criteria candidate that scores every rollout of every task exactly as the control rubric does."""
+AFFINE_TOL = 1e-6  # rewards are weighted sums of 0/1 verdicts: an exact map leaves only float rounding
+
+
+def same_advantages(control: Sequence[float], candidate: Sequence[float]) -> bool:
+    """Whether `candidate` is an increasing affine map of `control`, rollout by rollout (a * r + b, a > 0).
+
+    Training scales each group's advantages by the group's own std (`scale_rewards="group"` in trainer/grpo.py), and
+    (r - mean) / std is unchanged by such a map, so a rubric that scores cached rollouts this way teaches exactly
+    what the control teaches, whatever its std: for example a criterion that every rollout meets, or none does,
+    reweighted. A control of equal rewards maps only to equal rewards (a dead group stays dead).
+    """
+    if len(control) != len(candidate) or not control:
+        return False
+    mc, md = sum(control) / len(control), sum(candidate) / len(candidate)
+    vc = sum((x - mc) ** 2 for x in control)
+    if vc <= AFFINE_TOL**2:
+        return all(abs(y - md) <= AFFINE_TOL for y in candidate)
+    a = sum((x - mc) * (y - md) for x, y in zip(control, candidate)) / vc
+    return a > AFFINE_TOL and all(abs(y - (md + a * (x - mc))) <= AFFINE_TOL for x, y in zip(control, candidate))
+
+
+def no_effect(m: Measurement, update: HarnessUpdate) -> bool:
+    """A criteria candidate that changes no advantage training would compute from the cached rollouts.
+
+    It scores every rollout of every task exactly as the control rubric does, or, when it only reweights criteria,
+    as an increasing affine map of it (`same_advantages`). The map test is kept to reweights: they change no verdict,
+    so the map they make of a criterion every cached rollout meets (or none does) holds for any rollout that meets it
+    likewise. An edit that changes verdicts is judged by its rule even when its pool holds only two distinct
+    answers, which any order-keeping edit maps affinely; later groups with more kinds of answers can tell it apart.
+    """
     if m.interface != "criteria" or not m.per_task:
         return False
+    reweights = all(op.op == "reweight_criterion" for op in update.ops)
     return all(
-        m.paired.get(t) and sides["control"].rewards == sides["candidate"].rewards for t, sides in m.per_task.items()
+        m.paired.get(t)
+        and (
+            same_advantages(sides["control"].rewards, sides["candidate"].rewards)
+            if reweights
+            else sides["control"].rewards == sides["candidate"].rewards
+        )
+        for t, sides in m.per_task.items()
     )
 
 
@@ -340,7 +376,7 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
             n["seq_control_hits"], n["seq_control_n"] = float(s.control_hits or 0), float(s.control_n or 0)
             n["seq_control_spared"], n["seq_control_late"] = float(s.control_spared), float(s.control_late)
         guards.append((s.decision == "pass", _sequential_why(s)))
-    if no_effect(m):
+    if no_effect(m, update):
         rows = sum(len(sides["control"].rewards) for sides in m.per_task.values())
         return Critique(
             failure_type=event.type,
@@ -350,8 +386,9 @@ def judge_measurement(event: FailureEvent, update: HarnessUpdate, m: Measurement
             no_effect=True,
             reasons=[
                 *reasons,
-                f"NO EFFECT: the candidate rubric scores all {rows} cached rollouts exactly as "
-                "the control does; refused without costing a revision",
+                f"NO EFFECT: the candidate rubric scores all {rows} cached rollouts as the control does, up to an "
+                "increasing affine map that leaves every group's advantages unchanged; refused without costing a "
+                "revision",
             ],
         )
     failed = [why for good, why in guards if not good]

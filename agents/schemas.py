@@ -95,8 +95,8 @@ class Critique(BaseModel):
     no_effect: bool = Field(
         default=False,
         description=(
-            "a criteria candidate that changes no cached rollout's score: refused without costing a revision and not "
-            "recorded as a failure of its template"
+            "a criteria candidate that changes no cached rollout's score (or, a reweight, no advantage): refused "
+            "without costing a revision and not recorded as a failure of its template"
         ),
     )
     veto: bool = False

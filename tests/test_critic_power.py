@@ -322,6 +322,39 @@ def test_a_criteria_candidate_that_changes_a_score_is_not_marked_no_effect():
     assert not crit.no_effect
 
 
+def _halve_len(prior):
+    update = {
+        "interface": "criteria",
+        "ops": [{"op": "reweight_criterion", "task_id": "med-1", "criterion_id": "len", "weight": 0.5}],
+    }
+    ev = FailureEvent.model_validate(event("b", "blind_criterion", "med-1", criterion_id="len", pass_rate=1.0))
+    return _judge(ScriptedPolicy(lambda p, i: HONEST), update=update, ev=ev, prior_rollouts={"med-1": prior})
+
+
+def test_reweighting_a_criterion_every_rollout_meets_is_no_effect_on_training():
+    """Every cached rollout meets `len`: halving its weight rescales every reward alike (an increasing affine map), so
+    each group's std-scaled advantages are what they were. Its std changes, which the std rule alone would read as a
+    repair; it is refused for free instead. The same reweight where `len` discriminates changes the advantages."""
+    m, crit = _halve_len([HONEST, UNSURE] * 6)
+    c, d = m.per_task["med-1"]["control"], m.per_task["med-1"]["candidate"]
+    assert c.rewards != d.rewards and c.std != d.std  # not the same scores ...
+    assert critic.same_advantages(c.rewards, d.rewards)  # ... but the same advantages
+    assert crit.no_effect and not crit.measured_ok
+    assert any("NO EFFECT" in r and "affine" in r for r in crit.reasons)
+    m, crit = _halve_len([HONEST, UNSURE, "water please", HONEST] * 3)  # "water please" misses len: 3 levels move
+    assert not critic.same_advantages(m.per_task["med-1"]["control"].rewards, m.per_task["med-1"]["candidate"].rewards)
+    assert not crit.no_effect
+
+
+def test_same_advantages_is_an_increasing_affine_map_rollout_by_rollout():
+    assert critic.same_advantages([0.0, 0.5, 1.0], [0.2, 0.4, 0.6])
+    assert not critic.same_advantages([0.0, 0.5, 1.0], [0.6, 0.4, 0.2])  # reversed: every advantage flips
+    assert not critic.same_advantages([0.0, 0.5, 1.0], [0.0, 0.1, 1.0])  # the middle answer moved
+    assert critic.same_advantages([0.3, 0.3], [0.7, 0.7])  # a dead group stays dead
+    assert not critic.same_advantages([0.3, 0.3], [0.3, 0.4])  # ... or is revived
+    assert not critic.same_advantages([], []) and not critic.same_advantages([0.1], [0.1, 0.2])
+
+
 # -- guards that cannot veto their own repair ------------------------------------------------------------------
 HARDER = {
     "interface": "criteria",
