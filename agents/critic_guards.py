@@ -2,7 +2,8 @@
 
 A guard vetoes on the lower one-sided (1 - `critic_alpha`) confidence bound of a drop (`drop_bound`), so it reads
 the pooled rollouts and not the noise of 4, and no guard reads the signal the candidate's own failure type repairs:
-the honest reward of a dead group, the audit that copied answers took from a leaking hint. "Gamed" rollouts are
+the gamed rollouts' reward of a spurious_audit or stuffing repair, the honest reward of a dead group, the audit that
+copied answers took from a leaking hint. "Gamed" rollouts are
 those whose hidden audit score is below `AUDIT_PASS`, "honest" ones at or above it. Which guards apply to which
 candidate is `group_guards`; `agents/critic.py` applies them with the failure type's primary rule.
 """
