@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents.critic_guards import AUDIT_PASS  # the critic's gamed/honest split: one level for both
 from harness.checks import words
 
-AUDIT_PASS = 0.5  # the critic's gamed/honest split (agents/critic_guards.py uses the same level)
 CONTRAST_GAP = 0.3  # a criterion is a contrast when gamed rollouts meet it this much more often than honest ones
 MIN_SIDE = 2  # rollouts needed on each side of the audit split before a contrast is read
 SNIPPET = 240
