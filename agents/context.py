@@ -78,6 +78,13 @@ class EvolverContext:
     sample_k_max: int = _f(
         SAMPLE_K_MAX, "cap: the group doubles from sample_k up to this while the critic's test is undecided"
     )
+    probe_budget: int | None = _f(
+        None,
+        "rollouts of the frozen policy this round's measurements may generate, dealt to its lanes in event order "
+        "in units of two groups of sample_k (graphs/evolver.py lane_budgets); a candidate whose probes could exceed "
+        "its lane's share is refused unmeasured and uncharged (None: no bound; a training run sets what is left of "
+        "harness.max_extra_generation)",
+    )
     critic_alpha: float = _f(0.1, "error rate of the critic's sequential test (stopping early on noise)")
     # 0.25: a dead-group repair worth its slot turns about one rollout in four into a hit (a mixed group of 4 has
     # one); smaller gains make groups of 4 mixed too rarely to pay for a harness change, and the futility bound of
@@ -154,6 +161,8 @@ class EvolverContext:
             raise ValueError(f"EvolverContext.sample_k_max ({self.sample_k_max}) must be >= sample_k ({self.sample_k})")
         if not 0.0 < self.min_rate_gain <= 1.0:
             raise ValueError(f"EvolverContext.min_rate_gain must be in (0, 1], got {self.min_rate_gain}")
+        if self.probe_budget is not None and self.probe_budget < 0:
+            raise ValueError(f"EvolverContext.probe_budget must be >= 0 or None, got {self.probe_budget}")
         if self.history_rollouts < 0:
             raise ValueError(f"EvolverContext.history_rollouts must be >= 0, got {self.history_rollouts}")
         if not 0.0 < self.critic_alpha < 1.0:

@@ -49,6 +49,7 @@ from harness.visibility import public_event, redact, redact_reasons
 from tools.candidate import Measurement
 from tools.group_metrics import GroupMetrics
 from tools.measure_settings import MeasureSettings
+from tools.probes import ProbeBudgetSpent
 from tools.reward_parts import parts_from_json
 from tools.sequential import Direction, HitTest, Sequential, StopRule
 
@@ -245,11 +246,16 @@ def hit_test(event: FailureEvent, update: HarnessUpdate, ctx: EvolverContext) ->
 
 
 def measure_settings(
-    ctx: EvolverContext, step: int, detector_config: DetectorConfig, k: int | None = None
+    ctx: EvolverContext,
+    step: int,
+    detector_config: DetectorConfig,
+    k: int | None = None,
+    probe_left: int | None = None,
 ) -> MeasureSettings:
     """The critic's measurement settings at `step`: the context's budget and sampling, the run's detector thresholds.
 
-    `k` fixes the budget (the fallback's reproduction probe).
+    `k` fixes the budget (the fallback's reproduction probe); `probe_left` caps the rollouts the measurement may
+    generate (the lane's share of the round's probe budget, `EvolverContext.probe_budget`; None: no cap).
     """
     return MeasureSettings(
         sample_k=ctx.sample_k,
@@ -262,6 +268,7 @@ def measure_settings(
         step=step,
         detector_config=detector_config,
         reward_parts=parts_from_json(ctx.reward_parts, "reward_parts"),
+        max_probe_rollouts=probe_left,
     )
 
 
@@ -425,6 +432,19 @@ def invalid_critique(event: FailureEvent, errors: list[str]) -> Critique:
         measured=False,
         invalid=True,
         reasons=[f"invalid candidate: {e}" for e in errors],
+    )
+
+
+def over_budget_critique(event: FailureEvent, err: ProbeBudgetSpent) -> Critique:
+    """A candidate the round's probe budget cannot measure: refused before any draw, like `no_effect` for free."""
+    return Critique(
+        failure_type=event.type,
+        measured_ok=False,
+        primary="probe_budget",
+        measured=False,
+        over_budget=True,
+        numbers={"budget_need": float(err.need), "budget_left": float(err.left)},
+        reasons=[f"NOT MEASURED: {err}; refused without costing a revision"],
     )
 
 

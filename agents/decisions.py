@@ -9,8 +9,9 @@ Decisions and their rules:
 
 - accept / revise / fallback: accept: the critic's rule held (`measured_ok`), no veto, valid. Else revise while
   the *charged* attempts are at most `max_revisions` and the proposer has something left; else fallback. An
-  attempt whose critique says `no_effect` (a criteria candidate that changes no rollout's score) is refused for
-  free: not charged, at most `FREE_RETRIES` of them per event
+  attempt whose critique says `no_effect` (a criteria candidate that changes no rollout's score) or `over_budget`
+  (its probes could exceed the lane's share of the round's probe budget) is refused for free: not charged, at most
+  `FREE_RETRIES` of them per event
 - batch accept / reject: the batch critique (`critic.judge_batch`: guards on every target, rule on a strict
   majority, the sequential test on the lead target) held and no veto
 - confirm / revert / wait: on the first `window` training groups of the graded task after the commit: revert when
@@ -82,7 +83,7 @@ from harness.types import (
 )
 
 Verdict = Literal["accept", "revise", "fallback", "reject", "confirm", "revert", "wait", "superseded"]
-FREE_RETRIES = 3  # no-effect candidates an event may get refused for free, beyond its charged revisions
+FREE_RETRIES = 3  # no-effect or over-budget candidates an event may get refused for free, beyond its charged ones
 GUARD_Z = 1.96  # standard errors a guard's drop must exceed beyond its margin (one-sided 2.5 %)
 DEAD_TYPES = ("collapse_low", "collapse_high", "flat")
 
@@ -123,7 +124,8 @@ def _why(critique: Critique, default: str) -> tuple[str, ...]:
 
 # -- accept / revise / fallback ---------------------------------------------------------------------------
 def _free(attempt: dict[str, Any]) -> bool:
-    return (attempt.get("critique") or {}).get("no_effect") is True
+    crit = attempt.get("critique") or {}
+    return crit.get("no_effect") is True or crit.get("over_budget") is True
 
 
 def after_critique(
@@ -145,9 +147,12 @@ def after_critique(
     if proposal.update is None and proposal.source in ("rules", "llm_fallback"):  # the rule brain has no template left
         return Decision("fallback", (*why, "no rule template left"), nums)
     if charged <= ctx.max_revisions and free <= FREE_RETRIES:
+        last = (attempts[-1].get("critique") or {}) if attempts else {}
         note = (
             "no score changed: not charged"
-            if attempts and _free(attempts[-1])
+            if last.get("no_effect") is True
+            else "over the probe budget: not charged"
+            if last.get("over_budget") is True
             else f"revision {charged} of {ctx.max_revisions}"
         )
         return Decision("revise", (*why, note), nums)

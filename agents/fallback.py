@@ -31,7 +31,7 @@ from harness.types import FailureEvent, HarnessState, HarnessUpdate, Quarantine,
 from tools.candidate import measure_candidate
 from tools.endpoint import PolicyEndpoint
 from tools.judge import Judge
-from tools.probes import ProbeCache
+from tools.probes import ProbeBudgetSpent, ProbeCache
 
 FALLBACK_MIN_WEIGHT = 0.05  # a fallback never sets weight 0: a weight-0 task leaves training for good
 QUARANTINE_STEPS = 4  # one evolver round at the default harness.evolve_every; then the task is drawn again
@@ -197,13 +197,16 @@ def probe_reproduction(
     probe_cache: ProbeCache | None,
     step: int,
     detector_config: DetectorConfig | None,
+    probe_left: int | None = None,
 ) -> Probe:
     """Probe the control group for a fallback that `needs_probe` (no candidate was measured).
 
     The fallback's own sampling update changes no group, so both sides are the current harness; the fallback acts
     only if the frozen policy shows the failure now (`critic.reproduces`)."""
     assert fb.update is not None  # only a fallback with an update needs a probe
-    settings = critic.measure_settings(ctx, step, detector_config or DetectorConfig(), k=ctx.sample_k)
+    settings = critic.measure_settings(
+        ctx, step, detector_config or DetectorConfig(), k=ctx.sample_k, probe_left=probe_left
+    )
     m = measure_candidate(state, fb.update, endpoint, judge, settings, probe_cache=probe_cache)
     ok, why = critic.reproduces(event, m.per_task[event.task_id]["control"])
     reason = (
@@ -233,18 +236,20 @@ class Decision(BaseModel):
     `verdict`: `off` (the run allows no fallback: `apply_fallback` off or the sampling interface disabled),
     `deferred` (the repair ladder has a rung on another interface), `none` (`fallback_decision` changes nothing),
     `invalid` (its update does not validate on the harness), `not_reproduced` (the probe found the frozen policy does
-    not show the failure), `commit` (the graph commits `update` through its `commit` node). `reason` is the one
-    reported (for a commit also the update's rationale, so the store's log carries it); `rule_reason` is
-    `fallback_decision`'s own, which a refused update (invalid, stale at commit) reports."""
+    not show the failure), `over_budget` (the probe it needs could exceed the lane's share of the round's probe
+    budget: nothing drawn, nothing changed), `commit` (the graph commits `update` through its `commit` node).
+    `reason` is the one reported (for a commit also the update's rationale, so the store's log carries it);
+    `rule_reason` is `fallback_decision`'s own, which a refused update (invalid, stale at commit) reports."""
 
     model_config = ConfigDict(extra="forbid")
 
-    verdict: Literal["off", "deferred", "none", "invalid", "not_reproduced", "commit"]
+    verdict: Literal["off", "deferred", "none", "invalid", "not_reproduced", "over_budget", "commit"]
     reason: str = ""
     rule_reason: str = ""
     update: HarnessUpdate | None = None
     errors: list[str] = Field(default_factory=list)
     probe: dict[str, Any] | None = None  # the reproduction probe's measurement, compact, when it refused
+    probe_rollouts: int = 0  # what the reproduction probe generated
 
     @property
     def commits(self) -> bool:
@@ -259,11 +264,11 @@ class Decision(BaseModel):
         assert not self.commits  # a commit is reported by `applied` or `refused`
         if self.verdict == "off":
             return None
-        if self.verdict in ("deferred", "none"):
+        if self.verdict in ("deferred", "none", "over_budget"):
             return {"applied": False, "reason": self.reason}
         if self.verdict == "invalid":
             return self.refused(self.errors)
-        return {"update": self._update(), "applied": False, "reason": self.reason, "probe": self.probe}
+        return {"update": self._update(), "applied": False, "reason": self.reason, "probe": self.probe, **self._drawn()}
 
     def refused(self, errors: list[str]) -> dict[str, Any]:
         """The report's `fallback` entry of an update the harness refused (invalid, or stale at commit)."""
@@ -271,7 +276,11 @@ class Decision(BaseModel):
 
     def applied(self, version: int) -> dict[str, Any]:
         """The report's `fallback` entry of the committed update, now harness `version`."""
-        return {"update": self._update(), "applied": True, "version": version, "reason": self.reason}
+        return {"update": self._update(), "applied": True, "version": version, "reason": self.reason, **self._drawn()}
+
+    def _drawn(self) -> dict[str, int]:
+        """The reproduction probe's rollouts, when it drew any (rounds.jsonl counts them: trainer/probe_budget.py)."""
+        return {"probe_rollouts": self.probe_rollouts} if self.probe_rollouts else {}
 
 
 def decide(
@@ -287,6 +296,7 @@ def decide(
     judge: Judge,
     probe_cache: ProbeCache | None,
     detector_config: DetectorConfig | None,
+    probe_left: int | None = None,
 ) -> Decision:
     """After R rejected revisions: the safe sampling change, if allowed and still valid; else no change.
 
@@ -306,19 +316,25 @@ def decide(
     errors = validate_update(harness, fb.update)
     if errors:
         return Decision(verdict="invalid", reason=fb.reason, rule_reason=fb.reason, update=fb.update, errors=errors)
-    reason = fb.reason
+    reason, drawn = fb.reason, 0
     if fb.needs_probe and ctx.critic:  # no candidate was measured: act only if the frozen policy shows the failure now
-        probe = probe_reproduction(
-            fb,
-            event,
-            harness,
-            endpoint,
-            judge,
-            ctx,
-            probe_cache=probe_cache,
-            step=step,
-            detector_config=detector_config,
-        )
+        try:
+            probe = probe_reproduction(
+                fb,
+                event,
+                harness,
+                endpoint,
+                judge,
+                ctx,
+                probe_cache=probe_cache,
+                step=step,
+                detector_config=detector_config,
+                probe_left=probe_left,
+            )
+        except ProbeBudgetSpent as err:
+            why = f"not probed: the reproduction probe {err}; sampling stays as is"
+            return Decision(verdict="over_budget", reason=why, rule_reason=fb.reason, update=fb.update)
+        drawn = int(probe.measurement.get("cost", {}).get("probe_rollouts", 0))
         if not probe.reproduced:
             return Decision(
                 verdict="not_reproduced",
@@ -326,9 +342,10 @@ def decide(
                 rule_reason=fb.reason,
                 update=fb.update,
                 probe=probe.measurement,
+                probe_rollouts=drawn,
             )
         reason = probe.reason
     elif fb.needs_probe:
         reason = f"{reason} (critic off: not reproduced on the frozen policy first)"
     update = fb.update.model_copy(update={"rationale": reason})  # the store's log carries the reason, as reported
-    return Decision(verdict="commit", reason=reason, rule_reason=fb.reason, update=update)
+    return Decision(verdict="commit", reason=reason, rule_reason=fb.reason, update=update, probe_rollouts=drawn)

@@ -99,6 +99,13 @@ class Critique(BaseModel):
             "without costing a revision and not recorded as a failure of its template"
         ),
     )
+    over_budget: bool = Field(
+        default=False,
+        description=(
+            "not measured: its probes could exceed the lane's share of the round's probe budget; refused before any "
+            "draw, without costing a revision and not recorded as a failure of its template"
+        ),
+    )
     veto: bool = False
     review: str = ""
 

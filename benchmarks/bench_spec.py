@@ -161,8 +161,10 @@ PRESETS: dict[str, Preset] = {
         max_tokens=48,
         train_per_domain=2,
         # The critic as the config's screen (cap 4, alpha 0.5) that training's grade backs: pilot 4 of
-        # benchmarks/results/pilot-issue22/PILOT.md against the cap of 16 that pilots 1-3 ran.
-        extra=("harness.max_events=3",),
+        # benchmarks/results/pilot-issue22/PILOT.md against the cap of 16 that pilots 1-3 ran. The evolver's
+        # probes (pre-flight and critic) may add at most 10% to training's generation, the bound the revive
+        # yardsticks are judged at (benchmarks/results/revive/RESULTS.md); arms without an evolver draw none.
+        extra=("harness.max_events=3", "harness.max_extra_generation=0.1"),
         jobs=2,
     ),
     # The pilot behind the power calculation: short runs, same eval (k=2), a second eval seed for eval noise.
@@ -194,7 +196,13 @@ PRESETS: dict[str, Preset] = {
         eval_k=8,
         max_tokens=48,
         train_per_domain=2,
-        extra=("harness.max_events=3", "train.use_cpu=false", "train.bf16=true", "train.torch_threads=1"),
+        extra=(
+            "harness.max_events=3",
+            "harness.max_extra_generation=0.1",
+            "train.use_cpu=false",
+            "train.bf16=true",
+            "train.torch_threads=1",
+        ),
         jobs=16,
         note="GPU only; not run in CI",
     ),

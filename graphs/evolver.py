@@ -55,6 +55,8 @@ def fan_out(state: EvolverState, runtime: Runtime[EvolverContext]) -> list[Send]
         by_task.setdefault(ev.task_id, []).append(ev.model_dump(mode="json"))
     if not by_task:
         return "finalize"
+    ctx = EvolverContext.from_any(runtime.context)
+    shares = lane_budgets(ctx.probe_budget, len(by_task), 2 * ctx.sample_k)
     return [
         Send(
             "task_lane",
@@ -64,10 +66,26 @@ def fan_out(state: EvolverState, runtime: Runtime[EvolverContext]) -> list[Send]
                 "harness_version": state["harness_version"],
                 "step": state["step"],
                 "round_tasks": sorted(by_task),
+                "probe_left": share,
             },
         )
-        for t, evs in by_task.items()
+        for (t, evs), share in zip(by_task.items(), shares)
     ]
+
+
+def lane_budgets(budget: int | None, lanes: int, unit: int) -> list[int | None]:
+    """Each lane's share of the round's probe budget, in lane order (the events come ranked, most valuable first).
+
+    Dealt in units of two groups (a candidate's and a fresh control's), one unit per lane in turn, so a budget too
+    small for every lane still pays for whole measurements on the first ones; what is left of a unit goes to the
+    first lane. None: no bound.
+    """
+    if budget is None:
+        return [None] * lanes
+    units = budget // unit
+    shares = [(units // lanes + (i < units % lanes)) * unit for i in range(lanes)]
+    shares[0] += budget - units * unit
+    return shares
 
 
 def route_after_evidence(state: LaneState) -> Literal["attribute", "record"]:

@@ -34,7 +34,7 @@ from harness.types import FailureEvent, HarnessState, HarnessUpdate
 from memory.records import AttributionRecord, EventRecord, ProposalRecord
 from tools.agent_tools import make_tools
 from tools.candidate import Measurement, measure_candidate
-from tools.probes import prompt_rollouts, task_rollouts
+from tools.probes import ProbeBudgetSpent, prompt_rollouts, task_rollouts
 from tools.sequential import StopRule
 
 
@@ -254,21 +254,38 @@ def _cached_rollouts(
 
 
 def _measure(
-    svc: RunServices, ctx: EvolverContext, harness: HarnessState, update: HarnessUpdate, rule: StopRule, step: int
+    svc: RunServices,
+    ctx: EvolverContext,
+    harness: HarnessState,
+    update: HarnessUpdate,
+    rule: StopRule,
+    step: int,
+    probe_left: int | None,
 ) -> Measurement:
-    """`measure_candidate` of a candidate (the lane's or a batch) with the run's settings and memory's rollouts."""
+    """`measure_candidate` of a candidate (the lane's or a batch) with the run's settings and memory's rollouts.
+
+    `probe_left`: the lane's share of the round's probe budget still unspent (None: no bound); a candidate that could
+    need more raises `ProbeBudgetSpent` before drawing anything."""
     prior, history = _cached_rollouts(svc, harness, update, ctx)
     return measure_candidate(
         harness,
         update,
         svc.endpoint,
         svc.judge,
-        critic.measure_settings(ctx, step, svc.detector_config),
+        critic.measure_settings(ctx, step, svc.detector_config, probe_left=probe_left),
         rule=rule,
         prior_rollouts=prior,
         control_history=history,
         probe_cache=svc.probe_cache,
     )
+
+
+def _spend(left: int | None, spent: Measurement | int) -> dict[str, Any]:
+    """The lane's `probe_left` after a measurement (or that many rollouts) drew from the frozen policy."""
+    if left is None:
+        return {}
+    n = spent if isinstance(spent, int) else spent.cost.probe_rollouts
+    return {"probe_left": max(0, left - n)}
 
 
 def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
@@ -288,12 +305,16 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
         crit = critic.unmeasured_critique(event)
     else:
         svc = _services(ctx)
+        left = state.get("probe_left")
         try:
             rule = critic.stop_rule(event, prop.update, ctx)
-            m = _measure(svc, ctx, _harness(state, svc), prop.update, rule, state["step"])
+            m = _measure(svc, ctx, _harness(state, svc), prop.update, rule, state["step"], left)
         except UpdateRejected as err:  # the harness moved under us between validate and critique
             crit = critic.invalid_critique(event, [str(err)])
+        except ProbeBudgetSpent as err:
+            crit = critic.over_budget_critique(event, err)
         else:
+            out.update(_spend(left, m))
             measurement = m.compact()
             crit = critic.judge_measurement(event, prop.update, m, ctx)
             llm = brain_model(ctx, "critic")
@@ -469,11 +490,15 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     if not ctx.critic:
         crit = critic.unmeasured_critique(event)
     else:
+        left = state.get("probe_left")
         try:
             rule = critic.batch_stop_rule(batch.events, batch.update, ctx)
-            m = _measure(svc, ctx, now, batch.update, rule, state["step"])
+            m = _measure(svc, ctx, now, batch.update, rule, state["step"], left)
         except UpdateRejected as err:  # another lane committed on a target meanwhile
             return {"generalised": {**out, "decision": "rejected_stale", "note": str(err)}}
+        except ProbeBudgetSpent as err:
+            return {"generalised": {**out, "decision": "none", "note": f"not measured: {err}"}}
+        spent = _spend(left, m)
         out["measurement"] = m.compact()
         crit = critic.judge_batch(batch.events, batch.update, m, ctx)
         llm = brain_model(ctx, "critic")
@@ -483,7 +508,7 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     # The decision route_after_generalise takes on this state, kept with its numbers for the trace and the report.
     verdict = decisions.batch_accept(crit)
     out["verdict"] = verdict.as_dict()
-    return {"generalised": {**out, "decision": BATCH_PENDING if verdict.verdict == "accept" else "rejected"}}
+    return {**spent, "generalised": {**out, "decision": BATCH_PENDING if verdict.verdict == "accept" else "rejected"}}
 
 
 def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
@@ -505,8 +530,11 @@ def fallback(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
         judge=svc.judge,
         probe_cache=svc.probe_cache,
         detector_config=svc.detector_config,
+        probe_left=state.get("probe_left"),
     )
     out: dict[str, Any] = {"fallback_decision": d.model_dump(mode="json")}
+    if d.probe_rollouts:
+        out.update(_spend(state.get("probe_left"), d.probe_rollouts))
     return out if d.commits else {**out, "decision": "rejected", "fallback": d.report()}
 
 
@@ -527,7 +555,7 @@ def record(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]
     if mem is not None and att is not None:
         domain = state["evidence"].get("task", {}).get("domain", "")
         for i, a in enumerate(attempts):
-            if a.critique.no_effect:  # refused for free: not a failure of its template (agents/critic.py)
+            if a.critique.no_effect or a.critique.over_budget:  # refused for free: not a failure of its template
                 continue
             mem.add_proposal(
                 ProposalRecord.of_attempt(

@@ -131,6 +131,13 @@ class EventReport(_Line):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     generalised: Generalised | None = None
 
+    def probe_rollouts(self) -> int:
+        """Rollouts this event's measurements generated: its candidates, its batched repair, its fallback's probe."""
+        measured = [a.measurement for a in self.attempts]
+        measured.append(None if self.generalised is None else self.generalised.measurement)
+        n = sum(int(((m or {}).get("cost") or {}).get("probe_rollouts") or 0) for m in measured)
+        return n + int((self.fallback or {}).get("probe_rollouts") or 0)
+
     def brains(self) -> Brains:
         att = self.attribution
         errors = [
@@ -283,6 +290,10 @@ class RoundRecord(_Line):
     policy_requests: int | None = None
     policy_memo_hits: int | None = None
     n_accepted: int = 0
+    # Rollouts the round's measurements generated, and the round's probe budget when the run bounds it
+    # (harness.max_extra_generation; trainer/probe_budget.py): the pre-flight's own probes are `preflight.rollouts`.
+    probe_rollouts: int = 0
+    probe_budget: int | None = None
     accepted_interfaces: list[str | None] = Field(default_factory=list)
     outcomes: dict[str, int] = Field(default_factory=dict)
     assistant_id: str | None = None  # a LangGraph server round: whose context chose models and limits
@@ -316,6 +327,7 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
         "n_accepted": len(out["accepted"]),
         "accepted_interfaces": [by_event.get(a["event_id"]) for a in out["accepted"]],
         "outcomes": dict(Counter(r.decision for r in reports)),
+        "probe_rollouts": sum(r.probe_rollouts() for r in reports),
         "reports": [r.line() for r in reports],
         **{k: out[k] for k in ("assistant_id", "server_settings", "approvals") if k in out},
     }

@@ -90,7 +90,15 @@ UNANSWERED_NOTE = "unanswered within the pause budget: rejected"
 #   the caller has one; the trainer has none).
 # Models, base URL, sampling (k, tokens, temperature, seed), thresholds, revisions and ablation switches are
 # the assistant's: choosing another assistant in Studio changes them for trainer and `evolve --server` runs.
-RUN_CONTEXT_KEYS = ("run_dir", "memory_location", "memory_embedding", "policy", "services_key", "require_approval")
+RUN_CONTEXT_KEYS = (
+    "run_dir",
+    "memory_location",
+    "memory_embedding",
+    "policy",
+    "services_key",
+    "require_approval",
+    "probe_budget",
+)
 # Namespace of the assistant ids `server_assistant` derives (fixed: the same settings give the same id).
 _ASSISTANT_NAMESPACE = uuid.UUID("e3512567-36a9-41d1-b4cd-23b16f61341b")
 

@@ -41,6 +41,7 @@ class LaneInput(TypedDict):
     harness_version: int
     step: int
     round_tasks: list[str]  # every task with events in this round (a generalised repair leaves them to their lanes)
+    probe_left: int | None  # the lane's share of the round's probe budget (graphs.evolver.lane_budgets)
 
 
 class LaneOutput(TypedDict):
@@ -64,6 +65,7 @@ class LaneState(TypedDict, total=False):
         dict[str, Any]
     ]  # every candidate of the current event: critique, measurement, decision (agents/decisions.py)
     revision: int  # revisions used on the current event (<= max_revisions)
+    probe_left: int | None  # the lane's share of the round's probe budget still unspent (None: no bound)
     approved: bool | None
     decision: str  # accepted | rejected | rejected_stale | rejected_by_human | fallback | skipped
     committed_version: int | None

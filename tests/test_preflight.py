@@ -104,7 +104,7 @@ def test_on_several_processes_every_rank_observes_the_main_processs_probes(run, 
     """The multi-process path: the probes go through `EvolverPause.broadcast`, then every rank observes them."""
     monkeypatch.setattr(preflight, "_endpoint", lambda pause: ConstantPolicy())
     pause = EvolverPause(run, trainer=None)
-    pause._num_processes = lambda: 2  # take the broadcast path (a no-op without a process group)
+    pause.num_processes = lambda: 2  # take the broadcast path (a no-op without a process group)
     sent, seen = [], {}
     real = pause.broadcast
     pause.broadcast = lambda value: sent.append(value) or real(value)
@@ -159,3 +159,19 @@ def test_preflight_round_runs_before_step_1_on_real_grpo(tmp_path):
     assert all(eid.endswith(":0") or ":0:" in eid for eid in rounds[0]["event_ids"])
     assert len(rounds[0]["event_ids"]) == min(len(pre["dead"]), cfg.harness.max_events)
     assert [m["step"] for m in read_jsonl(cfg.run_path / "metrics.jsonl")] == [1, 2]
+
+
+def test_the_probe_budget_caps_the_pre_flight_sample(tmp_path):
+    plain = tiny_config(tmp_path / "a", "harness.preflight=true")
+    g, planned = plain.train.num_generations, plain.train.max_steps * plain.train.batch_size
+    share = 2.5 * g / planned  # pays for two probe groups and a half
+    r = HarnessRun(
+        tiny_config(tmp_path / "b", "harness.preflight=true", f"harness.max_extra_generation={share}"),
+        memory=TrainingMemory.ephemeral(),
+    )
+    try:
+        tasks, pool = preflight.probe_tasks(r)
+        assert pool > 2 and len(tasks) == 2 and set(tasks) <= set(r.state.drawable_task_ids(0))
+        assert len(preflight.probe_tasks(r, processes=2)[0]) == min(pool, 5)  # two processes train twice as much
+    finally:
+        r.close()

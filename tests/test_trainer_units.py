@@ -504,7 +504,7 @@ def test_broadcast_path_single_process(run):
     """Rank 0 serialises the new state and broadcast_object_list hands it to every rank (here: one)."""
     run.store.commit(_hint_update())
     cb = HarnessCallback(run)
-    cb.pause._num_processes = lambda: 2  # take the multi-process code path
+    cb.pause.num_processes = lambda: 2  # take the multi-process code path
     state = cb.pause.sync_state()
     assert state.version == 1 and run.state.version == 1 and run.state.guidance_for("t-paris").hints
 

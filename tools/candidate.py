@@ -75,7 +75,7 @@ from tools.group_metrics import GroupMetrics, Summary, group_metrics, summarise
 from tools.hit_test import exact_look, exact_record
 from tools.judge import Judge, run_sync
 from tools.measure_settings import MeasureSettings
-from tools.probes import Cost, ProbeCache
+from tools.probes import Cost, ProbeBudgetSpent, ProbeCache
 from tools.sequential import Decision, Sequential, StopRule, decide, looks, p_pass
 
 
@@ -235,6 +235,10 @@ async def ameasure_candidate(
         state, candidate_state, update, rule, prior_rollouts or {}, control_history or {}, s.step, s.sample_k_max, exact
     )
     ro = Rollouts(plan, task_ids, endpoint, judge, s, probe_cache if probe_cache is not None else ProbeCache())
+    if s.max_probe_rollouts is not None:
+        need = ro.to_draw(s.sample_k_max)
+        if need > s.max_probe_rollouts:
+            raise ProbeBudgetSpent(need, s.max_probe_rollouts)
     lk = await _take_looks(ro, rule, (state.version, candidate_state.version), exact)
     return _measurement(update, state, candidate_state, ro, lk, rule, exact, t0)
 
@@ -327,7 +331,8 @@ def measure_candidate(
     (task id -> completions, see `task_rollouts`) are re-scored for criteria updates; `control_history` (prompt
     digest -> training completions, see `prompt_rollouts`) is the exact hit test's control pool (module docstring);
     `probe_cache` shares probe rollouts across the round's measurements. Raises `harness.ops.UpdateRejected` for an
-    invalid update and `RuntimeError` inside a running event loop (await `ameasure_candidate` there).
+    invalid update, `tools.probes.ProbeBudgetSpent` (before any draw) when the largest look could generate more than
+    `settings.max_probe_rollouts`, and `RuntimeError` inside a running event loop (await `ameasure_candidate` there).
     """
     return run_sync(
         ameasure_candidate(

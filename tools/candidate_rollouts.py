@@ -62,10 +62,11 @@ class Rollouts:
         held = self.cache.get(self.settings.step, self.cache_key(prompt_key))
         return pri + held[: self.target(prompt_key, n) - len(pri)]
 
-    async def fill(self, n: int) -> None:
-        """Make every prompt's pool hold at least n rollouts: one sample call per side and (need, have)."""
-        s, step = self.settings, self.settings.step
+    def _missing(self, n: int) -> list[dict[tuple[int, int], dict[str, Spec]]]:
+        """Per side, the prompts whose pools hold fewer than n rollouts, grouped by (rollouts to draw, held)."""
+        step = self.settings.step
         done: set[str] = set()
+        out = []
         for side in ("control", "candidate"):
             todo: dict[tuple[int, int], dict[str, Spec]] = {}
             for tid in self.task_ids:
@@ -78,6 +79,17 @@ class Rollouts:
                     have = len(self.cache.get(step, self.cache_key(key)))
                     if have < want:
                         todo.setdefault((want - have, have), {})[key] = st.spec
+            out.append(todo)
+        return out
+
+    def to_draw(self, n: int) -> int:
+        """The rollouts `fill(n)` would generate now: an upper bound on any look up to group size n."""
+        return sum(need * len(specs) for todo in self._missing(n) for (need, _), specs in todo.items())
+
+    async def fill(self, n: int) -> None:
+        """Make every prompt's pool hold at least n rollouts: one sample call per side and (need, have)."""
+        s, step = self.settings, self.settings.step
+        for todo in self._missing(n):
             for (need, have), specs in todo.items():
                 batch = [[{"role": r, "content": c} for r, c in spec.messages] for spec in specs.values()]
                 # The seed moves with the texts already held: an extension draws new samples, and both sides

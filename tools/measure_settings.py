@@ -33,6 +33,9 @@ class MeasureSettings:
     detector_config: DetectorConfig = field(default_factory=DetectorConfig)
     # The run's parts beside the rubric: probes are scored as training scores its groups (tools.reward_parts).
     reward_parts: tuple[RewardPart, ...] = ()
+    # The most rollouts this measurement may generate (the lane's share of the round's probe budget); None: no bound.
+    # A measurement whose largest look could need more is refused before it draws anything (`ProbeBudgetSpent`).
+    max_probe_rollouts: int | None = None
 
     def __post_init__(self) -> None:
         if self.k is not None:  # frozen: the fixed budget is resolved once, here
@@ -42,5 +45,7 @@ class MeasureSettings:
             raise ValueError(f"k must be >= 2 to measure a group's spread, got sample_k={self.sample_k}")
         if self.sample_k_max < self.sample_k:
             raise ValueError(f"sample_k_max ({self.sample_k_max}) must be >= sample_k ({self.sample_k})")
+        if self.max_probe_rollouts is not None and self.max_probe_rollouts < 0:
+            raise ValueError(f"max_probe_rollouts must be >= 0, got {self.max_probe_rollouts}")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")

@@ -35,6 +35,20 @@ if TYPE_CHECKING:
     from memory.store import TrainingMemory
 
 
+class ProbeBudgetSpent(Exception):
+    """A measurement's largest look could generate more rollouts than its share of the round's probe budget.
+
+    Raised before anything is drawn (`tools.candidate.ameasure_candidate`), so a refused measurement costs nothing.
+    """
+
+    def __init__(self, need: int, left: int) -> None:
+        super().__init__(
+            f"needs up to {need} probe rollouts, {left} left of this lane's share of the round's probe budget "
+            "(harness.max_extra_generation)"
+        )
+        self.need, self.left = need, left
+
+
 class Cost(BaseModel):
     """What one measurement cost (see the module docstring)."""
 

@@ -164,6 +164,13 @@ class HarnessConfig:
         "dead rate; more estimate that rate from all of the task's rollouts (harness.liveness), at that many times "
         "the cost.",
     )
+    max_extra_generation: float | None = _f(
+        None,
+        "Bound the generation the evolver adds to training: pre-flight and critic probes draw at most this share of "
+        "the run's planned training rollouts (train.max_steps x train.batch_size per process), e.g. 0.1. The "
+        "pre-flight probes a seeded sample of the pool that fits; each round gets what is left, and a candidate "
+        "whose probes could exceed it is refused unmeasured (trainer/probe_budget.py). None: no bound.",
+    )
     dynamic_filtering: bool = _f(False, "DAPO-style baseline: down-weight tasks whose recent groups had zero variance.")
     liveness_weighting: bool = _f(
         False,
@@ -274,6 +281,11 @@ class HarnessConfig:
             raise ConfigError(f"harness.preflight_max_tasks must be >= 1, got {self.preflight_max_tasks}")
         if self.preflight_groups < 1:
             raise ConfigError(f"harness.preflight_groups must be >= 1, got {self.preflight_groups}")
+        if self.max_extra_generation is not None and not self.max_extra_generation > 0.0:
+            raise ConfigError(
+                f"harness.max_extra_generation must be > 0 (a share of the training rollouts, e.g. 0.1) or unset, "
+                f"got {self.max_extra_generation}"
+            )
         if self.dynamic_sampling < 0:
             raise ConfigError(
                 f"harness.dynamic_sampling must be >= 0 (0 = off, N = generate N x batch_size), "
@@ -474,6 +486,7 @@ SET_BY_TRAINER = {
     "temperature": "train.temperature",
     "seed": "train.seed",
     "reward_parts": "train.rewards",
+    "probe_budget": "harness.max_extra_generation (what is left of it at each round)",
 }
 assert set(PER_RUN) <= set(SET_BY_TRAINER)
 

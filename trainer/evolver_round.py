@@ -43,7 +43,7 @@ from graphs.services import live_services, register_services, unregister_service
 from harness.detector import DetectorConfig
 from harness.types import FailureEvent, HarnessState
 from tools.reward_parts import parts_to_json
-from trainer import frozen, provisional
+from trainer import frozen, probe_budget, provisional
 from trainer.config import RunConfig
 from trainer.frozen import MemoEndpoint
 from trainer.io import append_jsonl
@@ -96,13 +96,13 @@ class EvolverPause:
         acc = self.accelerator()
         return acc is None or acc.is_main_process
 
-    def _num_processes(self) -> int:
+    def num_processes(self) -> int:
         acc = self.accelerator()
         return 1 if acc is None else acc.num_processes
 
     def broadcast(self, value: Any) -> Any:
         """The main process's `value` on every rank (a collective: every rank calls it); `value` itself alone."""
-        if self._num_processes() == 1:
+        if self.num_processes() == 1:
             return value
         from accelerate.utils import broadcast_object_list
 
@@ -133,7 +133,7 @@ class EvolverPause:
                 max(self.cfg.harness.max_events, len(preflight["dead"])) if preflight else self.cfg.harness.max_events,
                 is_stale=stale_check(run.store),
                 is_live=live_check(run.memory, run.store, run.detector.config.eps, self.cfg.evolver.history_rollouts),
-                values=lambda evs: repair_values(run, evs, step, self._num_processes()),
+                values=lambda evs: repair_values(run, evs, step, self.num_processes()),
             )
             if self.is_main()
             else RoundEvents([], [], [], [])
@@ -159,6 +159,11 @@ class EvolverPause:
             **({"preflight": preflight} if preflight is not None else {}),
         }
         if self.is_main():
+            budget = probe_budget.left(
+                self.cfg, run.paths.rounds, self.num_processes(), pending=preflight["rollouts"] if preflight else 0
+            )
+            if budget is not None:
+                info["probe_budget"] = budget
             if not events:
                 info.update(
                     n_accepted=0,
@@ -167,7 +172,15 @@ class EvolverPause:
                     else "no failure events since the last round",
                 )
             else:
-                info.update(self._run_round(step, events, before))
+                if budget is not None:
+                    log.info(
+                        "round at step %d: %d probe rollouts left of %d (harness.max_extra_generation=%g)",
+                        step,
+                        budget,
+                        probe_budget.allowed(self.cfg, self.num_processes()),
+                        self.cfg.harness.max_extra_generation,
+                    )
+                info.update(self._run_round(step, events, before, budget))
         new_state = self.sync_state()
         pause = time.monotonic() - t0
         self.pause_s_total += pause
@@ -227,8 +240,10 @@ class EvolverPause:
             return Provisional(error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=8))
         return Provisional.model_validate(graded) if graded else None
 
-    def _run_round(self, step: int, events: list[FailureEvent], before: int) -> dict[str, Any]:
+    def _run_round(self, step: int, events: list[FailureEvent], before: int, budget: int | None) -> dict[str, Any]:
         """Publish the policy, build the context, run the round and summarise it; roll back a round that raises.
+
+        `budget`: the probe rollouts the round may generate (`trainer.probe_budget.left`; None: no bound).
 
         Returns the round's fields of its rounds.jsonl line (`RoundRecord`)."""
         run = self.run
@@ -241,7 +256,10 @@ class EvolverPause:
             publish_s = time.monotonic() - t0
             # A server builds its services from the plain settings: a services key would point it at a
             # registry that exists only in this process.
-            context = evolver_context(self.cfg, services_key=None if on_server else key, policy_spec=spec)
+            context = replace(
+                evolver_context(self.cfg, services_key=None if on_server else key, policy_spec=spec),
+                probe_budget=budget,
+            )
             if not on_server:
                 self._register_services(key, endpoint, context)
             runner = self._run_graph or run_round
@@ -296,7 +314,7 @@ class EvolverPause:
                     for tid in rec.update.task_ids
                 }
             )
-        if self._num_processes() > 1:
+        if self.num_processes() > 1:
             # The other ranks wait here for the whole round: train.ddp_timeout bounds the pause.
             payload = self.broadcast((state.model_dump_json(), changed) if state is not None else None)
             state, changed = HarnessState.model_validate_json(payload[0]), payload[1]

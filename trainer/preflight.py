@@ -16,7 +16,9 @@ treats them as probes: a dead probe group fires its event on the first visit, fl
 with the same screen, provisional grading, rounds.jsonl record, console lines and Studio thread as any round.
 
 Budget: the probes cost `preflight_groups x min(pool, harness.preflight_max_tasks)` groups of generation (a pool
-larger than that is probed on a seeded uniform sample of that many tasks, named in the log and in rounds.jsonl);
+larger than that is probed on a seeded uniform sample of that many tasks, named in the log and in rounds.jsonl;
+with `harness.max_extra_generation` the sample is no larger than the run's probe budget pays for, and the round gets
+what the probes left of it, trainer/probe_budget.py);
 the round takes every task it found dead, and at least `harness.max_events` events in all (a regular round's bound
 is sized for its pause between steps; this round's purpose is the dead tasks); like any round it is cancelled and
 rolled back past `harness.max_pause_s`. The probes' seconds are counted in the round's `pause_s`.
@@ -42,6 +44,7 @@ from harness.detector import GroupStats, RolloutRecord
 from harness.guidance import prompt_digest, render_prompt, visible_hints
 from tools.judge import run_sync
 from tools.reward_parts import combined_reward, parse_parts
+from trainer import probe_budget
 from trainer.frozen import live_endpoint
 from trainer.io import append_jsonl
 from trainer.reward import observe_group
@@ -60,13 +63,17 @@ PREFLIGHT_STEP = 0  # the probes' step label: the initial policy, before the fir
 DEAD_SHARE = 0.5
 
 
-def probe_tasks(run: HarnessRun) -> tuple[list[str], int]:
+def probe_tasks(run: HarnessRun, processes: int = 1) -> tuple[list[str], int]:
     """(the pool tasks the pre-flight probes, the pool's size).
 
-    All of them, or a seeded uniform sample of `harness.preflight_max_tasks`.
+    All of them, or a seeded uniform sample of `harness.preflight_max_tasks`, or of as many as the run's probe
+    budget pays for (`harness.max_extra_generation`, trainer/probe_budget.py), whichever is fewer.
     """
     pool = sorted(run.state.drawable_task_ids(PREFLIGHT_STEP))
     limit = run.cfg.harness.preflight_max_tasks
+    budget = probe_budget.allowed(run.cfg, processes)
+    if budget is not None:
+        limit = min(limit, budget // (run.cfg.harness.preflight_groups * run.cfg.train.num_generations))
     if len(pool) <= limit:
         return pool, len(pool)
     return sorted(random.Random(run.cfg.train.seed + 3).sample(pool, limit)), len(pool)
@@ -210,10 +217,11 @@ def run_preflight(pause: EvolverPause) -> float:
     groups: list[Any] = []
     summary: dict[str, Any] = {}
     if pause.is_main():
-        tasks, pool = probe_tasks(run)
+        tasks, pool = probe_tasks(run, pause.num_processes())
         if len(tasks) < pool:
             log.warning(
-                "pre-flight: the pool has %d tasks; probing a seeded sample of %d (harness.preflight_max_tasks)",
+                "pre-flight: the pool has %d tasks; probing a seeded sample of %d (harness.preflight_max_tasks, "
+                "or what harness.max_extra_generation pays for)",
                 pool,
                 len(tasks),
             )
