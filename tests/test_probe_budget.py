@@ -108,3 +108,11 @@ def test_the_trainer_sets_the_rounds_budget_and_a_config_cannot():
     with pytest.raises(ConfigError, match="probe_budget"):
         config_from_dict({"evolver": {"probe_budget": 10}})
     assert config_from_dict({"harness": {"max_extra_generation": 0.1}}).harness.max_extra_generation == 0.1
+
+
+def test_the_replay_table_names_an_over_budget_attempt():
+    from graphs.round_record import AttemptLine
+    from trainer.replay_page import _numbers
+
+    line = AttemptLine(template="hint", numbers={"budget_need": 8.0, "budget_left": 0.0})
+    assert _numbers(line).startswith("over the probe budget: needs 8")

@@ -139,7 +139,9 @@ def test_replay_refuses_an_out_folder_inside_the_run(tmp_path):
 
 
 # -- fast: a hand-written run folder ----------------------------------------------------------------------------
-def _fake_run(root: Path, *, event_ids: bool, reports: bool) -> tuple[Path, list[dict]]:
+def _fake_run(
+    root: Path, *, event_ids: bool, reports: bool, probe_budget: int | None = None
+) -> tuple[Path, list[dict]]:
     """A run folder as `harnessrl train` writes it: store with v0..v2 (v1, v2 committed by the round at step 10),
     events.jsonl, rounds.jsonl, checkpoint-10 with its state and memory snapshot (incl. the round's own records)."""
     from memory.records import AttributionRecord
@@ -166,6 +168,8 @@ def _fake_run(root: Path, *, event_ids: bool, reports: bool) -> tuple[Path, list
             step=10,
         )
     line = {"step": 10, "version_before": 0, "version_after": 2, "n_events": 2, "thread_id": "orig"}
+    if probe_budget is not None:
+        line["probe_budget"] = probe_budget
     if event_ids:
         line["event_ids"] = [e["id"] for e in evs]
     if reports:
@@ -285,6 +289,21 @@ def test_replay_fake_run_two_brain_sets_from_the_given_version(tmp_path, openai_
             assert len(mine) == 1 and mine[0].diagnosis != "the round's own"
         lines = (folder / "memory-before-round.jsonl").read_text()
         assert "the round's own" not in lines and "an earlier round's" in lines
+
+
+def test_a_replay_keeps_the_rounds_probe_budget(tmp_path, openai_stub, capsys):
+    run, _ = _fake_run(tmp_path, event_ids=True, reports=True, probe_budget=0)
+    openai_stub.responder = brain_responder("I am not sure.")
+    out = tmp_path / "cmp"
+    args = ["evolve", str(run), "--step", "10", "--policy", f"openai:{openai_stub.base_url}#policy"]
+    assert main([*args, "--sample-k", "4", "--out", str(out)]) == 0, capsys.readouterr().err
+    data = json.loads((out / "comparison.json").read_text())
+    low = next(r for r in data["rows"] if r["event_id"] == "collapse_low:med-2:9")["runs"][0]
+    assert low["cost"].startswith("0 rollouts"), low  # the recorded budget of 0 left nothing to draw
+    assert main([*args, "--sample-k", "4", "--probe-budget", "64", "--out", str(tmp_path / "cmp2")]) == 0
+    data = json.loads((tmp_path / "cmp2" / "comparison.json").read_text())
+    low = next(r for r in data["rows"] if r["event_id"] == "collapse_low:med-2:9")["runs"][0]
+    assert 0 < int(low["cost"].split()[0]) <= 64, low
 
 
 def test_graph_refuses_a_round_whose_store_moved_past_its_version(tmp_path):

@@ -14,8 +14,9 @@ repaired late, so nothing is held back for later rounds.
   rollouts cost nothing and still run.
 
 What was spent is read back from rounds.jsonl (`preflight.rollouts` and each round's `probe_rollouts`), so a resumed
-run keeps its budget; a round run again after a resume counts twice, since it did generate twice. The LLM brains'
-own policy-tool samples (tools/agent_tools.py) are not counted: the budget bounds what the critic measures.
+run keeps its budget (resume truncates rounds.jsonl after its checkpoint, so a round run again counts once). A replay
+of a round (`harnessrl evolve RUN --step N`) gets the budget it had. The LLM brains' own policy-tool samples
+(tools/agent_tools.py) are not counted: the budget bounds what the critic measures.
 """
 
 from __future__ import annotations

@@ -316,7 +316,8 @@ def _run_one(
         proposer_model=brains.proposer,
         critic_model=brains.critic,
         base_url=base_url or rr.cfg.evolver.base_url,
-        **overrides,
+        # The recorded round's probe budget (harness.max_extra_generation), unless --probe-budget replaces it.
+        **({"probe_budget": rr.record.probe_budget} | overrides),
     )
     # The run's judge scores the critic's rollouts unless --judge-model replaces it (then at the context's judge URL).
     judge = (

@@ -49,6 +49,8 @@ def _numbers(attempt: Attempt | AttemptLine | None) -> str:
     n = {} if attempt is None else _numbers_of(attempt)
     if not n:
         return "unmeasured"
+    if "budget_need" in n:  # agents.critic.over_budget_critique
+        return f"over the probe budget: needs {_f(n['budget_need'])}, {_f(n.get('budget_left'))} left"
     return (
         f"mean {_f(n.get('control_mean'))}→{_f(n.get('candidate_mean'))}  "
         f"std {_f(n.get('control_std'))}→{_f(n.get('candidate_std'))}"
