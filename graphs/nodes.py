@@ -487,6 +487,7 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
     if batch.update is None:
         return {"generalised": {**out, "decision": "none", "note": "no similar task qualified"}}
     out["update"] = batch.update.model_dump(mode="json")
+    spent: dict[str, Any] = {}  # the lane's probe_left once the batch's measurement drew
     if not ctx.critic:
         crit = critic.unmeasured_critique(event)
     else:

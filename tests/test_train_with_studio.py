@@ -143,7 +143,15 @@ def test_a_server_round_sends_only_the_run_specific_context(tmp_path):
     )
     sent, kept = split_context(evolver_context(cfg, services_key=None, policy_spec="local:/x"))
     assert set(RUN_CONTEXT_KEYS) <= {f.name for f in fields(EvolverContext)}
-    assert set(sent) == {"run_dir", "memory_location", "memory_embedding", "policy", "services_key", "require_approval"}
+    assert set(sent) == {
+        "run_dir",
+        "memory_location",
+        "memory_embedding",
+        "policy",
+        "services_key",
+        "require_approval",
+        "probe_budget",
+    }
     assert sent["policy"] == "local:/x" and sent["run_dir"] == str(cfg.run_path.resolve())
     assert kept["proposer_model"] == "openai:m" and kept["sample_k"] == 6 and not set(sent) & set(kept)
     assert {
