@@ -147,6 +147,8 @@ def test_preflight_round_runs_before_step_1_on_real_grpo(tmp_path):
         "train.max_steps=2",
         "data.tasks=[t-long,t-any,t-short]",  # t-short: every answer meets its one criterion, a dead probe
         "evolver.interfaces=[sampling,criteria]",
+        # The probe budget through the real trainer: 16 rollouts (2 steps x 8), 12 of them the pre-flight's.
+        "harness.max_extra_generation=1.0",
     )
     train(cfg, progress=False)
     rounds = read_jsonl(cfg.run_path / "rounds.jsonl")
@@ -159,6 +161,8 @@ def test_preflight_round_runs_before_step_1_on_real_grpo(tmp_path):
     assert all(eid.endswith(":0") or ":0:" in eid for eid in rounds[0]["event_ids"])
     assert len(rounds[0]["event_ids"]) == min(len(pre["dead"]), cfg.harness.max_events)
     assert [m["step"] for m in read_jsonl(cfg.run_path / "metrics.jsonl")] == [1, 2]
+    assert pre["rollouts"] == 12 and rounds[0]["probe_budget"] == 16 - 12
+    assert pre["rollouts"] + rounds[0]["probe_rollouts"] <= 16
 
 
 def test_the_probe_budget_caps_the_pre_flight_sample(tmp_path):
