@@ -280,12 +280,9 @@ def _measure(
     )
 
 
-def _spend(left: int | None, spent: Measurement | int) -> dict[str, Any]:
-    """The lane's `probe_left` after a measurement (or that many rollouts) drew from the frozen policy."""
-    if left is None:
-        return {}
-    n = spent if isinstance(spent, int) else spent.cost.probe_rollouts
-    return {"probe_left": max(0, left - n)}
+def _spend(left: int | None, drawn: int) -> dict[str, Any]:
+    """The lane's `probe_left` after a measurement drew `drawn` rollouts from the frozen policy (None: no bound)."""
+    return {} if left is None else {"probe_left": max(0, left - drawn)}
 
 
 def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, Any]:
@@ -314,7 +311,7 @@ def critique(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, An
         except ProbeBudgetSpent as err:
             crit = critic.over_budget_critique(event, err)
         else:
-            out.update(_spend(left, m))
+            out.update(_spend(left, m.cost.probe_rollouts))
             measurement = m.compact()
             crit = critic.judge_measurement(event, prop.update, m, ctx)
             llm = brain_model(ctx, "critic")
@@ -499,7 +496,7 @@ def generalise(state: LaneState, runtime: Runtime[EvolverContext]) -> dict[str, 
             return {"generalised": {**out, "decision": "rejected_stale", "note": str(err)}}
         except ProbeBudgetSpent as err:
             return {"generalised": {**out, "decision": "none", "note": f"not measured: {err}"}}
-        spent = _spend(left, m)
+        spent = _spend(left, m.cost.probe_rollouts)
         out["measurement"] = m.compact()
         crit = critic.judge_batch(batch.events, batch.update, m, ctx)
         llm = brain_model(ctx, "critic")

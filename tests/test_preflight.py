@@ -179,3 +179,22 @@ def test_the_probe_budget_caps_the_pre_flight_sample(tmp_path):
         assert len(preflight.probe_tasks(r, processes=2)[0]) == min(pool, 5)  # two processes train twice as much
     finally:
         r.close()
+
+
+def test_a_budget_too_small_for_one_probe_group_probes_nothing(tmp_path, monkeypatch):
+    plain = tiny_config(tmp_path / "a", "harness.preflight=true")
+    share = 0.5 * plain.train.num_generations / (plain.train.max_steps * plain.train.batch_size)
+    r = HarnessRun(
+        tiny_config(tmp_path / "b", "harness.preflight=true", f"harness.max_extra_generation={share}"),
+        memory=TrainingMemory.ephemeral(),
+    )
+    try:
+        policy = ConstantPolicy()
+        monkeypatch.setattr(preflight, "_endpoint", lambda pause: policy)
+        pause = EvolverPause(r, trainer=None)
+        seen = {}
+        pause.evolve = lambda step, preflight=None: seen.update(summary=preflight) or 0.0
+        run_preflight(pause)
+        assert policy.calls == [] and seen["summary"]["probed"] == [] and seen["summary"]["rollouts"] == 0
+    finally:
+        r.close()

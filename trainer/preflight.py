@@ -228,8 +228,10 @@ def run_preflight(pause: EvolverPause) -> float:
         n_groups = run.cfg.harness.preflight_groups
         log.info("pre-flight: probing %d tasks x %d groups on the initial policy before step 1", len(tasks), n_groups)
         summary["pool_size"] = pool
+        if not tasks:
+            log.warning("pre-flight: harness.max_extra_generation pays for no probe group; nothing is probed")
         try:
-            groups = probe(run, _endpoint(pause), tasks, n_groups)
+            groups = probe(run, _endpoint(pause), tasks, n_groups) if tasks else []
         except Exception as e:  # noqa: BLE001 - like a failed round: training goes on, logged in full
             log.error("pre-flight probes failed; training starts on the unrepaired harness: %s", e)
             summary["error"] = f"{type(e).__name__}: {e}"
