@@ -1,17 +1,20 @@
 """The rule templates of the criteria interface.
 
 Word floors and repetition limits on stuffed or format-only criteria (`all_of`), pitfall criteria, tightening or
-loosening blind criteria, graded splits and additions for flat groups, loosening the hardest criterion of an
-all-low task. Numbers (floors, padding lengths) are sized from the task's cached rollouts when there are enough.
+loosening blind criteria, graded splits and additions for flat groups, a graded split of a criterion no answer
+meets into its full and partial forms, loosening the hardest criterion of an all-low task. Numbers (floors, padding
+lengths) are sized from the task's cached rollouts when there are enough, and the partial form is chosen on them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 from agents import rules_bank as bank
-from agents.template_input import Template, TemplateInput
+from agents.template_input import MIN_SIGNAL_ROLLOUTS, Template, TemplateInput
+from harness.checks import Check, CheckTimeout
 from harness.types import (
     AddCriterion,
     AddPitfall,
@@ -258,6 +261,51 @@ def t_split_graded(p: TemplateInput) -> HarnessUpdate | None:
         [SplitCriterion(task_id=p.task.id, criterion_id=c.id, into=parts)],  # type: ignore[arg-type]
         f"{p.event.type}: split the coarse criterion {c.id} into graded parts",
         "partial credit per part spreads the scores: group std up",
+    )
+
+
+def _pass_rate(check: Check, texts: list[str]) -> float | None:
+    """The share of `texts` that meet `check`; None when the check cannot decide one of them (a regex timeout)."""
+    try:
+        return sum(check.evaluate(t) for t in texts) / len(texts)
+    except CheckTimeout:
+        return None
+
+
+def t_split_partial(p: TemplateInput) -> HarnessUpdate | None:
+    """Split a criterion none of the task's cached answers meets into its full form and a partial form.
+
+    The partial form (`rules_bank.partial_forms`) is chosen on the answers themselves: among the positive criteria
+    no answer meets, the form that some answers meet and others miss, with the largest spread it would add to their
+    rewards (half the criterion's weight over the rubric's, times the form's pass-rate spread). Nothing when the
+    task has fewer cached answers than a group, or no form splits them: a graded part everyone or no one meets
+    leaves the groups as dead as before.
+    """
+    texts = [t for t in p.signals.texts if t]
+    if len(texts) < MIN_SIGNAL_ROLLOUTS:
+        return None
+    positive = sum(c.weight for c in p.task.criteria if c.weight > 0)
+    best: tuple[float, Criterion, Check, float] | None = None
+    for c in p.task.criteria:
+        if c.weight <= 0 or c.check is None or _pass_rate(c.check, texts) != 0.0:
+            continue
+        for form in bank.partial_forms(c.check):
+            rate = _pass_rate(form, texts)
+            if rate is None or not 0.0 < rate < 1.0:
+                continue
+            spread = bank._split_weight(c.weight, 2) / positive * math.sqrt(rate * (1.0 - rate))
+            if best is None or spread > best[0]:
+                best = (spread, c, form, rate)
+    if best is None:
+        return None
+    _, c, form, rate = best
+    parts = bank.partial_split(c, form, p.taken_ids - {c.id})
+    return p.update(
+        "criteria",
+        [SplitCriterion(task_id=p.task.id, criterion_id=c.id, into=parts)],
+        f"{p.event.type}: no cached answer meets {c.id}; split it into its full form and a partial form "
+        f"{rate:.0%} of them meet",
+        "the answers that meet the partial form earn half its credit: group std up",
     )
 
 

@@ -12,7 +12,9 @@ and returns `RolloutSignals`, plain JSON-able values:
 - `contrast_criteria`: ids of training criteria that rollouts failing the hidden audit meet far more
   often than rollouts passing it. Only criterion ids leave this module, never an audit score or audit
   text, so an LLM proposer may read them (`harness.visibility`); the audit itself stays hidden.
-- the highest- and lowest-reward completions as short snippets, for an LLM proposer.
+- the highest- and lowest-reward completions as short snippets, for an LLM proposer;
+- the completions themselves (`texts`, empty where a record kept none), for templates that test a check on what
+  the policy writes; an LLM proposer never reads them.
 
 A task with no groups in memory gives empty signals (`n == 0`); templates then keep their defaults.
 """
@@ -52,10 +54,11 @@ class RolloutSignals(BaseModel):
     contrast_criteria: list[str] = Field(default_factory=list)
     best: str | None = None
     worst: str | None = None
+    texts: list[str] = Field(default_factory=list)  # the completions, for templates that test a check on them
 
     def public(self) -> dict[str, Any]:
         """The view an LLM proposer reads: no per-rollout lists, only summaries, ids and snippets."""
-        return self.model_dump(exclude={"lengths", "rewards"})
+        return self.model_dump(exclude={"lengths", "rewards", "texts"})
 
 
 def _trigram_repeats(text: str) -> tuple[str | None, int]:
@@ -111,6 +114,7 @@ def rollout_signals(groups: Sequence[Any]) -> RolloutSignals:
         contrast_criteria=_contrast(audited),
         best=texts[int(order[-1])][:SNIPPET] or None,
         worst=texts[int(order[0])][:SNIPPET] or None,
+        texts=texts,
     )
 
 

@@ -12,7 +12,8 @@ critic's verdicts) and returns an update, or None when it does not apply. The te
   containing the reference answer) with a fade-out schedule; for leaks, a faster fade, removing the
   copied hint, or rewording it to the abstract requirement;
 - criteria: word floors and repetition limits on stuffed / format-only criteria (`all_of`), pitfall
-  criteria, tightening or loosening blind criteria, graded splits of coarse criteria.
+  criteria, tightening or loosening blind criteria, graded splits of coarse criteria, a full-and-partial split of
+  a criterion no cached answer meets.
 
 Templates that need a number (a word budget, a floor, a padding length) size it from the task's own cached
 rollouts (`TemplateInput.signals`, `agents/rollout_signals.py`) when there are at least `MIN_SIGNAL_ROLLOUTS`,
@@ -38,6 +39,7 @@ from agents.criteria_templates import (
     t_reweight_contrast,
     t_reweight_format,
     t_split_graded,
+    t_split_partial,
     t_tighten_contrast,
     t_tighten_format,
     t_tighten_repeat,
@@ -96,8 +98,17 @@ TEMPLATES: dict[str, dict[str, list[tuple[str, Template]]]] = {
             ("blind_split", t_blind_split),
             ("blind_reweight", t_blind_reweight),
         ],
-        "flat": [("split_graded", t_split_graded), ("add_graded", t_add_graded), ("tighten_format", t_tighten_format)],
-        "collapse_low": [("split_graded", t_split_graded), ("loosen_hardest", t_loosen_hardest)],
+        "flat": [
+            ("split_graded", t_split_graded),
+            ("split_partial", t_split_partial),
+            ("add_graded", t_add_graded),
+            ("tighten_format", t_tighten_format),
+        ],
+        "collapse_low": [
+            ("split_graded", t_split_graded),
+            ("split_partial", t_split_partial),
+            ("loosen_hardest", t_loosen_hardest),
+        ],
         "*": [("add_graded", t_add_graded), ("tighten_format", t_tighten_format), ("pitfall_short", t_pitfall_short)],
     },
 }

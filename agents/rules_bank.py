@@ -215,6 +215,56 @@ def loosened(check: Check) -> Check | None:
     return None
 
 
+def partial_forms(check: Check) -> list[Check]:
+    """Strictly easier forms of `check`, each met by every text that meets `check`: its partial credit.
+
+    The loosened check (`loosened`), and where the ask has a part that can be met alone: the end or start mark
+    anywhere in the answer, a list of any length, any one of several combined checks. Checks with no obvious part
+    (a character class, a regex, a negation) have none.
+    """
+    forms: list[Check] = []
+    loose = loosened(check)
+    if loose is not None:
+        forms.append(loose)
+    if isinstance(check, EndsWith | StartsWith):
+        forms.append(ContainsAny(phrases=[check.text], case_sensitive=check.case_sensitive, whole_word=False))
+    if isinstance(check, BulletCount | NumberedCount) and check.min is not None and check.min > 1:
+        forms.append(type(check)(min=1))
+    if isinstance(check, AllOf) and len(check.checks) > 2:
+        forms.append(AnyOf(checks=check.checks))
+    out: list[Check] = []
+    for f in forms:
+        if f != check and f not in out:
+            out.append(f)
+    return out
+
+
+def partial_split(c: Criterion, form: Check, taken: set[str]) -> list[Criterion]:
+    """A criterion as a graded pair: its full form and a partial form (`partial_forms`), its weight shared.
+
+    An answer that meets it in full earns both halves, as before; one that meets only the partial form earns half.
+    """
+    w = _split_weight(c.weight, 2)
+    full_id, part_id = fresh_id(f"{c.id}.full", taken), fresh_id(f"{c.id}.part", taken)
+    return [
+        c.model_copy(update={"id": full_id, "weight": w, "origin": "evolver:split"}),
+        Criterion(
+            id=part_id,
+            text=f"{c.text} (partly: {describe(form)})"[:500],
+            weight=w,
+            kind=c.kind,
+            check=form,
+            origin="evolver:split",
+        ),
+    ]
+
+
+def describe(check: Check) -> str:
+    """A check in a few words for a criterion's text: its type and the fields that differ from the defaults."""
+    fields = check.model_dump(exclude_defaults=True, exclude={"type"})
+    return f"{check.type} {fields}" if fields else check.type
+
+
 def graded_parts(c: Criterion, taken: set[str]) -> list[Criterion] | None:
     """Split a multi-phrase criterion into one criterion per phrase (partial credit), weights shared."""
     chk = c.check

@@ -37,14 +37,14 @@ def test_the_collapse_low_ladder_is_hints_then_criteria_then_sampling():
         ("guidance", "hint_strong"),
         ("guidance", "hint_all"),
         ("criteria", "split_graded"),
+        ("criteria", "split_partial"),
         ("criteria", "loosen_hardest"),
         ("sampling", "downweight"),
         ("sampling", "downweight_more"),
     ]
     assert [i for i, _ in ladder.rungs("collapse_low", attributor.PREFERENCE["collapse_low"], ["criteria"])] == [
-        "criteria",
-        "criteria",
-    ]
+        "criteria"
+    ] * 3
 
 
 @pytest.mark.parametrize(
@@ -137,7 +137,11 @@ def test_rung_elsewhere_names_the_next_non_sampling_interfaces_rung():
     assert ladder.rung_elsewhere("collapse_low", order, {}, ["guidance", "sampling"], "guidance") is None
     assert ladder.rung_elsewhere("stuffing", attributor.PREFERENCE["stuffing"], {}, ALL, "criteria") is None
     assert ladder.rung_elsewhere("collapse_high", attributor.PREFERENCE["collapse_high"], {}, ALL, "sampling") is None
-    spent = _proposals(("criteria", "split_graded", "rejected"), ("criteria", "loosen_hardest", "reverted"))
+    spent = _proposals(
+        ("criteria", "split_graded", "rejected"),
+        ("criteria", "split_partial", "rejected"),
+        ("criteria", "loosen_hardest", "reverted"),
+    )
     assert ladder.rung_elsewhere("collapse_low", order, spent, ALL, "guidance") is None
 
 
