@@ -4,8 +4,9 @@ A task whose groups are dead (collapse_low, collapse_high, flat) teaches nothing
 failed repair must lead to the next one, not to giving up. The ladder of a failure type is its interfaces in the
 attributor's preference order (`agents.attributor.PREFERENCE`), each with its rule templates in order
 (`agents.rule_templates.templates_for`): for collapse_low, hints from the task's essential criteria, then fuller
-hints, then hints on every criterion, then criteria edits (a graded split, a loosened check), then down-weighting;
-for flat, graded criteria edits, then hints (which state the format a criterion asks for), then down-weighting;
+hints, then hints on every criterion, then criteria edits (a graded split, a full-and-partial split of a criterion no
+answer meets, a loosened check), then down-weighting; for flat, graded criteria edits (the same two splits, a graded
+addition), then hints (which state the format a criterion asks for), then down-weighting;
 for collapse_high, harder variants, then criteria and guidance. One reordering (`order_for`): a flat task whose
 newest best rollout still misses a positive format-only criterion (bullets, a word count, a start or an end) never
 produces that form, so re-grading its identical answers cannot make them differ, while a hint that states the form

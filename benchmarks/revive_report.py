@@ -18,14 +18,17 @@ groups after the early steps (HarnessRL vs fixed), the zero-variance share of al
 (pre-flight, critic and generalisation probes over trained rollouts; the critic's split by round kind, failure class,
 interface and decision), the share of accepted updates that answered
 dead groups, and the pause's share of training wall time. Per task it splits HarnessRL's cut in dead groups into
-fewer draws and fewer dead groups per draw, with fixed's early dead rate as the baseline rate (an estimate: fixed's
-per-task rates after the early steps are not in its summaries).
+fewer draws and fewer dead groups per draw, with fixed's early dead rate as the baseline rate (`per_task_cut`: an
+estimate, since a task's dead rate moves as the policy learns) and, where the fixed run folder covers every step,
+with fixed's own per-task rates over the same late steps (`late_cut`: exact, the two parts add up to the cut).
+`--cut` computes only the latter from job summaries, for sittings whose run folders are gone.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,6 +87,53 @@ def dead_levels(metrics: list[dict[str, Any]], lo: int, hi: int) -> dict[str, An
     return {"kinds": kinds, "tasks": {t: r for t, r in sorted(tasks.items()) if r["dead"]}}
 
 
+VARIANT = re.compile(r"^(.+?)\.v\d+-")  # a harder variant's id: `<task id>.v<version>-<constraint>`
+
+
+def base_task(tid: str) -> str:
+    """The pool task a sampled id stands for: a variant's task (agents/sampling_templates.py), else itself."""
+    m = VARIANT.match(tid)
+    return m.group(1) if m else tid
+
+
+def late_cut(h_rows: list[dict[str, Any]], f_rows: list[dict[str, Any]], early: int, steps: int) -> dict[str, Any]:
+    """HarnessRL's cut in dead groups after `early`, split with fixed's own per-task dead rates over the same steps.
+
+    Per pool task (a variant's groups count as its task's): fixed's late dead rate r, then
+    fewer draws = (fixed's late groups - HarnessRL's) x r and revival = HarnessRL's late groups x r - its dead groups.
+    The two add up to fixed's late dead groups minus HarnessRL's exactly. Needs a fixed run that covers the steps.
+    """
+    if max(r["step"] for r in f_rows) < steps:
+        raise ValueError(f"the fixed rows end before step {steps}: no late per-task rates")
+
+    def pooled(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for tid, (g, d) in per_task(rows, early + 1, steps).items():
+            c = out.setdefault(base_task(tid), [0, 0])
+            c[0] += g
+            c[1] += d
+        return out
+
+    h, f = pooled(h_rows), pooled(f_rows)
+    tasks = {}
+    for t in sorted(set(h) | set(f)):
+        (fg, fd), (hg, hd) = f.get(t, [0, 0]), h.get(t, [0, 0])
+        rate = fd / fg if fg else 0.0
+        tasks[t] = {
+            "fixed_late": {"groups": fg, "dead": fd},
+            "harnessrl_late": {"groups": hg, "dead": hd},
+            "cut_by_fewer_draws": round((fg - hg) * rate, 2),
+            "cut_by_revival": round(hg * rate - hd, 2),
+        }
+    return {
+        "fewer_draws": round(sum(r["cut_by_fewer_draws"] for r in tasks.values()), 2),
+        "revival": round(sum(r["cut_by_revival"] for r in tasks.values()), 2),
+        "fixed_late_dead": sum(r["fixed_late"]["dead"] for r in tasks.values()),
+        "harnessrl_late_dead": sum(r["harnessrl_late"]["dead"] for r in tasks.values()),
+        "tasks": tasks,
+    }
+
+
 def early_steps(f_early: Path) -> list[dict[str, Any]]:
     """The fixed arm's per-step rows: a run folder's metrics.jsonl, or a committed job summary's `steps`."""
     if f_early.is_dir():
@@ -95,7 +145,8 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
     h_metrics = read_jsonl(h_dir / "metrics.jsonl")
     rounds = read_jsonl(h_dir / "rounds.jsonl")
     steps = max(m["step"] for m in h_metrics)
-    f_tasks = per_task(early_steps(f_early), 1, early)
+    f_rows = early_steps(f_early)
+    f_tasks = per_task(f_rows, 1, early)
     chronic = sorted(t for t, (g, d) in f_tasks.items() if g and d / g >= 0.5)
     h_late = per_task(h_metrics, early + 1, steps)
     h_early = per_task(h_metrics, 1, early)
@@ -183,6 +234,7 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
             "cut_by_fewer_draws": round((f_draws_late - hg) * rate, 2),
             "cut_by_revival": round(hg * rate - hd, 2),
         }
+    covers = max(r["step"] for r in f_rows) >= steps
     return {
         "steps": steps,
         "chronic": chronic_rows,
@@ -219,6 +271,8 @@ def seed_report(h_dir: Path, f_early: Path, f_summary: Path, early: int) -> dict
         "accepted_updates": accepted,
         "pause": {"pause_s": round(pause, 1), "train_s": round(train_s, 1), "share": pause / (pause + train_s)},
         "per_task_cut": split,
+        # The same cut split with fixed's own late per-task rates, when the fixed run folder covers the steps.
+        "late_cut": late_cut(h_metrics, f_rows, early, steps) if covers else None,
         "dead_levels_after_early": dead_levels(h_metrics, early + 1, steps),
     }
 
@@ -230,6 +284,13 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         metavar="SUMMARY",
         help="only the dead groups' levels after --early, from HarnessRL job summaries (their per-step rows)",
+    )
+    ap.add_argument(
+        "--cut",
+        nargs="+",
+        metavar="H=F",
+        help="only the dead-group cut after --early split with fixed's own late per-task rates (`late_cut`): pairs of "
+        "a HarnessRL job summary or run folder and a fixed one that covers its steps, same seed",
     )
     ap.add_argument("--harnessrl", nargs="+", help="HarnessRL run folders, one per seed")
     ap.add_argument(
@@ -251,6 +312,24 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({"command": command, "total": total, **levels}, indent=1) + "\n")
         print(f"dead groups after step {args.early} by level, {len(levels)} runs: {total}")
+        return 0
+    if args.cut:
+        pairs = [pair.split("=", 1) for pair in args.cut]
+        if any(len(p) != 2 for p in pairs):
+            ap.error("--cut takes HARNESSRL_SUMMARY=FIXED_SOURCE pairs")
+        cuts = {}
+        for h, f in pairs:
+            h_rows = early_steps(Path(h))
+            cuts[Path(h).stem] = late_cut(h_rows, early_steps(Path(f)), args.early, max(r["step"] for r in h_rows))
+        total = {k: round(sum(c[k] for c in cuts.values()), 2) for k in ("fewer_draws", "revival")}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"command": command, "total": total, **cuts}, indent=1) + "\n")
+        for name, c in cuts.items():
+            print(
+                f"{name}: fewer draws {c['fewer_draws']}, revival {c['revival']} (fixed {c['fixed_late_dead']} dead "
+                f"after step {args.early}, HarnessRL {c['harnessrl_late_dead']})"
+            )
+        print(f"total: {total}")
         return 0
     if not (args.harnessrl and args.fixed_early and args.fixed_summary):
         ap.error("give --harnessrl, --fixed-early and --fixed-summary (or --levels)")

@@ -145,7 +145,34 @@ def test_a_committed_job_summary_stands_in_for_the_short_fixed_run(pair):
     """The fixed arm's early steps read the same from its job summary's `steps` as from its run folder."""
     from_folder = seed_report(pair / "h", pair / "fixed", pair / "fixed.json", early=2)
     from_summary = seed_report(pair / "h", pair / "fixed.json", pair / "fixed.json", early=2)
+    # The summary covers every step, so only it also splits the late cut with fixed's own late rates.
+    assert from_folder.pop("late_cut") is None and from_summary.pop("late_cut") is not None
     assert from_summary == from_folder and list(from_summary["chronic"]) == ["a"]
+
+
+def test_the_late_cut_splits_exactly_with_fixed_own_late_rates(pair, tmp_path):
+    """Fewer draws + revival = fixed's late dead groups - HarnessRL's; a variant's groups count as its task's."""
+    r = seed_report(pair / "h", pair / "fixed.json", pair / "fixed.json", early=2)["late_cut"]
+    # Fixed's a is dead in both late groups (rate 1); HarnessRL drew a twice as well, one of them dead.
+    assert (r["fewer_draws"], r["revival"], r["fixed_late_dead"], r["harnessrl_late_dead"]) == (0.0, 1.0, 2, 1)
+    # HarnessRL draws a harder variant of b in place of a: one draw of a fewer, b's groups stay live.
+    h = _metrics(
+        [
+            (["a", "b"], [DEAD, LIVE]),
+            (["a", "b"], [DEAD, LIVE]),
+            (["b.v2-words20", "b"], [LIVE, LIVE]),
+            (["a", "b"], [LIVE, LIVE]),
+        ]
+    )
+    (tmp_path / "hv.json").write_text(json.dumps({"steps": h}))
+    out = tmp_path / "cut.json"
+    assert main(["--cut", f"{tmp_path / 'hv.json'}={pair / 'fixed.json'}", "--early", "2", "--out", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["total"] == {"fewer_draws": 1.0, "revival": 1.0}
+    assert got["hv"]["tasks"]["b"]["harnessrl_late"] == {"groups": 3, "dead": 0}
+    # A fixed source that stops before HarnessRL's last step has no late rates to give.
+    with pytest.raises(ValueError, match="end before step 4"):
+        main(["--cut", f"{tmp_path / 'hv.json'}={pair / 'fixed'}", "--early", "2", "--out", str(out)])
 
 
 def test_dead_groups_are_counted_by_the_level_they_tie_at(pair, tmp_path):

@@ -43,12 +43,13 @@ def test_rounds_accept_an_update_that_changes_following_rewards(trained):
     assert accepted, rounds
     step, rep = next((s, rep) for s, rep in accepted if rep["task_id"] == "t-long" and rep["interface"] == "criteria")
     version = rep["committed_version"]
-    assert rep["attempts"][-1]["template"] == "loosen_hardest"
-    # The committed harness holds the loosened criterion ...
+    # A criteria rung that credits shorter answers: the full-and-partial split, or the loosened check after it.
+    assert rep["attempts"][-1]["template"] in ("split_partial", "loosen_hardest")
+    # The committed harness holds a loosened word floor (the partial form, or the loosened criterion) ...
     from harness.store import HarnessStore
 
     store = HarnessStore(cfg.run_path / "harness")
-    assert store.load(version).criteria("t-long")[0].check.min < 18
+    assert min(c.check.min for c in store.load(version).criteria("t-long")) < 18
     # ... and rewards of t-long groups sampled under it are no longer all zero, while before they were.
     metrics = read_jsonl(cfg.run_path / "metrics.jsonl")
     before = [

@@ -33,8 +33,8 @@ def _task(
 # A random 2M-parameter model never writes "Paris"/"photosynthesis" (collapse_low, all-0 groups) and
 # always stays under 10,000 words (collapse_high, all-1 groups): both failures are certain.
 # `t-long`: 16 tokens of the tiny model give 5-13 words (measured on 64 samples: median 8), so "at least
-# 18 words" is never met (collapse_low), while the rule proposer's loosened check (min 9) is met by about
-# half of the rollouts: with k=8 the critic measures a std gain on the frozen policy and accepts it.
+# 18 words" is never met (collapse_low), while the rule proposer's loosened check (min 9, as a partial form or
+# in place of the criterion) is met by about half of the rollouts: with k=8 the critic measures a std gain.
 TINY_TASKS = [
     _task(
         "t-long",
