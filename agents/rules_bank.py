@@ -244,19 +244,7 @@ def partial_split(c: Criterion, form: Check, taken: set[str]) -> list[Criterion]
 
     An answer that meets it in full earns both halves, as before; one that meets only the partial form earns half.
     """
-    w = _split_weight(c.weight, 2)
-    full_id, part_id = fresh_id(f"{c.id}.full", taken), fresh_id(f"{c.id}.part", taken)
-    return [
-        c.model_copy(update={"id": full_id, "weight": w, "origin": "evolver:split"}),
-        Criterion(
-            id=part_id,
-            text=f"{c.text} (partly: {describe(form)})"[:500],
-            weight=w,
-            kind=c.kind,
-            check=form,
-            origin="evolver:split",
-        ),
-    ]
+    return _half_pair(c, taken, ("full", "part"), f"{c.text} (partly: {describe(form)})", form)
 
 
 def describe(check: Check) -> str:
@@ -291,18 +279,17 @@ def graded_parts(c: Criterion, taken: set[str]) -> list[Criterion] | None:
 
 def strict_split(c: Criterion, taken: set[str], word_floor: int) -> list[Criterion]:
     """Split an always-met criterion into the original (half weight) and a stricter, content-bearing half."""
+    text = f"{c.text}, developed in at least {word_floor} words without repetition"
+    return _half_pair(c, taken, ("base", "strict"), text, tightened(c.check, word_floor, REPEAT_LIMIT))
+
+
+def _half_pair(c: Criterion, taken: set[str], suffixes: tuple[str, str], text: str, check: Check) -> list[Criterion]:
+    """`c` at half its weight, and a second criterion of the same kind and half weight with `text` and `check`."""
     w = _split_weight(c.weight, 2)
-    base_id, strict_id = fresh_id(f"{c.id}.base", taken), fresh_id(f"{c.id}.strict", taken)
+    kept_id, new_id = (fresh_id(f"{c.id}.{s}", taken) for s in suffixes)
     return [
-        c.model_copy(update={"id": base_id, "weight": w, "origin": "evolver:split"}),
-        Criterion(
-            id=strict_id,
-            text=f"{c.text}, developed in at least {word_floor} words without repetition"[:500],
-            weight=w,
-            kind=c.kind,
-            check=tightened(c.check, word_floor, REPEAT_LIMIT),
-            origin="evolver:split",
-        ),
+        c.model_copy(update={"id": kept_id, "weight": w, "origin": "evolver:split"}),
+        Criterion(id=new_id, text=text[:500], weight=w, kind=c.kind, check=check, origin="evolver:split"),
     ]
 
 
