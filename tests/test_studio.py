@@ -478,7 +478,8 @@ def test_training_with_the_evolver_on_langgraph_dev(langgraph_dev_url, chroma_ur
     step, rep = next((s, rep) for s, rep in accepted if rep["task_id"] == "t-long" and rep["interface"] == "criteria")
     version = rep["committed_version"]
     store = HarnessStore(root / "harness")
-    assert store.load(version).criteria("t-long")[0].check.min < 18
+    # A loosened word floor: the partial form of a full-and-partial split, or the loosened criterion.
+    assert min(c.check.min for c in store.load(version).criteria("t-long")) < 18
     metrics = read_jsonl(root / "metrics.jsonl")
     assert next(m for m in metrics if m["step"] == step)["harness_version_after"] >= version
     assert summary["harness_version"] == store.latest().version >= version
