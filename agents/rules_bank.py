@@ -248,7 +248,24 @@ def partial_split(c: Criterion, form: Check, taken: set[str]) -> list[Criterion]
 
 
 def describe(check: Check) -> str:
-    """A check in a few words for a criterion's text: its type and the fields that differ from the defaults."""
+    """A partial form in words, for its criterion's text (a hint phrased from the criterion reads it too)."""
+    if isinstance(check, ContainsAny):
+        return "mentions " + " or ".join(repr(p) for p in check.phrases[:6])
+    if isinstance(check, EndsWith):
+        return f"ends with {check.text!r}" + (f" after at least {check.min_words} words" if check.min_words else "")
+    if isinstance(check, WordCount | SentenceCount | BulletCount | NumberedCount):
+        unit = {
+            "word_count": "words",
+            "sentence_count": "sentences",
+            "bullets": "bullets",
+            "numbered": "numbered items",
+        }
+        span = f"at least {check.min}" if check.max is None else f"{check.min or 0} to {check.max}"
+        return f"{unit[check.type]}: {span}"
+    if isinstance(check, AnyOf):
+        return "meets any one of its parts"
+    if isinstance(check, AllOf):
+        return f"meets its first {len(check.checks)} parts"
     fields = check.model_dump(exclude_defaults=True, exclude={"type"})
     return f"{check.type} {fields}" if fields else check.type
 

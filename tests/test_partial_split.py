@@ -73,6 +73,7 @@ def test_the_partial_form_is_chosen_on_the_answers_and_revives_their_group():
     full, part = op.into
     assert full.check == STORY.criteria[1].check and full.weight == part.weight == 1.5
     assert part.check == ContainsAny(phrases=["!"], whole_word=False)
+    assert part.text == "Ends with an exclamation mark. (partly: mentions '!')"  # words, for a hint to read
     assert "50%" in upd.rationale
     after = apply(STATE, upd).task("story-1")
     rewards = _rewards(after, TEXTS)
